@@ -1,0 +1,148 @@
+"""The two I/O seams to model services: :class:`TextBackend` and :class:`ImageBackend`.
+
+Each is one coroutine: a typed request in, a typed reply out. Everything above this layer
+(engine, stages, app) talks only to these protocols; only ``backends/openai_backend.py``
+imports ``openai``. Implementations must be safe to call concurrently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+__all__ = [
+    "ImageBackend",
+    "ImageReply",
+    "ImageRequest",
+    "JsonSchema",
+    "Message",
+    "Role",
+    "TextBackend",
+    "TextReply",
+    "TextRequest",
+    "Usage",
+]
+
+Role = Literal["system", "user", "assistant"]
+
+
+@dataclass(frozen=True)
+class Message:
+    role: Role
+    content: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"role": self.role, "content": self.content}
+
+
+@dataclass(frozen=True)
+class JsonSchema:
+    """A JSON schema for structured output (OpenAI ``response_format: json_schema``).
+
+    ``schema`` must follow the strict-mode subset when ``strict`` is true: every object lists
+    all its properties in ``required`` and sets ``additionalProperties: false``.
+    """
+
+    name: str
+    schema: Mapping[str, Any]
+    strict: bool = True
+
+
+@dataclass(frozen=True)
+class TextRequest:
+    """One chat completion request.
+
+    ``model`` None means the backend's default text model. ``seed`` is sent as the API's
+    ``seed`` (best-effort determinism on the server side; recorded either way).
+    """
+
+    messages: tuple[Message, ...]
+    temperature: float
+    model: str | None = None
+    seed: int | None = None
+    json_schema: JsonSchema | None = None
+    max_output_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+            self.total_tokens + other.total_tokens,
+        )
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.total_tokens,
+        }
+
+
+@dataclass(frozen=True)
+class TextReply:
+    """What the model said.
+
+    ``text`` is None when the model refused (``refusal`` then holds its explanation) or sent
+    no content. ``attempts`` counts transport attempts (1 = no retry was needed).
+    """
+
+    text: str | None
+    model: str
+    refusal: str | None = None
+    usage: Usage | None = None
+    system_fingerprint: str | None = None
+    finish_reason: str | None = None
+    attempts: int = 1
+
+
+@runtime_checkable
+class TextBackend(Protocol):
+    """A chat model. ``label`` names it in logs and transcripts (``openai``, ``offline``...)."""
+
+    @property
+    def label(self) -> str: ...
+
+    @property
+    def default_model(self) -> str: ...
+
+    async def complete(self, request: TextRequest) -> TextReply: ...
+
+
+@dataclass(frozen=True)
+class ImageRequest:
+    prompt: str
+    model: str | None = None
+    size: str = "1536x1024"
+    quality: str = "high"
+    seed: int | None = None
+
+
+@dataclass(frozen=True)
+class ImageReply:
+    """Encoded image bytes (PNG / JPEG / WebP as ``format`` says) plus metadata."""
+
+    data: bytes
+    model: str
+    format: str = "png"
+    revised_prompt: str | None = None
+    attempts: int = 1
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class ImageBackend(Protocol):
+    @property
+    def label(self) -> str: ...
+
+    @property
+    def default_model(self) -> str: ...
+
+    async def generate(self, request: ImageRequest) -> ImageReply: ...

@@ -1,0 +1,210 @@
+"""The one error tree of image_project.
+
+::
+
+    ImageProjectError                    base of everything we raise on purpose
+    ├── ConfigError                      bad configuration; raised at load time, before any
+    │                                    model call; carries the full dotted key path (exit 2)
+    ├── PipelineDefinitionError          a step tree that cannot run (name collision, bad merge
+    │                                    mode, a shared capture key between parallel siblings);
+    │                                    raised when the tree is built or first checked
+    ├── StepFailedError                  a step could not produce a usable result at run time
+    │   ├── EmptyPromptError             a None / non-string / blank prompt (before any call)
+    │   ├── EmptyResponseError           a None / blank model answer the step does not allow
+    │   └── ModelOutputError             the model answered, but not in the required shape
+    │       │                            (after the bounded re-asks); carries a short preview
+    │       └── RefusalError             the model refused (never re-asked)
+    └── BackendError                     transport to a model service failed
+        ├── BackendTimeoutError          the configured timeout fired
+        ├── BackendConnectionError       could not connect / connection reset
+        ├── RateLimitedError             429 after every allowed attempt
+        ├── ServerError                  5xx after every allowed attempt
+        ├── AuthenticationError          401 / 403; names the environment variable to set
+        ├── RequestRejectedError         400 / 404 / 422 and other non-retryable 4xx
+        └── NetworkDisabledError         the real adapter was asked to touch the network under
+                                         the test suite without opting in
+
+Transport retries and "the model answered badly" re-asks are different layers: a
+``BackendError`` means every transport attempt failed; a ``ModelOutputError`` means the model
+answered every re-ask badly.
+
+Errors raised while a step runs are *located*: the engine attaches the innermost failing
+node's path, name and type (see :func:`locate` / :func:`location_of`). Attribution works for
+any exception type, not only ours, so a bug in an action function is still blamed on its path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+__all__ = [
+    "AuthenticationError",
+    "BackendConnectionError",
+    "BackendError",
+    "BackendTimeoutError",
+    "ConfigError",
+    "EmptyPromptError",
+    "EmptyResponseError",
+    "ImageProjectError",
+    "ModelOutputError",
+    "NetworkDisabledError",
+    "PipelineDefinitionError",
+    "RateLimitedError",
+    "RefusalError",
+    "RequestRejectedError",
+    "ServerError",
+    "StepFailedError",
+    "StepLocation",
+    "add_cancelled_paths",
+    "cancelled_paths_of",
+    "locate",
+    "location_of",
+    "preview",
+]
+
+NodeType = Literal["chat", "action", "block"]
+
+PREVIEW_CHARS = 200
+
+
+def preview(text: object, limit: int = PREVIEW_CHARS) -> str:
+    """A single-line preview of at most ``limit`` characters, for error messages."""
+    s = text if isinstance(text, str) else repr(text)
+    s = " ".join(s.split())
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+class ImageProjectError(Exception):
+    """Base class of every error image_project raises on purpose."""
+
+
+class ConfigError(ImageProjectError):
+    """Invalid configuration. ``key`` is the full dotted path of the offending key."""
+
+    def __init__(self, key: str, message: str) -> None:
+        self.key = key
+        self.message = message
+        super().__init__(f"{key}: {message}" if key else message)
+
+
+class PipelineDefinitionError(ImageProjectError):
+    """A step tree that cannot run: detected before any model call."""
+
+
+class StepFailedError(ImageProjectError):
+    """A step could not produce a usable result."""
+
+
+class EmptyPromptError(StepFailedError):
+    """The prompt was None, not a string, or blank; no model call was made."""
+
+
+class EmptyResponseError(StepFailedError):
+    """The model answered None or a blank string and the step does not allow that."""
+
+
+class ModelOutputError(StepFailedError):
+    """The model's answer did not have the required shape, after the allowed re-asks.
+
+    ``reason`` is a short machine-readable code (for example ``invalid_judge_output``),
+    ``output_preview`` at most 200 characters of the last bad answer.
+    """
+
+    def __init__(self, reason: str, message: str, *, output: object = "") -> None:
+        self.reason = reason
+        self.output_preview = preview(output)
+        detail = f"{reason}: {message}"
+        if self.output_preview:
+            detail += f" (output preview: {self.output_preview!r})"
+        super().__init__(detail)
+
+
+class RefusalError(ModelOutputError):
+    """The model refused to answer. Refusals are never re-asked."""
+
+    def __init__(self, message: str, *, output: object = "") -> None:
+        super().__init__("refused", message, output=output)
+
+
+class BackendError(ImageProjectError):
+    """A model service could not be reached or answered with an error.
+
+    ``status`` is the HTTP status when there was one; ``attempts`` how many transport
+    attempts were made before giving up.
+    """
+
+    def __init__(self, message: str, *, status: int | None = None, attempts: int = 1) -> None:
+        self.status = status
+        self.attempts = attempts
+        super().__init__(message)
+
+
+class BackendTimeoutError(BackendError):
+    """The configured request timeout fired on every attempt."""
+
+
+class BackendConnectionError(BackendError):
+    """The connection failed or was reset on every attempt."""
+
+
+class RateLimitedError(BackendError):
+    """HTTP 429 on every attempt."""
+
+
+class ServerError(BackendError):
+    """HTTP 5xx (or 408 / 409) on every attempt."""
+
+
+class AuthenticationError(BackendError):
+    """HTTP 401 / 403: the key is missing, wrong, or lacks access. Never retried."""
+
+
+class RequestRejectedError(BackendError):
+    """A non-retryable 4xx (400, 404, 422, ...): the request itself is wrong."""
+
+
+class NetworkDisabledError(BackendError):
+    """The real adapter refused to use the network (under tests, unless a test opts in)."""
+
+
+@dataclass(frozen=True)
+class StepLocation:
+    """Where in the step tree an error happened (the innermost failing node)."""
+
+    path: str
+    name: str
+    node_type: NodeType
+    cancelled_paths: tuple[str, ...] = field(default=())
+
+
+_LOCATION_ATTR = "_image_project_location"
+_CANCELLED_ATTR = "_image_project_cancelled_paths"
+
+
+def locate(exc: BaseException, *, path: str, name: str, node_type: NodeType) -> None:
+    """Attach a location to ``exc`` unless an inner node already did (innermost wins)."""
+    if getattr(exc, _LOCATION_ATTR, None) is None:
+        setattr(exc, _LOCATION_ATTR, (path, name, node_type))
+
+
+def add_cancelled_paths(exc: BaseException, paths: list[str]) -> None:
+    """Record sibling paths that were cancelled because ``exc`` failed."""
+    if not paths:
+        return
+    existing: tuple[str, ...] = getattr(exc, _CANCELLED_ATTR, ())
+    setattr(exc, _CANCELLED_ATTR, existing + tuple(p for p in paths if p not in existing))
+
+
+def cancelled_paths_of(exc: BaseException) -> tuple[str, ...]:
+    cancelled: tuple[str, ...] = getattr(exc, _CANCELLED_ATTR, ())
+    return cancelled
+
+
+def location_of(exc: BaseException) -> StepLocation | None:
+    """The location the engine attached to ``exc``, if any."""
+    raw = getattr(exc, _LOCATION_ATTR, None)
+    if raw is None:
+        return None
+    path, name, node_type = raw
+    return StepLocation(path, name, node_type, cancelled_paths_of(exc))
