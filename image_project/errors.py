@@ -49,6 +49,7 @@ __all__ = [
     "ImageProjectError",
     "ModelOutputError",
     "NetworkDisabledError",
+    "NodeType",
     "PipelineDefinitionError",
     "RateLimitedError",
     "RefusalError",

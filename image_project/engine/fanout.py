@@ -1,0 +1,81 @@
+"""The one fan-out helper: every concurrent group in image_project goes through
+:func:`ordered_fanout`.
+
+It runs callables in an anyio task group (optionally each under a shared
+``CapacityLimiter``) and returns their results **in input order**, never completion order.
+If any fails, the task group cancels the rest; the failure with the lowest input index is
+raised (other concurrent failures are attached to it as notes), and the labels of the
+callables that did not complete are attached as cancelled paths
+(:func:`image_project.errors.cancelled_paths_of`).
+
+``sequential=True`` runs the same callables one at a time, in order, with the same result and
+error contract; it is how the engine's sequential mode shares this code path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
+
+import anyio
+
+from image_project.errors import add_cancelled_paths
+
+__all__ = ["ordered_fanout"]
+
+T = TypeVar("T")
+
+
+async def ordered_fanout(
+    fns: Sequence[Callable[[], Awaitable[T]]],
+    *,
+    limiter: anyio.CapacityLimiter | None = None,
+    sequential: bool = False,
+    labels: Sequence[str] | None = None,
+) -> list[T]:
+    if labels is not None and len(labels) != len(fns):
+        raise ValueError("labels must match fns one to one")
+    names = list(labels) if labels is not None else [f"#{i}" for i in range(len(fns))]
+    results: dict[int, T] = {}
+    failures: dict[int, Exception] = {}
+
+    async def run_one(index: int) -> None:
+        try:
+            if limiter is not None:
+                async with limiter:
+                    results[index] = await fns[index]()
+            else:
+                results[index] = await fns[index]()
+        except Exception as exc:
+            failures[index] = exc
+            raise
+
+    if sequential:
+        for i in range(len(fns)):
+            try:
+                await run_one(i)
+            except Exception:
+                break
+    else:
+        try:
+            async with anyio.create_task_group() as tg:
+                for i in range(len(fns)):
+                    tg.start_soon(run_one, i)
+        except BaseExceptionGroup as group:
+            _, foreign = group.split(Exception)
+            if not failures or foreign is not None:
+                raise
+
+    if failures:
+        first = min(failures)
+        primary = failures[first]
+        for index in sorted(failures):
+            if index != first:
+                primary.add_note(
+                    f"also failed concurrently: {names[index]}: "
+                    f"{type(failures[index]).__name__}: {failures[index]}"
+                )
+        incomplete = [names[i] for i in range(len(fns)) if i not in results and i not in failures]
+        add_cancelled_paths(primary, incomplete)
+        raise primary
+    return [results[i] for i in range(len(fns))]

@@ -1,0 +1,374 @@
+"""Executes a step tree: :class:`ChatRunner`.
+
+Semantics (the contract every stage relies on):
+
+* **Always copy, merge once.** Every node runs on its own copy of its parent's conversation
+  (conversations are immutable tuples). The parent changes once, when the node has finished,
+  according to the node's merge mode: ``all_messages`` appends everything the node produced,
+  ``last_response`` appends only its last assistant message (an error if there is none),
+  ``none`` leaves the parent unchanged. A failing node therefore never leaves half-applied
+  messages behind.
+* **Parallel blocks** run their children concurrently through :func:`ordered_fanout`, each
+  child from the block's starting conversation and with its own view of ``ctx.outputs``;
+  merges and captures are applied in declared order once all children have finished.
+  Records are placed by declared position, so the transcript never depends on completion
+  order. ``mode="sequential"`` runs the identical tree one call at a time; for the same
+  answers both modes produce the same conversation, outputs and records (timing aside).
+* **Errors** carry the innermost failing node's path, name and type
+  (:func:`image_project.errors.location_of`); a failing child cancels its running siblings,
+  whose paths are attached as cancelled; completed siblings stay recorded.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Literal, TypeAlias
+
+import anyio
+
+from image_project.backends.base import Message, TextBackend, TextReply, TextRequest, Usage
+from image_project.engine.context import Context, StepRecord
+from image_project.engine.fanout import ordered_fanout
+from image_project.engine.nodes import ActionStep, Block, ChatStep, Node, default_name
+from image_project.engine.recorder import DefaultStepRecorder, StepRecorder, check_recorder
+from image_project.errors import (
+    EmptyPromptError,
+    EmptyResponseError,
+    ModelOutputError,
+    NodeType,
+    RefusalError,
+    StepFailedError,
+    locate,
+)
+
+__all__ = ["ChatRunner", "ExecutionMode", "NodeOutcome"]
+
+ExecutionMode: TypeAlias = Literal["concurrent", "sequential"]
+Conversation: TypeAlias = tuple[Message, ...]
+
+_REASK_ERROR_CHARS = 2000
+
+
+@dataclass(frozen=True)
+class NodeOutcome:
+    """What a node produced: the messages it added to its working copy, and its last
+    assistant response (None when it produced none)."""
+
+    produced: Conversation
+    last_response: str | None
+
+
+def _utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _node_type(node: Node) -> NodeType:
+    return (
+        "chat"
+        if isinstance(node, ChatStep)
+        else "action"
+        if isinstance(node, ActionStep)
+        else "block"
+    )
+
+
+class ChatRunner:
+    """Runs nodes against a :class:`TextBackend`.
+
+    ``limiter`` (optional) bounds the model calls this runner has in flight; backends may
+    apply their own limit as well. ``clock`` is the monotonic clock used for latencies.
+    """
+
+    def __init__(
+        self,
+        backend: TextBackend,
+        *,
+        recorder: object | None = None,
+        mode: ExecutionMode = "concurrent",
+        limiter: anyio.CapacityLimiter | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        if mode not in ("concurrent", "sequential"):
+            raise ValueError(f"mode must be 'concurrent' or 'sequential', got {mode!r}")
+        self.backend = backend
+        self.recorder: StepRecorder = check_recorder(
+            recorder if recorder is not None else DefaultStepRecorder()
+        )
+        self.mode: ExecutionMode = mode
+        self.limiter = limiter
+        self.clock = clock
+
+    # -- public API ---------------------------------------------------------------------
+
+    async def run(self, ctx: Context, node: Node) -> NodeOutcome:
+        """Run ``node`` as the root and merge its result into ``ctx.messages``."""
+        name = node.name or ("pipeline" if isinstance(node, Block) else default_name(node, 1))
+        outcome = await self._run(node, ctx, ctx.messages, path=name, name=name, order=(0,))
+        ctx.messages = self._merge(ctx.messages, node, outcome, name)
+        return outcome
+
+    async def run_step(self, ctx: Context, step: ChatStep) -> str:
+        """Run one step as the root and return its response text."""
+        outcome = await self.run(ctx, step)
+        return outcome.last_response or ""
+
+    # -- dispatch -----------------------------------------------------------------------
+
+    async def _run(
+        self,
+        node: Node,
+        ctx: Context,
+        base: Conversation,
+        *,
+        path: str,
+        name: str,
+        order: tuple[int, ...],
+    ) -> NodeOutcome:
+        try:
+            if isinstance(node, ChatStep):
+                return await self._run_chat(node, ctx, base, path, name, order)
+            if isinstance(node, ActionStep):
+                return await self._run_action(node, ctx, path, name, order)
+            return await self._run_block(node, ctx, base, path, order)
+        except Exception as exc:
+            locate(exc, path=path, name=name, node_type=_node_type(node))
+            raise
+
+    def _merge(
+        self, parent: Conversation, node: Node, outcome: NodeOutcome, path: str
+    ) -> Conversation:
+        if isinstance(node, ActionStep) or node.merge == "none":
+            return parent
+        if node.merge == "all_messages":
+            return parent + outcome.produced
+        last = outcome.last_response
+        if last is None or not last.strip():
+            raise StepFailedError(
+                f"{path}: merge 'last_response' requested but the node produced no assistant output"
+            )
+        return (*parent, Message("assistant", last))
+
+    # -- blocks -------------------------------------------------------------------------
+
+    async def _run_block(
+        self, block: Block, ctx: Context, base: Conversation, path: str, order: tuple[int, ...]
+    ) -> NodeOutcome:
+        children = list(zip(block.child_names, block.nodes, strict=True))
+        working = base
+        if block.parallel:
+            forks = [ctx.fork() for _ in children]
+            fns: list[Callable[[], Awaitable[NodeOutcome]]] = [
+                functools.partial(
+                    self._run,
+                    child,
+                    forks[i][0],
+                    base,
+                    path=f"{path}/{child_name}",
+                    name=child_name,
+                    order=(*order, i),
+                )
+                for i, (child_name, child) in enumerate(children)
+            ]
+            outcomes = await ordered_fanout(
+                fns,
+                sequential=self.mode == "sequential",
+                labels=[f"{path}/{child_name}" for child_name, _ in children],
+            )
+            for (child_name, child), (_, overlay), outcome in zip(
+                children, forks, outcomes, strict=True
+            ):
+                ctx.outputs.update(overlay)
+                working = self._merge(working, child, outcome, f"{path}/{child_name}")
+        else:
+            for i, (child_name, child) in enumerate(children):
+                child_path = f"{path}/{child_name}"
+                outcome = await self._run(
+                    child, ctx, working, path=child_path, name=child_name, order=(*order, i)
+                )
+                working = self._merge(working, child, outcome, child_path)
+        produced = working[len(base) :]
+        last = next((m.content for m in reversed(produced) if m.role == "assistant"), None)
+        if block.capture_key is not None:
+            if last is None:
+                raise StepFailedError(
+                    f"{path}: capture_key {block.capture_key!r} set but the block produced "
+                    "no assistant output"
+                )
+            ctx.outputs[block.capture_key] = last
+        return NodeOutcome(produced, last)
+
+    # -- actions ------------------------------------------------------------------------
+
+    async def _run_action(
+        self, step: ActionStep, ctx: Context, path: str, name: str, order: tuple[int, ...]
+    ) -> NodeOutcome:
+        created_at = _utc_now()
+        try:
+            self.recorder.on_step_start(ctx, path, type="action", name=name)
+            t0 = self.clock()
+            result = step.fn(ctx)
+            if inspect.isawaitable(result):
+                result = await result
+            record = StepRecord(
+                order=order,
+                type="action",
+                name=name,
+                path=path,
+                created_at=created_at,
+                latency_ms=round((self.clock() - t0) * 1000, 3),
+                result=result,
+                meta=step.meta,
+            )
+            self.recorder.on_step_end(ctx, record)
+        except Exception as exc:
+            self._report_error(ctx, path, name, exc)
+            raise
+        if step.capture_key is not None:
+            ctx.outputs[step.capture_key] = result
+        return NodeOutcome((), None)
+
+    # -- chat ---------------------------------------------------------------------------
+
+    async def _run_chat(
+        self,
+        step: ChatStep,
+        ctx: Context,
+        base: Conversation,
+        path: str,
+        name: str,
+        order: tuple[int, ...],
+    ) -> NodeOutcome:
+        created_at = _utc_now()
+        try:
+            prompt = self._render_prompt(step, ctx, path)
+            if step.stateless:
+                history: Conversation = (
+                    (Message("system", step.system_prompt),) if step.system_prompt else ()
+                )
+            else:
+                history = base
+            model = step.model or self.backend.default_model
+            self.recorder.on_step_start(
+                ctx,
+                path,
+                type="chat",
+                name=name,
+                model=model,
+                temperature=step.temperature,
+                context_messages=len(history),
+                prompt_chars=len(prompt),
+            )
+            t0 = self.clock()
+            text, value, replies, reasks = await self._ask(step, history, prompt, model, path)
+            last = replies[-1]
+            usage = Usage()
+            for r in replies:
+                usage = usage + (r.usage or Usage())
+            record = StepRecord(
+                order=order,
+                type="chat",
+                name=name,
+                path=path,
+                created_at=created_at,
+                latency_ms=round((self.clock() - t0) * 1000, 3),
+                prompt=prompt,
+                response=text,
+                system_prompt=step.system_prompt if step.stateless else None,
+                params={"temperature": step.temperature, "model": model, "seed": step.seed},
+                usage=usage,
+                attempts=sum(r.attempts for r in replies),
+                system_fingerprint=last.system_fingerprint,
+                response_model=last.model if last.model != model else None,
+                context_messages=len(history),
+                reasks=tuple(reasks),
+                meta=step.meta,
+            )
+            self.recorder.on_step_end(ctx, record)
+        except Exception as exc:
+            self._report_error(ctx, path, name, exc)
+            raise
+        if step.capture_key is not None:
+            ctx.outputs[step.capture_key] = value
+        return NodeOutcome((Message("user", prompt), Message("assistant", text)), text)
+
+    def _render_prompt(self, step: ChatStep, ctx: Context, path: str) -> str:
+        prompt = step.prompt(ctx) if callable(step.prompt) else step.prompt
+        if prompt is None:
+            raise EmptyPromptError(f"{path}: prompt is None; no model call was made")
+        if not isinstance(prompt, str):
+            raise EmptyPromptError(
+                f"{path}: prompt must be a string, got {type(prompt).__name__}; "
+                "no model call was made"
+            )
+        if not prompt.strip() and not step.allow_empty_prompt:
+            raise EmptyPromptError(f"{path}: prompt is blank; no model call was made")
+        return prompt
+
+    async def _ask(
+        self, step: ChatStep, history: Conversation, prompt: str, model: str, path: str
+    ) -> tuple[str, object, list[TextReply], list[dict[str, str]]]:
+        """Call the model, validating with ``step.parse`` and re-asking on bad answers."""
+        messages: Conversation = (*history, Message("user", prompt))
+        replies: list[TextReply] = []
+        reasks: list[dict[str, str]] = []
+        while True:
+            reply = await self._complete(
+                TextRequest(
+                    messages=messages,
+                    temperature=float(step.temperature),
+                    model=model,
+                    seed=step.seed,
+                    json_schema=step.json_schema,
+                    max_output_tokens=step.max_output_tokens,
+                )
+            )
+            replies.append(reply)
+            text = reply.text
+            if reply.refusal and not (text and text.strip()):
+                raise RefusalError(
+                    f"{path}: the model refused: {reply.refusal}", output=reply.refusal
+                )
+            if text is None or not text.strip():
+                if not step.allow_empty_response:
+                    what = "None" if text is None else "a blank response"
+                    raise EmptyResponseError(f"{path}: the model returned {what}")
+                text = text or ""
+            if step.parse is None:
+                return text, text, replies, reasks
+            try:
+                return text, step.parse(text), replies, reasks
+            except RefusalError:
+                raise
+            except (ModelOutputError, ValueError) as exc:
+                error = str(exc)[:_REASK_ERROR_CHARS]
+                reasks.append({"response": text, "error": error})
+                if len(reasks) > step.max_reasks:
+                    reason = exc.reason if isinstance(exc, ModelOutputError) else "invalid_output"
+                    raise ModelOutputError(
+                        reason,
+                        f"{path}: the answer failed validation after {len(reasks)} "
+                        f"attempt(s): {error}",
+                        output=text,
+                    ) from exc
+                messages = (
+                    *messages,
+                    Message("assistant", text),
+                    Message("user", step.reask_prompt(error)),
+                )
+
+    async def _complete(self, request: TextRequest) -> TextReply:
+        if self.limiter is None:
+            return await self.backend.complete(request)
+        async with self.limiter:
+            return await self.backend.complete(request)
+
+    def _report_error(self, ctx: Context, path: str, name: str, exc: BaseException) -> None:
+        try:
+            self.recorder.on_step_error(ctx, path, name, exc)
+        except Exception as recorder_exc:
+            exc.add_note(f"the step recorder also failed: {recorder_exc!r}")

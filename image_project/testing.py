@@ -1,0 +1,203 @@
+"""Fake model backends, shipped in the package so that users' tests and ours share them.
+
+* :class:`FunctionTextBackend` — every request goes to a function you write (sync or async);
+  return a string, a :class:`TextReply`, or raise.
+* :class:`ScriptedTextBackend` — answers from a script. Entries without a matcher are used in
+  call order; entries with ``contains=`` / ``when=`` answer the first matching call (use
+  matchers for concurrent groups, whose call order is not fixed). A call no entry matches
+  raises :class:`UnexpectedCallError`; :meth:`ScriptedTextBackend.assert_all_used` checks
+  that nothing in the script was left over.
+* :class:`FakeImageBackend` — a real PNG of the requested size, no network.
+
+All fakes record every request they received (``.requests``, in arrival order).
+"""
+
+from __future__ import annotations
+
+import inspect
+import io
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from PIL import Image
+
+from image_project.backends.base import (
+    ImageReply,
+    ImageRequest,
+    TextReply,
+    TextRequest,
+    Usage,
+)
+from image_project.errors import preview
+
+__all__ = [
+    "FakeImageBackend",
+    "FunctionTextBackend",
+    "ScriptEntry",
+    "ScriptedTextBackend",
+    "UnexpectedCallError",
+    "last_user_text",
+]
+
+ReplyLike = str | TextReply | None
+TextFn = Callable[[TextRequest], ReplyLike | Awaitable[ReplyLike]]
+
+
+class UnexpectedCallError(AssertionError):
+    """A scripted fake received a call its script has no answer for."""
+
+
+def last_user_text(request: TextRequest) -> str:
+    """The content of the last user message of ``request`` ("" if there is none)."""
+    return next((m.content for m in reversed(request.messages) if m.role == "user"), "")
+
+
+def _to_reply(value: ReplyLike, request: TextRequest, default_model: str) -> TextReply:
+    if isinstance(value, TextReply):
+        return value
+    text = value
+    words = len((text or "").split())
+    prompt_words = sum(len(m.content.split()) for m in request.messages)
+    return TextReply(
+        text=text,
+        model=request.model or default_model,
+        usage=Usage(prompt_words, words, prompt_words + words),
+        finish_reason="stop",
+    )
+
+
+class FunctionTextBackend:
+    """A text backend whose answers come from ``fn(request)``."""
+
+    def __init__(
+        self, fn: TextFn, *, label: str = "function", default_model: str = "fake-text-model"
+    ) -> None:
+        self._fn = fn
+        self._label = label
+        self._default_model = default_model
+        self.requests: list[TextRequest] = []
+
+    @property
+    def label(self) -> str:
+        return self._label
+
+    @property
+    def default_model(self) -> str:
+        return self._default_model
+
+    async def complete(self, request: TextRequest) -> TextReply:
+        self.requests.append(request)
+        result = self._fn(request)
+        if inspect.isawaitable(result):
+            result = await result
+        return _to_reply(result, request, self._default_model)
+
+
+@dataclass
+class ScriptEntry:
+    """One scripted answer: a reply text, a :class:`TextReply`, or an exception to raise.
+
+    ``contains`` matches calls whose last user message contains that text; ``when`` is any
+    predicate on the request. With neither, the entry matches any call.
+    """
+
+    reply: str | TextReply | BaseException
+    contains: str | None = None
+    when: Callable[[TextRequest], bool] | None = None
+    used: bool = False
+
+    def matches(self, request: TextRequest) -> bool:
+        if self.contains is not None and self.contains not in last_user_text(request):
+            return False
+        return self.when is None or self.when(request)
+
+
+class ScriptedTextBackend:
+    """A text backend that answers from a script and fails on any call it did not expect."""
+
+    def __init__(
+        self,
+        script: Sequence[str | TextReply | BaseException | ScriptEntry],
+        *,
+        label: str = "scripted",
+        default_model: str = "scripted-model",
+    ) -> None:
+        self.entries = [s if isinstance(s, ScriptEntry) else ScriptEntry(s) for s in script]
+        self._label = label
+        self._default_model = default_model
+        self.requests: list[TextRequest] = []
+
+    @property
+    def label(self) -> str:
+        return self._label
+
+    @property
+    def default_model(self) -> str:
+        return self._default_model
+
+    async def complete(self, request: TextRequest) -> TextReply:
+        self.requests.append(request)
+        for entry in self.entries:
+            if not entry.used and entry.matches(request):
+                entry.used = True
+                if isinstance(entry.reply, BaseException):
+                    raise entry.reply
+                return _to_reply(entry.reply, request, self._default_model)
+        raise UnexpectedCallError(
+            f"unexpected call #{len(self.requests)} to the scripted backend: no unused script "
+            f"entry matches the prompt {preview(last_user_text(request))!r}"
+        )
+
+    def unused(self) -> list[ScriptEntry]:
+        return [e for e in self.entries if not e.used]
+
+    def assert_all_used(self) -> None:
+        left = self.unused()
+        if left:
+            raise AssertionError(
+                f"{len(left)} scripted answer(s) were never requested: "
+                + "; ".join(preview(str(e.reply), 60) for e in left)
+            )
+
+
+class FakeImageBackend:
+    """Returns a real PNG of the requested size (a flat colour), recording each request.
+
+    ``fail_with`` makes every call raise that exception instead.
+    """
+
+    def __init__(
+        self,
+        *,
+        color: tuple[int, int, int] = (40, 90, 140),
+        fail_with: BaseException | None = None,
+        default_model: str = "fake-image-model",
+    ) -> None:
+        self.color = color
+        self.fail_with = fail_with
+        self._default_model = default_model
+        self.requests: list[ImageRequest] = []
+
+    @property
+    def label(self) -> str:
+        return "fake-image"
+
+    @property
+    def default_model(self) -> str:
+        return self._default_model
+
+    async def generate(self, request: ImageRequest) -> ImageReply:
+        self.requests.append(request)
+        if self.fail_with is not None:
+            raise self.fail_with
+        width, height = _parse_size(request.size)
+        buf = io.BytesIO()
+        Image.new("RGB", (width, height), self.color).save(buf, format="PNG")
+        return ImageReply(data=buf.getvalue(), model=request.model or self._default_model)
+
+
+def _parse_size(size: str) -> tuple[int, int]:
+    if size == "auto":
+        return 1536, 1024
+    w, _, h = size.partition("x")
+    return int(w), int(h)

@@ -1,0 +1,111 @@
+from __future__ import annotations
+
+import pytest
+
+from image_project.engine import (
+    ActionStep,
+    Block,
+    ChatRunner,
+    ChatStep,
+    Context,
+    fanout_then_reduce,
+    generate_then_select,
+    iterate,
+)
+from image_project.errors import PipelineDefinitionError
+from image_project.testing import FunctionTextBackend, last_user_text
+
+pytestmark = pytest.mark.anyio
+
+
+def thread(i: int) -> ChatStep:
+    return ChatStep(
+        name=f"t{i}", prompt=f"thread {i}", temperature=0.8, merge="none", capture_key=f"t{i}"
+    )
+
+
+def test_fanout_then_reduce_shape() -> None:
+    block = fanout_then_reduce(
+        "enclave", fanout=[thread(1), thread(2)], reduce=[ChatStep(prompt="r", temperature=0)]
+    )
+    fan, red = block.nodes
+    assert isinstance(fan, Block) and isinstance(red, Block)
+    assert (block.name, block.merge) == ("enclave", "all_messages")
+    assert (fan.name, fan.merge, fan.parallel) == ("fanout", "none", True)
+    assert (red.name, red.merge, red.parallel) == ("reduce", "all_messages", False)
+
+
+async def test_fanout_then_reduce_runs_threads_from_one_baseline_and_reduces() -> None:
+    backend = FunctionTextBackend(lambda r: f"<{last_user_text(r)}>")
+    block = fanout_then_reduce(
+        "enclave",
+        fanout=[thread(1), thread(2), thread(3)],
+        reduce=[
+            ChatStep(
+                name="consensus",
+                prompt=lambda c: ",".join(c.outputs[f"t{i}"] for i in (1, 2, 3)),
+                temperature=0,
+            )
+        ],
+    )
+    ctx = Context.with_system("sys")
+    await ChatRunner(backend).run(
+        ctx, Block(nodes=[ChatStep(name="draft", prompt="d", temperature=0), block])
+    )
+    thread_requests = [r for r in backend.requests if last_user_text(r).startswith("thread")]
+    assert all([m.content for m in r.messages[:-1]] == ["sys", "d", "<d>"] for r in thread_requests)
+    assert ctx.messages[-1].content == "<<thread 1>,<thread 2>,<thread 3>>"
+    assert [r.path for r in ctx.steps][-1] == "pipeline/enclave/reduce/consensus"
+
+
+async def test_generate_then_select_wraps_a_single_select_node() -> None:
+    block = generate_then_select(
+        "pick",
+        generate=[thread(1), thread(2)],
+        select=ActionStep(
+            name="choose", fn=lambda c: max(c.outputs["t1"], c.outputs["t2"]), capture_key="best"
+        ),
+    )
+    assert [n.name for n in block.nodes] == ["generate", "select"]
+    ctx = Context()
+    await ChatRunner(FunctionTextBackend(lambda r: last_user_text(r)[-1])).run(ctx, block)
+    assert ctx.outputs["best"] == "2"
+    assert [r.path for r in ctx.steps] == [
+        "pick/generate/t1",
+        "pick/generate/t2",
+        "pick/select/choose",
+    ]
+
+
+async def test_iterate_builds_named_isolated_iterations() -> None:
+    block = iterate(
+        "loop",
+        items=["a", "b"],
+        build=lambda item, idx: ChatStep(
+            name="gen", prompt=f"{item}{idx}", temperature=0, capture_key=f"out.{idx}"
+        ),
+    )
+    assert [n.name for n in block.nodes] == ["iter_01", "iter_02"]
+    assert all(isinstance(n, Block) and n.merge == "none" for n in block.nodes)
+    ctx = Context()
+    await ChatRunner(FunctionTextBackend(lambda r: last_user_text(r).upper())).run(ctx, block)
+    assert ctx.outputs == {"out.1": "A1", "out.2": "B2"}
+
+
+def test_iterate_custom_names_and_block_children_keep_their_settings() -> None:
+    inner = Block(nodes=[thread(1)], parallel=True, capture_key=None)
+    block = iterate(
+        "loop", items=[1], build=lambda i, idx: inner, iteration_name=lambda i, idx: f"round_{i}"
+    )
+    child = block.nodes[0]
+    assert isinstance(child, Block) and child.name == "round_1" and child.parallel
+
+
+@pytest.mark.parametrize("bad", ["", "  ", None])
+def test_patterns_reject_empty_names(bad: object) -> None:
+    with pytest.raises(PipelineDefinitionError):
+        fanout_then_reduce(bad, fanout=[], reduce=[])  # type: ignore[arg-type]
+    with pytest.raises(PipelineDefinitionError):
+        generate_then_select("g", generate=[], select=thread(1), generate_name=bad)  # type: ignore[arg-type]
+    with pytest.raises(PipelineDefinitionError):
+        iterate("i", items=[1], build=lambda i, idx: thread(1), iteration_name=lambda i, idx: bad)  # type: ignore[arg-type,return-value]

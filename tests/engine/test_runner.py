@@ -1,0 +1,485 @@
+"""Runner semantics: merge modes, capture, fail-fast, re-asks, error attribution, recorders."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from image_project.backends.base import Message, TextReply, TextRequest
+from image_project.engine import (
+    ActionStep,
+    Block,
+    ChatRunner,
+    ChatStep,
+    Context,
+    DefaultStepRecorder,
+    NullStepRecorder,
+    StepRecord,
+)
+from image_project.errors import (
+    EmptyPromptError,
+    EmptyResponseError,
+    ModelOutputError,
+    RefusalError,
+    StepFailedError,
+    location_of,
+)
+from image_project.testing import FunctionTextBackend, ScriptedTextBackend, last_user_text
+
+pytestmark = pytest.mark.anyio
+
+
+def echo_backend() -> FunctionTextBackend:
+    return FunctionTextBackend(lambda req: f"re:{last_user_text(req)}")
+
+
+def ctx0() -> Context:
+    return Context.with_system("sys")
+
+
+def roles(ctx: Context) -> list[tuple[str, str]]:
+    return [(m.role, m.content) for m in ctx.messages]
+
+
+# -- merge modes ----------------------------------------------------------------------
+
+
+async def test_all_messages_appends_prompt_and_response() -> None:
+    ctx = ctx0()
+    await ChatRunner(echo_backend()).run(ctx, ChatStep(name="s", prompt="p1", temperature=0.2))
+    assert roles(ctx) == [("system", "sys"), ("user", "p1"), ("assistant", "re:p1")]
+
+
+async def test_last_response_appends_one_assistant_message() -> None:
+    ctx = ctx0()
+    step = ChatStep(name="s", prompt="p1", temperature=0.2, merge="last_response")
+    await ChatRunner(echo_backend()).run(ctx, step)
+    assert roles(ctx) == [("system", "sys"), ("assistant", "re:p1")]
+
+
+async def test_merge_none_leaves_conversation_but_records_step() -> None:
+    ctx = ctx0()
+    step = ChatStep(name="s", prompt="p1", temperature=0.2, merge="none", capture_key="k")
+    await ChatRunner(echo_backend()).run(ctx, step)
+    assert roles(ctx) == [("system", "sys")]
+    assert [r.path for r in ctx.steps] == ["s"]
+    assert ctx.outputs["k"] == "re:p1"
+
+
+async def test_block_last_response_hides_internal_messages() -> None:
+    ctx = ctx0()
+    stage = Block(
+        name="stage",
+        merge="last_response",
+        nodes=[
+            ChatStep(name="draft", prompt="d", temperature=0.1),
+            ChatStep(name="refine", prompt="r", temperature=0.1),
+        ],
+    )
+    await ChatRunner(echo_backend()).run(ctx, Block(nodes=[stage]))
+    assert roles(ctx) == [("system", "sys"), ("assistant", "re:r")]
+    assert [r.path for r in ctx.steps] == ["pipeline/stage/draft", "pipeline/stage/refine"]
+
+
+async def test_later_steps_see_earlier_merged_messages_only() -> None:
+    backend = echo_backend()
+    tree = Block(
+        nodes=[
+            ChatStep(name="a", prompt="A", temperature=0.1, merge="none"),
+            ChatStep(name="b", prompt="B", temperature=0.1),
+            ChatStep(name="c", prompt="C", temperature=0.1),
+        ]
+    )
+    await ChatRunner(backend).run(ctx0(), tree)
+    seen_by_c = [m.content for m in backend.requests[2].messages]
+    assert seen_by_c == ["sys", "B", "re:B", "C"]
+
+
+@pytest.mark.parametrize(
+    "nodes",
+    [[], [ChatStep(name="hidden", prompt="x", temperature=0.1, merge="none")]],
+    ids=["empty", "hidden-children"],
+)
+async def test_last_response_without_output_is_an_error(nodes: list[Any]) -> None:
+    ctx = ctx0()
+    block = Block(name="b", merge="last_response", nodes=nodes)
+    with pytest.raises(StepFailedError, match="last_response"):
+        await ChatRunner(echo_backend()).run(ctx, Block(nodes=[block]))
+    assert roles(ctx) == [("system", "sys")]
+
+
+async def test_merge_none_threads_are_independent_and_consensus_sees_captures() -> None:
+    backend = echo_backend()
+    threads = [
+        ChatStep(
+            name=f"t{i}", prompt=f"thread {i}", temperature=0.8, merge="none", capture_key=f"t{i}"
+        )
+        for i in (1, 2)
+    ]
+    consensus = ChatStep(
+        name="consensus",
+        prompt=lambda c: f"merge {c.outputs['t1']} + {c.outputs['t2']}",
+        temperature=0.8,
+    )
+    ctx = ctx0()
+    await ChatRunner(backend).run(ctx, Block(nodes=[*threads, consensus]))
+    assert [m.content for m in backend.requests[1].messages] == ["sys", "thread 2"]
+    assert last_user_text(backend.requests[2]) == "merge re:thread 1 + re:thread 2"
+
+
+# -- capture --------------------------------------------------------------------------
+
+
+async def test_capture_keys_for_step_block_and_action() -> None:
+    ctx = ctx0()
+
+    async def async_action(c: Context) -> dict[str, int]:
+        return {"n": len(c.outputs)}
+
+    tree = Block(
+        nodes=[
+            Block(
+                name="stage", capture_key="stage_out", nodes=[ChatStep(prompt="x", temperature=0)]
+            ),
+            ActionStep(
+                name="sync", fn=lambda c: c.outputs["stage_out"].upper(), capture_key="upper"
+            ),
+            ActionStep(name="async", fn=async_action, capture_key="count"),
+        ]
+    )
+    await ChatRunner(echo_backend()).run(ctx, tree)
+    assert ctx.outputs == {"stage_out": "re:x", "upper": "RE:X", "count": {"n": 2}}
+    action_records = [r.to_dict() for r in ctx.steps if r.type == "action"]
+    assert action_records[1]["result"] == {"n": 2}
+    assert "prompt" not in action_records[0]
+
+
+async def test_block_capture_without_output_is_an_error() -> None:
+    block = Block(name="b", capture_key="k", nodes=[ActionStep(fn=lambda c: 1)])
+    with pytest.raises(StepFailedError, match="capture_key"):
+        await ChatRunner(echo_backend()).run(ctx0(), Block(nodes=[block]))
+
+
+# -- fail fast ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("prompt", [lambda c: None, lambda c: 42, "   ", lambda c: ""])
+async def test_bad_prompt_fails_before_any_model_call(prompt: Any) -> None:
+    backend = echo_backend()
+    with pytest.raises(EmptyPromptError):
+        await ChatRunner(backend).run(ctx0(), ChatStep(name="s", prompt=prompt, temperature=0))
+    assert backend.requests == []
+
+
+async def test_allow_empty_prompt_permits_blank_but_not_none() -> None:
+    backend = echo_backend()
+    await ChatRunner(backend).run(
+        ctx0(), ChatStep(name="s", prompt="", temperature=0, allow_empty_prompt=True)
+    )
+    assert len(backend.requests) == 1
+    with pytest.raises(EmptyPromptError):
+        await ChatRunner(backend).run(
+            ctx0(),
+            ChatStep(name="s", prompt=lambda c: None, temperature=0, allow_empty_prompt=True),
+        )
+
+
+@pytest.mark.parametrize("answer", [None, "", "  \n"])
+async def test_empty_response_fails_unless_allowed(answer: str | None) -> None:
+    backend = FunctionTextBackend(lambda req: answer)
+    ctx = ctx0()
+    with pytest.raises(EmptyResponseError):
+        await ChatRunner(backend).run(ctx, ChatStep(name="s", prompt="p", temperature=0))
+    assert ctx.steps == []
+    await ChatRunner(backend).run(
+        ctx, ChatStep(name="s", prompt="p", temperature=0, allow_empty_response=True)
+    )
+    assert ctx.steps[0].response == (answer or "")
+
+
+# -- re-asks and refusals -------------------------------------------------------------
+
+
+def parse_int(text: str) -> int:
+    return int(text.strip())
+
+
+async def test_bad_answer_is_reasked_with_the_error_then_accepted() -> None:
+    backend = ScriptedTextBackend(["seven", "7"])
+    ctx = ctx0()
+    step = ChatStep(
+        name="n", prompt="a number", temperature=0, parse=parse_int, max_reasks=1, capture_key="n"
+    )
+    await ChatRunner(backend).run(ctx, step)
+    backend.assert_all_used()
+    assert ctx.outputs["n"] == 7
+    reask = backend.requests[1].messages
+    assert [m.role for m in reask[-3:]] == ["user", "assistant", "user"]
+    assert "seven" in reask[-2].content and "invalid literal" in reask[-1].content
+    record = ctx.steps[0]
+    assert record.attempts == 2 and record.response == "7"
+    assert record.reasks[0]["response"] == "seven"
+    # Only the accepted exchange reaches the conversation.
+    assert roles(ctx)[-2:] == [("user", "a number"), ("assistant", "7")]
+
+
+async def test_reasks_are_bounded_then_raise_with_path_and_preview() -> None:
+    backend = ScriptedTextBackend(["x" * 500, "still bad"])
+    step = ChatStep(name="n", prompt="a number", temperature=0, parse=parse_int, max_reasks=1)
+    with pytest.raises(ModelOutputError) as info:
+        await ChatRunner(backend).run(ctx0(), Block(name="root", nodes=[step]))
+    err = info.value
+    assert err.reason == "invalid_output"
+    assert "root/n" in str(err) and "2 attempt" in str(err)
+    assert err.output_preview == "still bad"
+    loc = location_of(err)
+    assert loc is not None and loc.path == "root/n"
+    backend.assert_all_used()
+
+
+async def test_parser_reason_is_kept() -> None:
+    def strict(text: str) -> str:
+        raise ModelOutputError("invalid_judge_output", "scores missing", output=text)
+
+    step = ChatStep(name="j", prompt="p", temperature=0, parse=strict)
+    with pytest.raises(ModelOutputError) as info:
+        await ChatRunner(echo_backend()).run(ctx0(), step)
+    assert info.value.reason == "invalid_judge_output"
+
+
+async def test_refusal_is_never_reasked() -> None:
+    backend = ScriptedTextBackend(
+        [TextReply(text=None, model="m", refusal="I can't help with that.")]
+    )
+    step = ChatStep(name="j", prompt="p", temperature=0, parse=parse_int, max_reasks=3)
+    with pytest.raises(RefusalError, match="refused"):
+        await ChatRunner(backend).run(ctx0(), step)
+    assert len(backend.requests) == 1
+
+
+async def test_refusal_raised_by_parser_is_not_reasked() -> None:
+    def parse(text: str) -> str:
+        raise RefusalError("refusal phrase found", output=text)
+
+    backend = echo_backend()
+    step = ChatStep(name="j", prompt="p", temperature=0, parse=parse, max_reasks=3)
+    with pytest.raises(RefusalError):
+        await ChatRunner(backend).run(ctx0(), step)
+    assert len(backend.requests) == 1
+
+
+# -- request shape --------------------------------------------------------------------
+
+
+async def test_stateless_step_sees_only_its_system_prompt_and_prompt() -> None:
+    backend = echo_backend()
+    ctx = ctx0()
+    tree = Block(
+        nodes=[
+            ChatStep(name="a", prompt="history", temperature=0),
+            ChatStep(
+                name="judge",
+                prompt="score",
+                temperature=0,
+                stateless=True,
+                system_prompt="judge sys",
+                merge="none",
+            ),
+        ]
+    )
+    await ChatRunner(backend).run(ctx, tree)
+    assert backend.requests[1].messages == (
+        Message("system", "judge sys"),
+        Message("user", "score"),
+    )
+    record = ctx.steps[1].to_dict()
+    assert record["system_prompt"] == "judge sys" and record["context_messages"] == 1
+
+
+async def test_request_and_record_carry_temperature_model_and_seed() -> None:
+    backend = echo_backend()
+    ctx = ctx0()
+    await ChatRunner(backend).run(
+        ctx, ChatStep(name="s", prompt="p", temperature=0.3, model="judge-model", seed=1234)
+    )
+    await ChatRunner(backend).run(ctx, ChatStep(name="t", prompt="q", temperature=0.9))
+    req = backend.requests[0]
+    assert (req.temperature, req.model, req.seed) == (0.3, "judge-model", 1234)
+    assert ctx.steps[0].to_dict()["params"] == {
+        "temperature": 0.3,
+        "model": "judge-model",
+        "seed": 1234,
+    }
+    assert ctx.steps[1].to_dict()["params"]["model"] == backend.default_model
+
+
+async def test_record_has_the_documented_keys() -> None:
+    ctx = ctx0()
+    backend = FunctionTextBackend(
+        lambda r: TextReply(text="ok", model="m-2024", system_fingerprint="fp_1", attempts=3)
+    )
+    await ChatRunner(backend).run(ctx, ChatStep(name="s", prompt="p", temperature=0, model="m"))
+    rec = ctx.steps[0].to_dict()
+    for key in (
+        "type",
+        "name",
+        "path",
+        "prompt",
+        "response",
+        "params",
+        "created_at",
+        "latency_ms",
+        "usage",
+        "attempts",
+    ):
+        assert key in rec
+    assert rec["system_fingerprint"] == "fp_1" and rec["attempts"] == 3
+    assert rec["response_model"] == "m-2024"
+    assert rec["created_at"].endswith("Z")
+
+
+async def test_run_step_returns_the_text() -> None:
+    assert (
+        await ChatRunner(echo_backend()).run_step(ctx0(), ChatStep(prompt="hi", temperature=0))
+        == "re:hi"
+    )
+
+
+# -- error attribution ----------------------------------------------------------------
+
+
+async def test_innermost_failing_path_is_attached_and_nothing_half_applied() -> None:
+    def answer(req: TextRequest) -> str:
+        if last_user_text(req) == "boom":
+            raise RuntimeError("model exploded")
+        return "fine"
+
+    ctx = ctx0()
+    tree = Block(
+        nodes=[
+            Block(
+                name="section_1",
+                merge="last_response",
+                nodes=[ChatStep(name="draft", prompt="ok", temperature=0)],
+            ),
+            Block(
+                name="section_2",
+                merge="last_response",
+                nodes=[ChatStep(name="draft", prompt="boom", temperature=0)],
+            ),
+        ]
+    )
+    with pytest.raises(RuntimeError) as info:
+        await ChatRunner(FunctionTextBackend(answer)).run(ctx, tree)
+    loc = location_of(info.value)
+    assert loc is not None
+    assert (loc.path, loc.name, loc.node_type) == ("pipeline/section_2/draft", "draft", "chat")
+    assert [r.path for r in ctx.steps] == ["pipeline/section_1/draft"]
+    assert roles(ctx) == [("system", "sys")]
+
+
+async def test_action_errors_are_attributed_to_the_action() -> None:
+    def broken(c: Context) -> None:
+        raise KeyError("missing")
+
+    with pytest.raises(KeyError) as info:
+        await ChatRunner(echo_backend()).run(
+            ctx0(), Block(nodes=[Block(name="b", nodes=[ActionStep(fn=broken)])])
+        )
+    loc = location_of(info.value)
+    assert loc is not None and (loc.path, loc.node_type) == ("pipeline/b/action_01", "action")
+
+
+async def test_reused_subtree_gets_unique_paths() -> None:
+    stage = Block(
+        name="enclave", nodes=[ChatStep(name="critic", prompt="c", temperature=0, merge="none")]
+    )
+    ctx = ctx0()
+    await ChatRunner(echo_backend()).run(
+        ctx, Block(nodes=[Block(name="s1", nodes=[stage]), Block(name="s2", nodes=[stage])])
+    )
+    paths = [r.path for r in ctx.steps]
+    assert paths == ["pipeline/s1/enclave/critic", "pipeline/s2/enclave/critic"]
+
+
+# -- recorders ------------------------------------------------------------------------
+
+
+class ListRecorder:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, dict[str, Any]]] = []
+
+    def on_step_start(self, ctx: Context, path: str, **metrics: Any) -> None:
+        self.events.append(("start", path, metrics))
+
+    def on_step_end(self, ctx: Context, record: StepRecord) -> None:
+        self.events.append(("end", record.path, {}))
+
+    def on_step_error(self, ctx: Context, path: str, step_name: str, exc: BaseException) -> None:
+        self.events.append(("error", path, {"name": step_name, "exc": exc}))
+
+
+async def test_custom_recorder_sees_paths_and_metrics() -> None:
+    rec = ListRecorder()
+    ctx = ctx0()
+    await ChatRunner(echo_backend(), recorder=rec).run(
+        ctx, Block(nodes=[ChatStep(name="s", prompt="abc", temperature=0)])
+    )
+    start = rec.events[0]
+    assert start[0:2] == ("start", "pipeline/s")
+    assert (
+        start[2]["context_messages"] == 1
+        and start[2]["prompt_chars"] == 3
+        and start[2]["type"] == "chat"
+    )
+    assert rec.events[1][0:2] == ("end", "pipeline/s")
+    assert ctx.steps == []  # a custom recorder decides what to keep
+
+
+async def test_recorder_error_callback_gets_path() -> None:
+    rec = ListRecorder()
+    with pytest.raises(EmptyResponseError):
+        await ChatRunner(FunctionTextBackend(lambda r: ""), recorder=rec).run(
+            ctx0(), ChatStep(name="s", prompt="p", temperature=0)
+        )
+    assert rec.events[-1][0:2] == ("error", "s")
+
+
+def test_recorder_missing_a_method_is_rejected_at_construction() -> None:
+    class Partial:
+        def on_step_start(self, ctx: Context, path: str, **metrics: Any) -> None: ...
+
+    with pytest.raises(TypeError, match="on_step_end, on_step_error"):
+        ChatRunner(echo_backend(), recorder=Partial())
+
+
+async def test_null_recorder_records_nothing() -> None:
+    ctx = ctx0()
+    await ChatRunner(echo_backend(), recorder=NullStepRecorder()).run(
+        ctx, ChatStep(prompt="p", temperature=0)
+    )
+    assert ctx.steps == []
+
+
+async def test_default_recorder_appends_and_logs(caplog: pytest.LogCaptureFixture) -> None:
+    ctx = ctx0()
+    caplog.set_level("DEBUG", logger="image_project.steps")
+    await ChatRunner(echo_backend(), recorder=DefaultStepRecorder()).run(
+        ctx, Block(nodes=[ChatStep(name="s", prompt="p", temperature=0)])
+    )
+    assert [r.path for r in ctx.steps] == ["pipeline/s"]
+    assert "pipeline/s" in caplog.text
+
+
+async def test_recorder_exception_fails_the_step_and_keeps_the_path() -> None:
+    class Exploding(ListRecorder):
+        def on_step_end(self, ctx: Context, record: StepRecord) -> None:
+            raise RuntimeError("disk full")
+
+    with pytest.raises(RuntimeError, match="disk full") as info:
+        await ChatRunner(echo_backend(), recorder=Exploding()).run(
+            ctx0(), Block(nodes=[ChatStep(name="s", prompt="p", temperature=0)])
+        )
+    loc = location_of(info.value)
+    assert loc is not None and loc.path == "pipeline/s"
