@@ -5,6 +5,8 @@
     ImageProjectError                    base of everything we raise on purpose
     ├── ConfigError                      bad configuration; raised at load time, before any
     │                                    model call; carries the full dotted key path (exit 2)
+    ├── InputFileError                   a categories / profile / history file that cannot be
+    │                                    used (missing, empty, wrong header, not UTF-8); exit 2
     ├── PipelineDefinitionError          a step tree that cannot run (name collision, bad merge
     │                                    mode, a shared capture key between parallel siblings);
     │                                    raised when the tree is built or first checked
@@ -47,6 +49,7 @@ __all__ = [
     "EmptyPromptError",
     "EmptyResponseError",
     "ImageProjectError",
+    "InputFileError",
     "ModelOutputError",
     "NetworkDisabledError",
     "NodeType",
@@ -87,6 +90,14 @@ class ConfigError(ImageProjectError):
         self.key = key
         self.message = message
         super().__init__(f"{key}: {message}" if key else message)
+
+
+class InputFileError(ImageProjectError):
+    """An input data file cannot be used. ``path`` names it; raised before any model call."""
+
+    def __init__(self, path: object, message: str) -> None:
+        self.path = str(path)
+        super().__init__(f"{self.path}: {message}")
 
 
 class PipelineDefinitionError(ImageProjectError):

@@ -43,6 +43,7 @@ PromptSource: TypeAlias = "str | Callable[[Context], object]"
 ActionFn: TypeAlias = "Callable[[Context], object | Awaitable[object]]"
 ParseFn: TypeAlias = Callable[[str], object]
 ReaskFn: TypeAlias = Callable[[str], str]
+FallbackFn: TypeAlias = Callable[[str, Exception], object]
 
 
 def _check_name(value: object, what: str) -> str | None:
@@ -90,6 +91,9 @@ class ChatStep:
     is one) or ``ModelOutputError`` re-asks the model up to ``max_reasks`` times with the
     error text appended to the conversation (a ``RefusalError`` is never re-asked). The parsed
     value is what ``capture_key`` stores; the conversation gets the answer's text.
+    ``fallback(last_answer, last_error)``, when set, is called once the re-asks are exhausted
+    and its return value is accepted instead of raising (for steps that must never fail on
+    a bad answer, e.g. a title with a deterministic fallback); the record keeps every re-ask.
     """
 
     prompt: PromptSource
@@ -106,6 +110,7 @@ class ChatStep:
     parse: ParseFn | None = None
     max_reasks: int = 0
     reask_prompt: ReaskFn = default_reask
+    fallback: FallbackFn | None = None
     allow_empty_prompt: bool = False
     allow_empty_response: bool = False
     meta: Mapping[str, Any] = field(default_factory=dict)
@@ -134,8 +139,8 @@ class ChatStep:
             raise PipelineDefinitionError(f"{where}: max_reasks must be an int")
         if self.max_reasks < 0:
             raise PipelineDefinitionError(f"{where}: max_reasks must be >= 0")
-        if self.max_reasks and self.parse is None:
-            raise PipelineDefinitionError(f"{where}: max_reasks needs a parse function")
+        if (self.max_reasks or self.fallback) and self.parse is None:
+            raise PipelineDefinitionError(f"{where}: max_reasks and fallback need a parse function")
         if self.system_prompt is not None and not self.stateless:
             raise PipelineDefinitionError(
                 f"{where}: system_prompt is only used by stateless steps; set stateless=True"

@@ -348,6 +348,8 @@ class ChatRunner:
                 error = str(exc)[:_REASK_ERROR_CHARS]
                 reasks.append({"response": text, "error": error})
                 if len(reasks) > step.max_reasks:
+                    if step.fallback is not None:
+                        return text, step.fallback(text, exc), replies, reasks
                     reason = exc.reason if isinstance(exc, ModelOutputError) else "invalid_output"
                     raise ModelOutputError(
                         reason,

@@ -483,3 +483,21 @@ async def test_recorder_exception_fails_the_step_and_keeps_the_path() -> None:
         )
     loc = location_of(info.value)
     assert loc is not None and loc.path == "pipeline/s"
+
+
+async def test_fallback_is_accepted_after_reasks_and_everything_is_recorded() -> None:
+    backend = ScriptedTextBackend(["one", "two"])
+    ctx = ctx0()
+    step = ChatStep(
+        name="n",
+        prompt="a number",
+        temperature=0,
+        parse=parse_int,
+        max_reasks=1,
+        fallback=lambda text, exc: f"fallback({text})",
+        capture_key="n",
+    )
+    await ChatRunner(backend).run(ctx, step)
+    assert ctx.outputs["n"] == "fallback(two)"
+    assert [r["response"] for r in ctx.steps[0].reasks] == ["one", "two"]
+    assert ctx.steps[0].attempts == 2
