@@ -1,0 +1,276 @@
+"""The one transport retry policy (STYLE habit 7).
+
+A call to a model service is retried when the *transport* failed in a way that may pass:
+HTTP 429, 408, 409, any 5xx, a timeout or a connection error. Every other 4xx (400, 401,
+403, 404, 422, ...) is the caller's fault and is never retried. "The model answered, but
+badly" is a different layer (the stages' bounded re-asks); this module never sees it, and it
+logs under its own logger with a ``transport retry`` prefix so the two are easy to tell apart.
+
+Waits are exponential with *equal jitter*: after failed attempt ``n`` the base wait is
+``min(max_wait_s, initial_wait_s * 2 ** (n - 1))`` and the actual wait is drawn uniformly
+from ``[base / 2, base]`` (exactly ``base`` when ``jitter`` is off). Equal jitter keeps the
+waits growing from one attempt to the next while still spreading concurrent clients apart.
+
+When the server says how long to wait (``retry-after-ms``, else ``Retry-After`` as seconds
+or an HTTP date) the wait is at least that long, even beyond ``max_wait_s``, but never more
+than :data:`RETRY_AFTER_CEILING_S` (120 s, the same ceiling the OpenAI SDK honours): a server
+asking for an hour gets one more try after two minutes rather than a silently frozen run.
+Adapters attach the parsed server delay to the error they raise with
+:func:`attach_retry_after`; the policy reads it back with :func:`retry_after_of`.
+
+The jitter source is a ``random.Random`` instance (never the global ``random`` functions);
+tests inject a seeded one. Production uses an OS-seeded instance on purpose: jitter only
+spreads load and never influences what a run produces. The sleep function is injectable too
+(default :func:`anyio.sleep`) so tests can record the requested waits without sleeping.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import logging
+import math
+import random
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+import anyio
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+
+from image_project.errors import (
+    AuthenticationError,
+    BackendConnectionError,
+    BackendError,
+    BackendTimeoutError,
+    NetworkDisabledError,
+    RateLimitedError,
+    RequestRejectedError,
+    ServerError,
+    preview,
+)
+
+__all__ = [
+    "RETRY_AFTER_CEILING_S",
+    "Attempted",
+    "RetryPolicy",
+    "SleepFn",
+    "attach_retry_after",
+    "call_with_retry",
+    "is_retryable_status",
+    "parse_retry_after",
+    "retry_after_of",
+    "should_retry",
+    "wait_seconds",
+]
+
+log = logging.getLogger(__name__)
+
+RETRY_AFTER_CEILING_S = 120.0
+"""The longest server-requested wait we honour; longer requests are cut to this."""
+
+_RETRYABLE_4XX = frozenset({408, 409, 429})
+_RETRY_AFTER_ATTR = "_image_project_retry_after_s"
+
+SleepFn = Callable[[float], Awaitable[None]]
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How many transport attempts to make and how long to wait between them.
+
+    ``max_attempts`` counts every attempt, the first included (1 = never retry).
+    """
+
+    max_attempts: int = 4
+    initial_wait_s: float = 1.0
+    max_wait_s: float = 30.0
+    jitter: bool = True
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError(f"max_attempts: got {self.max_attempts!r}, must be an int >= 1")
+        if not self.initial_wait_s >= 0:
+            raise ValueError(f"initial_wait_s: got {self.initial_wait_s!r}, must be >= 0")
+        if not self.max_wait_s >= self.initial_wait_s:
+            raise ValueError(
+                f"max_wait_s: got {self.max_wait_s!r}, must be >= initial_wait_s "
+                f"({self.initial_wait_s!r})"
+            )
+
+    def backoff_s(self, attempt: int, rng: random.Random) -> float:
+        """The jittered exponential wait after failed attempt number ``attempt`` (1-based)."""
+        exponent = min(max(attempt - 1, 0), 60)
+        base = min(self.max_wait_s, self.initial_wait_s * 2.0**exponent)
+        if not self.jitter:
+            return base
+        return rng.uniform(base / 2, base)
+
+
+def is_retryable_status(status: int | None) -> bool:
+    """429, 408, 409 and every 5xx may pass on a later attempt; nothing else does."""
+    if status is None:
+        return False
+    return status in _RETRYABLE_4XX or 500 <= status <= 599
+
+
+def should_retry(exc: BaseException) -> bool:
+    """Whether a failed attempt is worth another try.
+
+    Judged on our error tree (adapters map vendor errors first): timeouts, connection errors,
+    rate limits and server errors are retried; authentication failures, rejected requests
+    and a disabled network never are. A :class:`BackendError` of no more specific kind is
+    judged by its HTTP status. Python's own ``TimeoutError`` / ``ConnectionError`` count as
+    transport failures too; anything else (a bug, a cancellation) is never retried.
+    """
+    if isinstance(exc, AuthenticationError | RequestRejectedError | NetworkDisabledError):
+        return False
+    if isinstance(
+        exc, BackendTimeoutError | BackendConnectionError | RateLimitedError | ServerError
+    ):
+        return True
+    if isinstance(exc, BackendError):
+        return is_retryable_status(exc.status)
+    return isinstance(exc, TimeoutError | ConnectionError)
+
+
+def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
+    """The wait in seconds a response asks for, or None when it does not say (or says nonsense).
+
+    ``retry-after-ms`` (milliseconds, an OpenAI extension) wins over ``Retry-After``, which
+    may be seconds (fractions allowed) or an HTTP date (relative to ``now``, a Unix time,
+    default the current time). A date in the past means "now": 0.0. Header names are
+    matched case-insensitively.
+    """
+    lowered = {name.lower(): value for name, value in headers.items()}
+    millis = _parse_non_negative(lowered.get("retry-after-ms"))
+    if millis is not None:
+        return millis / 1000.0
+    raw = lowered.get("retry-after")
+    if raw is None:
+        return None
+    seconds = _parse_non_negative(raw)
+    if seconds is not None:
+        return seconds
+    try:
+        when = email.utils.parsedate_to_datetime(raw.strip())
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    reference = time.time() if now is None else now
+    return max(0.0, when.timestamp() - reference)
+
+
+def _parse_non_negative(raw: str | None) -> float | None:
+    if raw is None:
+        return None
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        return None
+    if not math.isfinite(value) or value < 0:
+        return None
+    return value
+
+
+def attach_retry_after(exc: BaseException, seconds: float | None) -> None:
+    """Record on ``exc`` the wait the server asked for (None = it did not ask)."""
+    if seconds is not None:
+        setattr(exc, _RETRY_AFTER_ATTR, float(seconds))
+
+
+def retry_after_of(exc: BaseException | None) -> float | None:
+    """The server-requested wait attached by :func:`attach_retry_after`, if any."""
+    if exc is None:
+        return None
+    value: float | None = getattr(exc, _RETRY_AFTER_ATTR, None)
+    return value
+
+
+def wait_seconds(
+    policy: RetryPolicy, attempt: int, exc: BaseException | None, rng: random.Random
+) -> float:
+    """How long to wait after failed attempt ``attempt`` that raised ``exc``.
+
+    The jittered backoff, raised to the server's requested wait (capped at
+    :data:`RETRY_AFTER_CEILING_S`) when it sent one.
+    """
+    backoff = policy.backoff_s(attempt, rng)
+    requested = retry_after_of(exc)
+    if requested is None:
+        return backoff
+    return max(backoff, min(requested, RETRY_AFTER_CEILING_S))
+
+
+@dataclass(frozen=True)
+class Attempted(Generic[T]):
+    """A successful result and the number of transport attempts it took (1 = first try)."""
+
+    value: T
+    attempts: int
+
+
+async def call_with_retry(
+    attempt_fn: Callable[[int], Awaitable[T]],
+    *,
+    policy: RetryPolicy,
+    sleep: SleepFn | None = None,
+    rng: random.Random | None = None,
+    what: str = "model call",
+) -> Attempted[T]:
+    """Run ``attempt_fn(attempt_number)`` until it succeeds or the policy gives up.
+
+    ``attempt_fn`` receives the 1-based attempt number (so errors can say "attempt 3 of 4").
+    On giving up, the last attempt's exception is re-raised unchanged, except that a
+    :class:`BackendError` gets ``attempts`` set to the number of attempts made. ``what``
+    names the call in the WARNING logged before each retry.
+    """
+    jitter_rng = rng if rng is not None else random.Random()
+    do_sleep: SleepFn = sleep if sleep is not None else anyio.sleep
+
+    def wait(state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome is not None else None
+        return wait_seconds(policy, state.attempt_number, exc, jitter_rng)
+
+    def log_retry(state: RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome is not None else None
+        log.warning(
+            "transport retry: %s attempt %d of %d failed (%s); retrying in %.2f s",
+            what,
+            state.attempt_number,
+            policy.max_attempts,
+            _describe(exc),
+            state.upcoming_sleep,
+        )
+
+    async def one_attempt(number: int) -> T:
+        try:
+            return await attempt_fn(number)
+        except BackendError as exc:
+            exc.attempts = number
+            raise
+
+    retrying = AsyncRetrying(
+        sleep=do_sleep,
+        stop=stop_after_attempt(policy.max_attempts),
+        wait=wait,
+        retry=retry_if_exception(should_retry),
+        before_sleep=log_retry,
+        reraise=True,
+    )
+    result: Attempted[T] | None = None
+    async for attempt in retrying:
+        with attempt:
+            number = attempt.retry_state.attempt_number
+            result = Attempted(await one_attempt(number), number)
+    if result is None:  # pragma: no cover - tenacity re-raises the last error instead
+        raise RuntimeError(f"{what}: retry loop ended without a result")
+    return result
+
+
+def _describe(exc: BaseException | None) -> str:
+    if exc is None:
+        return "no exception"
+    status = exc.status if isinstance(exc, BackendError) else None
+    prefix = f"HTTP {status} " if status is not None else ""
+    return f"{prefix}{type(exc).__name__}: {preview(str(exc), 160)}"

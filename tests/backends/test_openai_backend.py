@@ -1,0 +1,562 @@
+"""The OpenAI adapter, through the real ``openai.AsyncOpenAI`` client against a local server."""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import pytest
+
+from image_project.backends import openai_backend
+from image_project.backends.base import (
+    ImageBackend,
+    ImageRequest,
+    JsonSchema,
+    Message,
+    TextBackend,
+    TextReply,
+    TextRequest,
+    Usage,
+)
+from image_project.backends.openai_backend import (
+    OpenAIBackends,
+    OpenAITransport,
+    from_env,
+    openai_backends,
+    set_network_policy,
+)
+from image_project.backends.retry import RetryPolicy
+from image_project.errors import (
+    AuthenticationError,
+    BackendConnectionError,
+    BackendError,
+    BackendTimeoutError,
+    NetworkDisabledError,
+    RateLimitedError,
+    RequestRejectedError,
+    ServerError,
+)
+from tests.support import RecordingSleep
+from tests.support.openai_server import (
+    OpenAIServer,
+    Reply,
+    chat_completion,
+    error_body,
+    image_response,
+)
+
+pytestmark = pytest.mark.anyio
+
+TEXT_MODEL = "text-model-under-test"
+IMAGE_MODEL = "gpt-image-under-test"
+
+SCHEMA = JsonSchema(
+    name="idea_card",
+    schema={
+        "type": "object",
+        "properties": {"hook": {"type": "string"}, "score": {"type": "integer"}},
+        "required": ["hook", "score"],
+        "additionalProperties": False,
+    },
+)
+
+
+def text_request(**overrides: Any) -> TextRequest:
+    fields: dict[str, Any] = {
+        "messages": (Message("system", "You are terse."), Message("user", "Say hi.")),
+        "temperature": 0.0,
+    }
+    fields.update(overrides)
+    return TextRequest(**fields)
+
+
+@pytest.fixture
+def server() -> Iterator[OpenAIServer]:
+    with OpenAIServer() as srv:
+        yield srv
+
+
+@asynccontextmanager
+async def open_backends(
+    server: OpenAIServer | None,
+    *,
+    base_url: str | None = None,
+    sleep: RecordingSleep | None = None,
+    retry: RetryPolicy | None = None,
+    **kwargs: Any,
+) -> AsyncIterator[OpenAIBackends]:
+    backends = openai_backends(
+        api_key="test-key",
+        text_model=TEXT_MODEL,
+        image_model=IMAGE_MODEL,
+        base_url=base_url if base_url is not None else (server.base_url if server else None),
+        retry=retry if retry is not None else RetryPolicy(max_attempts=4),
+        sleep=sleep if sleep is not None else RecordingSleep(),
+        **kwargs,
+    )
+    try:
+        yield backends
+    finally:
+        await backends.aclose()
+
+
+# --- text: mapping ----------------------------------------------------------------------------
+
+
+async def test_plain_completion_maps_the_reply(allow_loopback: None, server: OpenAIServer) -> None:
+    server.script(
+        Reply(
+            body=chat_completion(
+                "hello there",
+                model="served-model-2",
+                finish_reason="length",
+                prompt_tokens=3,
+                completion_tokens=4,
+                system_fingerprint="fp_abc123",
+            )
+        )
+    )
+    async with open_backends(server) as b:
+        assert isinstance(b.text, TextBackend)
+        assert b.text.label == "openai"
+        assert b.text.default_model == TEXT_MODEL
+        reply = await b.text.complete(text_request(temperature=0.3, seed=7, max_output_tokens=50))
+
+    assert reply == TextReply(
+        text="hello there",
+        model="served-model-2",
+        refusal=None,
+        usage=Usage(3, 4, 7),
+        system_fingerprint="fp_abc123",
+        finish_reason="length",
+        attempts=1,
+    )
+    (request,) = server.requests
+    assert request.path == "/v1/chat/completions"
+    assert request.headers["authorization"] == "Bearer test-key"
+    body = request.body
+    assert body["model"] == TEXT_MODEL
+    assert body["temperature"] == 0.3
+    assert body["seed"] == 7
+    assert body["max_completion_tokens"] == 50
+    assert body["messages"] == [
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "Say hi."},
+    ]
+    assert "response_format" not in body
+
+
+async def test_unset_optional_params_are_not_sent(
+    allow_loopback: None, server: OpenAIServer
+) -> None:
+    async with open_backends(server) as b:
+        reply = await b.text.complete(text_request(model="explicit-model"))
+    assert reply.text == "ok"
+    (body,) = server.request_bodies
+    assert body["model"] == "explicit-model"
+    assert not {"seed", "max_completion_tokens", "max_tokens", "response_format"} & set(body)
+
+
+async def test_structured_output_sends_json_schema(
+    allow_loopback: None, server: OpenAIServer
+) -> None:
+    server.script(Reply(body=chat_completion(json.dumps({"hook": "a heron", "score": 7}))))
+    async with open_backends(server) as b:
+        reply = await b.text.complete(text_request(json_schema=SCHEMA))
+    (body,) = server.request_bodies
+    assert body["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "idea_card", "schema": dict(SCHEMA.schema), "strict": True},
+    }
+    assert reply.text is not None
+    assert json.loads(reply.text) == {"hook": "a heron", "score": 7}
+
+
+async def test_without_structured_outputs_the_schema_goes_into_a_system_message(
+    allow_loopback: None, server: OpenAIServer
+) -> None:
+    async with open_backends(server, structured_outputs=False) as b:
+        await b.text.complete(text_request(json_schema=SCHEMA))
+    (body,) = server.request_bodies
+    assert "response_format" not in body
+    assert len(body["messages"]) == 3
+    last = body["messages"][-1]
+    assert last["role"] == "system"
+    assert "idea_card" in last["content"]
+    assert json.dumps(SCHEMA.schema, sort_keys=True) in last["content"]
+
+
+async def test_refusal_is_reported(allow_loopback: None, server: OpenAIServer) -> None:
+    server.script(Reply(body=chat_completion(None, refusal="I can't help with that.")))
+    async with open_backends(server) as b:
+        reply = await b.text.complete(text_request(json_schema=SCHEMA))
+    assert reply.text is None
+    assert reply.refusal == "I can't help with that."
+
+
+# --- text: transport retries ------------------------------------------------------------------
+
+
+async def test_429_with_retry_after_waits_at_least_that_long(
+    allow_loopback: None, server: OpenAIServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    server.script(
+        Reply(status=429, headers={"Retry-After": "2"}, body=error_body("slow down")),
+        Reply(body=chat_completion("after the wait")),
+    )
+    sleep = RecordingSleep()
+    policy = RetryPolicy(max_attempts=4, initial_wait_s=0.1, max_wait_s=1.0)
+    with caplog.at_level(logging.WARNING, logger="image_project.backends.retry"):
+        async with open_backends(server, sleep=sleep, retry=policy) as b:
+            reply = await b.text.complete(text_request())
+    assert reply.text == "after the wait"
+    assert reply.attempts == 2
+    assert len(server.requests) == 2
+    assert len(sleep.waits) == 1
+    assert sleep.waits[0] >= 2.0
+    (record,) = [r for r in caplog.records if "transport retry" in r.getMessage()]
+    assert record.levelno == logging.WARNING
+    assert "429" in record.getMessage()
+
+
+async def test_429_with_retry_after_ms(allow_loopback: None, server: OpenAIServer) -> None:
+    server.script(Reply(status=429, headers={"retry-after-ms": "1500"}), Reply())
+    sleep = RecordingSleep()
+    policy = RetryPolicy(initial_wait_s=0.01, max_wait_s=0.02)
+    async with open_backends(server, sleep=sleep, retry=policy) as b:
+        reply = await b.text.complete(text_request())
+    assert reply.attempts == 2
+    assert sleep.waits[0] >= 1.5
+
+
+async def test_429_without_retry_after_backs_off_exponentially_with_jitter(
+    allow_loopback: None, server: OpenAIServer
+) -> None:
+    server.script(*[Reply(status=429)] * 3, Reply())
+    sleep = RecordingSleep()
+    policy = RetryPolicy(max_attempts=4, initial_wait_s=1.0, max_wait_s=30.0, jitter=True)
+    async with open_backends(server, sleep=sleep, retry=policy, rng=random.Random(1234)) as b:
+        reply = await b.text.complete(text_request())
+    assert reply.attempts == 4
+    w1, w2, w3 = sleep.waits
+    assert 0.5 <= w1 <= 1.0
+    assert 1.0 <= w2 <= 2.0
+    assert 2.0 <= w3 <= 4.0
+    assert len({w1, w2, w3}) == 3
+    assert w1 < w2 < w3
+
+
+@pytest.mark.parametrize("status", [500, 503, 408, 409])
+async def test_server_errors_are_retried(
+    allow_loopback: None, server: OpenAIServer, status: int
+) -> None:
+    server.script(Reply(status=status), Reply(body=chat_completion("recovered")))
+    async with open_backends(server) as b:
+        reply = await b.text.complete(text_request())
+    assert reply.text == "recovered"
+    assert reply.attempts == 2
+    assert len(server.requests) == 2
+
+
+async def test_permanent_503_gives_up_after_max_attempts(
+    allow_loopback: None, server: OpenAIServer
+) -> None:
+    server.script(*[Reply(status=503, body=error_body("overloaded", type="server_error"))] * 5)
+    sleep = RecordingSleep()
+    async with open_backends(server, sleep=sleep, retry=RetryPolicy(max_attempts=3)) as b:
+        with pytest.raises(ServerError) as info:
+            await b.text.complete(text_request())
+    err = info.value
+    assert err.status == 503
+    assert err.attempts == 3
+    assert "overloaded" in str(err)
+    assert "attempt 3 of 3" in str(err)
+    assert err.__cause__ is not None
+    assert type(err.__cause__).__module__.startswith("openai")
+    assert len(server.requests) == 3
+    assert len(sleep.waits) == 2
+
+
+async def test_rate_limit_to_the_end_is_a_rate_limited_error(
+    allow_loopback: None, server: OpenAIServer
+) -> None:
+    server.script(*[Reply(status=429)] * 2)
+    async with open_backends(server, retry=RetryPolicy(max_attempts=2)) as b:
+        with pytest.raises(RateLimitedError) as info:
+            await b.text.complete(text_request())
+    assert (info.value.status, info.value.attempts) == (429, 2)
+
+
+@pytest.mark.parametrize("status", [400, 404, 422])
+async def test_client_errors_are_not_retried(
+    allow_loopback: None, server: OpenAIServer, status: int
+) -> None:
+    server.script(Reply(status=status, body=error_body("Unknown parameter: 'bogus'.")))
+    sleep = RecordingSleep()
+    async with open_backends(server, sleep=sleep) as b:
+        with pytest.raises(RequestRejectedError) as info:
+            await b.text.complete(text_request())
+    assert len(server.requests) == 1
+    assert sleep.waits == []
+    assert info.value.status == status
+    assert info.value.attempts == 1
+    assert "Unknown parameter: 'bogus'." in str(info.value)
+    assert type(info.value.__cause__).__module__.startswith("openai")
+
+
+async def test_long_server_messages_are_shortened(
+    allow_loopback: None, server: OpenAIServer
+) -> None:
+    server.script(Reply(status=400, body=error_body("x" * 5000)))
+    async with open_backends(server) as b:
+        with pytest.raises(RequestRejectedError) as info:
+            await b.text.complete(text_request())
+    assert "x" * 200 not in str(info.value)
+    assert "x" * 150 in str(info.value)
+
+
+@pytest.mark.parametrize("status", [401, 403])
+async def test_auth_errors_are_not_retried_and_name_the_env_var(
+    allow_loopback: None, server: OpenAIServer, status: int
+) -> None:
+    server.script(Reply(status=status, body=error_body("Incorrect API key provided.")))
+    sleep = RecordingSleep()
+    async with open_backends(server, sleep=sleep, api_key_env="MY_PROJECT_OPENAI_KEY") as b:
+        with pytest.raises(AuthenticationError) as info:
+            await b.text.complete(text_request())
+    assert len(server.requests) == 1
+    assert sleep.waits == []
+    message = str(info.value)
+    assert "MY_PROJECT_OPENAI_KEY" in message
+    assert server.base_url in message
+    assert info.value.status == status
+    assert info.value.attempts == 1
+
+
+async def test_read_timeout_is_retried_then_reported(allow_loopback: None) -> None:
+    with OpenAIServer() as server:
+        server.script(Reply(delay_s=10.0), Reply(delay_s=10.0))
+        async with open_backends(server, timeout_s=0.2, retry=RetryPolicy(max_attempts=2)) as b:
+            with pytest.raises(BackendTimeoutError) as info:
+                await b.text.complete(text_request())
+        assert info.value.attempts == 2
+        assert info.value.status is None
+        assert len(server.requests) == 2
+
+
+async def test_dropped_connection_is_retried(allow_loopback: None, server: OpenAIServer) -> None:
+    server.script(Reply(disconnect=True), Reply(body=chat_completion("second try")))
+    async with open_backends(server) as b:
+        reply = await b.text.complete(text_request())
+    assert reply.text == "second try"
+    assert reply.attempts == 2
+
+
+async def test_dropped_connection_every_time_is_a_connection_error(
+    allow_loopback: None, server: OpenAIServer
+) -> None:
+    server.script(*[Reply(disconnect=True)] * 2)
+    async with open_backends(server, retry=RetryPolicy(max_attempts=2)) as b:
+        with pytest.raises(BackendConnectionError) as info:
+            await b.text.complete(text_request())
+    assert info.value.attempts == 2
+
+
+# --- concurrency ------------------------------------------------------------------------------
+
+
+async def test_calls_in_flight_never_exceed_the_shared_limiter(
+    allow_loopback: None, server: OpenAIServer
+) -> None:
+    limit = 3
+    gate = threading.Event()
+    server.gate = gate
+    results: list[object] = []
+    async with open_backends(server, max_concurrency=limit) as b:
+
+        async def one_text(i: int) -> None:
+            results.append(await b.text.complete(text_request(seed=i)))
+
+        async def one_image(i: int) -> None:
+            results.append(await b.image.generate(ImageRequest(prompt=f"p{i}")))
+
+        async with anyio.create_task_group() as tg:
+            for i in range(10):
+                tg.start_soon(one_text, i)
+                tg.start_soon(one_image, i)
+            # All requests are held server-side until the gate opens: wait until the
+            # limiter's worth has arrived, check nobody else got through, then release.
+            arrived = await anyio.to_thread.run_sync(server.wait_for_in_flight, limit)
+            assert arrived
+            assert server.in_flight == limit
+            assert b.transport.limiter.borrowed_tokens == limit
+            gate.set()
+    assert len(results) == 20
+    assert len(server.requests) == 20
+    assert server.max_in_flight == limit
+
+
+async def test_cancellation_is_not_retried_and_frees_the_slot(
+    allow_loopback: None, server: OpenAIServer
+) -> None:
+    gate = threading.Event()
+    server.gate = gate
+    sleep = RecordingSleep()
+    async with open_backends(server, sleep=sleep, max_concurrency=1) as b:
+        with anyio.CancelScope() as scope:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(b.text.complete, text_request())
+                assert await anyio.to_thread.run_sync(server.wait_for_requests, 1)
+                scope.cancel()
+        assert scope.cancelled_caught
+        assert b.transport.limiter.borrowed_tokens == 0
+        gate.set()
+        server.gate = None
+        reply = await b.text.complete(text_request())
+    assert reply.attempts == 1
+    assert sleep.waits == []
+    assert len(server.requests) == 2
+
+
+async def test_a_limiter_object_can_be_shared(allow_loopback: None, server: OpenAIServer) -> None:
+    limiter = anyio.CapacityLimiter(2)
+    async with open_backends(server, max_concurrency=limiter) as b:
+        assert b.transport.limiter is limiter
+        await b.text.complete(text_request())
+    assert limiter.borrowed_tokens == 0
+
+
+# --- images -----------------------------------------------------------------------------------
+
+
+async def test_image_generation_decodes_base64_to_the_exact_bytes(
+    allow_loopback: None, server: OpenAIServer
+) -> None:
+    payload = bytes(range(256)) * 4
+    server.script(
+        Reply(body=image_response(payload, revised_prompt="a calmer heron", output_format="webp"))
+    )
+    async with open_backends(server) as b:
+        assert isinstance(b.image, ImageBackend)
+        assert b.image.label == "openai"
+        reply = await b.image.generate(
+            ImageRequest(prompt="a heron", size="1024x1024", quality="medium", seed=5)
+        )
+    assert reply.data == payload
+    assert reply.model == IMAGE_MODEL
+    assert reply.format == "webp"
+    assert reply.revised_prompt == "a calmer heron"
+    assert reply.attempts == 1
+    (request,) = server.requests
+    assert request.path == "/v1/images/generations"
+    assert request.body == {
+        "model": IMAGE_MODEL,
+        "prompt": "a heron",
+        "size": "1024x1024",
+        "quality": "medium",
+        "n": 1,
+    }
+
+
+async def test_dall_e_models_are_asked_for_base64(
+    allow_loopback: None, server: OpenAIServer
+) -> None:
+    async with open_backends(server) as b:
+        reply = await b.image.generate(ImageRequest(prompt="a heron", model="dall-e-3"))
+    assert reply.data == server.default_image
+    (body,) = server.request_bodies
+    assert body["response_format"] == "b64_json"
+
+
+async def test_image_reply_without_base64_is_an_error(
+    allow_loopback: None, server: OpenAIServer
+) -> None:
+    server.script(Reply(body=image_response(None, url="https://example.invalid/img.png")))
+    async with open_backends(server) as b:
+        with pytest.raises(BackendError) as info:
+            await b.image.generate(ImageRequest(prompt="a heron"))
+    assert "b64_json" in str(info.value)
+    assert "URL" in str(info.value)
+    assert len(server.requests) == 1
+
+
+async def test_image_errors_are_retried_like_text(
+    allow_loopback: None, server: OpenAIServer
+) -> None:
+    server.script(Reply(status=502), Reply())
+    async with open_backends(server) as b:
+        reply = await b.image.generate(ImageRequest(prompt="a heron"))
+    assert reply.attempts == 2
+
+
+# --- network policy and construction ----------------------------------------------------------
+
+
+async def test_network_is_denied_by_default_under_tests(server: OpenAIServer) -> None:
+    async with open_backends(server) as b:
+        with pytest.raises(NetworkDisabledError) as info:
+            await b.text.complete(text_request())
+        with pytest.raises(NetworkDisabledError):
+            await b.image.generate(ImageRequest(prompt="a heron"))
+    assert "allow_loopback" in str(info.value)
+    assert server.requests == []
+
+
+@pytest.mark.parametrize("base_url", ["https://api.openai.com/v1", "http://10.1.2.3:8080/v1"])
+async def test_loopback_policy_refuses_other_hosts(allow_loopback: None, base_url: str) -> None:
+    async with open_backends(None, base_url=base_url) as b:
+        with pytest.raises(NetworkDisabledError) as info:
+            await b.text.complete(text_request())
+    assert "loopback" in str(info.value)
+
+
+async def test_loopback_policy_refuses_the_default_openai_url(allow_loopback: None) -> None:
+    async with open_backends(None) as b:
+        assert b.transport.base_url.startswith("https://api.openai.com/")
+        with pytest.raises(NetworkDisabledError):
+            await b.text.complete(text_request())
+
+
+def test_set_network_policy_returns_the_previous_policy() -> None:
+    assert openai_backend.get_network_policy() == "deny"
+    previous = set_network_policy("loopback")
+    try:
+        assert previous == "deny"
+        assert set_network_policy("any") == "loopback"
+    finally:
+        set_network_policy(previous)
+    with pytest.raises(ValueError):
+        set_network_policy("sometimes")  # type: ignore[arg-type]
+
+
+def test_from_env_without_a_key_names_the_env_var() -> None:
+    with pytest.raises(AuthenticationError) as info:
+        from_env({"OTHER": "x"}, text_model="t", image_model="i", api_key_env="IMG_OPENAI_KEY")
+    assert "IMG_OPENAI_KEY" in str(info.value)
+    assert info.value.attempts == 0
+    with pytest.raises(AuthenticationError):
+        from_env(
+            {"IMG_OPENAI_KEY": "  "}, text_model="t", image_model="i", api_key_env="IMG_OPENAI_KEY"
+        )
+
+
+async def test_from_env_builds_backends_sharing_one_transport() -> None:
+    backends = from_env({"OPENAI_API_KEY": "sk-test"}, text_model="t", image_model="i")
+    try:
+        assert backends.text.transport is backends.image.transport is backends.transport
+        assert (backends.text.default_model, backends.image.default_model) == ("t", "i")
+    finally:
+        await backends.aclose()
+
+
+def test_transport_rejects_a_blank_key() -> None:
+    with pytest.raises(AuthenticationError) as info:
+        OpenAITransport(api_key="")
+    assert "OPENAI_API_KEY" in str(info.value)

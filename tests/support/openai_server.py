@@ -1,0 +1,342 @@
+"""A scripted OpenAI-compatible HTTP server on 127.0.0.1, for tests that use the real SDK.
+
+Stdlib only: a :class:`http.server.ThreadingHTTPServer` on port 0 in a daemon thread, started
+and stopped by the test (``with OpenAIServer() as server: ...``). Point a client at
+``server.base_url``.
+
+* Every request is answered by the next scripted :class:`Reply` (one FIFO for all paths,
+  :meth:`OpenAIServer.script`) or, when the script is empty, by a valid default answer for
+  ``/v1/chat/completions`` and ``/v1/images/generations`` (404 for anything else).
+* A reply can carry a status, headers, a JSON body, a server-side delay (to provoke a read
+  timeout), an event to wait for before answering, or ``disconnect=True`` (close the socket
+  without answering, a connection error for the client).
+* Every request is recorded (:attr:`OpenAIServer.requests`), and the number of requests in
+  flight (received, not yet answered) is tracked with its maximum. :attr:`OpenAIServer.gate`
+  holds every request until it is set; :meth:`OpenAIServer.wait_for_in_flight` lets a test
+  synchronise on arrivals instead of sleeping.
+
+Waits inside the server always also wake on shutdown, so stopping never hangs on a held
+request.
+"""
+
+from __future__ import annotations
+
+import base64
+import collections
+import json
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+
+__all__ = [
+    "TINY_PNG",
+    "OpenAIServer",
+    "RecordedRequest",
+    "Reply",
+    "chat_completion",
+    "error_body",
+    "image_response",
+]
+
+TINY_PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
+"""A valid 1x1 PNG: the default image the server returns."""
+
+_POLL_S = 0.02
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One scripted answer.
+
+    ``body`` None means the path's default answer for a 2xx status and an OpenAI-shaped
+    error body for any other status.
+    """
+
+    status: int = 200
+    body: Any = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0
+    wait_for: threading.Event | None = None
+    disconnect: bool = False
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    method: str
+    path: str
+    headers: Mapping[str, str]
+    body: Any
+
+
+def chat_completion(
+    content: str | None = "ok",
+    *,
+    model: str = "test-model",
+    refusal: str | None = None,
+    finish_reason: str = "stop",
+    prompt_tokens: int = 11,
+    completion_tokens: int = 7,
+    system_fingerprint: str | None = "fp_test",
+) -> dict[str, Any]:
+    """A valid ``chat.completion`` body."""
+    return {
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "system_fingerprint": system_fingerprint,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content, "refusal": refusal},
+                "finish_reason": finish_reason,
+                "logprobs": None,
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }
+
+
+def image_response(
+    data: bytes | None = TINY_PNG,
+    *,
+    revised_prompt: str | None = None,
+    output_format: str | None = "png",
+    url: str | None = None,
+) -> dict[str, Any]:
+    """A valid ``images.generate`` body (``data`` None leaves ``b64_json`` out)."""
+    item: dict[str, Any] = {}
+    if data is not None:
+        item["b64_json"] = base64.b64encode(data).decode("ascii")
+    if revised_prompt is not None:
+        item["revised_prompt"] = revised_prompt
+    if url is not None:
+        item["url"] = url
+    body: dict[str, Any] = {"created": int(time.time()), "data": [item]}
+    if output_format is not None:
+        body["output_format"] = output_format
+    return body
+
+
+def error_body(
+    message: str, *, type: str = "invalid_request_error", code: str | None = None
+) -> dict[str, Any]:
+    """An OpenAI-shaped error body."""
+    return {"error": {"message": message, "type": type, "param": None, "code": code}}
+
+
+class OpenAIServer:
+    """The scripted server; see the module docstring."""
+
+    def __init__(self, *, text: str = "ok", image: bytes = TINY_PNG) -> None:
+        self.default_text = text
+        self.default_image = image
+        self.gate: threading.Event | None = None
+        self._script: collections.deque[Reply] = collections.deque()
+        self._requests: list[RecordedRequest] = []
+        self._cond = threading.Condition()
+        self._in_flight = 0
+        self._max_in_flight = 0
+        self._stopping = threading.Event()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> OpenAIServer:
+        owner = self
+
+        class Handler(_Handler):
+            server_owner = owner
+
+        self._httpd = _QuietHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": _POLL_S},
+            name="openai-test-server",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> OpenAIServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        if self._httpd is None:
+            raise RuntimeError("server not started")
+        return int(self._httpd.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    # scripting and inspection ----------------------------------------------------------
+
+    def script(self, *replies: Reply) -> None:
+        """Queue replies; each request takes the next one (then defaults)."""
+        with self._cond:
+            self._script.extend(replies)
+
+    @property
+    def unused_replies(self) -> int:
+        with self._cond:
+            return len(self._script)
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        with self._cond:
+            return list(self._requests)
+
+    @property
+    def request_bodies(self) -> list[Any]:
+        return [r.body for r in self.requests]
+
+    @property
+    def in_flight(self) -> int:
+        with self._cond:
+            return self._in_flight
+
+    @property
+    def max_in_flight(self) -> int:
+        with self._cond:
+            return self._max_in_flight
+
+    def wait_for_in_flight(self, count: int, timeout: float = 5.0) -> bool:
+        """Block until at least ``count`` requests are in flight; False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._in_flight >= count, timeout=timeout)
+
+    def wait_for_requests(self, count: int, timeout: float = 5.0) -> bool:
+        """Block until at least ``count`` requests have arrived; False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: len(self._requests) >= count, timeout=timeout)
+
+    # request handling (server threads) -------------------------------------------------
+
+    def _wait(self, event: threading.Event) -> None:
+        while not event.wait(_POLL_S):
+            if self._stopping.is_set():
+                return
+
+    def _handle(self, handler: _Handler) -> None:
+        length = int(handler.headers.get("Content-Length") or 0)
+        raw = handler.rfile.read(length) if length else b""
+        try:
+            body: Any = json.loads(raw) if raw else None
+        except ValueError:
+            body = raw.decode("utf-8", "replace")
+        request = RecordedRequest(
+            method=handler.command,
+            path=handler.path,
+            headers={k.lower(): v for k, v in handler.headers.items()},
+            body=body,
+        )
+        with self._cond:
+            self._requests.append(request)
+            reply = self._script.popleft() if self._script else None
+            self._in_flight += 1
+            self._max_in_flight = max(self._max_in_flight, self._in_flight)
+            self._cond.notify_all()
+        try:
+            gate = self.gate
+            if gate is not None:
+                self._wait(gate)
+            if reply is not None and reply.wait_for is not None:
+                self._wait(reply.wait_for)
+            if reply is not None and reply.delay_s > 0:
+                self._stopping.wait(reply.delay_s)
+            status, payload, headers = self._answer(request, reply)
+        finally:
+            # Count the request as answered *before* writing: once the client has the
+            # response it may start another request, which must not see this one in flight.
+            with self._cond:
+                self._in_flight -= 1
+                self._cond.notify_all()
+        if reply is not None and reply.disconnect:
+            handler.close_connection = True
+            return
+        data = json.dumps(payload).encode("utf-8")
+        try:
+            handler.send_response(status)
+            handler.send_header("Content-Type", "application/json")
+            handler.send_header("Content-Length", str(len(data)))
+            for name, value in headers.items():
+                handler.send_header(name, value)
+            handler.end_headers()
+            handler.wfile.write(data)
+            handler.wfile.flush()
+        except OSError:
+            handler.close_connection = True
+
+    def _answer(
+        self, request: RecordedRequest, reply: Reply | None
+    ) -> tuple[int, Any, Mapping[str, str]]:
+        status = reply.status if reply is not None else 200
+        headers: Mapping[str, str] = reply.headers if reply is not None else {}
+        if reply is not None and reply.body is not None:
+            return status, reply.body, headers
+        if status >= 400:
+            return status, error_body(f"scripted HTTP {status}", type="scripted_error"), headers
+        path = request.path.split("?", 1)[0]
+        requested_model = request.body.get("model") if isinstance(request.body, dict) else None
+        if path.endswith("/chat/completions"):
+            return (
+                status,
+                chat_completion(self.default_text, model=requested_model or "test-model"),
+                headers,
+            )
+        if path.endswith("/images/generations"):
+            return status, image_response(self.default_image), headers
+        return 404, error_body(f"no such path {path!r}", type="not_found"), headers
+
+
+class _QuietHTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that hung up (timeout tests) is expected; anything else is a bug here.
+        if not isinstance(sys.exc_info()[1], OSError):
+            super().handle_error(request, client_address)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_owner: OpenAIServer
+
+    def do_POST(self) -> None:
+        self.server_owner._handle(self)
+
+    def do_GET(self) -> None:
+        self.server_owner._handle(self)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
