@@ -1,0 +1,849 @@
+"""The built-in offline backend: every model role of the pipeline, with no network and no key.
+
+``python main.py`` on a fresh machine runs through these two classes, so they aim to look
+sensible rather than merely type-check: replies reuse the words of the request, structured
+requests get valid JSON, and images are real (if modest) pictures of the prompt's colours.
+
+Contract (both classes):
+
+* **Deterministic.** Every choice comes from one ``random.Random`` seeded with
+  ``sha256(canonical JSON of the request)`` — for text ``(messages, model, temperature, seed,
+  schema)``, for images ``(prompt, model, size, quality, seed)``. The same request always gives
+  the same reply (byte for byte for images); changing the seed or temperature changes it.
+  Nothing touches the global ``random``, the clock, files or the network, so the backends are
+  safe to call concurrently. Image rendering is CPU work and runs in a worker thread
+  (``anyio.to_thread``) so that concurrent calls do not stall the event loop.
+* **Honest.** Replies report ``system_fingerprint="offline"``, ``finish_reason="stop"``,
+  ``attempts=1`` and estimated usage (``ceil(words * 4 / 3)`` tokens); images carry a small
+  "offline preview" label so nobody mistakes them for a real render.
+
+How a text request is answered (first matching row wins; "the prompt" is the system messages
+plus the last user message, salient words come from the last user message without stopwords):
+
+=================================  ===========================================================
+request                            reply
+=================================  ===========================================================
+``json_schema`` set                JSON text that validates against the schema, strings built
+                                   from the salient words (see :mod:`.jsonschema_instance`;
+                                   unsupported keywords raise ``UnsupportedSchemaError``)
+prompt says "JSON array"/"JSON     a JSON array: the last JSON array of strings in the user
+list"                              message, unchanged (preferring one of the requested
+                                   length); otherwise N fresh strings (N from "3 strings",
+                                   "array of five"...; default 3) — titles when the title
+                                   row below also matches, short phrases otherwise
+prompt says "title" and "2-4       a 2-4 word Title Case title of letters only, from the
+words" or "Title Case"             salient words (sometimes closed with a word like "Reverie")
+anything else                      2-4 sentences of prose built around the salient phrases;
+                                   ``max_output_tokens`` drops sentences (never the first)
+=================================  ===========================================================
+
+Higher temperatures draw on more of the prompt's phrases; temperature 0 sticks to the most
+frequent ones.
+
+Images: colour words in the prompt (:data:`COLOURS`, about fifty names such as teal, crimson,
+ochre, navy) set the palette, else a seeded named palette; the first composition word
+(:data:`LAYOUTS`: horizon, diagonal, centered, symmetry, spiral, grid, bird's-eye, close-up...)
+picks the layout, else a seeded one. Gradients, shapes, a soft grain and a vignette make the
+picture; ``size`` is ``"WxH"`` (16..4096 each) or ``"auto"`` (1536x1024). The reply is PNG;
+``metadata`` records ``palette``, ``palette_source``, ``layout``, ``layout_source``, ``size``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import math
+import random
+import re
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
+from typing import Any
+
+import anyio.to_thread
+from PIL import Image, ImageChops, ImageDraw, ImageFilter, ImageFont, ImageOps
+
+from image_project.backends.base import (
+    ImageReply,
+    ImageRequest,
+    Message,
+    TextReply,
+    TextRequest,
+    Usage,
+)
+from image_project.backends.jsonschema_instance import generate_instance
+from image_project.errors import RequestRejectedError
+
+__all__ = [
+    "COLOURS",
+    "LAYOUTS",
+    "OfflineImageBackend",
+    "OfflineTextBackend",
+    "estimate_tokens",
+]
+
+RGB = tuple[int, int, int]
+
+# --------------------------------------------------------------------------- shared helpers
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _derive_seed(kind: str, payload: Mapping[str, Any]) -> int:
+    """A stable 64-bit seed from the canonical JSON of ``payload`` (never Python's ``hash``)."""
+    canonical = json.dumps(
+        {"kind": kind, **_plain(payload)},
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+        default=repr,
+    )
+    return int.from_bytes(hashlib.sha256(canonical.encode("utf-8")).digest()[:8], "big")
+
+
+def estimate_tokens(text: str) -> int:
+    """Roughly ``words * 4 / 3`` tokens (0 for blank text); good enough for offline usage."""
+    words = len(text.split())
+    return math.ceil(words * 4 / 3)
+
+
+# --------------------------------------------------------------------------- words
+
+_STOPWORDS_TEXT = """
+    a about above after again against all almost also am an and any are aren't as at be because
+    been before being below between both but by can cannot could couldn't did didn't do does
+    doesn't doing don't down during each either else even ever every few for from further had
+    hadn't has hasn't have haven't having he her here hers herself him himself his how however
+    i if in into is isn't it it's its itself just let's like made make many may me might more
+    most much must my myself neither no nor not now of off often on once one only or other ought
+    our ours ourselves out over own per perhaps quite rather really same she should shouldn't so
+    some such than that that's the their theirs them themselves then there there's these they
+    this those though through thus to too two under until up upon us very via was wasn't we
+    were weren't what what's when where whether which while who whom whose why will with within
+    without would wouldn't yet you your yours yourself yourselves three four five six seven
+    eight nine ten
+    answer answers array arrays ask asked based brief briefly concise create describe detail
+    each exactly example following format generate give given json keep list lists new note
+    output please plain print produce prompt provide punctuation quote quotes reply respond
+    response return returns short should string strings sure task text title titles use used
+    using word words write case letters item items entry entries element elements reply only
+    image images card cards idea ideas concepts describing rewrite refine refined improve
+    suggest version versions
+"""
+_STOPWORDS = frozenset(_STOPWORDS_TEXT.split())
+_FALLBACK_WORDS = (
+    "light",
+    "colour",
+    "texture",
+    "horizon",
+    "shadow",
+    "rhythm",
+    "stillness",
+    "contrast",
+    "morning",
+    "motion",
+)
+_TITLE_CLOSERS = (
+    "Reverie",
+    "Study",
+    "Nocturne",
+    "Echoes",
+    "Drift",
+    "Interlude",
+    "Vigil",
+    "Chorus",
+    "Fable",
+    "Hymn",
+)
+_WORD_RE = re.compile(r"[A-Za-z][A-Za-z'\-]*[A-Za-z]|[A-Za-z]")
+_CLAUSE_SPLIT_RE = re.compile(r"[.,;:!?()\[\]{}\"\n]+")
+
+
+def _tokens(text: str) -> list[str]:
+    return [w.lower() for w in _WORD_RE.findall(text.replace("\u2019", "'"))]
+
+
+def _is_salient(word: str) -> bool:
+    return len(word) >= 3 and word not in _STOPWORDS
+
+
+def _salient_units(text: str) -> list[str]:
+    """Runs of up to three consecutive salient words, most frequent first, then by position."""
+    units: list[str] = []
+    for clause in _CLAUSE_SPLIT_RE.split(text):
+        run: list[str] = []
+        for word in [*_tokens(clause), ""]:
+            if word and _is_salient(word):
+                run.append(word)
+                continue
+            units.extend(" ".join(run[i : i + 3]) for i in range(0, len(run), 3))
+            run = []
+    counts = Counter(units)
+    first = {u: i for i, u in reversed(list(enumerate(units)))}
+    return sorted(counts, key=lambda u: (-counts[u], first[u]))
+
+
+def _last_user_text(messages: Sequence[Message]) -> str:
+    for message in reversed(messages):
+        if message.role == "user":
+            return message.content
+    return messages[-1].content if messages else ""
+
+
+def _pool(units: Sequence[str], temperature: float) -> list[str]:
+    """The units a reply may use: the top four or a third at temperature 0, all at 1 and above.
+
+    Padded with neutral words to at least four so that no sentence repeats itself.
+    """
+    share = 0.35 + 0.65 * min(max(temperature, 0.0), 1.0)
+    pool = list(units[: max(4, math.ceil(len(units) * share))])
+    pool += [w for w in _FALLBACK_WORDS if w not in pool][: max(0, 4 - len(pool))]
+    return pool
+
+
+# --------------------------------------------------------------------------- text rules
+
+_NUMBER_WORDS = {
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+}
+_NUM = r"(\d+|" + "|".join(_NUMBER_WORDS) + r")"
+_JSON_ARRAY_RE = re.compile(r"\bjson\s+(?:array|list)\b", re.IGNORECASE)
+_COUNT_RES = (
+    re.compile(r"\b(?:array|list)\s+of\s+(?:exactly\s+)?" + _NUM + r"\b", re.IGNORECASE),
+    re.compile(
+        r"\b" + _NUM + r"\s+(?:[a-z\-]+\s+){0,2}?"
+        r"(?:strings|items|entries|elements|phrases|titles|options|lines|names|ideas)\b",
+        re.IGNORECASE,
+    ),
+)
+_TITLE_WORDS_RE = re.compile(r"\b2\s*(?:-|\u2013|\u2014|to)\s*4\s+words?\b", re.IGNORECASE)
+_MAX_ARRAY = 64
+
+
+def _wants_title(rule_text: str) -> bool:
+    lowered = rule_text.lower()
+    return "title" in lowered and (
+        bool(_TITLE_WORDS_RE.search(rule_text)) or "title case" in lowered
+    )
+
+
+def _requested_count(rule_text: str) -> int | None:
+    for pattern in _COUNT_RES:
+        match = pattern.search(rule_text)
+        if match:
+            raw = match.group(1).lower()
+            n = int(raw) if raw.isdigit() else _NUMBER_WORDS[raw]
+            if 1 <= n <= _MAX_ARRAY:
+                return n
+    return None
+
+
+def _string_arrays(text: str) -> list[tuple[str, int]]:
+    """Every non-empty JSON array of strings in ``text``: (its exact source text, its length)."""
+    decoder = json.JSONDecoder()
+    found: list[tuple[str, int]] = []
+    for start in (i for i, ch in enumerate(text) if ch == "["):
+        try:
+            value, end = decoder.raw_decode(text, start)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+            found.append((text[start:end], len(value)))
+    return found
+
+
+def _title(rng: random.Random, pool: Sequence[str]) -> str:
+    letters = [p for unit in pool for w in unit.split() for p in re.findall(r"[a-z]+", w)]
+    candidates = list(dict.fromkeys(w for w in letters if len(w) >= 3 and w not in _STOPWORDS))
+    n = rng.randint(2, 4)
+    picked = rng.sample(candidates, min(n, len(candidates)))
+    closers = [w.lower() for w in _TITLE_CLOSERS if w.lower() not in picked]
+    if len(picked) == n and n > 2 and rng.random() < 0.35:
+        picked[-1] = rng.choice(closers)
+    spare = [w.lower() for w in (*_TITLE_CLOSERS, *_FALLBACK_WORDS) if w.lower() not in picked]
+    while len(picked) < n:
+        picked.append(spare.pop(rng.randrange(len(spare))))
+    return " ".join(w[:1].upper() + w[1:] for w in picked)
+
+
+_SENTENCES = (
+    "At the heart of it: {a}, with {b} close behind.",
+    "Let {a} lead, and let {b} answer quietly.",
+    "{A} and {b} share the frame, held together by {c}.",
+    "Think of {a} against {b}: a contrast that keeps {c} in focus.",
+    "Start from {a}; let {b} and {c} shape the rest.",
+    "There is room here for {a}, softened by {b}.",
+    "The weight comes from {a}, the movement from {b}.",
+    "In short: {a}, {b} and {c}.",
+)
+
+
+def _prose(rng: random.Random, pool: Sequence[str], max_tokens: int | None) -> str:
+    order = rng.sample(list(pool), len(pool))
+    cursor = 0
+
+    def nxt() -> str:
+        nonlocal cursor
+        unit = order[cursor % len(order)]
+        cursor += 1
+        return unit
+
+    sentences = []
+    for template in rng.sample(_SENTENCES, rng.randint(2, 4)):
+        a, b, c = nxt(), nxt(), nxt()
+        sentences.append(template.format(A=a[:1].upper() + a[1:], a=a, b=b, c=c))
+    while max_tokens is not None and len(sentences) > 1:
+        if estimate_tokens(" ".join(sentences)) <= max_tokens:
+            break
+        sentences.pop()
+    return " ".join(sentences)
+
+
+def _array_reply(rng: random.Random, rule_text: str, user_text: str, pool: Sequence[str]) -> str:
+    count = _requested_count(rule_text)
+    arrays = _string_arrays(user_text)
+    if arrays:
+        matching = [src for src, n in arrays if count is None or n == count]
+        return matching[-1] if matching else arrays[-1][0]
+    n = count or 3
+    if _wants_title(rule_text):
+        items = [_title(rng, pool) for _ in range(n)]
+    else:
+        order = rng.sample(list(pool), len(pool))
+        items = [order[i % len(order)] for i in range(n)]
+        for i in range(len(order), n):
+            items[i] = f"{items[i]} and {order[(i + 1 + i // len(order)) % len(order)]}"
+    return json.dumps(items, ensure_ascii=False)
+
+
+def _text_reply(request: TextRequest, rng: random.Random) -> str:
+    user_text = _last_user_text(request.messages)
+    system_text = "\n".join(m.content for m in request.messages if m.role == "system")
+    rule_text = f"{system_text}\n{user_text}"
+    pool = _pool(_salient_units(user_text), request.temperature)
+    if _JSON_ARRAY_RE.search(rule_text):
+        return _array_reply(rng, rule_text, user_text, pool)
+    if _wants_title(rule_text):
+        return _title(rng, pool)
+    return _prose(rng, pool, request.max_output_tokens)
+
+
+class OfflineTextBackend:
+    """A deterministic, network-free :class:`~image_project.backends.base.TextBackend`.
+
+    See the module docstring for how requests are answered. Raises
+    :class:`~image_project.backends.jsonschema_instance.UnsupportedSchemaError` (a
+    ``RequestRejectedError``) for a schema outside the supported subset.
+    """
+
+    __slots__ = ()
+
+    @property
+    def label(self) -> str:
+        return "offline"
+
+    @property
+    def default_model(self) -> str:
+        return "offline-text-1"
+
+    async def complete(self, request: TextRequest) -> TextReply:
+        model = request.model or self.default_model
+        schema = request.json_schema
+        seed = _derive_seed(
+            "text",
+            {
+                "messages": [m.to_dict() for m in request.messages],
+                "model": model,
+                "temperature": request.temperature,
+                "seed": request.seed,
+                "schema": None
+                if schema is None
+                else {"name": schema.name, "schema": schema.schema, "strict": schema.strict},
+            },
+        )
+        rng = random.Random(seed)
+        if schema is not None:
+            units = _salient_units(_last_user_text(request.messages))
+            text = json.dumps(generate_instance(schema.schema, rng, units), ensure_ascii=False)
+        else:
+            text = _text_reply(request, rng)
+        prompt_tokens = sum(estimate_tokens(m.content) for m in request.messages)
+        completion_tokens = max(1, estimate_tokens(text))
+        return TextReply(
+            text=text,
+            model=model,
+            usage=Usage(prompt_tokens, completion_tokens, prompt_tokens + completion_tokens),
+            system_fingerprint="offline",
+            finish_reason="stop",
+            attempts=1,
+        )
+
+
+# --------------------------------------------------------------------------- images
+
+COLOURS: Mapping[str, RGB] = {
+    "black": (18, 18, 22),
+    "charcoal": (54, 69, 79),
+    "slate": (92, 108, 125),
+    "grey": (128, 128, 132),
+    "silver": (192, 192, 198),
+    "white": (245, 245, 242),
+    "ivory": (255, 250, 232),
+    "cream": (250, 240, 205),
+    "beige": (222, 205, 170),
+    "sand": (214, 190, 140),
+    "tan": (200, 160, 110),
+    "ochre": (204, 119, 34),
+    "amber": (255, 180, 30),
+    "gold": (222, 175, 40),
+    "mustard": (205, 170, 50),
+    "yellow": (250, 215, 50),
+    "lemon": (250, 240, 100),
+    "orange": (240, 130, 30),
+    "rust": (183, 65, 14),
+    "terracotta": (204, 98, 70),
+    "sienna": (160, 82, 45),
+    "umber": (99, 81, 71),
+    "brown": (120, 75, 45),
+    "sepia": (112, 66, 20),
+    "coral": (255, 127, 80),
+    "salmon": (250, 128, 114),
+    "peach": (255, 200, 160),
+    "red": (200, 35, 40),
+    "scarlet": (240, 36, 10),
+    "crimson": (220, 20, 60),
+    "vermilion": (227, 66, 52),
+    "burgundy": (128, 0, 32),
+    "pink": (240, 150, 180),
+    "rose": (225, 90, 120),
+    "magenta": (200, 30, 150),
+    "plum": (142, 69, 133),
+    "purple": (110, 50, 150),
+    "violet": (138, 80, 200),
+    "lavender": (181, 160, 220),
+    "indigo": (75, 20, 130),
+    "navy": (20, 32, 90),
+    "cobalt": (0, 71, 171),
+    "blue": (40, 90, 210),
+    "azure": (0, 127, 255),
+    "cyan": (20, 200, 220),
+    "turquoise": (64, 224, 208),
+    "teal": (0, 128, 128),
+    "aqua": (90, 220, 210),
+    "mint": (170, 240, 200),
+    "jade": (0, 168, 107),
+    "emerald": (20, 160, 90),
+    "green": (40, 150, 60),
+    "sage": (160, 180, 140),
+    "olive": (110, 120, 40),
+    "lime": (170, 220, 50),
+}
+"""Colour words the image renderer understands (also ``gray`` → grey, ``golden`` → gold)."""
+
+_COLOUR_ALIASES = {"gray": "grey", "golden": "gold", "silvery": "silver", "violets": "violet"}
+_COLOUR_RE = re.compile(
+    r"\b(" + "|".join(sorted([*COLOURS, *_COLOUR_ALIASES], key=len, reverse=True)) + r")\b"
+)
+
+LAYOUTS: Mapping[str, tuple[str, ...]] = {
+    "horizon": ("horizon", "landscape", "seascape", "sunset", "sunrise", "skyline", "panorama"),
+    "diagonal": ("diagonal", "diagonals", "dynamic", "oblique", "slanted"),
+    "centered": ("centered", "centred", "central", "center", "centre", "focal point"),
+    "symmetry": ("symmetry", "symmetric", "symmetrical", "mirrored", "reflection"),
+    "spiral": ("spiral", "swirl", "swirling", "vortex", "golden ratio"),
+    "grid": ("grid", "tiles", "tiled", "mosaic", "checkerboard", "modular"),
+    "birds_eye": ("bird's-eye", "bird's eye", "birds-eye", "aerial", "overhead", "top-down"),
+    "close_up": ("close-up", "closeup", "close up", "macro", "extreme detail"),
+}
+"""Layout name → the composition words (lower case) that select it; the earliest match wins."""
+
+_LAYOUT_RE = re.compile(
+    r"(?<![a-z])("
+    + "|".join(
+        re.escape(w)
+        for w in sorted((w for ws in LAYOUTS.values() for w in ws), key=len, reverse=True)
+    )
+    + r")(?![a-z])"
+)
+_LAYOUT_OF = {w: name for name, ws in LAYOUTS.items() for w in ws}
+_SEEDED_PALETTES = (
+    ("navy", "coral", "gold", "cream"),
+    ("teal", "ochre", "ivory", "charcoal"),
+    ("plum", "peach", "sage", "cream"),
+    ("emerald", "gold", "navy", "ivory"),
+    ("terracotta", "sand", "olive", "slate"),
+    ("indigo", "lavender", "amber", "white"),
+    ("crimson", "charcoal", "beige", "gold"),
+    ("cobalt", "mint", "coral", "ivory"),
+)
+_AUTO_SIZE = (1536, 1024)
+_SIZE_RE = re.compile(r"^\s*(\d{1,5})\s*[xX\u00d7]\s*(\d{1,5})\s*$")
+
+
+def _parse_size(size: str) -> tuple[int, int]:
+    if size.strip().lower() == "auto":
+        return _AUTO_SIZE
+    match = _SIZE_RE.match(size)
+    if match:
+        w, h = int(match.group(1)), int(match.group(2))
+        if 16 <= w <= 4096 and 16 <= h <= 4096:
+            return w, h
+    raise RequestRejectedError(
+        f"offline image backend: size: got {size!r}, expected 'WxH' with 16..4096 pixels per "
+        "side (for example '1536x1024') or 'auto'"
+    )
+
+
+def _palette(prompt: str, rng: random.Random) -> tuple[list[str], str]:
+    names = [_COLOUR_ALIASES.get(m, m) for m in _COLOUR_RE.findall(prompt)]
+    found = list(dict.fromkeys(names))[:5]
+    if found:
+        return found, "prompt"
+    return list(rng.choice(_SEEDED_PALETTES)), "seeded"
+
+
+def _layout(prompt: str, rng: random.Random) -> tuple[str, str]:
+    match = _LAYOUT_RE.search(prompt)
+    if match:
+        return _LAYOUT_OF[match.group(1)], "prompt"
+    return rng.choice(sorted(LAYOUTS)), "seeded"
+
+
+def _mix(a: RGB, b: RGB, t: float) -> RGB:
+    return (
+        round(a[0] + (b[0] - a[0]) * t),
+        round(a[1] + (b[1] - a[1]) * t),
+        round(a[2] + (b[2] - a[2]) * t),
+    )
+
+
+def _shade(c: RGB, t: float) -> RGB:
+    """Darker for ``t < 0``, lighter for ``t > 0`` (``t`` in -1..1)."""
+    return _mix(c, (0, 0, 0), -t) if t < 0 else _mix(c, (255, 255, 255), t)
+
+
+def _jitter(c: RGB, rng: random.Random, amount: float = 0.18) -> RGB:
+    return _shade(c, rng.uniform(-amount, amount))
+
+
+def _rgba(c: RGB, alpha: int) -> tuple[int, int, int, int]:
+    return (c[0], c[1], c[2], alpha)
+
+
+class _Canvas:
+    """One render: the base image, a translucent shape layer and the seeded rng."""
+
+    def __init__(self, size: tuple[int, int], colours: list[RGB], rng: random.Random) -> None:
+        self.w, self.h = size
+        self.colours = colours
+        self.rng = rng
+        self.base = Image.new("RGB", size, colours[0])
+        self.layer = Image.new("RGBA", size, (0, 0, 0, 0))
+        self.draw = ImageDraw.Draw(self.layer)
+
+    def colour(self, i: int) -> RGB:
+        return self.colours[i % len(self.colours)]
+
+    def gradient(self, a: RGB, b: RGB, kind: str = "vertical") -> Image.Image:
+        size = (self.w, self.h)
+        if kind == "radial":
+            mask = Image.radial_gradient("L").resize(size, Image.Resampling.BILINEAR)
+        else:
+            mask = Image.linear_gradient("L").resize(size, Image.Resampling.BILINEAR)
+            if kind == "diagonal":
+                across = mask.transpose(Image.Transpose.ROTATE_90).resize(size)
+                mask = ImageChops.add(mask, ImageOps.mirror(across), scale=2.0)
+        return Image.composite(Image.new("RGB", size, b), Image.new("RGB", size, a), mask)
+
+    def glow(self, xy: tuple[float, float], radius: float, colour: RGB, alpha: int) -> None:
+        scale = 8
+        small = Image.new("RGBA", (self.w // scale + 1, self.h // scale + 1), (0, 0, 0, 0))
+        x, y, r = xy[0] / scale, xy[1] / scale, radius / scale
+        ImageDraw.Draw(small).ellipse((x - r, y - r, x + r, y + r), fill=_rgba(colour, alpha))
+        small = small.filter(ImageFilter.GaussianBlur(max(1.0, r / 2)))
+        big = small.resize((self.w, self.h), Image.Resampling.BILINEAR)
+        self.layer = Image.alpha_composite(self.layer, big)
+        self.draw = ImageDraw.Draw(self.layer)
+
+    def circle(self, xy: tuple[float, float], r: float, fill: tuple[int, int, int, int]) -> None:
+        x, y = xy
+        self.draw.ellipse((x - r, y - r, x + r, y + r), fill=fill)
+
+
+def _horizon(c: _Canvas) -> None:
+    rng, w, h = c.rng, c.w, c.h
+    line = round(h * rng.uniform(0.55, 0.7))
+    sky = c.gradient(_shade(c.colour(0), 0.35), c.colour(0))
+    ground = c.gradient(c.colour(1), _shade(c.colour(1), -0.45))
+    c.base = sky
+    c.base.paste(ground.resize((w, h - line)), (0, line))
+    sun = (rng.uniform(0.2, 0.8) * w, line - rng.uniform(0.12, 0.3) * h)
+    accent = _shade(c.colour(2), 0.25)
+    c.glow(sun, h * 0.22, accent, 150)
+    c.circle(sun, h * rng.uniform(0.06, 0.1), _rgba(accent, 235))
+    for _ in range(rng.randint(6, 12)):
+        y = rng.uniform(line + 4, h)
+        x0 = rng.uniform(0, w * 0.8)
+        length = rng.uniform(0.05, 0.3) * w
+        c.draw.line((x0, y, x0 + length, y), fill=_rgba(accent, 70), width=rng.randint(2, 5))
+    for _ in range(rng.randint(2, 4)):
+        peak = rng.uniform(0, w)
+        span = rng.uniform(0.15, 0.4) * w
+        top = line - rng.uniform(0.04, 0.12) * h
+        c.draw.polygon(
+            [(peak - span, line), (peak, top), (peak + span, line)],
+            fill=_rgba(_shade(c.colour(1), -0.25), 200),
+        )
+
+
+def _diagonal(c: _Canvas) -> None:
+    rng, w, h = c.rng, c.w, c.h
+    c.base = c.gradient(c.colour(0), c.colour(1), "diagonal")
+    offset = float(-h)
+    while offset < w:
+        band = rng.uniform(0.03, 0.12) * w
+        colour = _jitter(c.colour(rng.randint(1, len(c.colours) + 1)), rng)
+        c.draw.polygon(
+            [(offset, h), (offset + band, h), (offset + band + h, 0), (offset + h, 0)],
+            fill=_rgba(colour, rng.randint(60, 150)),
+        )
+        offset += band + rng.uniform(0.02, 0.15) * w
+
+
+def _centered(c: _Canvas) -> None:
+    rng, w, h = c.rng, c.w, c.h
+    c.base = c.gradient(_shade(c.colour(0), 0.2), _shade(c.colour(1), -0.3), "radial")
+    centre = (w / 2, h / 2)
+    c.glow(centre, h * 0.45, _shade(c.colour(2), 0.3), 120)
+    radius = h * rng.uniform(0.32, 0.4)
+    i = 0
+    while radius > h * 0.03:
+        c.circle(centre, radius, _rgba(_jitter(c.colour(i + 2), rng), rng.randint(90, 170)))
+        radius *= rng.uniform(0.62, 0.8)
+        i += 1
+
+
+def _symmetry(c: _Canvas) -> None:
+    rng, w, h = c.rng, c.w, c.h
+    c.base = c.gradient(c.colour(0), _shade(c.colour(1), -0.2))
+    half = w // 2
+    for _ in range(rng.randint(10, 18)):
+        x, y = rng.uniform(0, half), rng.uniform(0, h)
+        size = rng.uniform(0.03, 0.14) * h
+        fill = _rgba(_jitter(c.colour(rng.randint(1, 6)), rng), rng.randint(90, 200))
+        if rng.random() < 0.5:
+            c.circle((x, y), size, fill)
+        else:
+            c.draw.rectangle((x - size, y - size * 0.6, x + size, y + size * 0.6), fill=fill)
+    left = c.layer.crop((0, 0, half, h))
+    c.layer.paste(ImageOps.mirror(left), (w - half, 0))
+    c.draw = ImageDraw.Draw(c.layer)
+    c.draw.line((w / 2, 0, w / 2, h), fill=_rgba(_shade(c.colour(2), 0.4), 90), width=3)
+
+
+def _spiral(c: _Canvas) -> None:
+    rng, w, h = c.rng, c.w, c.h
+    c.base = c.gradient(_shade(c.colour(0), 0.15), _shade(c.colour(1), -0.35), "radial")
+    cx, cy = w * rng.uniform(0.4, 0.6), h * rng.uniform(0.4, 0.6)
+    turn = rng.choice((-1, 1))
+    growth = 0.18
+    steps = 140
+    for i in range(steps):
+        theta = i * 0.22
+        r = h * 0.012 * math.exp(growth * theta)
+        if r > max(w, h):
+            break
+        x = cx + turn * r * math.cos(theta)
+        y = cy + r * math.sin(theta)
+        dot = 2 + r * 0.07
+        c.circle((x, y), dot, _rgba(c.colour(2 + i // 12), 190))
+
+
+def _grid(c: _Canvas) -> None:
+    rng, w, h = c.rng, c.w, c.h
+    cols = rng.randint(4, 8)
+    rows = max(2, round(cols * h / w))
+    cw, ch = w / cols, h / rows
+    draw = ImageDraw.Draw(c.base)
+    for row in range(rows):
+        for col in range(cols):
+            box = (col * cw, row * ch, (col + 1) * cw, (row + 1) * ch)
+            draw.rectangle(box, fill=_jitter(c.colour(rng.randrange(len(c.colours))), rng, 0.25))
+            motif = rng.random()
+            x0, y0, x1, y1 = box
+            inner = _rgba(_jitter(c.colour(rng.randrange(len(c.colours))), rng), 170)
+            if motif < 0.35:
+                c.circle(((x0 + x1) / 2, (y0 + y1) / 2), min(cw, ch) * 0.32, inner)
+            elif motif < 0.6:
+                c.draw.pieslice((x0 - cw, y0 - ch, x0 + cw, y0 + ch), 0, 90, fill=inner)
+    for i in range(1, cols):
+        c.draw.line((i * cw, 0, i * cw, h), fill=(255, 255, 255, 60), width=2)
+    for j in range(1, rows):
+        c.draw.line((0, j * ch, w, j * ch), fill=(255, 255, 255, 60), width=2)
+
+
+def _birds_eye(c: _Canvas) -> None:
+    rng, w, h = c.rng, c.w, c.h
+    draw = ImageDraw.Draw(c.base)
+    fields: list[tuple[float, float, float, float]] = [(0.0, 0.0, float(w), float(h))]
+    while len(fields) < 14:
+        fields.sort(key=lambda f: (f[2] - f[0]) * (f[3] - f[1]))
+        x0, y0, x1, y1 = fields.pop()
+        if x1 - x0 > y1 - y0:
+            cut = rng.uniform(x0 + (x1 - x0) * 0.3, x1 - (x1 - x0) * 0.3)
+            fields += [(x0, y0, cut, y1), (cut, y0, x1, y1)]
+        else:
+            cut = rng.uniform(y0 + (y1 - y0) * 0.3, y1 - (y1 - y0) * 0.3)
+            fields += [(x0, y0, x1, cut), (x0, cut, x1, y1)]
+    for x0, y0, x1, y1 in fields:
+        base = _jitter(c.colour(rng.randrange(len(c.colours))), rng, 0.22)
+        draw.rectangle((x0, y0, x1, y1), fill=base)
+        if rng.random() < 0.5:
+            stripe = _rgba(_shade(base, -0.18), 110)
+            y = y0 + 6
+            while y < y1:
+                c.draw.line((x0, y, x1, y), fill=stripe, width=2)
+                y += rng.uniform(8, 16)
+        draw.rectangle((x0, y0, x1, y1), outline=_shade(c.colour(0), 0.6), width=3)
+    base_y, amplitude = rng.uniform(0.3, 0.7) * h, rng.uniform(0.06, 0.14) * h
+    wavelength, phase = rng.uniform(0.5, 1.0) * w, rng.uniform(0, 2 * math.pi)
+    river = [
+        (x, base_y + amplitude * math.sin(2 * math.pi * x / wavelength + phase))
+        for x in (i * w / 48 for i in range(49))
+    ]
+    water = _rgba(_shade(c.colour(1), 0.5), 215)
+    c.draw.line(river, fill=water, width=max(8, h // 28), joint="curve")
+
+
+def _close_up(c: _Canvas) -> None:
+    rng, w, h = c.rng, c.w, c.h
+    c.base = c.gradient(c.colour(0), _shade(c.colour(1), -0.3), "diagonal")
+    for i in range(rng.randint(5, 9)):
+        xy = (rng.uniform(-0.1, 1.1) * w, rng.uniform(-0.1, 1.1) * h)
+        c.glow(xy, rng.uniform(0.05, 0.15) * h, _shade(c.colour(i + 2), 0.3), 140)
+    for i in range(rng.randint(2, 3)):
+        xy = (rng.uniform(0, 1) * w, rng.uniform(0, 1) * h)
+        radius = rng.uniform(0.35, 0.6) * h
+        c.circle(xy, radius, _rgba(_jitter(c.colour(i + 1), rng), rng.randint(120, 190)))
+        c.circle(xy, radius * 0.55, _rgba(_shade(c.colour(i + 2), 0.2), 110))
+
+
+_RENDERERS: Mapping[str, Callable[[_Canvas], None]] = {
+    "horizon": _horizon,
+    "diagonal": _diagonal,
+    "centered": _centered,
+    "symmetry": _symmetry,
+    "spiral": _spiral,
+    "grid": _grid,
+    "birds_eye": _birds_eye,
+    "close_up": _close_up,
+}
+
+
+def _finish(c: _Canvas) -> Image.Image:
+    """Composite the shape layer, add grain and a vignette, and the "offline preview" label."""
+    w, h = c.w, c.h
+    img = Image.alpha_composite(c.base.convert("RGBA"), c.layer).convert("RGB")
+    grain_size = (w // 2 + 1, h // 2 + 1)
+    grain = Image.frombytes("L", grain_size, c.rng.randbytes(grain_size[0] * grain_size[1]))
+    grain = grain.resize((w, h), Image.Resampling.BILINEAR).convert("RGB")
+    img = Image.blend(img, ImageChops.soft_light(img, grain), 0.3)
+    vignette = Image.radial_gradient("L").resize((w, h), Image.Resampling.BILINEAR)
+    vignette = vignette.point(lambda v: 255 - min(v, 255) * 60 // 255).convert("RGB")
+    img = ImageChops.multiply(img, vignette)
+
+    font_size = max(10, h // 64)
+    font = ImageFont.load_default(size=font_size)
+    label = Image.new("RGBA", (w, h), (0, 0, 0, 0))
+    draw = ImageDraw.Draw(label)
+    text = "offline preview"
+    left, top, right, bottom = draw.textbbox((0, 0), text, font=font)
+    pad = max(3, font_size // 3)
+    margin = max(4, font_size // 2)
+    x1, y1 = w - margin, h - margin
+    x0, y0 = x1 - (right - left) - 2 * pad, y1 - (bottom - top) - 2 * pad
+    draw.rounded_rectangle((x0, y0, x1, y1), radius=pad, fill=(0, 0, 0, 110))
+    draw.text((x0 + pad - left, y0 + pad - top), text, font=font, fill=(255, 255, 255, 190))
+    return Image.alpha_composite(img.convert("RGBA"), label).convert("RGB")
+
+
+def _render(size: tuple[int, int], names: list[str], layout: str, rng: random.Random) -> bytes:
+    colours = [COLOURS[n] for n in names]
+    if len(colours) == 1:
+        colours += [_shade(colours[0], -0.45), _shade(colours[0], 0.5)]
+    elif len(colours) == 2:
+        colours.append(_shade(_mix(colours[0], colours[1], 0.5), 0.4))
+    canvas = _Canvas(size, colours, rng)
+    _RENDERERS[layout](canvas)
+    out = io.BytesIO()
+    _finish(canvas).save(out, format="PNG", compress_level=1)
+    return out.getvalue()
+
+
+class OfflineImageBackend:
+    """A deterministic, network-free :class:`~image_project.backends.base.ImageBackend`.
+
+    Draws a PNG from the prompt's colour and composition words (see the module docstring).
+    Raises :class:`~image_project.errors.RequestRejectedError` for a malformed ``size``.
+    """
+
+    __slots__ = ()
+
+    @property
+    def label(self) -> str:
+        return "offline"
+
+    @property
+    def default_model(self) -> str:
+        return "offline-image-1"
+
+    async def generate(self, request: ImageRequest) -> ImageReply:
+        model = request.model or self.default_model
+        size = _parse_size(request.size)
+        seed = _derive_seed(
+            "image",
+            {
+                "prompt": request.prompt,
+                "model": model,
+                "size": request.size,
+                "quality": request.quality,
+                "seed": request.seed,
+            },
+        )
+        rng = random.Random(seed)
+        lowered = request.prompt.lower().replace("\u2019", "'")
+        names, palette_source = _palette(lowered, rng)
+        layout, layout_source = _layout(lowered, rng)
+        data = await anyio.to_thread.run_sync(partial(_render, size, names, layout, rng))
+        return ImageReply(
+            data=data,
+            model=model,
+            format="png",
+            attempts=1,
+            metadata={
+                "renderer": "offline",
+                "palette": list(names),
+                "palette_source": palette_source,
+                "layout": layout,
+                "layout_source": layout_source,
+                "size": f"{size[0]}x{size[1]}",
+            },
+        )
