@@ -274,10 +274,11 @@ class BackendConfig(_Section):
         return self
 
     def effective_provider(self, env: Mapping[str, str]) -> Literal["openai", "offline"]:
-        """``auto`` means openai when ``env[api_key_env]`` is set and non-empty, else offline."""
+        """``auto`` means openai when ``env[api_key_env]`` is set and non-empty or ``base_url``
+        points at a server (local OpenAI-compatible servers need no key), else offline."""
         if self.provider != "auto":
             return self.provider
-        return "openai" if env.get(self.api_key_env) else "offline"
+        return "openai" if env.get(self.api_key_env, "").strip() or self.base_url else "offline"
 
 
 class RunConfig(_Section):
@@ -397,9 +398,9 @@ class PromptConfig(_Section):
 class ImageConfig(_Section):
     generation_path: _ConfigPath = Path("output/images")
     log_path: _ConfigPath = Path("output/logs")
-    model: _Text = "gpt-image-1"
+    model: _Text = "gpt-image-2.6-sunburst"
     size: Annotated[str, AfterValidator(_check_size)] = "1536x1024"
-    quality: Literal["low", "medium", "high", "auto", "standard", "hd"] = "high"
+    quality: Literal["low", "medium", "high", "xhigh", "max", "auto"] = "high"
     caption_font_path: _ConfigPath | None = None
 
 

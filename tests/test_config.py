@@ -85,7 +85,7 @@ def test_real_config_yaml_gives_the_documented_defaults() -> None:
     assert (scoring.novelty.enabled, scoring.novelty.window) == (True, 25)
     image = config.image
     assert (image.model, image.size, image.quality, image.caption_font_path) == (
-        "gpt-image-1",
+        "gpt-image-2.6-sunburst",
         "1536x1024",
         "high",
         None,
@@ -650,6 +650,11 @@ def test_empty_path_is_an_error(tmp_path: Path) -> None:
 def test_effective_provider(provider: str, env: dict[str, str], expected: str) -> None:
     config = AppConfig.model_validate({"backend": {"provider": provider}})
     assert config.backend.effective_provider(env) == expected
+
+
+def test_auto_provider_uses_a_configured_local_server_without_a_key() -> None:
+    config = AppConfig.model_validate({"backend": {"base_url": "http://127.0.0.1:11434/v1"}})
+    assert config.backend.effective_provider({}) == "openai"
 
 
 def test_auto_provider_follows_the_configured_env_var_name() -> None:
