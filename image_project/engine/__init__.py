@@ -12,6 +12,7 @@ from image_project.engine.nodes import (
     Node,
     capture_keys,
     default_name,
+    walk,
 )
 from image_project.engine.patterns import fanout_then_reduce, generate_then_select, iterate
 from image_project.engine.recorder import (
@@ -45,4 +46,5 @@ __all__ = [
     "iterate",
     "json_safe",
     "ordered_fanout",
+    "walk",
 ]

@@ -19,7 +19,8 @@ class Context:
     """What a pipeline run shares between its steps.
 
     ``messages`` is the root conversation (changed only by the runner's merges), ``outputs``
-    the captured values, ``steps`` the transcript records in declared (pre-order) order.
+    the captured values, ``steps`` the transcript records in declared (pre-order) order;
+    successive root runs on one context (``roots_run`` counts them) record after each other.
     Applications subclass it to carry their own run fields; prompt functions and actions
     receive it.
     """
@@ -27,6 +28,7 @@ class Context:
     messages: tuple[Message, ...] = ()
     outputs: MutableMapping[str, Any] = field(default_factory=dict)
     steps: list[StepRecord] = field(default_factory=list)
+    roots_run: int = 0
 
     @classmethod
     def with_system(cls, system_prompt: str) -> Context:

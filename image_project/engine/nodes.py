@@ -13,7 +13,7 @@ name are an error, never silently renamed.
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, get_args
 
@@ -34,6 +34,7 @@ __all__ = [
     "PromptSource",
     "capture_keys",
     "default_name",
+    "walk",
 ]
 
 MergeMode = Literal["all_messages", "last_response", "none"]
@@ -240,3 +241,12 @@ def capture_keys(node: Node) -> set[str]:
         for child in node.nodes:
             keys |= capture_keys(child)
     return keys
+
+
+def walk(node: Node, path: str | None = None) -> Iterator[tuple[str, Node]]:
+    """Every node of the tree with its path, in declared pre-order (root first)."""
+    here = path or node.name or ("pipeline" if isinstance(node, Block) else default_name(node, 1))
+    yield here, node
+    if isinstance(node, Block):
+        for child_name, child in zip(node.child_names, node.nodes, strict=True):
+            yield from walk(child, f"{here}/{child_name}")

@@ -108,7 +108,11 @@ class ChatRunner:
     async def run(self, ctx: Context, node: Node) -> NodeOutcome:
         """Run ``node`` as the root and merge its result into ``ctx.messages``."""
         name = node.name or ("pipeline" if isinstance(node, Block) else default_name(node, 1))
-        outcome = await self._run(node, ctx, ctx.messages, path=name, name=name, order=(0,))
+        root_index = ctx.roots_run
+        ctx.roots_run += 1
+        outcome = await self._run(
+            node, ctx, ctx.messages, path=name, name=name, order=(root_index,)
+        )
         ctx.messages = self._merge(ctx.messages, node, outcome, name)
         return outcome
 

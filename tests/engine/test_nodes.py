@@ -97,3 +97,16 @@ def test_reask_needs_a_parser_and_system_prompt_needs_stateless() -> None:
 def test_children_must_be_nodes() -> None:
     with pytest.raises(PipelineDefinitionError, match="children"):
         Block(nodes=["not a node"])  # type: ignore[list-item]
+
+
+def test_walk_yields_paths_in_preorder() -> None:
+    from image_project.engine import walk
+
+    tree = Block(nodes=[chat("a"), Block(name="b", nodes=[chat(), ActionStep(fn=lambda c: 1)])])
+    assert [p for p, _ in walk(tree)] == [
+        "pipeline",
+        "pipeline/a",
+        "pipeline/b",
+        "pipeline/b/step_01",
+        "pipeline/b/action_02",
+    ]

@@ -501,3 +501,20 @@ async def test_fallback_is_accepted_after_reasks_and_everything_is_recorded() ->
     assert ctx.outputs["n"] == "fallback(two)"
     assert [r["response"] for r in ctx.steps[0].reasks] == ["one", "two"]
     assert ctx.steps[0].attempts == 2
+
+
+async def test_successive_root_runs_record_in_run_order() -> None:
+    ctx = ctx0()
+    runner = ChatRunner(echo_backend())
+    await runner.run(
+        ctx,
+        Block(
+            name="first",
+            nodes=[
+                ChatStep(name="a", prompt="a", temperature=0),
+                ChatStep(name="b", prompt="b", temperature=0),
+            ],
+        ),
+    )
+    await runner.run(ctx, ChatStep(name="second", prompt="c", temperature=0))
+    assert [r.path for r in ctx.steps] == ["first/a", "first/b", "second"]
