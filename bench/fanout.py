@@ -21,10 +21,10 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from image_project.backends.base import TextRequest  # noqa: E402
-from image_project.engine import Block, ChatRunner, ChatStep, Context, NullStepRecorder  # noqa: E402
-from image_project.engine.runner import ExecutionMode  # noqa: E402
-from image_project.testing import FunctionTextBackend  # noqa: E402
+from image_project.backends.base import TextRequest
+from image_project.engine import Block, ChatRunner, ChatStep, Context, NullStepRecorder
+from image_project.engine.runner import ExecutionMode
+from image_project.testing import FunctionTextBackend
 
 
 def six_way(width: int) -> Block:
@@ -32,7 +32,10 @@ def six_way(width: int) -> Block:
         name="fan",
         parallel=True,
         merge="none",
-        nodes=[ChatStep(name=f"c{i}", prompt=f"call {i}", temperature=0, merge="none") for i in range(width)],
+        nodes=[
+            ChatStep(name=f"c{i}", prompt=f"call {i}", temperature=0, merge="none")
+            for i in range(width)
+        ],
     )
 
 
@@ -49,7 +52,9 @@ async def wall_time(mode: ExecutionMode, latency_s: float, width: int) -> float:
 
 async def overhead_per_step(steps: int) -> float:
     runner = ChatRunner(FunctionTextBackend(lambda r: "ok"), recorder=NullStepRecorder())
-    tree = Block(nodes=[ChatStep(prompt=f"p{i}", temperature=0, merge="none") for i in range(steps)])
+    tree = Block(
+        nodes=[ChatStep(prompt=f"p{i}", temperature=0, merge="none") for i in range(steps)]
+    )
     t0 = time.perf_counter()
     await runner.run(Context(), tree)
     return (time.perf_counter() - t0) / steps
@@ -61,19 +66,25 @@ async def main_async(args: argparse.Namespace) -> dict[str, float]:
         samples = [await wall_time(mode, args.latency, args.width) for _ in range(args.repeats)]
         results[f"{mode}_s"] = statistics.median(samples)
     results["speedup"] = results["sequential_s"] / results["concurrent_s"]
-    results["overhead_ms_per_step"] = statistics.median([await overhead_per_step(500) for _ in range(5)]) * 1000
+    results["overhead_ms_per_step"] = (
+        statistics.median([await overhead_per_step(500) for _ in range(5)]) * 1000
+    )
     return results
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--width", type=int, default=6)
     parser.add_argument("--latency", type=float, default=0.1, help="seconds per fake call")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     results = anyio.run(main_async, args)
-    print(f"{args.width} parallel calls of {args.latency * 1000:.0f} ms (median of {args.repeats}):")
+    print(
+        f"{args.width} parallel calls of {args.latency * 1000:.0f} ms (median of {args.repeats}):"
+    )
     print(f"  sequential  {results['sequential_s'] * 1000:8.1f} ms")
     print(f"  concurrent  {results['concurrent_s'] * 1000:8.1f} ms")
     print(f"  speedup     {results['speedup']:8.2f}x")
