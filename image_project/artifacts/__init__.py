@@ -1,0 +1,58 @@
+"""Every file a run writes: captioned image, titles manifest, generations CSV, transcript.
+
+This layer knows files and formats, not models or prompts. Functions are plain and
+synchronous (the app runs them through ``anyio.to_thread.run_sync``). Nothing is left
+half-written: whole files are replaced atomically, CSV rows are appended with one write and
+fsynced, and cross-process sections (allocating a manifest ``seq``) run under a
+:class:`FileLock`.
+"""
+
+from image_project.artifacts.atomic import append_bytes, atomic_write_bytes, atomic_write_text
+from image_project.artifacts.generations import (
+    GENERATIONS_FIELDS,
+    append_generation_row,
+    parse_selected_concepts,
+    read_generations,
+    read_recent_prompts,
+)
+from image_project.artifacts.image import (
+    caption_text,
+    load_caption_font,
+    overlay_caption,
+    save_captioned_jpeg,
+)
+from image_project.artifacts.locking import FileLock
+from image_project.artifacts.manifest import (
+    MANIFEST_FIELDS,
+    append_manifest_row,
+    existing_titles,
+    manifest_lock,
+    next_seq,
+    read_manifest,
+)
+from image_project.artifacts.transcript import to_jsonable, transcript_path, write_transcript
+
+__all__ = [
+    "GENERATIONS_FIELDS",
+    "MANIFEST_FIELDS",
+    "FileLock",
+    "append_bytes",
+    "append_generation_row",
+    "append_manifest_row",
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "caption_text",
+    "existing_titles",
+    "load_caption_font",
+    "manifest_lock",
+    "next_seq",
+    "overlay_caption",
+    "parse_selected_concepts",
+    "read_generations",
+    "read_manifest",
+    "read_recent_prompts",
+    "save_captioned_jpeg",
+    "to_jsonable",
+    "transcript_path",
+    "write_transcript",
+]

@@ -1,0 +1,94 @@
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from image_project.artifacts.image import (
+    caption_text,
+    load_caption_font,
+    overlay_caption,
+    save_captioned_jpeg,
+)
+from image_project.errors import ImageProjectError
+
+BASE_COLOUR = (200, 160, 90)
+
+
+def _solid(width: int = 480, height: int = 320, mode: str = "RGB") -> Image.Image:
+    return Image.new("RGB", (width, height), BASE_COLOUR).convert(mode)
+
+
+def _png_bytes(image: Image.Image) -> bytes:
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def test_caption_text_format() -> None:
+    assert caption_text(7, "Quiet Harbor") == "#007 - Quiet Harbor"
+    assert caption_text(42, "Turquoise Citadel") == "#042 - Turquoise Citadel"
+    assert caption_text(1234, "Big Number") == "#1234 - Big Number"
+
+
+def test_overlay_changes_bottom_pixels_only_and_keeps_size() -> None:
+    source = _solid()
+    out = overlay_caption(source, caption_text(7, "Quiet Harbor"))
+    assert out.size == source.size
+    assert out.mode == "RGB"
+    width, height = out.size
+    top = [out.getpixel((x, y)) for y in range(0, height // 2, 7) for x in range(0, width, 7)]
+    assert set(top) == {BASE_COLOUR}
+    bottom_row = [out.getpixel((x, height - 1)) for x in range(width)]
+    assert all(pixel != BASE_COLOUR for pixel in bottom_row)  # the translucent strip
+    strip = [out.getpixel((x, y)) for y in range(height - 18, height) for x in range(width)]
+    assert any(sum(p) > sum(BASE_COLOUR) for p in strip)  # white text is brighter than base
+    assert source.getpixel((0, height - 1)) == BASE_COLOUR  # the input is not modified
+
+
+@pytest.mark.parametrize("mode", ["RGBA", "P", "L"])
+def test_overlay_accepts_other_modes(mode: str) -> None:
+    out = overlay_caption(_solid(mode=mode), "#001 - Any Mode")
+    assert out.mode == "RGB"
+    assert out.size == (480, 320)
+
+
+def test_overlay_on_tiny_image_with_long_caption_keeps_size() -> None:
+    out = overlay_caption(_solid(60, 12), caption_text(999, "A Very Long Title Indeed"))
+    assert out.size == (60, 12)
+
+
+def test_bad_explicit_font_path_raises_naming_it(tmp_path: Path) -> None:
+    bad = tmp_path / "no-such-font.ttf"
+    with pytest.raises(ImageProjectError, match=re.escape(str(bad))):
+        load_caption_font(20, bad)
+    garbage = tmp_path / "garbage.ttf"
+    garbage.write_bytes(b"not a font")
+    with pytest.raises(ImageProjectError, match=re.escape(str(garbage))):
+        overlay_caption(_solid(), "#001 - Bad Font", font_path=garbage)
+
+
+def test_default_font_loads_at_requested_size() -> None:
+    font = load_caption_font(24)
+    assert font.getbbox("Hg")[3] > 10
+
+
+def test_save_captioned_jpeg_writes_jpeg_of_same_size(tmp_path: Path) -> None:
+    target = tmp_path / "images" / "gen_image.jpg"
+    size = save_captioned_jpeg(_png_bytes(_solid(300, 200)), target, "#003 - Quiet Harbor")
+    assert size == (300, 200)
+    with Image.open(target) as saved:
+        assert saved.format == "JPEG"
+        assert saved.size == (300, 200)
+    assert sorted(p.name for p in target.parent.iterdir()) == ["gen_image.jpg"]
+
+
+def test_save_captioned_jpeg_rejects_undecodable_bytes(tmp_path: Path) -> None:
+    target = tmp_path / "bad.jpg"
+    with pytest.raises(ImageProjectError, match="decode"):
+        save_captioned_jpeg(b"definitely not an image", target, "#001 - Nope")
+    assert not target.exists()
+    assert list(tmp_path.iterdir()) == []
