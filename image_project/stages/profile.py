@@ -1,0 +1,195 @@
+"""The user's taste profile: what they love, like, dislike and hate.
+
+Two CSV layouts are accepted and give the same :class:`Profile`:
+
+* **column layout** — one column per section, one item per cell::
+
+      Likes,Dislikes
+      Misty coastal mornings,Clowns
+
+  Column names are normalised case-insensitively (singular or plural) to ``Loves``,
+  ``Likes``, ``Dislikes``, ``Hates`` and ``Notes``; any other column is kept as a section
+  of its own, under its trimmed name.
+
+* **row layout** — a header ``category,item`` with an optional third column ``notes``, one
+  item per row::
+
+      category,item,notes
+      like,Misty coastal mornings,
+      dislike,Clowns,any circus imagery
+
+  Categories are normalised the same way; an item with notes becomes ``"item — notes"``
+  (an em dash). Unknown categories become sections of their own.
+
+Sections come in the order Loves, Likes, Dislikes, Hates, Notes, then the others in the
+order they first appear; empty sections are dropped; cells are trimmed and their internal
+whitespace collapsed to single spaces.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from image_project.errors import InputFileError
+from image_project.stages.concepts import read_csv_rows
+
+__all__ = [
+    "KNOWN_SECTIONS",
+    "Profile",
+    "avoid_list",
+    "load_profile",
+    "render_guidance",
+]
+
+KNOWN_SECTIONS: tuple[str, ...] = ("Loves", "Likes", "Dislikes", "Hates", "Notes")
+_ALIASES: dict[str, str] = {}
+for _name in KNOWN_SECTIONS:
+    _ALIASES[_name.casefold()] = _name
+    _ALIASES[_name[:-1].casefold()] = _name
+
+_ROW_HEADER_OPTIONAL = {"note", "notes"}
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Named sections of profile items, in display order (see the module docstring)."""
+
+    sections: tuple[tuple[str, tuple[str, ...]], ...]
+    source: str = ""
+
+    def section(self, name: str) -> tuple[str, ...]:
+        """The items of section ``name`` (matched like a column name); ``()`` if absent."""
+        key = _section_name(name)
+        return next((items for n, items in self.sections if n == key), ())
+
+    @property
+    def loves(self) -> tuple[str, ...]:
+        return self.section("Loves")
+
+    @property
+    def likes(self) -> tuple[str, ...]:
+        """The ``Likes`` section only (``loves`` is separate)."""
+        return self.section("Likes")
+
+    @property
+    def dislikes(self) -> tuple[str, ...]:
+        """The ``Dislikes`` section only (``hates`` is separate; see :func:`avoid_list`)."""
+        return self.section("Dislikes")
+
+    @property
+    def hates(self) -> tuple[str, ...]:
+        return self.section("Hates")
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        return self.section("Notes")
+
+
+def _clean(cell: str) -> str:
+    return " ".join(cell.split())
+
+
+def _section_name(raw: str) -> str:
+    name = _clean(raw)
+    return _ALIASES.get(name.casefold(), name)
+
+
+def _is_row_layout(header: list[str]) -> bool:
+    keys = [_clean(h).casefold() for h in header]
+    while keys and not keys[-1]:
+        keys.pop()
+    return (
+        len(keys) >= 2
+        and keys[0] in ("category", "categories")
+        and keys[1] in ("item", "items")
+        and all(k in _ROW_HEADER_OPTIONAL for k in keys[2:])
+        and len(keys) <= 3
+    )
+
+
+def _ordered(buckets: dict[str, list[str]]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    names = [n for n in KNOWN_SECTIONS if n in buckets]
+    names += [n for n in buckets if n not in KNOWN_SECTIONS]
+    return tuple((n, tuple(buckets[n])) for n in names if buckets[n])
+
+
+def _from_columns(p: Path, header: list[str], body: list[list[str]]) -> dict[str, list[str]]:
+    buckets: dict[str, list[str]] = {}
+    for i, raw_name in enumerate(header):
+        cells = [_clean(row[i]) for row in body if i < len(row)]
+        items = [c for c in cells if c]
+        name = _section_name(raw_name)
+        if not name:
+            if items:
+                raise InputFileError(
+                    p, f"profile column {i + 1} has values but no name in the header row"
+                )
+            continue
+        buckets.setdefault(name, []).extend(items)
+    width = len(header)
+    for n, row in enumerate(body, start=2):
+        if any(_clean(c) for c in row[width:]):
+            raise InputFileError(
+                p, f"profile row {n} has more cells than the header has columns ({width})"
+            )
+    return buckets
+
+
+def _from_rows(p: Path, body: list[list[str]]) -> dict[str, list[str]]:
+    buckets: dict[str, list[str]] = {}
+    for n, row in enumerate(body, start=2):
+        cells = [_clean(c) for c in row]
+        category = cells[0] if cells else ""
+        item = cells[1] if len(cells) > 1 else ""
+        notes = cells[2] if len(cells) > 2 else ""
+        if any(cells[3:]):
+            raise InputFileError(
+                p, f"profile row {n} has more than 3 cells; expected category,item[,notes]"
+            )
+        if not item:
+            if notes:
+                raise InputFileError(p, f"profile row {n} has notes but no item")
+            continue
+        if not category:
+            raise InputFileError(p, f"profile row {n} has the item {item!r} but no category")
+        buckets.setdefault(_section_name(category), []).append(
+            f"{item} — {notes}" if notes else item
+        )
+    return buckets
+
+
+def load_profile(path: str | Path) -> Profile:
+    """Load a profile CSV in either layout (see the module docstring).
+
+    Raises :class:`InputFileError` naming the path for a missing file, a directory, an empty
+    file, non-UTF-8 bytes, invalid CSV, a file with no usable items, and for malformed rows
+    (a value under a nameless column, a row-layout row without a category).
+    """
+    p = Path(path)
+    rows = read_csv_rows(p, what="profile file")
+    header, body = rows[0], rows[1:]
+    row_layout = _is_row_layout(header)
+    buckets = _from_rows(p, body) if row_layout else _from_columns(p, header, body)
+    sections = _ordered(buckets)
+    if not sections:
+        raise InputFileError(
+            p,
+            "profile has no items; add values under columns such as Likes and Dislikes "
+            "(or rows of category,item)",
+        )
+    return Profile(sections, source=str(p))
+
+
+def render_guidance(profile: Profile) -> str:
+    """The profile as prompt text: ``"<Name>:"`` then ``- item`` lines per section, sections
+    separated by one blank line (no trailing newline)."""
+    return "\n\n".join(
+        "\n".join([f"{name}:", *(f"- {item}" for item in items)])
+        for name, items in profile.sections
+    )
+
+
+def avoid_list(profile: Profile) -> tuple[str, ...]:
+    """Everything the images must avoid: the ``Dislikes`` items, then the ``Hates`` items."""
+    return profile.dislikes + profile.hates

@@ -1,0 +1,322 @@
+"""Title sanitising, validation, deterministic disambiguation, and the title ChatStep run
+through the real engine with a scripted backend."""
+
+from __future__ import annotations
+
+import pytest
+
+from image_project.backends.base import Message
+from image_project.engine import ChatRunner, Context
+from image_project.errors import EmptyPromptError, location_of
+from image_project.stages.title import (
+    ROMAN_NUMERALS,
+    TITLE_SYSTEM_PROMPT,
+    TitleCollisionError,
+    TitleResult,
+    disambiguate,
+    resolve_collision,
+    sanitize_title,
+    title_step,
+    validate_title,
+)
+from image_project.testing import ScriptedTextBackend, last_user_text
+
+IMAGE_PROMPT = "A lighthouse on a turquoise sea at dawn, painted in thick impasto."
+
+# -- sanitize --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("Turquoise Citadel", "Turquoise Citadel"),
+        ('  "Turquoise   Citadel"  ', "Turquoise Citadel"),
+        ("\u201cTurquoise Citadel\u201d", "Turquoise Citadel"),
+        ("\u2018Turquoise Citadel\u2019", "Turquoise Citadel"),
+        ("'\"Turquoise Citadel\"'", "Turquoise Citadel"),
+        ("\n\nTurquoise\tCitadel\n  \n", "Turquoise Citadel"),
+    ],
+)
+def test_sanitize_accepts(raw: str, expected: str) -> None:
+    assert sanitize_title(raw) == expected
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        ("", "empty"),
+        ("   \n \n", "empty"),
+        ('""', "empty once its quotes"),
+        ("Turquoise Citadel\nA title about the sea", "2 non-empty lines"),
+        (None, "text"),
+    ],
+)
+def test_sanitize_rejects(raw: object, reason: str) -> None:
+    with pytest.raises(ValueError, match=reason):
+        sanitize_title(raw)
+
+
+# -- validate --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "title",
+    [
+        "Turquoise Citadel",
+        "A Quiet Harbor",
+        "Sea-Glass Morning Tide",
+        "Turquoise Citadel II",
+        "Quiet Blue Harbor Dawn-XIV",
+        "Chapter XX",
+    ],
+)
+def test_validate_accepts(title: str) -> None:
+    validate_title(title, ["Other Title"])
+
+
+@pytest.mark.parametrize(
+    ("title", "reason"),
+    [
+        ('Turquoise "Citadel"', "quote characters"),
+        ("Turquoise Citadel\u2019s", "quote characters"),
+        ("Turquoise Citadel!", "other than letters"),
+        ("Turquoise Citadel 2", "other than letters"),
+        ("Café Lights", "other than letters"),
+        ("Turquoise  Citadel", "repeated spaces"),
+        ("Citadel", "1 word"),
+        ("The Long Quiet Turquoise Citadel", "5 word"),
+        ("Turquoise citadel", "'citadel' is not Title Case"),
+        ("TURQUOISE Citadel", "'TURQUOISE' is not Title Case"),
+        ("Sea-glass Morning", "'Sea-glass' is not Title Case"),
+        ("Sea- Glass", "stray hyphen"),
+        ("Sea--Glass Tide", "stray hyphen"),
+        ("Turquoise Citadel XXI", "'XXI' is not Title Case"),
+    ],
+)
+def test_validate_rejects_with_a_specific_reason(title: str, reason: str) -> None:
+    with pytest.raises(ValueError, match=reason):
+        validate_title(title, [])
+
+
+def test_validate_collision_is_case_insensitive_and_typed() -> None:
+    with pytest.raises(TitleCollisionError, match="already taken") as info:
+        validate_title("Turquoise Citadel", ["Salt Moon", "turquoise  CITADEL"])
+    assert info.value.title == "Turquoise Citadel"
+    assert info.value.existing == "turquoise  CITADEL"
+
+
+# -- disambiguate ----------------------------------------------------------------------
+
+
+def test_disambiguate_unused_title_is_kept() -> None:
+    assert disambiguate("Turquoise Citadel", ["Salt Moon"]) == "Turquoise Citadel"
+
+
+def test_disambiguate_appends_roman_numerals() -> None:
+    assert disambiguate("Turquoise Citadel", ["Turquoise Citadel"]) == "Turquoise Citadel II"
+    taken = ["turquoise citadel", "Turquoise Citadel II"]
+    assert disambiguate("Turquoise Citadel", taken) == "Turquoise Citadel III"
+
+
+def test_disambiguate_four_word_title_hyphenates_the_last_word() -> None:
+    taken = ["Quiet Blue Harbor Dawn"]
+    assert disambiguate("Quiet Blue Harbor Dawn", taken) == "Quiet Blue Harbor Dawn-II"
+    taken.append("Quiet Blue Harbor Dawn-II")
+    assert disambiguate("Quiet Blue Harbor Dawn", taken) == "Quiet Blue Harbor Dawn-III"
+
+
+def test_disambiguate_continues_numbering_of_a_numbered_title() -> None:
+    taken = ["Turquoise Citadel", "Turquoise Citadel II"]
+    assert disambiguate("Turquoise Citadel II", taken) == "Turquoise Citadel III"
+
+
+def test_disambiguate_never_runs_out_of_numerals() -> None:
+    taken = ["Salt Moon"] + [f"Salt Moon {ROMAN_NUMERALS[n]}" for n in range(1, 20)]
+    result = disambiguate("Salt Moon", taken)
+    assert result == "Salt Moon I-I"
+    validate_title(result, taken)
+    assert disambiguate("Salt Moon", [*taken, result]) == "Salt Moon I-II"
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("the café's turquoise citadel!!", "The Cafes Turquoise Citadel"),
+        ("Title: Salt & Moon, at dawn over the sea\nmore text", "Title Salt Moon At"),
+        ("42", "Untitled Work"),
+        ("", "Untitled Work"),
+        ("Citadel", "Untitled Work"),
+    ],
+)
+def test_disambiguate_unusable_title_falls_back_to_a_loose_cleanup(raw: str, expected: str) -> None:
+    assert disambiguate(raw, []) == expected
+    validate_title(expected, [])
+
+
+def test_disambiguate_fallback_title_is_numbered_too() -> None:
+    taken = ["Untitled Work", "Untitled Work II"]
+    assert disambiguate("???", taken) == "Untitled Work III"
+
+
+def test_disambiguate_is_deterministic() -> None:
+    taken = [f"Turquoise Citadel {n}" for n in ("II", "IV")] + ["Turquoise Citadel"]
+    assert {disambiguate("Turquoise Citadel", taken) for _ in range(5)} == {"Turquoise Citadel III"}
+
+
+def test_resolve_collision() -> None:
+    result = TitleResult("Turquoise Citadel", "llm", "Turquoise Citadel", 1)
+    assert resolve_collision(result, ["Salt Moon"]) is result
+    fresh = resolve_collision(result, ["TURQUOISE CITADEL"])
+    assert fresh == TitleResult("Turquoise Citadel II", "llm_disambiguated", result.raw, 1)
+    fallback = TitleResult("Untitled Work", "fallback", "", 3)
+    assert resolve_collision(fallback, ["Untitled Work"]).source == "fallback"
+
+
+def test_title_result_to_dict() -> None:
+    assert TitleResult("Salt Moon", "llm", '"Salt Moon"', 2).to_dict() == {
+        "title": "Salt Moon",
+        "title_source": "llm",
+        "title_raw": '"Salt Moon"',
+        "attempts": 2,
+    }
+
+
+# -- the step through the engine ------------------------------------------------------
+
+
+async def run_title(
+    answers: list[str], existing: list[str], **kw: object
+) -> tuple[TitleResult, Context, ScriptedTextBackend]:
+    backend = ScriptedTextBackend(answers)
+    ctx = Context.with_system("pipeline system prompt")
+    step = title_step(IMAGE_PROMPT, existing, **kw)  # type: ignore[arg-type]
+    await ChatRunner(backend).run(ctx, step)
+    backend.assert_all_used()
+    result = ctx.outputs["title"]
+    assert isinstance(result, TitleResult)
+    return result, ctx, backend
+
+
+@pytest.mark.anyio
+async def test_step_valid_first_answer() -> None:
+    result, ctx, backend = await run_title(['"Turquoise Citadel"'], ["Salt Moon"], seed=7)
+    assert result == TitleResult("Turquoise Citadel", "llm", '"Turquoise Citadel"', 1)
+    request = backend.requests[0]
+    assert [m.role for m in request.messages] == ["system", "user"]
+    assert request.messages[0].content == TITLE_SYSTEM_PROMPT
+    assert IMAGE_PROMPT in last_user_text(request)
+    assert "- Salt Moon" in last_user_text(request)
+    assert request.temperature == pytest.approx(0.2)
+    assert request.seed == 7
+    # merge="none": the pipeline conversation is untouched.
+    assert ctx.messages == (Message("system", "pipeline system prompt"),)
+    [record] = ctx.steps
+    assert (record.name, record.path, record.type) == ("title", "title", "chat")
+    assert record.params is not None and record.params["seed"] == 7
+
+
+@pytest.mark.anyio
+async def test_step_prompt_lists_only_the_first_25_existing_titles() -> None:
+    existing = [f"Title {chr(65 + i // 26)}{chr(97 + i % 26)}" for i in range(30)]
+    _, _, backend = await run_title(["Turquoise Citadel"], existing)
+    prompt = last_user_text(backend.requests[0])
+    assert sum(line.startswith("- Title ") for line in prompt.splitlines()) == 25
+    assert existing[24] in prompt and existing[25] not in prompt
+
+
+@pytest.mark.anyio
+async def test_step_invalid_then_valid_reasks_with_the_error() -> None:
+    result, ctx, backend = await run_title(
+        ["Turquoise Citadel!\nBecause of the sea.", "Turquoise Citadel"], []
+    )
+    assert result == TitleResult("Turquoise Citadel", "llm", "Turquoise Citadel", 2)
+    assert len(backend.requests) == 2
+    reask = last_user_text(backend.requests[1])
+    assert "2 non-empty lines" in reask
+    assert backend.requests[1].messages[-2].role == "assistant"
+    [record] = ctx.steps
+    assert len(record.reasks) == 1
+
+
+@pytest.mark.anyio
+async def test_step_always_invalid_falls_back_and_is_recorded() -> None:
+    answers = ["turquoise citadel", "Turquoise Citadel 2", "The sea, the lighthouse & dawn"]
+    result, ctx, backend = await run_title(answers, ["The Sea The Lighthouse"])
+    assert result.source == "fallback"
+    assert result.attempts == 3
+    assert result.raw == answers[-1]
+    assert result.title == "The Sea The Lighthouse-II"
+    validate_title(result.title, ["The Sea The Lighthouse"])
+    [record] = ctx.steps
+    assert record.path == "title"
+    assert len(record.reasks) == 3
+    assert "not Title Case" in last_user_text(backend.requests[1])
+    assert "other than letters" in last_user_text(backend.requests[2])
+
+
+@pytest.mark.anyio
+async def test_step_blank_answers_fall_back_instead_of_failing() -> None:
+    result, _, _ = await run_title(["", "  "], [], max_attempts=2)
+    assert (result.title, result.source, result.attempts) == ("Untitled Work", "fallback", 2)
+
+
+@pytest.mark.anyio
+async def test_step_colliding_answers_are_disambiguated() -> None:
+    existing = ["Turquoise Citadel", "Salt Moon"]
+    result, ctx, backend = await run_title(
+        ["Turquoise Citadel", "salt moon", "Turquoise Citadel"], existing
+    )
+    assert result == TitleResult(
+        "Turquoise Citadel II", "llm_disambiguated", "Turquoise Citadel", 3
+    )
+    assert "already taken" in last_user_text(backend.requests[1])
+    assert len(ctx.steps) == 1
+
+
+@pytest.mark.anyio
+async def test_step_earlier_collision_wins_over_a_later_invalid_answer() -> None:
+    result, _, _ = await run_title(["Salt Moon", "nope"], ["Salt Moon"], max_attempts=2)
+    assert result == TitleResult("Salt Moon II", "llm_disambiguated", "Salt Moon", 2)
+
+
+@pytest.mark.anyio
+async def test_step_single_attempt_never_reasks() -> None:
+    result, _, backend = await run_title(["Salt Moon"], ["Salt Moon"], max_attempts=1)
+    assert (result.title, result.attempts) == ("Salt Moon II", 1)
+    assert len(backend.requests) == 1
+
+
+@pytest.mark.anyio
+async def test_step_attempt_count_restarts_when_the_step_is_run_again() -> None:
+    step = title_step(IMAGE_PROMPT, [])
+    backend = ScriptedTextBackend(["bad", "Salt Moon", "Turquoise Citadel"])
+    runner = ChatRunner(backend)
+    first, second = Context(), Context()
+    await runner.run(first, step)
+    await runner.run(second, step)
+    assert first.outputs["title"].attempts == 2
+    assert second.outputs["title"].attempts == 1
+
+
+@pytest.mark.anyio
+async def test_step_blank_image_prompt_fails_before_any_call() -> None:
+    backend = ScriptedTextBackend([])
+    with pytest.raises(EmptyPromptError, match="image prompt is blank") as info:
+        await ChatRunner(backend).run(Context(), title_step("   ", []))
+    assert backend.requests == []
+    location = location_of(info.value)
+    assert location is not None and location.path == "title"
+
+
+def test_step_shape() -> None:
+    step = title_step(IMAGE_PROMPT, ["A B"], temperature=0.4, max_attempts=4, seed=3)
+    assert (step.name, step.merge, step.capture_key) == ("title", "none", "title")
+    assert step.stateless and step.system_prompt == TITLE_SYSTEM_PROMPT
+    assert (step.temperature, step.max_reasks, step.seed) == (0.4, 3, 3)
+    assert step.parse is not None and step.fallback is not None
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, 2.0])
+def test_step_rejects_bad_max_attempts(bad: object) -> None:
+    with pytest.raises(ValueError, match="max_attempts"):
+        title_step(IMAGE_PROMPT, [], max_attempts=bad)  # type: ignore[arg-type]
