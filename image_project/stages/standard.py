@@ -1,0 +1,341 @@
+"""The standard prompt pipeline: dislike rewrite, six prompt stages, tree-of-thought refinement.
+
+Builds engine trees; knows prompts and policy, not transport or files. Prompt texts read the
+run's inputs from ``ctx.outputs`` (``concepts``, ``preferences``, ``dislikes``), so the same
+tree serves every run and the dislike rewrite can change the concepts before stage 1 reads
+them.
+
+Shape (refinement ``final``)::
+
+    pipeline                                   merge all_messages
+      initial_prompt/draft                     each stage block merges last_response
+      section_2_choice/draft
+      section_2b_title_and_story/draft
+      section_3_message_focus/draft
+      section_4_concise_description/draft
+      dalle_prompt_creation/                   capture dalle_prompt
+        draft
+        tot_enclave/fanout/{5 critics}         concurrent, merge none, captured
+        tot_enclave/reduce/consensus/{3}       concurrent, merge none, captured
+        tot_enclave/reduce/final_consensus     the stage's only output
+
+``per_stage`` wraps every stage in the enclave (as the original project did); ``none`` keeps
+drafts only. Every chat step carries a seed derived from the run seed and its path.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Literal
+
+from image_project.engine import Block, ChatStep, Context, Node, fanout_then_reduce
+from image_project.seeding import derive_seed
+
+__all__ = [
+    "CRITICS",
+    "DALLE_PROMPT_KEY",
+    "STAGES",
+    "SYSTEM_PROMPT",
+    "Refinement",
+    "dislike_rewrite_step",
+    "parse_concept_array",
+    "prompt_pipeline",
+    "tot_enclave",
+]
+
+Refinement = Literal["final", "per_stage", "none"]
+DALLE_PROMPT_KEY = "dalle_prompt"
+
+SYSTEM_PROMPT = (
+    "You are an enclave of artists who together design one meaningful, striking image. You "
+    "weave disparate elements into a cohesive whole with a clear point of view, and you "
+    "write for one specific person whose taste profile you are given. Avoid cliché and "
+    "empty grandeur. Keep every answer concise."
+)
+
+
+def _concepts(ctx: Context) -> str:
+    return "\n".join(f"- {c}" for c in ctx.outputs["concepts"])
+
+
+def _profile(ctx: Context) -> str:
+    return str(ctx.outputs["preferences"])
+
+
+def _initial(ctx: Context) -> str:
+    return (
+        "We are creating one artwork for the person whose preferences follow. Treat the "
+        "preferences as authoritative: lean into the likes and never depict the dislikes.\n\n"
+        f"Preferences:\n{_profile(ctx)}\n\n"
+        "Blend these three randomly chosen concepts into one image:\n"
+        f"{_concepts(ctx)}\n\n"
+        "Propose FOUR distinct central themes, each with the story it tells and the message it "
+        "carries. Be sophisticated and specific, not cliché or milquetoast; say each with "
+        "conviction in two or three sentences."
+    )
+
+
+_STAGE_PROMPTS: dict[str, str] = {
+    "section_2_choice": (
+        "As an enclave, reach consensus: which of the four themes is the most compelling and "
+        "cohesive for this person? Name it and explain briefly why it beats the others."
+    ),
+    "section_2b_title_and_story": (
+        "For the chosen theme give: a working title; the story; the role each of the three "
+        "concepts plays; and a concrete visual description (subject, setting, mood, "
+        "perspective, style, period, colours, light). Drop any element that does not serve "
+        "the story."
+    ),
+    "section_3_message_focus": (
+        "Sharpen the message. What is the single key message? Why does it matter to an "
+        "artist? How could it be bolder? What detracts from it and should be removed, and "
+        "what small addition would strengthen it?"
+    ),
+    "section_4_concise_description": (
+        "Write a concise, detailed description of the final image for an image-generation "
+        "model. Put the most important details first; let the narrative show through visual "
+        "details and symbolism; use action and emotion verbs; state the style, medium and "
+        "colour palette explicitly; keep it one coherent scene."
+    ),
+    DALLE_PROMPT_KEY: (
+        "Write the final prompt for the image model. Output ONLY the prompt text, under 3500 "
+        "characters, as short labelled lines (omit any that do not apply): Deliverable; "
+        "Subject and action; Setting and context; Style and medium (2-5 concrete cues); "
+        "Composition and camera; Lighting and palette; Constraints (MUST INCLUDE / MUST NOT "
+        "INCLUDE, with every dislike as a must-not). Use concrete nouns, no hype, one "
+        "requirement per line."
+    ),
+}
+
+# Stage id -> prompt source, in pipeline order. The last one's output is the image prompt.
+STAGES: tuple[tuple[str, str | object], ...] = (
+    ("initial_prompt", _initial),
+    ("section_2_choice", _STAGE_PROMPTS["section_2_choice"]),
+    ("section_2b_title_and_story", _STAGE_PROMPTS["section_2b_title_and_story"]),
+    ("section_3_message_focus", _STAGE_PROMPTS["section_3_message_focus"]),
+    ("section_4_concise_description", _STAGE_PROMPTS["section_4_concise_description"]),
+    ("dalle_prompt_creation", _STAGE_PROMPTS[DALLE_PROMPT_KEY]),
+)
+
+# Critic personas of the tree-of-thought enclave: (name, label, persona, sees).
+CRITICS: tuple[tuple[str, str, str, str | None], ...] = (
+    (
+        "hemingway",
+        "Hemingway",
+        "terse and exacting; cut every word and element that does not earn its place",
+        None,
+    ),
+    ("munch", "Munch", "emotion first; make the mood and inner tension unmistakable", None),
+    (
+        "da_vinci",
+        "da Vinci",
+        "systems and cohesion; check that every part fits and the scene is physically achievable",
+        None,
+    ),
+    (
+        "representative",
+        "the Representative",
+        "speaks for the viewer; optimise for their likes, veto anything touching their dislikes, and label vetoes explicitly",
+        "preferences",
+    ),
+    (
+        "chameleon",
+        "the Chameleon",
+        "match the genre and style the draft implies and sharpen its conventions",
+        "concepts",
+    ),
+)
+CONSENSUS_DRAFTS = 3
+
+
+def _critic_prompt(label: str, persona: str, sees: str | None) -> object:
+    def render(ctx: Context) -> str:
+        extra = ""
+        if sees == "preferences":
+            extra = f"\n\nThe viewer's preferences (authoritative):\n{_profile(ctx)}"
+        elif sees == "concepts":
+            extra = f"\n\nThe concepts this artwork blends:\n{_concepts(ctx)}"
+        return (
+            f"You are {label}. Persona: {persona}. You are one voice in a critique circle and "
+            "cannot see the others. Critique and refine ONLY the last assistant response above. "
+            "Reply with '## Issues' and '## Edits' sections, at most 1000 characters in total."
+            + extra
+        )
+
+    return render
+
+
+def _critiques(ctx: Context, stage: str) -> str:
+    parts = []
+    for name, label, _, _ in CRITICS:
+        key = f"enclave.{stage}.{name}"
+        text = ctx.outputs.get(key)
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError(f"missing enclave thread output: {key}")
+        parts.append(f"### {label}\n{text}")
+    return "\n\n".join(parts)
+
+
+def _consensus_prompt(stage: str) -> object:
+    def render(ctx: Context) -> str:
+        return (
+            "Five critics reviewed the last assistant response. Weigh them: the "
+            "Representative counts most and may veto; the Chameleon counts second.\n\n"
+            f"{_critiques(ctx, stage)}\n\n"
+            "Output ONLY the revised version of the last assistant response, in the same form."
+        )
+
+    return render
+
+
+def _final_prompt(stage: str) -> object:
+    def render(ctx: Context) -> str:
+        drafts = []
+        for i in range(1, CONSENSUS_DRAFTS + 1):
+            key = f"enclave.{stage}.consensus_{i}"
+            text = ctx.outputs.get(key)
+            if not isinstance(text, str) or not text.strip():
+                raise ValueError(f"missing enclave consensus draft: {key}")
+            drafts.append(f"### Draft {i}\n{text}")
+        return (
+            "Synthesise these revised drafts into one final version of the last assistant "
+            "response. Prefer what they agree on, clarity, the viewer's preferences and the "
+            "Representative's cautions.\n\n" + "\n\n".join(drafts) + "\n\n"
+            "Output ONLY the final version, in the same form."
+        )
+
+    return render
+
+
+def tot_enclave(stage: str, *, run_seed: int, temperature: float) -> Block:
+    """Five critics concurrently, three consensus drafts concurrently, one synthesis."""
+
+    def seed(*labels: str) -> int:
+        return derive_seed(run_seed, "step", stage, "tot_enclave", *labels)
+
+    critics: list[Node] = [
+        ChatStep(
+            name=name,
+            prompt=_critic_prompt(label, persona, sees),  # type: ignore[arg-type]
+            temperature=temperature,
+            merge="none",
+            capture_key=f"enclave.{stage}.{name}",
+            seed=seed(name),
+        )
+        for name, label, persona, sees in CRITICS
+    ]
+    consensus = Block(
+        name="consensus",
+        merge="none",
+        parallel=True,
+        nodes=[
+            ChatStep(
+                name=f"consensus_{i}",
+                prompt=_consensus_prompt(stage),  # type: ignore[arg-type]
+                temperature=temperature,
+                merge="none",
+                capture_key=f"enclave.{stage}.consensus_{i}",
+                seed=seed(f"consensus_{i}"),
+            )
+            for i in range(1, CONSENSUS_DRAFTS + 1)
+        ],
+    )
+    final = ChatStep(
+        name="final_consensus",
+        prompt=_final_prompt(stage),  # type: ignore[arg-type]
+        temperature=temperature,
+        seed=seed("final_consensus"),
+    )
+    return fanout_then_reduce("tot_enclave", fanout=critics, reduce=[consensus, final])
+
+
+def _stage_block(
+    stage: str, prompt: str | object, *, refine: bool, run_seed: int, temperature: float
+) -> Block:
+    draft = ChatStep(
+        name="draft",
+        prompt=prompt,  # type: ignore[arg-type]
+        temperature=temperature,
+        seed=derive_seed(run_seed, "step", stage, "draft"),
+    )
+    nodes: list[Node] = [draft]
+    if refine:
+        nodes.append(tot_enclave(stage, run_seed=run_seed, temperature=temperature))
+    capture = DALLE_PROMPT_KEY if stage == "dalle_prompt_creation" else f"stage.{stage}"
+    return Block(name=stage, merge="last_response", capture_key=capture, nodes=nodes)
+
+
+def prompt_pipeline(*, run_seed: int, refinement: Refinement, temperature: float) -> Block:
+    """The six prompt stages; the last captures ``dalle_prompt``."""
+    last = len(STAGES) - 1
+    return Block(
+        name="pipeline",
+        merge="all_messages",
+        nodes=[
+            _stage_block(
+                stage,
+                prompt,
+                refine=refinement == "per_stage" or (refinement == "final" and i == last),
+                run_seed=run_seed,
+                temperature=temperature,
+            )
+            for i, (stage, prompt) in enumerate(STAGES)
+        ],
+    )
+
+
+# -- dislike rewrite --------------------------------------------------------------------
+
+_DISLIKE_SYSTEM = (
+    "You rewrite art concepts so that none conflicts with a person's dislikes. Rewrite only a "
+    "concept that clearly conflicts; keep the others exactly as given. Keep variety, keep the "
+    "count and the order, and do not over-censor. Reply with ONLY a JSON array of strings."
+)
+
+
+def parse_concept_array(expected: int) -> object:
+    """A parser for the rewrite: a JSON array of ``expected`` non-empty strings. Code
+    fences and prose around the array are tolerated; anything else is a ValueError."""
+
+    def parse(text: str) -> tuple[str, ...]:
+        body = text.strip()
+        if body.startswith("```"):
+            body = body.strip("`")
+            body = body.split("\n", 1)[1] if "\n" in body else body
+        start, end = body.find("["), body.rfind("]")
+        if start < 0 or end <= start:
+            raise ValueError("expected a JSON array of strings, found no [...] in the answer")
+        try:
+            value = json.loads(body[start : end + 1])
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"the array is not valid JSON: {exc}") from exc
+        if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+            raise ValueError("every element must be a non-empty string")
+        if len(value) != expected:
+            raise ValueError(f"expected {expected} concepts, got {len(value)}")
+        return tuple(v.strip() for v in value)
+
+    return parse
+
+
+def dislike_rewrite_step(
+    concepts: Sequence[str], dislikes: Sequence[str], *, run_seed: int, max_reasks: int = 2
+) -> ChatStep:
+    """One stateless call that rewrites only the concepts that conflict with a dislike."""
+    return ChatStep(
+        name="dislike_rewrite",
+        prompt=(
+            f"Concepts (JSON): {json.dumps(list(concepts), ensure_ascii=False)}\n"
+            f"Dislikes (JSON): {json.dumps(list(dislikes), ensure_ascii=False)}\n"
+            f"Return ONLY a JSON array of exactly {len(concepts)} strings, same order."
+        ),
+        temperature=0.25,
+        stateless=True,
+        system_prompt=_DISLIKE_SYSTEM,
+        merge="none",
+        parse=parse_concept_array(len(concepts)),  # type: ignore[arg-type]
+        max_reasks=max_reasks,
+        capture_key="concepts",
+        seed=derive_seed(run_seed, "step", "dislike_rewrite"),
+    )
