@@ -136,6 +136,12 @@ _STOPWORDS_TEXT = """
     using word words write case letters item items entry entries element elements reply only
     image images card cards idea ideas concepts describing rewrite refine refined improve
     suggest version versions
+    draft drafts critique critiques critic critics circle voice persona representative
+    chameleon hemingway munch vinci enclave consensus synthesise synthesize revised revise
+    last assistant weigh counts veto vetoes cautions agreement clarity preferences issues
+    edits sections characters total form final labelled lines omit apply requirement
+    stage stages theme themes propose message messages key why what's step let agree prefer
+    together held
 """
 _STOPWORDS = frozenset(_STOPWORDS_TEXT.split())
 _FALLBACK_WORDS = (
