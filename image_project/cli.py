@@ -1,0 +1,190 @@
+"""The command line: ``python main.py [options]``.
+
+Exit codes: 0 success; 1 a run failed (its transcript was written, the error attributed to a
+phase and step path); 2 a configuration or input-file error, raised before any model call;
+130 interrupted (Ctrl-C).
+
+Configuration is read and validated once, here at the edge, and passed down as typed
+objects. Environment variables are read here (and by the backend adapter's key lookup).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import anyio
+
+from image_project.app import RunFailed, RunResult, load_inputs, run_generation
+from image_project.backends.factory import Backends, make_backends
+from image_project.config import AppConfig, load_config
+from image_project.errors import AuthenticationError, ConfigError, InputFileError
+from image_project.seeding import derive_seed
+
+__all__ = ["build_parser", "main"]
+
+EXIT_OK, EXIT_RUN_FAILED, EXIT_CONFIG, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python main.py",
+        description=(
+            "Turn three random art concepts and your taste profile into a captioned image "
+            "through a concurrent LLM prompt pipeline. Every model call is recorded in a "
+            "transcript. Without an API key the built-in offline backend is used."
+        ),
+    )
+    parser.add_argument(
+        "--config",
+        type=Path,
+        metavar="PATH",
+        help="use this one config file instead of config/config.yaml (+ config.local.yaml)",
+    )
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config key (dotted path; value parsed as YAML); repeatable",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        metavar="N",
+        help="run seed (overrides prompt.random_seed); with --runs, later runs derive theirs from it",
+    )
+    parser.add_argument(
+        "--offline",
+        action="store_true",
+        help="use the built-in offline backend even if an API key is set",
+    )
+    parser.add_argument(
+        "--prompt-only",
+        action="store_true",
+        help="stop after the final image prompt: no image, no manifest or CSV row",
+    )
+    parser.add_argument(
+        "--runs", type=int, metavar="N", help="number of generations to make (overrides run.runs)"
+    )
+    verbosity = parser.add_mutually_exclusive_group()
+    verbosity.add_argument(
+        "-q", "--quiet", action="store_true", help="print only the summary and errors"
+    )
+    verbosity.add_argument(
+        "-v", "--verbose", action="count", default=0, help="more logging on stderr (-vv for debug)"
+    )
+    return parser
+
+
+def _overrides(args: argparse.Namespace) -> list[str]:
+    extra = list(args.overrides)
+    if args.offline:
+        extra.append("backend.provider=offline")
+    if args.prompt_only:
+        extra.append("run.mode=prompt_only")
+    if args.runs is not None:
+        extra.append(f"run.runs={args.runs}")
+    if args.seed is not None:
+        extra.append(f"prompt.random_seed={args.seed}")
+    return extra
+
+
+def _setup_logging(verbose: int, quiet: bool) -> None:
+    level = logging.ERROR if quiet else logging.WARNING
+    if verbose == 1:
+        level = logging.INFO
+    elif verbose >= 2:
+        level = logging.DEBUG
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(level)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger("image_project")
+    root.handlers = [h for h in root.handlers if not getattr(h, "_image_project_cli", False)]
+    handler._image_project_cli = True  # type: ignore[attr-defined]
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG)
+    root.propagate = False
+
+
+def _summary(result: RunResult, backends: Backends, cfg: AppConfig) -> str:
+    first_line = next((ln.strip() for ln in result.final_prompt.splitlines() if ln.strip()), "")
+    if len(first_line) > 100:
+        first_line = first_line[:99] + "…"
+    lines = [
+        f"Generation {result.generation_id}  (seed {result.seed}, {backends.provider} backend, {cfg.run.concurrency})",
+        f"  Concepts    {' | '.join(result.concepts)}",
+    ]
+    if result.title is not None and result.seq is not None:
+        lines.append(f"  Title       #{result.seq:03d} - {result.title}")
+    lines.append(f"  Prompt      {first_line}")
+    if result.image_path is not None:
+        lines.append(f"  Image       {result.image_path}")
+    lines += [
+        f"  Transcript  {result.transcript_path}",
+        f"  Log         {result.log_path}",
+        f"  Model calls {result.model_calls} text + {result.image_calls} image, "
+        f"{result.usage.total_tokens:,} tokens, {result.wall_s:.1f} s",
+    ]
+    return "\n".join(lines)
+
+
+async def _run_all(cfg: AppConfig, backends: Backends, quiet: bool) -> int:
+    inputs = load_inputs(cfg)
+    base_seed = cfg.prompt.random_seed
+    emit = None if quiet else (lambda line: print(line, file=sys.stderr, flush=True))
+    failures = 0
+    try:
+        for index in range(cfg.run.runs):
+            seed = (
+                base_seed
+                if base_seed is None or index == 0
+                else derive_seed(base_seed, "run", index)
+            )
+            if cfg.run.runs > 1 and not quiet:
+                print(f"== run {index + 1} of {cfg.run.runs}", file=sys.stderr, flush=True)
+            try:
+                result = await run_generation(cfg, backends, inputs=inputs, seed=seed, emit=emit)
+            except RunFailed as exc:
+                failures += 1
+                print(f"error: {exc}", file=sys.stderr)
+                print(f"transcript: {exc.transcript_path}", file=sys.stderr)
+                continue
+            print(_summary(result, backends, cfg), flush=True)
+    finally:
+        await backends.aclose()
+    return EXIT_RUN_FAILED if failures else EXIT_OK
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    *,
+    root: Path | None = None,
+) -> int:
+    """``root`` is the project directory holding ``config/``; relative config paths resolve
+    against it (``main.py`` passes its own directory; the default is the current one)."""
+    args = build_parser().parse_args(argv)
+    env = os.environ if env is None else env
+    _setup_logging(args.verbose, args.quiet)
+    root = (root or Path.cwd()).resolve()
+    try:
+        cfg = load_config(root=root, config_path=args.config, overrides=_overrides(args), env=env)
+        backends = make_backends(cfg, env)
+    except (ConfigError, AuthenticationError) as exc:
+        print(f"configuration error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    print(backends.description, file=sys.stderr if args.quiet else sys.stdout, flush=True)
+    try:
+        return anyio.run(_run_all, cfg, backends, args.quiet)
+    except InputFileError as exc:
+        print(f"input file error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED

@@ -1,0 +1,72 @@
+"""Live progress for the CLI: one line per finished step, with counts for concurrent groups.
+
+A :class:`ProgressRecorder` is a :class:`DefaultStepRecorder` (so the transcript still gets
+every record in declared order) that also writes a short line per finished step, e.g.::
+
+    [  3.1s] ✓ pipeline/dalle_prompt_creation/tot_enclave/fanout/munch   3/5 of fanout
+
+The group counts come from the step tree itself (:func:`parallel_groups`), so they are right
+whatever order concurrent steps finish in.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from image_project.engine import Block, Context, DefaultStepRecorder, Node, StepRecord, walk
+
+__all__ = ["ProgressRecorder", "parallel_groups"]
+
+
+def parallel_groups(root: Node) -> dict[str, int]:
+    """Path of every parallel block in ``root`` -> the number of steps in its subtree."""
+    nodes = list(walk(root))
+    groups: dict[str, int] = {}
+    for path, node in nodes:
+        if isinstance(node, Block) and node.parallel:
+            prefix = path + "/"
+            groups[path] = sum(
+                1 for p, n in nodes if p.startswith(prefix) and not isinstance(n, Block)
+            )
+    return groups
+
+
+class ProgressRecorder(DefaultStepRecorder):
+    def __init__(
+        self,
+        emit: Callable[[str], None],
+        *,
+        logger: logging.Logger | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        super().__init__(logger)
+        self.emit = emit
+        self.clock = clock
+        self.started = clock()
+        self.groups: dict[str, int] = {}
+        self.done: dict[str, int] = {}
+
+    def watch(self, root: Node) -> None:
+        """Register the concurrent groups of a tree about to run."""
+        self.groups.update(parallel_groups(root))
+
+    def on_step_end(self, ctx: Context, record: StepRecord) -> None:
+        super().on_step_end(ctx, record)
+        innermost = ""
+        for group in self.groups:
+            if record.path.startswith(group + "/"):
+                self.done[group] = self.done.get(group, 0) + 1
+                if len(group) > len(innermost):
+                    innermost = group
+        suffix = ""
+        if innermost:
+            name = innermost.rsplit("/", 1)[-1]
+            suffix = f"   {self.done[innermost]}/{self.groups[innermost]} of {name}"
+        retried = f"  (attempts: {record.attempts})" if record.attempts > 1 else ""
+        self.emit(f"[{self.clock() - self.started:6.1f}s] ✓ {record.path}{suffix}{retried}")
+
+    def on_step_error(self, ctx: Context, path: str, step_name: str, exc: BaseException) -> None:
+        super().on_step_error(ctx, path, step_name, exc)
+        self.emit(f"[{self.clock() - self.started:6.1f}s] ✗ {path}: {type(exc).__name__}")

@@ -1,0 +1,170 @@
+"""run_generation with fake backends: determinism, failure hygiene, prompt-only, modes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from image_project.app import RunFailed, run_generation
+from image_project.backends.base import TextBackend, TextRequest
+from image_project.backends.factory import Backends
+from image_project.config import AppConfig, load_config
+from image_project.testing import FakeImageBackend, FunctionTextBackend, last_user_text
+
+pytestmark = pytest.mark.anyio
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def make_cfg(tmp: Path, *extra: str) -> AppConfig:
+    return load_config(
+        root=REPO,
+        env={},
+        overrides=[
+            f"image.generation_path={tmp / 'images'}",
+            f"image.log_path={tmp / 'logs'}",
+            f"prompt.generations_path={tmp / 'generations.csv'}",
+            "prompt.random_seed=1234",
+            *extra,
+        ],
+    )
+
+
+def system_text(request: TextRequest) -> str:
+    return next((m.content for m in request.messages if m.role == "system"), "")
+
+
+def answer(request: TextRequest) -> str:
+    """Deterministic, role-aware fake answers."""
+    system, user = system_text(request), last_user_text(request)
+    if "rewrite art concepts" in system:
+        start = user.index("[")
+        return user[start : user.index("]", start) + 1]
+    if "title" in system.lower():
+        return "Quiet Harbor Light"
+    digest = hashlib.sha256(user.encode()).hexdigest()[:10]
+    return f"Answer {digest}: lantern, harbor, teal dusk."
+
+
+def backends(text: TextBackend) -> Backends:
+    return Backends(
+        text=text, image=FakeImageBackend(), provider="offline", description="fake backends"
+    )
+
+
+def transcript(tmp: Path) -> dict[str, Any]:
+    (path,) = (tmp / "logs").glob("*_transcript.json")
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return data
+
+
+def leftover_files(tmp: Path) -> list[Path]:
+    """Anything a failed run left behind besides its transcript and log."""
+    return [p for p in tmp.rglob("*") if p.is_file() and p.suffix not in (".json", ".log")]
+
+
+def untimed_steps(data: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {k: v for k, v in s.items() if k not in ("created_at", "latency_ms")} for s in data["steps"]
+    ]
+
+
+async def test_same_seed_gives_same_concepts_steps_and_prompts(tmp_path: Path) -> None:
+    runs = []
+    for name in ("a", "b"):
+        tmp = tmp_path / name
+        await run_generation(make_cfg(tmp), backends(FunctionTextBackend(answer)))
+        runs.append(transcript(tmp))
+    first, second = runs
+    assert first["seed"] == second["seed"] == 1234
+    assert first["selected_concepts"] == second["selected_concepts"]
+    assert untimed_steps(first) == untimed_steps(second)
+    assert first["final_image_prompt"] == second["final_image_prompt"]
+
+
+async def test_transcript_has_documented_keys_and_ordered_unique_paths(tmp_path: Path) -> None:
+    await run_generation(make_cfg(tmp_path), backends(FunctionTextBackend(answer)))
+    data = transcript(tmp_path)
+    for key in (
+        "generation_id",
+        "seed",
+        "created_at",
+        "backend",
+        "selected_concepts",
+        "steps",
+        "final_image_prompt",
+        "image_path",
+        "title_generation",
+        "blackbox_scoring",
+        "usage",
+        "timing",
+    ):
+        assert key in data
+    assert "error" not in data
+    assert data["blackbox_scoring"] == {"enabled": False}
+    paths = [s["path"] for s in data["steps"]]
+    assert len(paths) == len(set(paths))
+    assert (
+        paths[0] == "dislike_rewrite"
+        and paths[1] == "pipeline/initial_prompt/draft"
+        and paths[-1] == "title"
+    )
+    assert data["usage"]["model_calls"] == len(paths) and data["usage"]["image_calls"] == 1
+    assert data["title_generation"]["title"] == "Quiet Harbor Light"
+
+
+async def test_concurrent_and_sequential_runs_record_the_same_transcript(tmp_path: Path) -> None:
+    async def slow_answer(request: TextRequest) -> str:
+        await anyio.sleep(rng.random() * 0.003)
+        return answer(request)
+
+    rng = random.Random(0)
+    results = {}
+    for mode in ("sequential", "concurrent"):
+        tmp = tmp_path / mode
+        await run_generation(
+            make_cfg(tmp, f"run.concurrency={mode}"), backends(FunctionTextBackend(slow_answer))
+        )
+        results[mode] = transcript(tmp)
+    assert untimed_steps(results["sequential"]) == untimed_steps(results["concurrent"])
+    assert (
+        results["sequential"]["final_image_prompt"] == results["concurrent"]["final_image_prompt"]
+    )
+
+
+async def test_failure_mid_stage_writes_transcript_and_no_records(tmp_path: Path) -> None:
+    def failing(request: TextRequest) -> str:
+        if "working title" in last_user_text(request):
+            raise RuntimeError("the model service fell over")
+        return answer(request)
+
+    with pytest.raises(RunFailed) as info:
+        await run_generation(make_cfg(tmp_path), backends(FunctionTextBackend(failing)))
+    assert info.value.phase == "pipeline"
+    data = transcript(tmp_path)
+    assert data["error"]["type"] == "RuntimeError"
+    assert data["error"]["phase"] == "pipeline"
+    assert data["error"]["path"] == "pipeline/section_2b_title_and_story/draft"
+    assert [s["path"] for s in data["steps"]][-1] == "pipeline/section_2_choice/draft"
+    assert not (tmp_path / "generations.csv").exists()
+    assert leftover_files(tmp_path) == []
+
+
+async def test_prompt_only_makes_no_image_and_no_rows(tmp_path: Path) -> None:
+    image = FakeImageBackend()
+    result = await run_generation(
+        make_cfg(tmp_path, "run.mode=prompt_only"),
+        Backends(
+            text=FunctionTextBackend(answer), image=image, provider="offline", description="fake"
+        ),
+    )
+    assert result.image_path is None and result.final_prompt
+    assert image.requests == []
+    assert not (tmp_path / "generations.csv").exists()
+    assert transcript(tmp_path)["run_mode"] == "prompt_only"

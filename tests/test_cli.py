@@ -1,0 +1,189 @@
+"""The command line as a user runs it: offline end to end, exit codes, errors."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PIL import Image, ImageChops, ImageStat
+
+from image_project.backends.base import ImageRequest
+from image_project.backends.offline import OfflineImageBackend
+from image_project.cli import main
+from image_project.seeding import derive_seed
+from tests.support.openai_server import OpenAIServer, Reply, chat_completion
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def write_config(tmp: Path, **extra: Any) -> Path:
+    cfg = {
+        "image": {
+            "generation_path": str(tmp / "out" / "images"),
+            "log_path": str(tmp / "out" / "logs"),
+        },
+        "prompt": {
+            "categories_path": str(REPO / "config" / "categories.csv"),
+            "profile_path": str(REPO / "config" / "profile.csv"),
+            "generations_path": str(tmp / "out" / "generations.csv"),
+            **extra.get("prompt", {}),
+        },
+        **{k: v for k, v in extra.items() if k != "prompt"},
+    }
+    path = tmp / "my_config.yaml"
+    path.write_text(json.dumps(cfg), encoding="utf-8")  # JSON is valid YAML
+    return path
+
+
+def run_main(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI")}
+    return subprocess.run(
+        [sys.executable, str(REPO / "main.py"), *args],
+        cwd=tmp,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with path.open(encoding="utf-8", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_main_runs_offline_end_to_end_twice(tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    first = run_main(tmp_path, "--config", str(config), "--seed", "7")
+    assert first.returncode == 0, first.stderr
+    assert "OFFLINE" in first.stdout
+    assert "Title       #001 - " in first.stdout
+
+    logs = tmp_path / "out" / "logs"
+    (t_path,) = logs.glob("*_transcript.json")
+    data = json.loads(t_path.read_text(encoding="utf-8"))
+    assert data["backend"]["provider"] == "offline" and data["seed"] == 7
+    paths = [s["path"] for s in data["steps"]]
+    assert len(paths) == len(set(paths)) and paths[-1] == "title"
+    assert paths.index("pipeline/initial_prompt/draft") < paths.index(
+        "pipeline/dalle_prompt_creation/draft"
+    )
+    assert (logs / f"{data['generation_id']}.log").exists()
+
+    image_path = Path(data["image_path"])
+    with Image.open(image_path) as img:
+        assert img.format == "JPEG"
+        captioned = img.convert("RGB")
+    # Re-render the uncaptioned image (the offline backend is deterministic): the caption
+    # strip changed the bottom rows and nothing else.
+    import anyio
+
+    raw = anyio.run(
+        OfflineImageBackend().generate,
+        ImageRequest(
+            prompt=data["final_image_prompt"],
+            model="gpt-image-2.6-sunburst",
+            size="1536x1024",
+            quality="high",
+            seed=derive_seed(7, "image"),
+        ),
+    )
+    from io import BytesIO
+
+    original = Image.open(BytesIO(raw.data)).convert("RGB")
+    assert original.size == captioned.size
+    w, h = captioned.size
+    diff = ImageChops.difference(original, captioned)
+    top = ImageStat.Stat(diff.crop((0, 0, w, h // 2))).mean
+    bottom = ImageStat.Stat(diff.crop((0, int(h * 0.97), w, h))).mean
+    assert max(top) < 6, top  # JPEG noise only
+    assert sum(bottom) / 3 > 20, bottom  # the caption strip
+
+    manifest = read_csv(tmp_path / "out" / "images" / "titles_manifest.csv")
+    generations = read_csv(tmp_path / "out" / "generations.csv")
+    assert [r["seq"] for r in manifest] == ["1"]
+    assert manifest[0]["generation_id"] == data["generation_id"]
+    assert manifest[0]["image_prompt"] == data["final_image_prompt"]
+    assert manifest[0]["title"] == data["title_generation"]["title"]
+    assert generations[0]["final_image_prompt"] == data["final_image_prompt"]
+    assert json.loads(generations[0]["selected_concepts"]) == data["selected_concepts"]
+
+    second = run_main(tmp_path, "--config", str(config), "--seed", "7")
+    assert second.returncode == 0, second.stderr
+    manifest = read_csv(tmp_path / "out" / "images" / "titles_manifest.csv")
+    assert [r["seq"] for r in manifest] == ["1", "2"]
+    assert manifest[0]["title"].lower() != manifest[1]["title"].lower()
+    assert len(read_csv(tmp_path / "out" / "generations.csv")) == 2
+    assert "#002 - " in second.stdout
+
+
+def test_config_error_exits_2_naming_the_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_config(tmp_path)
+    code = main(["--config", str(config), "--set", "prompt.scoring.num_ideas=1"], env={}, root=REPO)
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "prompt.scoring.num_ideas" in err and "1" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_unknown_key_exits_2_with_a_suggestion(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["--config", str(write_config(tmp_path)), "--set", "run.rusn=2"], env={}, root=REPO)
+    assert code == 2
+    assert "runs" in capsys.readouterr().err
+
+
+def test_missing_categories_file_exits_2_before_any_call(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_config(tmp_path, prompt={"categories_path": str(tmp_path / "nope.csv")})
+    code = main(["--config", str(config)], env={}, root=REPO)
+    assert code == 2
+    assert "nope.csv" in capsys.readouterr().err
+    assert not (tmp_path / "out" / "logs").exists()
+
+
+def test_model_failure_through_http_exits_1_with_transcript(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], allow_loopback: None
+) -> None:
+    with OpenAIServer() as server:
+        server.script(
+            Reply(body=chat_completion('["a", "b", "c"]')),  # dislike rewrite
+            Reply(body=chat_completion("four themes")),  # initial_prompt/draft
+            Reply(
+                status=400,
+                body={
+                    "error": {
+                        "message": "bad request for stage 2",
+                        "type": "invalid_request_error",
+                        "param": None,
+                        "code": None,
+                    }
+                },
+            ),
+        )
+        config = write_config(
+            tmp_path,
+            backend={"base_url": server.base_url, "max_attempts": 1},
+            prompt={"refinement": "none"},
+        )
+        code = main(["--config", str(config), "--seed", "3"], env={}, root=REPO)
+        assert len(server.requests) == 3
+    assert code == 1
+    err = capsys.readouterr().err
+    assert "pipeline/section_2_choice/draft" in err
+    (t_path,) = (tmp_path / "out" / "logs").glob("*_transcript.json")
+    error = json.loads(t_path.read_text(encoding="utf-8"))["error"]
+    assert error["type"] == "RequestRejectedError"
+    assert (error["phase"], error["path"]) == ("pipeline", "pipeline/section_2_choice/draft")
+    assert not (tmp_path / "out" / "generations.csv").exists()
+    assert not (tmp_path / "out" / "images").exists()
