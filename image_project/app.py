@@ -33,6 +33,7 @@ from image_project.artifacts import (
     append_manifest_row,
     caption_text,
     existing_titles,
+    load_caption_font,
     manifest_lock,
     next_seq,
     read_manifest,
@@ -44,7 +45,7 @@ from image_project.backends.base import ImageRequest, Usage
 from image_project.backends.factory import Backends
 from image_project.config import AppConfig
 from image_project.engine import ChatRunner, Context, DefaultStepRecorder, Node
-from image_project.errors import ImageProjectError, RefusalError, location_of
+from image_project.errors import ImageProjectError, InputFileError, RefusalError, location_of
 from image_project.progress import ProgressRecorder
 from image_project.seeding import derive_seed, fresh_seed
 from image_project.stages.concepts import Categories, load_categories, select_concepts
@@ -71,7 +72,15 @@ class Inputs:
 
 
 def load_inputs(cfg: AppConfig) -> Inputs:
-    """Load the categories and profile files; raises InputFileError naming a bad file."""
+    """Load the categories and profile files and check an explicitly configured caption font,
+    so that none of them fails after model calls were paid for. Raises InputFileError naming
+    the bad file."""
+    font = cfg.image.caption_font_path
+    if font is not None:
+        try:
+            load_caption_font(14, Path(font))
+        except ImageProjectError as exc:
+            raise InputFileError(font, f"image.caption_font_path cannot be loaded: {exc}") from exc
     return Inputs(
         categories=load_categories(cfg.prompt.categories_path),
         profile=load_profile(cfg.prompt.profile_path),

@@ -16,7 +16,9 @@ from PIL import Image, ImageChops, ImageStat
 from image_project.backends.base import ImageRequest
 from image_project.backends.offline import OfflineImageBackend
 from image_project.cli import main
+from image_project.engine import ChatStep, walk
 from image_project.seeding import derive_seed
+from image_project.stages.standard import prompt_pipeline
 from tests.support.openai_server import OpenAIServer, Reply, chat_completion
 
 REPO = Path(__file__).resolve().parents[1]
@@ -70,10 +72,9 @@ def test_main_runs_offline_end_to_end_twice(tmp_path: Path) -> None:
     data = json.loads(t_path.read_text(encoding="utf-8"))
     assert data["backend"]["provider"] == "offline" and data["seed"] == 7
     paths = [s["path"] for s in data["steps"]]
-    assert len(paths) == len(set(paths)) and paths[-1] == "title"
-    assert paths.index("pipeline/initial_prompt/draft") < paths.index(
-        "pipeline/dalle_prompt_creation/draft"
-    )
+    tree = prompt_pipeline(run_seed=7, refinement="final", temperature=0.8)
+    declared = [p for p, node in walk(tree) if isinstance(node, ChatStep)]
+    assert paths == ["dislike_rewrite", *declared, "title"]
     assert (logs / f"{data['generation_id']}.log").exists()
 
     image_path = Path(data["image_path"])
@@ -187,3 +188,34 @@ def test_model_failure_through_http_exits_1_with_transcript(
     assert (error["phase"], error["path"]) == ("pipeline", "pipeline/section_2_choice/draft")
     assert not (tmp_path / "out" / "generations.csv").exists()
     assert not (tmp_path / "out" / "images").exists()
+
+
+def test_runs_flag_makes_several_generations_with_derived_seeds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_config(tmp_path)
+    code = main(
+        ["--config", str(config), "--offline", "--runs", "2", "--seed", "5", "-q"],
+        env={},
+        root=REPO,
+    )
+    assert code == 0
+    manifest = read_csv(tmp_path / "out" / "images" / "titles_manifest.csv")
+    assert [r["seq"] for r in manifest] == ["1", "2"]
+    assert [r["seed"] for r in manifest] == ["5", str(derive_seed(5, "run", 1))]
+    assert len(list((tmp_path / "out" / "logs").glob("*_transcript.json"))) == 2
+    assert capsys.readouterr().out.count("Generation ") == 2
+
+
+def test_unloadable_caption_font_exits_2_before_any_call(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad_font = tmp_path / "not_a_font.ttf"
+    bad_font.write_text("definitely not a font", encoding="utf-8")
+    config = write_config(tmp_path)
+    code = main(
+        ["--config", str(config), "--set", f"image.caption_font_path={bad_font}"], env={}, root=REPO
+    )
+    assert code == 2
+    assert "not_a_font.ttf" in capsys.readouterr().err
+    assert not (tmp_path / "out" / "logs").exists()
