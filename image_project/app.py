@@ -221,9 +221,7 @@ async def run_generation(
 
     def finish() -> tuple[int, Usage, float]:
         """Write the transcript (success or failure) and close the run log."""
-        usage = Usage()
-        for record in ctx.steps:
-            usage = usage + (record.usage or Usage())
+        usage = Usage.total(record.usage for record in ctx.steps)
         chat_calls = sum(1 for r in ctx.steps if r.type == "chat")
         wall = round(time.perf_counter() - started, 3)
         phase_times.setdefault(phase, round(time.perf_counter() - phase_start, 3))

@@ -28,6 +28,7 @@ from image_project.backends.base import (
     TextRequest,
     Usage,
 )
+from image_project.backends.offline import parse_size
 from image_project.errors import preview
 
 __all__ = [
@@ -190,14 +191,7 @@ class FakeImageBackend:
         self.requests.append(request)
         if self.fail_with is not None:
             raise self.fail_with
-        width, height = _parse_size(request.size)
+        width, height = parse_size(request.size)
         buf = io.BytesIO()
         Image.new("RGB", (width, height), self.color).save(buf, format="PNG")
         return ImageReply(data=buf.getvalue(), model=request.model or self._default_model)
-
-
-def _parse_size(size: str) -> tuple[int, int]:
-    if size == "auto":
-        return 1536, 1024
-    w, _, h = size.partition("x")
-    return int(w), int(h)

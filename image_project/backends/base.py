@@ -7,7 +7,7 @@ imports ``openai``. Implementations must be safe to call concurrently.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -77,6 +77,15 @@ class Usage:
             self.completion_tokens + other.completion_tokens,
             self.total_tokens + other.total_tokens,
         )
+
+    @classmethod
+    def total(cls, usages: Iterable[Usage | None]) -> Usage:
+        """The sum of ``usages`` (None counts as zero)."""
+        out = cls()
+        for usage in usages:
+            if usage is not None:
+                out = out + usage
+        return out
 
     def to_dict(self) -> dict[str, int]:
         return {

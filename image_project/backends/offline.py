@@ -81,6 +81,7 @@ __all__ = [
     "OfflineImageBackend",
     "OfflineTextBackend",
     "estimate_tokens",
+    "parse_size",
 ]
 
 RGB = tuple[int, int, int]
@@ -504,7 +505,7 @@ _AUTO_SIZE = (1536, 1024)
 _SIZE_RE = re.compile(r"^\s*(\d{1,5})\s*[xX\u00d7]\s*(\d{1,5})\s*$")
 
 
-def _parse_size(size: str) -> tuple[int, int]:
+def parse_size(size: str) -> tuple[int, int]:
     if size.strip().lower() == "auto":
         return _AUTO_SIZE
     match = _SIZE_RE.match(size)
@@ -823,7 +824,7 @@ class OfflineImageBackend:
 
     async def generate(self, request: ImageRequest) -> ImageReply:
         model = request.model or self.default_model
-        size = _parse_size(request.size)
+        size = parse_size(request.size)
         seed = _derive_seed(
             "image",
             {

@@ -270,9 +270,7 @@ class ChatRunner:
             t0 = self.clock()
             text, value, replies, reasks = await self._ask(step, history, prompt, model, path)
             last = replies[-1]
-            usage = Usage()
-            for r in replies:
-                usage = usage + (r.usage or Usage())
+            usage = Usage.total(r.usage for r in replies)
             record = StepRecord(
                 order=order,
                 type="chat",
