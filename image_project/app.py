@@ -50,6 +50,7 @@ from image_project.progress import ProgressRecorder
 from image_project.seeding import derive_seed, fresh_seed
 from image_project.stages.concepts import Categories, load_categories, select_concepts
 from image_project.stages.profile import Profile, avoid_list, load_profile, render_guidance
+from image_project.stages.scoring import load_novelty, scoring_pipeline
 from image_project.stages.standard import (
     DALLE_PROMPT_KEY,
     SYSTEM_PROMPT,
@@ -102,6 +103,8 @@ class RunResult:
     image_calls: int = 0
     usage: Usage = field(default_factory=Usage)
     wall_s: float = 0.0
+    scoring: dict[str, Any] | None = None
+    """The transcript's ``blackbox_scoring`` plus ``selected_card`` (None when disabled)."""
 
 
 class RunFailed(ImageProjectError):
@@ -218,6 +221,7 @@ async def run_generation(
         await runner.run(ctx, node)
 
     image_calls = 0
+    scoring_summary: dict[str, Any] | None = None
 
     def finish() -> tuple[int, Usage, float]:
         """Write the transcript (success or failure) and close the run log."""
@@ -259,14 +263,45 @@ async def run_generation(
         }
         transcript["selected_concepts"] = list(filtered)
 
-        enter("pipeline", f"prompt pipeline (refinement: {cfg.prompt.refinement})")
-        await run_tree(
-            prompt_pipeline(
+        scoring = cfg.prompt.scoring
+        if scoring.enabled:
+            enter(
+                "pipeline",
+                f"black-box scoring ({scoring.num_ideas} ideas x {scoring.judge_count} judges), "
+                f"then the final prompt (refinement: {cfg.prompt.refinement})",
+            )
+            novelty = await anyio.to_thread.run_sync(
+                load_novelty,
+                scoring.novelty.enabled,
+                scoring.novelty.window,
+                Path(cfg.prompt.generations_path),
+            )
+            plan = scoring_pipeline(
                 run_seed=run_seed,
+                scoring=scoring,
+                judges=scoring.effective_judges(backends.text.default_model),
+                likes=data.profile.loves + data.profile.likes,
+                novelty=novelty,
                 refinement=cfg.prompt.refinement,
                 temperature=cfg.prompt.text_temperature,
             )
-        )
+            try:
+                await run_tree(plan.tree)
+            finally:
+                transcript["blackbox_scoring"] = plan.record(ctx.outputs)
+            scoring_summary = {
+                **transcript["blackbox_scoring"],
+                "selected_card": plan.selected_card(ctx.outputs),
+            }
+        else:
+            enter("pipeline", f"prompt pipeline (refinement: {cfg.prompt.refinement})")
+            await run_tree(
+                prompt_pipeline(
+                    run_seed=run_seed,
+                    refinement=cfg.prompt.refinement,
+                    temperature=cfg.prompt.text_temperature,
+                )
+            )
         final_prompt = str(ctx.outputs[DALLE_PROMPT_KEY])
         transcript["final_image_prompt"] = final_prompt
 
@@ -386,6 +421,7 @@ async def run_generation(
         image_calls=image_calls,
         usage=usage,
         wall_s=wall,
+        scoring=scoring_summary,
     )
 
 

@@ -16,6 +16,7 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -122,6 +123,8 @@ def _summary(result: RunResult, backends: Backends, cfg: AppConfig) -> str:
     ]
     if result.title is not None and result.seq is not None:
         lines.append(f"  Title       #{result.seq:03d} - {result.title}")
+    if result.scoring is not None:
+        lines += _scoring_lines(result.scoring)
     lines.append(f"  Prompt      {first_line}")
     if result.image_path is not None:
         lines.append(f"  Image       {result.image_path}")
@@ -132,6 +135,54 @@ def _summary(result: RunResult, backends: Backends, cfg: AppConfig) -> str:
         f"{result.usage.total_tokens:,} tokens, {result.wall_s:.1f} s",
     ]
     return "\n".join(lines)
+
+
+def _scoring_lines(scoring: Mapping[str, Any]) -> list[str]:
+    """The selection and the per-judge scores as a small table."""
+    card = scoring.get("selected_card") or {}
+    hook = str(card.get("hook", ""))
+    if len(hook) > 80:
+        hook = hook[:79] + "…"
+    roll = scoring.get("exploration_roll")
+    rate = scoring.get("exploration_rate")
+    mode = scoring.get("selection_mode")
+    why = (
+        f"roll {roll:.3f} {'<' if mode == 'explore' else '>='} rate {rate:g}"
+        if roll is not None
+        else ""
+    )
+    lines = [
+        f"  Selected    idea {scoring.get('selected_id')}: median {scoring.get('selected_score')}, "
+        f"{mode} ({why})",
+        f"              {hook!r}",
+    ]
+    judges = [j["id"] for j in scoring.get("judges", [])]
+    table = scoring.get("score_table", [])
+    if table:
+        width = max(5, *(len(j) for j in judges))
+        header = (
+            "card  " + "".join(f"{j:>{width}} " for j in judges) + " median  penalty  effective"
+        )
+        lines.append(f"  Scores      {header}")
+        for row in table:
+            cells = "".join(f"{row['judge_scores'].get(j, '-')!s:>{width}} " for j in judges)
+            mark = " <" if row["id"] == scoring.get("selected_id") else ""
+            lines.append(
+                f"              {row['id']:<4}  {cells} {row['median']!s:>6}  "
+                f"{row['novelty_penalty']:>7.1f}  {row['effective_score']:>9.1f}{mark}"
+            )
+    statuses = ", ".join(f"{j['id']} {j['status']}" for j in scoring.get("judges", []))
+    novelty = scoring.get("novelty", {})
+    motifs = ", ".join(m["word"] for m in novelty.get("motifs", [])) or "none"
+    lines.append(
+        f"  Judges      {statuses}; novelty "
+        + (
+            f"on ({novelty.get('rows')} recent prompts, motifs: {motifs})"
+            if novelty.get("used")
+            else "off"
+        )
+    )
+    return lines
 
 
 async def _run_all(cfg: AppConfig, backends: Backends, quiet: bool) -> int:

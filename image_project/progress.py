@@ -65,7 +65,11 @@ class ProgressRecorder(DefaultStepRecorder):
             name = innermost.rsplit("/", 1)[-1]
             suffix = f"   {self.done[innermost]}/{self.groups[innermost]} of {name}"
         retried = f"  (attempts: {record.attempts})" if record.attempts > 1 else ""
-        self.emit(f"[{self.clock() - self.started:6.1f}s] ✓ {record.path}{suffix}{retried}")
+        mark = "✓"
+        if record.error is not None:
+            mark = "!"
+            retried += f"  (failed, recovered: {record.error.get('type')})"
+        self.emit(f"[{self.clock() - self.started:6.1f}s] {mark} {record.path}{suffix}{retried}")
 
     def on_step_error(self, ctx: Context, path: str, step_name: str, exc: BaseException) -> None:
         super().on_step_error(ctx, path, step_name, exc)

@@ -38,7 +38,9 @@ anything else                      2-4 sentences of prose built around the salie
 =================================  ===========================================================
 
 Higher temperatures draw on more of the prompt's phrases; temperature 0 sticks to the most
-frequent ones.
+frequent ones. Text between ``<do_not_copy>`` and ``</do_not_copy>`` in the user message is
+material the request tells the model to abstract rather than repeat (the raw likes, for the
+scoring stage's profile abstraction), so the offline backend never draws words from it.
 
 Images: colour words in the prompt (:data:`COLOURS`, about fifty names such as teal, crimson,
 ochre, navy) set the palette, else a seeded named palette; the first composition word
@@ -197,11 +199,16 @@ def _salient_units(text: str) -> list[str]:
     return sorted(counts, key=lambda u: (-counts[u], first[u]))
 
 
+_DO_NOT_COPY_RE = re.compile(r"<do_not_copy>.*?(?:</do_not_copy>|\Z)", re.DOTALL | re.IGNORECASE)
+
+
 def _last_user_text(messages: Sequence[Message]) -> str:
-    for message in reversed(messages):
-        if message.role == "user":
-            return message.content
-    return messages[-1].content if messages else ""
+    """The last user message, without its ``<do_not_copy>`` sections."""
+    text = next(
+        (m.content for m in reversed(messages) if m.role == "user"),
+        messages[-1].content if messages else "",
+    )
+    return _DO_NOT_COPY_RE.sub(" ", text)
 
 
 def _pool(units: Sequence[str], temperature: float) -> list[str]:

@@ -52,6 +52,8 @@ class StepRecord:
     declared pre-order, whatever order concurrent steps completed in. It is not serialised.
     Timing fields (``created_at``, ``latency_ms``) are the only ones allowed to differ
     between a sequential and a concurrent run of the same tree with the same answers.
+    ``error`` is set only on a recoverable step (``ChatStep.on_failure``) that failed:
+    ``{type, message, reason, output_preview}``; ``response`` then holds the last answer, if any.
     """
 
     order: tuple[int, ...]
@@ -71,6 +73,7 @@ class StepRecord:
     context_messages: int = 0
     reasks: tuple[Mapping[str, str], ...] = ()
     result: Any = None
+    error: Mapping[str, Any] | None = None
     meta: Mapping[str, Any] = field(default_factory=dict)
 
     TIMING_FIELDS = ("created_at", "latency_ms")
@@ -95,6 +98,8 @@ class StepRecord:
                 out["response_model"] = self.response_model
             if self.reasks:
                 out["reasks"] = [dict(r) for r in self.reasks]
+            if self.error is not None:
+                out["error"] = dict(self.error)
         else:
             out["result"] = json_safe(self.result)
         if self.meta:

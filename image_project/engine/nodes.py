@@ -38,6 +38,7 @@ __all__ = [
 ]
 
 MergeMode = Literal["all_messages", "last_response", "none"]
+ReaskStyle = Literal["conversation", "restate"]
 MERGE_MODES: tuple[str, ...] = get_args(MergeMode)
 
 PromptSource: TypeAlias = "str | Callable[[Context], object]"
@@ -45,6 +46,7 @@ ActionFn: TypeAlias = "Callable[[Context], object | Awaitable[object]]"
 ParseFn: TypeAlias = Callable[[str], object]
 ReaskFn: TypeAlias = Callable[[str], str]
 FallbackFn: TypeAlias = Callable[[str, Exception], object]
+FailureFn: TypeAlias = Callable[[Exception], object]
 
 
 def _check_name(value: object, what: str) -> str | None:
@@ -92,9 +94,20 @@ class ChatStep:
     is one) or ``ModelOutputError`` re-asks the model up to ``max_reasks`` times with the
     error text appended to the conversation (a ``RefusalError`` is never re-asked). The parsed
     value is what ``capture_key`` stores; the conversation gets the answer's text.
+    ``reask_style`` ``"restate"`` re-asks statelessly instead: the same history plus ONE user
+    message (the original prompt followed by the re-ask text), never the rejected answer as an
+    assistant message (for judges and other strict-JSON steps, so a bad answer cannot anchor
+    the next one).
     ``fallback(last_answer, last_error)``, when set, is called once the re-asks are exhausted
     and its return value is accepted instead of raising (for steps that must never fail on
     a bad answer, e.g. a title with a deterministic fallback); the record keeps every re-ask.
+
+    ``on_failure(exc)``, when set, makes the step *recoverable*: any error of the step (a
+    transport error after the retries, a refusal, an answer still invalid after the re-asks)
+    is recorded on the step's transcript record (``error``) and the return value of
+    ``on_failure`` is captured instead of failing the run, so parallel siblings go on. Used by
+    the judge ensemble, whose quorum rule decides later whether the run can continue.
+    Cancellation is never recovered.
     """
 
     prompt: PromptSource
@@ -111,7 +124,9 @@ class ChatStep:
     parse: ParseFn | None = None
     max_reasks: int = 0
     reask_prompt: ReaskFn = default_reask
+    reask_style: ReaskStyle = "conversation"
     fallback: FallbackFn | None = None
+    on_failure: FailureFn | None = None
     allow_empty_prompt: bool = False
     allow_empty_response: bool = False
     meta: Mapping[str, Any] = field(default_factory=dict)
@@ -140,8 +155,14 @@ class ChatStep:
             raise PipelineDefinitionError(f"{where}: max_reasks must be an int")
         if self.max_reasks < 0:
             raise PipelineDefinitionError(f"{where}: max_reasks must be >= 0")
+        if self.reask_style not in ("conversation", "restate"):
+            raise PipelineDefinitionError(
+                f"{where}: reask_style must be 'conversation' or 'restate', got {self.reask_style!r}"
+            )
         if (self.max_reasks or self.fallback) and self.parse is None:
             raise PipelineDefinitionError(f"{where}: max_reasks and fallback need a parse function")
+        if self.on_failure is not None and not callable(self.on_failure):
+            raise PipelineDefinitionError(f"{where}: on_failure must be callable")
         if self.system_prompt is not None and not self.stateless:
             raise PipelineDefinitionError(
                 f"{where}: system_prompt is only used by stateless steps; set stateless=True"

@@ -67,7 +67,14 @@ class DefaultStepRecorder:
 
     def on_step_end(self, ctx: Context, record: StepRecord) -> None:
         bisect.insort(ctx.steps, record, key=lambda r: r.order)
-        if record.type == "chat":
+        if record.error is not None:
+            self.logger.warning(
+                "Step %s failed and was recovered: %s: %s",
+                record.path,
+                record.error.get("type"),
+                record.error.get("message"),
+            )
+        elif record.type == "chat":
             self.logger.debug(
                 "Received response for %s (%d chars, %.0f ms, attempts=%d)",
                 record.path,

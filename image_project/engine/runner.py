@@ -37,6 +37,7 @@ from image_project.engine.fanout import ordered_fanout
 from image_project.engine.nodes import ActionStep, Block, ChatStep, Node, default_name
 from image_project.engine.recorder import DefaultStepRecorder, StepRecorder, check_recorder
 from image_project.errors import (
+    BackendError,
     EmptyPromptError,
     EmptyResponseError,
     ModelOutputError,
@@ -44,6 +45,7 @@ from image_project.errors import (
     RefusalError,
     StepFailedError,
     locate,
+    preview,
 )
 
 __all__ = ["ChatRunner", "ExecutionMode", "NodeOutcome"]
@@ -268,9 +270,23 @@ class ChatRunner:
                 prompt_chars=len(prompt),
             )
             t0 = self.clock()
-            text, value, replies, reasks = await self._ask(step, history, prompt, model, path)
-            last = replies[-1]
+            replies: list[TextReply] = []
+            reasks: list[dict[str, str]] = []
+            failure: Exception | None = None
+            text: str | None
+            try:
+                text, value = await self._ask(step, history, prompt, model, path, replies, reasks)
+            except Exception as exc:
+                if step.on_failure is None:
+                    raise
+                failure = exc
+                text = (replies[-1].text or replies[-1].refusal) if replies else None
+                value = step.on_failure(exc)
             usage = Usage.total(r.usage for r in replies)
+            attempts = sum(r.attempts for r in replies)
+            if isinstance(failure, BackendError):
+                attempts += failure.attempts
+            last = replies[-1] if replies else None
             record = StepRecord(
                 order=order,
                 type="chat",
@@ -283,11 +299,12 @@ class ChatRunner:
                 system_prompt=step.system_prompt if step.stateless else None,
                 params={"temperature": step.temperature, "model": model, "seed": step.seed},
                 usage=usage,
-                attempts=sum(r.attempts for r in replies),
-                system_fingerprint=last.system_fingerprint,
-                response_model=last.model if last.model != model else None,
+                attempts=attempts,
+                system_fingerprint=last.system_fingerprint if last else None,
+                response_model=last.model if last and last.model != model else None,
                 context_messages=len(history),
                 reasks=tuple(reasks),
+                error=None if failure is None else _error_summary(failure),
                 meta=step.meta,
             )
             self.recorder.on_step_end(ctx, record)
@@ -296,6 +313,8 @@ class ChatRunner:
             raise
         if step.capture_key is not None:
             ctx.outputs[step.capture_key] = value
+        if failure is not None or text is None:
+            return NodeOutcome((), None)
         return NodeOutcome((Message("user", prompt), Message("assistant", text)), text)
 
     def _render_prompt(self, step: ChatStep, ctx: Context, path: str) -> str:
@@ -312,12 +331,20 @@ class ChatRunner:
         return prompt
 
     async def _ask(
-        self, step: ChatStep, history: Conversation, prompt: str, model: str, path: str
-    ) -> tuple[str, object, list[TextReply], list[dict[str, str]]]:
-        """Call the model, validating with ``step.parse`` and re-asking on bad answers."""
+        self,
+        step: ChatStep,
+        history: Conversation,
+        prompt: str,
+        model: str,
+        path: str,
+        replies: list[TextReply],
+        reasks: list[dict[str, str]],
+    ) -> tuple[str, object]:
+        """Call the model, validating with ``step.parse`` and re-asking on bad answers.
+
+        ``replies`` and ``reasks`` are filled as the calls happen, so a caller still has
+        them when this raises."""
         messages: Conversation = (*history, Message("user", prompt))
-        replies: list[TextReply] = []
-        reasks: list[dict[str, str]] = []
         while True:
             reply = await self._complete(
                 TextRequest(
@@ -341,9 +368,9 @@ class ChatRunner:
                     raise EmptyResponseError(f"{path}: the model returned {what}")
                 text = text or ""
             if step.parse is None:
-                return text, text, replies, reasks
+                return text, text
             try:
-                return text, step.parse(text), replies, reasks
+                return text, step.parse(text)
             except RefusalError:
                 raise
             except (ModelOutputError, ValueError) as exc:
@@ -351,7 +378,7 @@ class ChatRunner:
                 reasks.append({"response": text, "error": error})
                 if len(reasks) > step.max_reasks:
                     if step.fallback is not None:
-                        return text, step.fallback(text, exc), replies, reasks
+                        return text, step.fallback(text, exc)
                     reason = exc.reason if isinstance(exc, ModelOutputError) else "invalid_output"
                     raise ModelOutputError(
                         reason,
@@ -359,11 +386,15 @@ class ChatRunner:
                         f"attempt(s): {error}",
                         output=text,
                     ) from exc
-                messages = (
-                    *messages,
-                    Message("assistant", text),
-                    Message("user", step.reask_prompt(error)),
-                )
+                if step.reask_style == "restate":
+                    restated = f"{prompt}\n\n{step.reask_prompt(error)}"
+                    messages = (*history, Message("user", restated))
+                else:
+                    messages = (
+                        *messages,
+                        Message("assistant", text),
+                        Message("user", step.reask_prompt(error)),
+                    )
 
     async def _complete(self, request: TextRequest) -> TextReply:
         if self.limiter is None:
@@ -376,3 +407,14 @@ class ChatRunner:
             self.recorder.on_step_error(ctx, path, name, exc)
         except Exception as recorder_exc:
             exc.add_note(f"the step recorder also failed: {recorder_exc!r}")
+
+
+def _error_summary(exc: Exception) -> dict[str, object]:
+    """What a recoverable step's record keeps of its error."""
+    out: dict[str, object] = {"type": type(exc).__name__, "message": preview(str(exc), 500)}
+    if isinstance(exc, ModelOutputError):
+        out["reason"] = exc.reason
+        out["output_preview"] = exc.output_preview
+    if isinstance(exc, BackendError):
+        out["status"] = exc.status
+    return out

@@ -41,6 +41,7 @@ __all__ = [
     "dislike_rewrite_step",
     "parse_concept_array",
     "prompt_pipeline",
+    "stage_block",
     "tot_enclave",
 ]
 
@@ -250,9 +251,11 @@ def tot_enclave(stage: str, *, run_seed: int, temperature: float) -> Block:
     return fanout_then_reduce("tot_enclave", fanout=critics, reduce=[consensus, final])
 
 
-def _stage_block(
+def stage_block(
     stage: str, prompt: str | object, *, refine: bool, run_seed: int, temperature: float
 ) -> Block:
+    """One stage: a draft, then (``refine``) the ToT enclave; merges its last response and
+    captures it as ``stage.<stage>`` (``dalle_prompt`` for the last stage)."""
     draft = ChatStep(
         name="draft",
         prompt=prompt,  # type: ignore[arg-type]
@@ -273,7 +276,7 @@ def prompt_pipeline(*, run_seed: int, refinement: Refinement, temperature: float
         name="pipeline",
         merge="all_messages",
         nodes=[
-            _stage_block(
+            stage_block(
                 stage,
                 prompt,
                 refine=refinement == "per_stage" or (refinement == "final" and i == last),

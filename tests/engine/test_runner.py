@@ -21,7 +21,9 @@ from image_project.errors import (
     EmptyPromptError,
     EmptyResponseError,
     ModelOutputError,
+    PipelineDefinitionError,
     RefusalError,
+    ServerError,
     StepFailedError,
     location_of,
 )
@@ -518,3 +520,117 @@ async def test_successive_root_runs_record_in_run_order() -> None:
     )
     await runner.run(ctx, ChatStep(name="second", prompt="c", temperature=0))
     assert [r.path for r in ctx.steps] == ["first/a", "first/b", "second"]
+
+
+# -- recoverable steps (on_failure) and stateless re-asks ------------------------------
+
+
+async def test_recoverable_step_failure_is_recorded_and_siblings_continue() -> None:
+    def fn(req: TextRequest) -> str:
+        if "bad" in last_user_text(req):
+            raise ServerError("503 upstream", status=503, attempts=3)
+        return "7"
+
+    ctx = ctx0()
+    block = Block(
+        name="judges",
+        parallel=True,
+        merge="none",
+        nodes=[
+            ChatStep(
+                name=name,
+                prompt=name,
+                temperature=0,
+                parse=parse_int,
+                on_failure=lambda exc: ("failed", type(exc).__name__),
+                capture_key=f"out.{name}",
+            )
+            for name in ("good", "bad")
+        ],
+    )
+    await ChatRunner(FunctionTextBackend(fn)).run(ctx, block)
+    assert ctx.outputs["out.good"] == 7
+    assert ctx.outputs["out.bad"] == ("failed", "ServerError")
+    good, bad = ctx.steps
+    assert good.error is None and bad.response is None
+    assert bad.error == {"type": "ServerError", "message": "503 upstream", "status": 503}
+    assert bad.attempts == 3
+    assert bad.to_dict()["error"]["status"] == 503
+    assert roles(ctx) == [("system", "sys")]
+
+
+async def test_recoverable_step_keeps_the_last_bad_answer_and_reasks() -> None:
+    backend = ScriptedTextBackend(["one", "two"])
+    ctx = ctx0()
+    step = ChatStep(
+        name="n",
+        prompt="a number",
+        temperature=0,
+        parse=parse_int,
+        max_reasks=1,
+        on_failure=lambda exc: None,
+        capture_key="n",
+    )
+    outcome = await ChatRunner(backend).run(ctx, step)
+    record = ctx.steps[0]
+    assert ctx.outputs["n"] is None and outcome.last_response is None
+    assert record.response == "two" and [r["response"] for r in record.reasks] == ["one", "two"]
+    assert record.error is not None and record.error["reason"] == "invalid_output"
+    assert "two" in str(record.error["output_preview"])
+    assert roles(ctx) == [("system", "sys")]  # a recovered failure merges nothing
+
+
+async def test_recoverable_refusal_is_recorded_without_reask() -> None:
+    backend = ScriptedTextBackend([TextReply(text=None, model="m", refusal="no")])
+    ctx = ctx0()
+    step = ChatStep(
+        name="n",
+        prompt="p",
+        temperature=0,
+        parse=parse_int,
+        max_reasks=3,
+        on_failure=lambda exc: "recovered",
+        capture_key="n",
+    )
+    await ChatRunner(backend).run(ctx, step)
+    assert ctx.outputs["n"] == "recovered"
+    assert ctx.steps[0].error is not None and ctx.steps[0].error["type"] == "RefusalError"
+    assert len(backend.requests) == 1
+
+
+async def test_without_on_failure_the_same_error_fails_the_run() -> None:
+    def fn(req: TextRequest) -> str:
+        raise ServerError("503 upstream", status=503, attempts=3)
+
+    with pytest.raises(ServerError):
+        await ChatRunner(FunctionTextBackend(fn)).run(
+            ctx0(), ChatStep(name="n", prompt="p", temperature=0)
+        )
+
+
+async def test_restate_reask_sends_one_fresh_user_message() -> None:
+    backend = ScriptedTextBackend(["one", "2"])
+    ctx = ctx0()
+    step = ChatStep(
+        name="n",
+        prompt="give a number",
+        temperature=0,
+        stateless=True,
+        system_prompt="judge",
+        parse=parse_int,
+        max_reasks=1,
+        reask_style="restate",
+        capture_key="n",
+    )
+    await ChatRunner(backend).run(ctx, step)
+    assert ctx.outputs["n"] == 2
+    second = backend.requests[1].messages
+    assert [m.role for m in second] == ["system", "user"]
+    assert second[1].content.startswith("give a number\n\n")
+    assert "one" in second[1].content  # the validation error names the bad answer
+    assert all(m.role != "assistant" for m in second)
+
+
+def test_reask_style_is_checked_when_the_step_is_built() -> None:
+    with pytest.raises(PipelineDefinitionError, match="reask_style"):
+        ChatStep(prompt="p", temperature=0, reask_style="loud")  # type: ignore[arg-type]

@@ -1,0 +1,156 @@
+"""Profile abstraction: generator-safe hints, and the code check that keeps them safe.
+
+Generators must not see the raw likes (otherwise every card becomes "teal cats at dawn"),
+so one stateless call turns the profile into broad hints::
+
+    {"adjectives": ["quiet", "tactile", ...], "avoid": ["no gore", ...]}
+
+and :func:`check_hints` verifies in code, deterministically, what the prompt asks for:
+
+* no colour word (:data:`COLOUR_WORDS`, matched as whole words, case-insensitively);
+* no 3-gram copied from the likes: no three consecutive content words (stopwords removed)
+  of one hint equal three consecutive content words of one ``Likes`` / ``Loves`` item.
+
+A failing answer is re-asked with the violations listed, then the run fails (the step's
+``max_reasks`` is ``prompt.scoring.max_reasks``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+
+from image_project.backends.base import JsonSchema
+from image_project.stages.scoring.parsing import describe_validation_error, extract_json_object
+
+__all__ = [
+    "COLOUR_WORDS",
+    "HINTS_SCHEMA",
+    "ProfileHints",
+    "check_hints",
+    "content_tokens",
+    "parse_hints",
+    "render_hints",
+    "tokens",
+]
+
+_COLOUR_WORDS_TEXT = """
+    red reds reddish orange oranges orangey yellow yellows yellowish green greens greenish
+    blue blues bluish blueish purple purples purplish violet pink pinks pinkish brown browns
+    brownish black blacks white whites grey greys greyish gray grays grayish teal turquoise
+    cyan magenta crimson scarlet vermilion vermillion maroon burgundy indigo azure cobalt navy
+    ultramarine cerulean emerald jade chartreuse lavender lilac mauve fuchsia beige ochre ocher
+    umber sienna sepia taupe khaki ivory gold golden silver silvery bronze copper coppery amber
+    aquamarine aqua saffron mustard tangerine coral salmon ruby sapphire periwinkle viridian
+    vermeil cream russet auburn charcoal
+    """
+COLOUR_WORDS: frozenset[str] = frozenset(_COLOUR_WORDS_TEXT.split())
+"""Colour names the hints may not contain (whole words, any case)."""
+
+_STOPWORDS_TEXT = """
+    a an the and or but nor of in on at to for from by with without into onto over under
+    through across near beside between among is are was were be been being it its this that
+    these those as so than too very all any each every some no not only just own same such
+    s t up down out off again then once here there when where why how what which who whom
+    """
+_STOPWORDS: frozenset[str] = frozenset(_STOPWORDS_TEXT.split())
+_WORD_RE = re.compile(r"[a-z]+")
+
+
+def tokens(text: str) -> list[str]:
+    """Lower-case letter runs of ``text`` (hyphens and punctuation split words)."""
+    return _WORD_RE.findall(text.lower().replace("\u2019", "'").replace("'", ""))
+
+
+def content_tokens(text: str) -> list[str]:
+    """:func:`tokens` without stopwords."""
+    return [t for t in tokens(text) if t not in _STOPWORDS]
+
+
+def _trigrams(words: Sequence[str]) -> set[tuple[str, str, str]]:
+    return {(words[i], words[i + 1], words[i + 2]) for i in range(len(words) - 2)}
+
+
+_Hint = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=120)]
+
+
+class ProfileHints(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    adjectives: list[_Hint] = Field(min_length=3, max_length=8)
+    avoid: list[_Hint] = Field(default_factory=list, max_length=6)
+
+    def phrases(self) -> tuple[str, ...]:
+        return (*self.adjectives, *self.avoid)
+
+
+HINTS_SCHEMA = JsonSchema(
+    name="generator_profile_hints",
+    schema={
+        "type": "object",
+        "properties": {
+            "adjectives": {
+                "type": "array",
+                "items": {"type": "string", "minLength": 1, "maxLength": 60},
+                "minItems": 3,
+                "maxItems": 8,
+            },
+            "avoid": {
+                "type": "array",
+                "items": {"type": "string", "minLength": 1, "maxLength": 80},
+                "minItems": 0,
+                "maxItems": 6,
+            },
+        },
+        "required": ["adjectives", "avoid"],
+        "additionalProperties": False,
+    },
+    strict=True,
+)
+
+
+def check_hints(phrases: Iterable[str], likes: Iterable[str]) -> list[str]:
+    """Every violation of the hint rules, as readable strings (empty = the hints are safe)."""
+    like_grams: set[tuple[str, str, str]] = set()
+    for item in likes:
+        like_grams |= _trigrams(content_tokens(item))
+    problems: list[str] = []
+    for phrase in phrases:
+        colours = sorted({t for t in tokens(phrase) if t in COLOUR_WORDS})
+        if colours:
+            problems.append(f"{phrase!r} names a colour ({', '.join(colours)})")
+        copied = sorted(_trigrams(content_tokens(phrase)) & like_grams)
+        if copied:
+            shown = ", ".join(" ".join(g) for g in copied[:3])
+            problems.append(f"{phrase!r} copies words from the likes ({shown})")
+    return problems
+
+
+def parse_hints(likes: Sequence[str]) -> object:
+    """A parse function for the abstraction step: valid JSON shape, then :func:`check_hints`.
+    Raises ``ValueError`` (re-asked) listing every problem."""
+
+    def parse(text: str) -> ProfileHints:
+        data = extract_json_object(text)
+        try:
+            hints = ProfileHints.model_validate(data)
+        except ValidationError as exc:
+            raise ValueError(f"invalid hints: {describe_validation_error(exc)}") from exc
+        problems = check_hints(hints.phrases(), likes)
+        if problems:
+            raise ValueError(
+                "the hints must be broad and must not reveal the likes: " + "; ".join(problems)
+            )
+        return hints
+
+    return parse
+
+
+def render_hints(hints: ProfileHints) -> str:
+    lines = [f"Feel: {', '.join(hints.adjectives)}"]
+    if hints.avoid:
+        lines.append(f"Avoid: {'; '.join(hints.avoid)}")
+    return "\n".join(lines)

@@ -1,0 +1,152 @@
+"""Aggregation (median of the ok judges) and the seeded epsilon-greedy selector. Pure code.
+
+Per card: ``median`` of the ok judges' scores (the mean of the middle two for an even
+count), each judge's score, ``spread`` (max - min of those scores), ``n_ok``.
+
+Selector (SPEC "Black-box scoring", step 6): ``effective = max(0, median - penalty)``;
+candidates ordered by (-effective, -median, id); ``roll = Random(derive_seed(seed,
+"selection")).random()``; ``roll < exploration_rate`` explores (a pick weighted by effective
+score among the top ``max(2, ceil(N / 4))``, drawn with the same generator's next number;
+uniform when all those weights are 0), else exploits (the top). Everything is recorded.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from image_project.seeding import rng_for
+
+__all__ = ["ScoreRow", "Selection", "aggregate", "explore_pool_size", "select"]
+
+
+@dataclass(frozen=True)
+class ScoreRow:
+    id: str
+    judge_scores: Mapping[str, int]
+    median: float
+    spread: int
+    n_ok: int
+    novelty_penalty: float = 0.0
+
+    @property
+    def effective_score(self) -> float:
+        return max(0.0, round(self.median - self.novelty_penalty, 3))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "judge_scores": dict(self.judge_scores),
+            "median": self.median,
+            "spread": self.spread,
+            "n_ok": self.n_ok,
+            "novelty_penalty": self.novelty_penalty,
+            "effective_score": self.effective_score,
+        }
+
+
+def _number(x: float) -> float | int:
+    return int(x) if float(x).is_integer() else x
+
+
+def aggregate(
+    ids: Sequence[str],
+    judge_scores: Mapping[str, Mapping[str, int]],
+    penalties: Mapping[str, float] | None = None,
+) -> list[ScoreRow]:
+    """One row per id in ``ids`` order from the ok judges' ``{judge_id: {id: score}}``.
+
+    Raises ``ValueError`` when there are no judges, or a judge misses or adds an id.
+    """
+    if not judge_scores:
+        raise ValueError("no ok judge results to aggregate")
+    if not ids:
+        raise ValueError("no candidates to aggregate")
+    known = set(ids)
+    for judge_id, scores in judge_scores.items():
+        missing = [i for i in ids if i not in scores]
+        unknown = sorted(set(scores) - known)
+        if missing or unknown:
+            raise ValueError(
+                f"judge {judge_id!r} scores do not match the candidates: missing {missing}, "
+                f"unknown {unknown} (of {len(ids)} candidates)"
+            )
+    penalties = penalties or {}
+    rows = []
+    for card_id in ids:
+        per_judge = {j: scores[card_id] for j, scores in judge_scores.items()}
+        values = list(per_judge.values())
+        rows.append(
+            ScoreRow(
+                id=card_id,
+                judge_scores=per_judge,
+                median=_number(statistics.median(values)),
+                spread=max(values) - min(values),
+                n_ok=len(values),
+                novelty_penalty=float(penalties.get(card_id, 0.0)),
+            )
+        )
+    return rows
+
+
+def explore_pool_size(n: int) -> int:
+    return min(n, max(2, math.ceil(n / 4)))
+
+
+@dataclass(frozen=True)
+class Selection:
+    selected_id: str
+    selected_score: float
+    mode: Literal["exploit", "explore"]
+    exploration_rate: float
+    exploration_roll: float
+    ranking: tuple[str, ...]
+    explore_pool: tuple[str, ...]
+    explore_roll: float | None
+
+
+def select(rows: Sequence[ScoreRow], *, exploration_rate: float, run_seed: int) -> Selection:
+    """The seeded epsilon-greedy choice (see the module docstring)."""
+    if not rows:
+        raise ValueError("cannot select from an empty candidate set")
+    ids = [r.id for r in rows]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        raise ValueError(f"duplicate candidate ids {dupes} among {len(ids)} candidates")
+    if not 0.0 <= exploration_rate <= 1.0:
+        raise ValueError(f"exploration_rate must be in [0, 1], got {exploration_rate}")
+    ranked = sorted(rows, key=lambda r: (-r.effective_score, -r.median, r.id))
+    rng = rng_for(run_seed, "selection")
+    roll = rng.random()
+    pool = ranked[: explore_pool_size(len(ranked))]
+    if roll < exploration_rate:
+        weights = [r.effective_score for r in pool]
+        total = sum(weights)
+        pick = rng.random()
+        if total <= 0:
+            chosen = pool[min(int(pick * len(pool)), len(pool) - 1)]
+        else:
+            acc = 0.0
+            chosen = pool[-1]
+            for row, w in zip(pool, weights, strict=True):
+                acc += w / total
+                if pick < acc:
+                    chosen = row
+                    break
+        mode: Literal["exploit", "explore"] = "explore"
+        explore_roll: float | None = pick
+    else:
+        chosen, mode, explore_roll = ranked[0], "exploit", None
+    return Selection(
+        selected_id=chosen.id,
+        selected_score=chosen.median,
+        mode=mode,
+        exploration_rate=exploration_rate,
+        exploration_roll=roll,
+        ranking=tuple(r.id for r in ranked),
+        explore_pool=tuple(r.id for r in pool),
+        explore_roll=explore_roll,
+    )

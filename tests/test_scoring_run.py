@@ -1,0 +1,348 @@
+"""Black-box scoring through run_generation with fake backends: artifacts, transcript,
+isolation of judge output, statuses and quorum, determinism under random completion order,
+and the disabled path being exactly the standard pipeline."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from image_project.app import RunFailed, run_generation
+from image_project.backends.base import TextReply, TextRequest
+from image_project.engine import walk
+from image_project.errors import ServerError
+from image_project.seeding import derive_seed
+from image_project.stages.profile import load_profile
+from image_project.stages.standard import prompt_pipeline
+from image_project.testing import FunctionTextBackend, last_user_text
+from tests.test_app import answer, backends, leftover_files, make_cfg, transcript, untimed_steps
+
+pytestmark = pytest.mark.anyio
+
+SEED = 1234
+ENSEMBLE = (
+    "prompt.scoring.enabled=true",
+    "prompt.scoring.judges=[{id: strict}, {id: warm}, {id: novel}]",
+)
+
+
+def judge_seed(judge_id: str) -> int:
+    return derive_seed(SEED, "step", "judge", judge_id)
+
+
+def _score(seed: int | None, card_id: str) -> int:
+    return int(hashlib.sha256(f"{seed}:{card_id}".encode()).hexdigest(), 16) % 101
+
+
+def scores_json(request: TextRequest, bump: dict[str, int] | None = None) -> str:
+    assert request.json_schema is not None
+    ids = request.json_schema.schema["properties"]["scores"]["items"]["properties"]["id"]["enum"]
+    bump = bump or {}
+    return json.dumps(
+        {
+            "scores": [
+                {"id": i, "score": min(100, _score(request.seed, i) + bump.get(i, 0))} for i in ids
+            ]
+        }
+    )
+
+
+def card_json(request: TextRequest) -> str:
+    return json.dumps(
+        {
+            "hook": f"Lantern keeper {request.seed}",
+            "narrative": "A keeper trims the wick while the harbor sleeps.",
+            "options": {
+                "composition": ["low horizon", "tight close-up"],
+                "palette": ["dusk tones", "night tones"],
+                "medium": ["oil on linen"],
+                "mood": ["calm"],
+            },
+            "avoid": ["crowds"],
+        }
+    )
+
+
+HINTS = json.dumps({"adjectives": ["quiet", "tactile", "airy"], "avoid": ["no gore"]})
+
+
+def role(request: TextRequest) -> str:
+    return request.json_schema.name if request.json_schema is not None else "text"
+
+
+def scoring_answer(request: TextRequest) -> str:
+    kind = role(request)
+    if kind == "generator_profile_hints":
+        return HINTS
+    if kind == "idea_card":
+        return card_json(request)
+    if kind == "idea_scores":
+        return scores_json(request)
+    return answer(request)
+
+
+def with_judges(
+    overrides: dict[str, Callable[[TextRequest], str | TextReply]],
+) -> FunctionTextBackend:
+    """Scoring answers, except that the judges named in ``overrides`` answer differently."""
+    by_seed = {judge_seed(j): fn for j, fn in overrides.items()}
+
+    def fn(request: TextRequest) -> str | TextReply:
+        if role(request) == "idea_scores" and request.seed in by_seed:
+            return by_seed[request.seed](request)
+        return scoring_answer(request)
+
+    return FunctionTextBackend(fn)
+
+
+def step_paths(data: dict[str, Any]) -> list[str]:
+    return [s["path"] for s in data["steps"]]
+
+
+async def test_scoring_run_makes_every_artifact_and_records_each_call(tmp_path: Path) -> None:
+    text = FunctionTextBackend(scoring_answer)
+    result = await run_generation(make_cfg(tmp_path, *ENSEMBLE), backends(text))
+    data = transcript(tmp_path)
+
+    assert result.image_path is not None and result.image_path.is_file()
+    assert (tmp_path / "generations.csv").is_file()
+    assert (tmp_path / "images" / "titles_manifest.csv").is_file()
+    paths = step_paths(data)
+    ideas = [p for p in paths if p.startswith("pipeline/blackbox_scoring/ideas/")]
+    judges = [p for p in paths if p.startswith("pipeline/blackbox_scoring/judges/")]
+    assert ideas == [f"pipeline/blackbox_scoring/ideas/idea_{c}" for c in "ABCDEF"]
+    assert judges == [f"pipeline/blackbox_scoring/judges/{j}" for j in ("strict", "warm", "novel")]
+    assert paths.index("pipeline/blackbox_scoring/profile_abstraction") < paths.index(ideas[0])
+    assert paths.index(judges[-1]) < paths.index("pipeline/blackbox_scoring/select")
+    assert paths.index("pipeline/blackbox_scoring/select") < paths.index(
+        "pipeline/final_prompt_from_selected_idea/draft"
+    )
+    assert "pipeline/dalle_prompt_creation/draft" in paths
+
+    bbs = data["blackbox_scoring"]
+    assert set(bbs) == {
+        "enabled", "config_snapshot", "candidates", "judges", "score_table", "selected_id",
+        "selected_score", "exploration_rate", "exploration_roll", "selection_mode", "novelty",
+    }  # fmt: skip
+    assert bbs["enabled"] is True and bbs["selected_id"] in "ABCDEF"
+    assert [c["id"] for c in bbs["candidates"]] == list("ABCDEF")
+    assert len({c["direction"] for c in bbs["candidates"]}) == 6
+    # Each card's derived seed was sent as the API seed of its own call.
+    sent = {s["name"]: s["params"]["seed"] for s in data["steps"] if s["type"] == "chat"}
+    assert all(sent[f"idea_{c['id']}"] == c["seed"] for c in bbs["candidates"])
+    assert [j["status"] for j in bbs["judges"]] == ["ok", "ok", "ok"]
+    assert all(sorted(j["order"]) == list("ABCDEF") for j in bbs["judges"])
+    assert len({tuple(j["order"]) for j in bbs["judges"]}) > 1  # per-judge seeded orders
+    row = next(r for r in bbs["score_table"] if r["id"] == bbs["selected_id"])
+    assert bbs["selected_score"] == row["median"]
+    assert row["n_ok"] == 3 and set(row["judge_scores"]) == {"strict", "warm", "novel"}
+    assert bbs["novelty"]["used"] is False and "FileNotFoundError" in bbs["novelty"]["warning"]
+    assert (
+        result.scoring is not None and result.scoring["selected_card"]["id"] == bbs["selected_id"]
+    )
+    # The final prompt stage was given the selected card.
+    final = next(
+        s for s in data["steps"] if s["path"] == "pipeline/final_prompt_from_selected_idea/draft"
+    )
+    assert result.scoring["selected_card"]["hook"] in final["prompt"]
+
+
+async def test_no_judge_prompt_or_answer_reaches_any_later_call(tmp_path: Path) -> None:
+    text = FunctionTextBackend(scoring_answer)
+    await run_generation(make_cfg(tmp_path, *ENSEMBLE), backends(text))
+    judge_requests = [r for r in text.requests if role(r) == "idea_scores"]
+    assert len(judge_requests) == 3
+    judge_texts = {last_user_text(r) for r in judge_requests}
+    judge_texts |= {scores_json(r) for r in judge_requests}
+    judge_system = {m.content for r in judge_requests for m in r.messages if m.role == "system"}
+    later = text.requests[text.requests.index(judge_requests[-1]) + 1 :]
+    assert len(later) >= 10  # final prompt, ToT enclave, dalle prompt, title
+    others = [r for r in text.requests if role(r) != "idea_scores"]
+    for request in others:
+        for message in request.messages:
+            assert message.content not in judge_system
+            assert '"scores"' not in message.content
+            for leaked in judge_texts:
+                assert leaked not in message.content
+
+
+async def test_disabled_scoring_is_exactly_the_standard_pipeline(tmp_path: Path) -> None:
+    plain, tuned = tmp_path / "plain", tmp_path / "tuned"
+    await run_generation(make_cfg(plain), backends(FunctionTextBackend(answer)))
+    # Every scoring knob changed, but scoring off: nothing about the run may change.
+    await run_generation(
+        make_cfg(
+            tuned,
+            "prompt.scoring.enabled=false",
+            "prompt.scoring.num_ideas=9",
+            "prompt.scoring.judges=[{id: a}, {id: b}]",
+            "prompt.scoring.exploration_rate=0.5",
+        ),
+        backends(FunctionTextBackend(answer)),
+    )
+    a, b = transcript(plain), transcript(tuned)
+    assert untimed_steps(a) == untimed_steps(b)
+    assert a["final_image_prompt"] == b["final_image_prompt"]
+    assert a["blackbox_scoring"] == b["blackbox_scoring"] == {"enabled": False}
+    tree = prompt_pipeline(run_seed=SEED, refinement="final", temperature=0.8)
+    chat_paths = [p for p, node in walk(tree) if type(node).__name__ == "ChatStep"]
+    assert step_paths(a) == ["dislike_rewrite", *chat_paths, "title"]
+    for name in ("generations.csv", "images/titles_manifest.csv"):
+        assert (plain / name).is_file() and (tuned / name).is_file()
+    assert len(list((tuned / "images").glob("*_image.jpg"))) == 1
+
+
+async def test_failed_judges_get_statuses_and_the_quorum_carries_the_run(tmp_path: Path) -> None:
+    def refuse(request: TextRequest) -> TextReply:
+        return TextReply(text=None, model="fake", refusal="I can't help with that.")
+
+    text = with_judges({"strict": refuse, "warm": lambda r: "Card B is lovely, I'd say 80."})
+    cfg = make_cfg(tmp_path, *ENSEMBLE, "prompt.scoring.min_ok_judges=1")
+    await run_generation(cfg, backends(text))
+    data = transcript(tmp_path)
+    statuses = {j["id"]: (j["status"], j["attempts"]) for j in data["blackbox_scoring"]["judges"]}
+    assert statuses == {"strict": ("refused", 1), "warm": ("parse_error", 2), "novel": ("ok", 1)}
+    steps = {s["name"]: s for s in data["steps"]}
+    assert steps["strict"]["error"]["type"] == "RefusalError"
+    assert steps["warm"]["error"]["reason"] == "invalid_output"
+    assert len(steps["warm"]["reasks"]) == 2 and "error" not in steps["novel"]
+    # Only the ok judge is aggregated.
+    assert all(
+        r["n_ok"] == 1 and set(r["judge_scores"]) == {"novel"}
+        for r in data["blackbox_scoring"]["score_table"]
+    )
+    # The refusal was never re-asked; the malformed answer was re-asked once, statelessly.
+    strict = [r for r in text.requests if r.seed == judge_seed("strict")]
+    warm = [r for r in text.requests if r.seed == judge_seed("warm")]
+    assert len(strict) == 1 and len(warm) == 2
+    assert [m.role for m in warm[1].messages] == ["system", "user"]
+    assert last_user_text(warm[1]).startswith(last_user_text(warm[0]))
+    assert "rejected by validation" in last_user_text(warm[1])
+
+
+async def test_too_few_ok_judges_fails_with_invalid_judge_output(tmp_path: Path) -> None:
+    def broken(request: TextRequest) -> str:
+        return "{not json" + "x" * 500
+
+    def down(request: TextRequest) -> str:
+        raise ServerError("503 from the fake", status=503, attempts=4)
+
+    text = with_judges({"strict": broken, "warm": down})
+    with pytest.raises(RunFailed) as caught:
+        await run_generation(make_cfg(tmp_path, *ENSEMBLE), backends(text))
+    error = caught.value.error
+    assert error["type"] == "ModelOutputError" and error["phase"] == "pipeline"
+    assert error["path"] == "pipeline/blackbox_scoring/select"
+    message = error["message"]
+    assert message.startswith("invalid_judge_output")
+    assert "strict=parse_error" in message and "warm=error" in message and "novel=ok" in message
+    assert "pipeline/blackbox_scoring/judges/strict" in message
+    preview = message.split("output preview: ", 1)[1]
+    assert len(preview) <= 204  # the 200-character preview plus its quotes and ")"
+    data = transcript(tmp_path)
+    assert data["error"]["type"] == "ModelOutputError"
+    assert [j["status"] for j in data["blackbox_scoring"]["judges"]] == [
+        "parse_error",
+        "error",
+        "ok",
+    ]
+    assert data["blackbox_scoring"]["judges"][1]["attempts"] == 1
+    assert next(s for s in data["steps"] if s["name"] == "warm")["attempts"] == 4
+    assert data["blackbox_scoring"]["selected_id"] is None
+    assert leftover_files(tmp_path) == []
+
+
+async def test_malformed_card_is_reasked_then_fails_at_its_step(tmp_path: Path) -> None:
+    card_b_seed = derive_seed(SEED, "step", "idea", "B")
+
+    def fn(request: TextRequest) -> str:
+        if role(request) == "idea_card" and request.seed == card_b_seed:
+            return '{"hook": "no options here", "narrative": "n"}'
+        return scoring_answer(request)
+
+    text = FunctionTextBackend(fn)
+    with pytest.raises(RunFailed) as caught:
+        await run_generation(make_cfg(tmp_path, *ENSEMBLE), backends(text))
+    assert caught.value.error["path"] == "pipeline/blackbox_scoring/ideas/idea_B"
+    assert "options" in caught.value.error["message"]
+    assert sum(1 for r in text.requests if r.seed == card_b_seed) == 2  # asked, re-asked once
+    assert not any(role(r) == "idea_scores" for r in text.requests)
+    assert leftover_files(tmp_path) == []
+
+
+async def test_hints_that_leak_the_likes_are_reasked_then_fail(tmp_path: Path) -> None:
+    def fn(request: TextRequest) -> str:
+        if role(request) == "generator_profile_hints":
+            return json.dumps(
+                {"adjectives": ["teal", "misty coastal landscapes", "quiet"], "avoid": []}
+            )
+        return scoring_answer(request)
+
+    text = FunctionTextBackend(fn)
+    with pytest.raises(RunFailed) as caught:
+        await run_generation(make_cfg(tmp_path, *ENSEMBLE), backends(text))
+    assert caught.value.error["path"] == "pipeline/blackbox_scoring/profile_abstraction"
+    message = caught.value.error["message"]
+    assert "names a colour (teal)" in message and "copies words from the likes" in message
+    assert not any(role(r) == "idea_card" for r in text.requests)
+
+
+async def test_generators_never_see_the_raw_likes(tmp_path: Path) -> None:
+    text = FunctionTextBackend(scoring_answer)
+    await run_generation(make_cfg(tmp_path, *ENSEMBLE), backends(text))
+    likes = load_profile(Path(__file__).parents[1] / "config" / "profile.csv").likes
+    assert len(likes) >= 5
+    generators = [r for r in text.requests if role(r) == "idea_card"]
+    assert len(generators) == 6
+    for request in generators:
+        for message in request.messages:
+            for like in likes:
+                assert like not in message.content
+            assert "quiet, tactile, airy" in last_user_text(request)
+
+
+async def test_concurrent_runs_with_random_delays_equal_the_sequential_run(tmp_path: Path) -> None:
+    jitter = random.Random()  # deliberately unseeded: completion order must not matter
+
+    finished: list[int | None] = []
+
+    async def slow(request: TextRequest) -> str:
+        await anyio.sleep(jitter.uniform(0, 0.004))
+        if role(request) == "idea_card":
+            finished.append(request.seed)
+        return scoring_answer(request)
+
+    runs = []
+    completion_orders = []
+    for i, mode in enumerate(["sequential", "concurrent", "concurrent", "concurrent"]):
+        finished.clear()
+        tmp = tmp_path / f"run{i}"
+        text = FunctionTextBackend(slow)
+        await run_generation(
+            make_cfg(
+                tmp, *ENSEMBLE, "prompt.scoring.exploration_rate=0.5", f"run.concurrency={mode}"
+            ),
+            backends(text),
+        )
+        data = transcript(tmp)
+        novelty = data["blackbox_scoring"]["novelty"]
+        novelty["warning"] = novelty["warning"].replace(str(tmp), "<tmp>")
+        runs.append((data, text.requests))
+        completion_orders.append(tuple(finished))
+    reference = runs[0][0]
+    for data, _ in runs[1:]:
+        assert untimed_steps(data) == untimed_steps(reference)
+        assert data["blackbox_scoring"] == reference["blackbox_scoring"]
+        assert data["final_image_prompt"] == reference["final_image_prompt"]
+    assert reference["blackbox_scoring"]["selected_id"] is not None
+    assert reference["blackbox_scoring"]["selection_mode"] in ("exploit", "explore")
+    # The concurrent runs really finished their idea calls out of declared order.
+    declared = completion_orders[0]
+    assert any(order != declared for order in completion_orders[1:])
