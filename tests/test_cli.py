@@ -219,3 +219,45 @@ def test_unloadable_caption_font_exits_2_before_any_call(
     assert code == 2
     assert "not_a_font.ttf" in capsys.readouterr().err
     assert not (tmp_path / "out" / "logs").exists()
+
+
+def test_offline_scoring_run_shows_the_selection_and_uses_history(tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    args = [
+        "--config",
+        str(config),
+        "--set",
+        "prompt.scoring.enabled=true",
+        "--set",
+        "prompt.scoring.judges=[{id: strict}, {id: warm}, {id: novel}]",
+    ]
+    first = run_main(tmp_path, *args, "--seed", "11")
+    assert first.returncode == 0, first.stderr
+    assert "OFFLINE" in first.stdout
+    # The one warn-and-continue: no history yet.
+    assert "Novelty enabled but history unavailable" in first.stderr
+    assert str(tmp_path / "out" / "generations.csv") in first.stderr
+    logs = tmp_path / "out" / "logs"
+    (t_path,) = logs.glob("*_transcript.json")
+    bbs = json.loads(t_path.read_text(encoding="utf-8"))["blackbox_scoring"]
+    selected = bbs["selected_id"]
+    assert (
+        f"Selected    idea {selected}: median {bbs['selected_score']}, {bbs['selection_mode']}"
+        in first.stdout
+    )
+    header = next(line for line in first.stdout.splitlines() if line.startswith("  Scores"))
+    assert header.split()[1:5] == ["card", "strict", "warm", "novel"]
+    rows = [
+        line.split()
+        for line in first.stdout.splitlines()
+        if line.startswith("              ") and line.split()[0] in "ABCDEF"
+    ]
+    assert [r[0] for r in rows] == list("ABCDEF")
+    assert [r[0] for r in rows if r[-1] == "<"] == [selected]
+    assert "Judges      strict ok, warm ok, novel ok; novelty off" in first.stdout
+
+    second = run_main(tmp_path, *args, "--seed", "12")
+    assert second.returncode == 0, second.stderr
+    assert "history unavailable" not in second.stderr
+    assert "novelty on (1 recent prompts" in second.stdout
+    assert len(read_csv(tmp_path / "out" / "generations.csv")) == 2

@@ -490,3 +490,44 @@ async def test_every_layout_renders(layout: str) -> None:
 async def test_malformed_size_is_rejected(size: str) -> None:
     with pytest.raises(RequestRejectedError, match="size"):
         await OfflineImageBackend().generate(ImageRequest("teal", size=size))
+
+
+@pytest.mark.parametrize("schema", [None, "hints"])
+async def test_do_not_copy_sections_never_reach_the_reply(schema: str | None) -> None:
+    secret = "Misty coastal landscapes at dawn; teal and burnt-orange palettes; cats in sunlight"
+    user = (
+        "Summarise the taste below as hints: quiet, intimate, weathered, luminous, airy.\n"
+        f"<do_not_copy>\n{secret}\n</do_not_copy>"
+    )
+    json_schema = (
+        JsonSchema(
+            "hints",
+            {
+                "type": "object",
+                "properties": {
+                    "adjectives": {"type": "array", "items": {"type": "string"}, "minItems": 6}
+                },
+                "required": ["adjectives"],
+                "additionalProperties": False,
+            },
+        )
+        if schema
+        else None
+    )
+    secret_words = {"misty", "coastal", "landscapes", "dawn", "teal", "burnt", "orange", "cats"}
+    for seed in range(20):
+        reply = await OfflineTextBackend().complete(
+            TextRequest(
+                messages=(Message("user", user),),
+                temperature=1.0,
+                seed=seed,
+                json_schema=json_schema,
+            )
+        )
+        words = set(re.findall(r"[a-z]+", (reply.text or "").lower()))
+        assert not words & secret_words, reply.text
+    # Without the tags the same words are fair game (so the test above can fail).
+    reply = await OfflineTextBackend().complete(
+        TextRequest(messages=(Message("user", secret),), temperature=1.0, seed=1)
+    )
+    assert set(re.findall(r"[a-z]+", (reply.text or "").lower())) & secret_words

@@ -7,7 +7,8 @@ One generator call produces one card as strict JSON::
      "avoid": [...]}
 
 ``avoid`` may be omitted (it is required by the structured-output schema, as strict mode
-demands, but may be empty). Ids ``A, B, C, ...`` are assigned by code in declared order, so
+demands, but may be empty). The schema sticks to keywords OpenAI's strict mode accepts
+(array ``minItems`` / ``maxItems``, no string lengths); lengths are checked in code. Ids ``A, B, C, ...`` are assigned by code in declared order, so
 the model never invents or duplicates one; an ``id`` key in the answer is rejected like any
 other unexpected key.
 """
@@ -64,7 +65,7 @@ class IdeaCard(BaseModel):
 def _string_list(lo: int, hi: int) -> dict[str, Any]:
     return {
         "type": "array",
-        "items": {"type": "string", "minLength": 1, "maxLength": 200},
+        "items": {"type": "string"},
         "minItems": lo,
         "maxItems": hi,
     }
@@ -75,8 +76,8 @@ CARD_SCHEMA = JsonSchema(
     schema={
         "type": "object",
         "properties": {
-            "hook": {"type": "string", "minLength": 1, "maxLength": 300},
-            "narrative": {"type": "string", "minLength": 1, "maxLength": 600},
+            "hook": {"type": "string"},
+            "narrative": {"type": "string"},
             "options": {
                 "type": "object",
                 "properties": {

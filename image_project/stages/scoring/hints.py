@@ -94,13 +94,13 @@ HINTS_SCHEMA = JsonSchema(
         "properties": {
             "adjectives": {
                 "type": "array",
-                "items": {"type": "string", "minLength": 1, "maxLength": 60},
+                "items": {"type": "string"},
                 "minItems": 3,
                 "maxItems": 8,
             },
             "avoid": {
                 "type": "array",
-                "items": {"type": "string", "minLength": 1, "maxLength": 80},
+                "items": {"type": "string"},
                 "minItems": 0,
                 "maxItems": 6,
             },

@@ -29,7 +29,7 @@ __all__ = [
     "looks_like_refusal",
 ]
 
-_FENCE_RE = re.compile(r"^```[A-Za-z0-9_-]*[ \t]*\n(?P<body>.*)\n[ \t]*```$", re.DOTALL)
+_FENCE_RE = re.compile(r"^```[A-Za-z0-9_-]*[ \t]*\r?\n(?P<body>.*)\r?\n[ \t]*```$", re.DOTALL)
 
 # Seed 002's refusal heuristics: phrases a model uses when it declines. Matched
 # case-insensitively near the start of an answer that is not valid JSON.

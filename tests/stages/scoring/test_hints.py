@@ -1,0 +1,201 @@
+"""Generator-safe profile hints: the code check (no colour words, no 3-gram copied from the
+likes) and the hints parser used by the abstraction step."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import cast
+
+import pytest
+
+from image_project.stages.scoring.hints import (
+    ProfileHints,
+    check_hints,
+    content_tokens,
+    parse_hints,
+    render_hints,
+    tokens,
+)
+
+LIKES = ["Misty coastal landscapes at dawn", "Teal cats sleeping on windowsills"]
+
+# -- tokenizer -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("goldsmith", ["goldsmith"]),
+        ("burnt-orange", ["burnt", "orange"]),
+        ("Misty, coastal \u2014 landscapes!", ["misty", "coastal", "landscapes"]),
+        ("Don't", ["dont"]),
+        ("Don\u2019t", ["dont"]),
+        ("R2D2 42", ["r", "d"]),
+    ],
+)
+def test_tokens(text: str, expected: list[str]) -> None:
+    assert tokens(text) == expected
+
+
+def test_content_tokens_drop_stopwords() -> None:
+    assert content_tokens("The misty and the coastal landscapes at dawn") == [
+        "misty",
+        "coastal",
+        "landscapes",
+        "dawn",
+    ]
+
+
+# -- check_hints: colours --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("phrase", "colour"),
+    [
+        ("golden", "golden"),
+        ("Teal", "teal"),
+        ("reddish", "reddish"),
+        ("burnt-orange", "orange"),
+        ("softly GREY skies", "grey"),
+        ("a Crimson, brooding mood", "crimson"),
+    ],
+)
+def test_colour_words_are_rejected(phrase: str, colour: str) -> None:
+    assert check_hints([phrase], []) == [f"{phrase!r} names a colour ({colour})"]
+
+
+def test_several_colours_in_one_phrase_are_listed_sorted() -> None:
+    assert check_hints(["red and blue"], []) == ["'red and blue' names a colour (blue, red)"]
+
+
+@pytest.mark.parametrize(
+    "phrase",
+    ["redolent", "goldsmith", "bluest", "orangery", "tealight", "quiet", "tactile"],
+)
+def test_colour_words_match_whole_words_only(phrase: str) -> None:
+    assert check_hints([phrase], LIKES) == []
+
+
+# -- check_hints: copied 3-grams -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "phrase",
+    [
+        "misty coastal landscapes",
+        "MISTY COASTAL LANDSCAPES",
+        "misty, coastal \u2014 landscapes",
+        "the misty and coastal landscapes",
+        "coastal landscapes at dawn",
+    ],
+)
+def test_copied_trigram_is_rejected(phrase: str) -> None:
+    problems = check_hints([phrase], LIKES)
+    assert len(problems) == 1
+    assert problems[0].startswith(f"{phrase!r} copies words from the likes (")
+
+
+def test_copied_trigram_message_shows_the_words() -> None:
+    assert check_hints(["misty, coastal \u2014 landscapes"], LIKES) == [
+        "'misty, coastal \u2014 landscapes' copies words from the likes (misty coastal landscapes)"
+    ]
+
+
+@pytest.mark.parametrize(
+    "phrase",
+    [
+        "misty coastal feel",
+        "coastal landscapes",
+        "landscapes misty coastal",
+        "cats sleeping peacefully",
+    ],
+)
+def test_two_copied_words_are_fine(phrase: str) -> None:
+    assert check_hints([phrase], LIKES) == []
+
+
+def test_trigram_must_be_within_one_like_item() -> None:
+    likes = ["quiet harbour dawn", "sleeping cats indoors"]
+    # "dawn sleeping cats" would only match if the likes were run together
+    assert check_hints(["dawn sleeping cats"], likes) == []
+    assert len(check_hints(["sleeping cats indoors"], likes)) == 1
+
+
+def test_safe_hints_give_no_problems() -> None:
+    phrases = ["quiet", "tactile", "atmospheric", "gently nostalgic", "no gore"]
+    assert check_hints(phrases, LIKES) == []
+
+
+def test_both_violations_are_reported() -> None:
+    assert check_hints(["misty coastal landscapes in gold", "calm"], LIKES) == [
+        "'misty coastal landscapes in gold' names a colour (gold)",
+        "'misty coastal landscapes in gold' copies words from the likes (misty coastal landscapes)",
+    ]
+
+
+def test_no_likes_only_colours_matter() -> None:
+    assert check_hints(["misty coastal landscapes"], []) == []
+
+
+# -- parse_hints -----------------------------------------------------------------------
+
+
+def _parser() -> Callable[[str], ProfileHints]:
+    parse = parse_hints(LIKES)
+    assert callable(parse)
+    return cast(Callable[[str], ProfileHints], parse)
+
+
+def test_parse_hints_valid() -> None:
+    text = json.dumps({"adjectives": [" quiet ", "tactile", "airy"], "avoid": ["no gore"]})
+    hints = _parser()(text)
+    assert isinstance(hints, ProfileHints)
+    assert hints.adjectives == ["quiet", "tactile", "airy"]
+    assert hints.avoid == ["no gore"]
+    assert hints.phrases() == ("quiet", "tactile", "airy", "no gore")
+    assert render_hints(hints) == "Feel: quiet, tactile, airy\nAvoid: no gore"
+
+
+def test_parse_hints_avoid_optional() -> None:
+    hints = _parser()(json.dumps({"adjectives": ["quiet", "tactile", "airy"]}))
+    assert hints.avoid == []
+    assert render_hints(hints) == "Feel: quiet, tactile, airy"
+
+
+@pytest.mark.parametrize("adjectives", [[], ["quiet"], ["quiet", "tactile"]])
+def test_parse_hints_too_few_adjectives(adjectives: list[str]) -> None:
+    with pytest.raises(ValueError, match="invalid hints: adjectives: List should have at least 3"):
+        _parser()(json.dumps({"adjectives": adjectives, "avoid": []}))
+
+
+def test_parse_hints_extra_key() -> None:
+    text = json.dumps({"adjectives": ["a", "b", "c"], "avoid": [], "likes": ["x"]})
+    with pytest.raises(ValueError, match="likes: unexpected key"):
+        _parser()(text)
+
+
+def test_parse_hints_colour_in_avoid() -> None:
+    text = json.dumps({"adjectives": ["quiet", "tactile", "airy"], "avoid": ["no crimson skies"]})
+    with pytest.raises(ValueError) as info:
+        _parser()(text)
+    message = str(info.value)
+    assert message.startswith("the hints must be broad and must not reveal the likes: ")
+    assert "'no crimson skies' names a colour (crimson)" in message
+
+
+def test_parse_hints_lists_every_violation() -> None:
+    text = json.dumps(
+        {"adjectives": ["golden", "misty coastal landscapes", "airy"], "avoid": ["no teal"]}
+    )
+    with pytest.raises(ValueError) as info:
+        _parser()(text)
+    message = str(info.value)
+    assert "'golden' names a colour (golden)" in message
+    assert "'misty coastal landscapes' copies words from the likes" in message
+    assert "'no teal' names a colour (teal)" in message
+
+
+def test_parse_hints_rejects_prose() -> None:
+    with pytest.raises(ValueError, match="ONLY the JSON object"):
+        _parser()('Sure! {"adjectives": ["a", "b", "c"], "avoid": []}')

@@ -1,0 +1,299 @@
+"""Novelty: recent motifs from the generations CSV, the per-card penalty, and the
+warn-and-continue loading of the history."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from image_project.artifacts.generations import (
+    GENERATIONS_FIELDS,
+    append_generation_row,
+    read_recent_prompts,
+)
+from image_project.stages.scoring.flow import NoveltyState, load_novelty
+from image_project.stages.scoring.novelty import (
+    Motif,
+    NoveltySummary,
+    novelty_penalty,
+    recent_motifs,
+)
+
+PROMPTS = [
+    "A lighthouse at sunset above a quiet harbor",
+    "Lighthouse keeper watching the sunset from a meadow",
+    "An old lighthouse, sunset glow over glacier ice",
+    "Lighthouse beam cutting through forest fog",
+    "Desert caravan crossing dunes under stars",
+]
+
+LOGGER = "image_project.scoring"
+
+
+def _write_history(path: Path, prompts: list[str] = PROMPTS) -> Path:
+    for i, prompt in enumerate(prompts):
+        append_generation_row(
+            path,
+            {
+                "generation_id": f"gen-{i}",
+                "selected_concepts": ["Baroque", "Calm"],
+                "final_image_prompt": prompt,
+                "created_at": "2024-05-01T10:00:00Z",
+            },
+        )
+    return path
+
+
+@pytest.fixture
+def history(tmp_path: Path) -> Path:
+    return _write_history(tmp_path / "generations.csv")
+
+
+# -- recent_motifs ---------------------------------------------------------------------
+
+
+def test_motifs_from_the_history(history: Path) -> None:
+    prompts = read_recent_prompts(history, 10)
+    assert prompts == PROMPTS
+    summary = recent_motifs(prompts)
+    assert summary.rows == 5
+    assert summary.motifs == (
+        Motif("lighthouse", 4, 0.8),
+        Motif("sunset", 3, 0.6),
+    )
+    assert summary.describe() == (
+        "Motifs repeated across the last 5 images: lighthouse (4/5), sunset (3/5)."
+    )
+
+
+def test_motifs_are_deterministic(history: Path) -> None:
+    first = recent_motifs(read_recent_prompts(history, 5))
+    second = recent_motifs(read_recent_prompts(history, 5))
+    assert first == second
+    assert [m.to_dict() for m in first.motifs] == [m.to_dict() for m in second.motifs]
+
+
+def test_window_keeps_only_the_last_rows(history: Path) -> None:
+    last_two = read_recent_prompts(history, 2)
+    assert last_two == PROMPTS[-2:]
+    summary = recent_motifs(last_two)
+    assert summary.rows == 2
+    assert summary.motifs == ()
+    assert summary.describe() == "No motif repeats across the last 2 images."
+
+    last_three = recent_motifs(read_recent_prompts(history, 3))
+    assert last_three.rows == 3
+    assert last_three.motifs == (Motif("lighthouse", 2, 0.667),)
+
+
+def test_word_counts_once_per_prompt_and_format_words_ignored() -> None:
+    summary = recent_motifs(
+        [
+            "Subject: owl owl owl. Lighting: soft. Composition: wide shot.",
+            "Subject: owl. Lighting: hard. Composition: close shot.",
+            "Subject: fox. Lighting: dim. Composition: wide shot.",
+        ]
+    )
+    assert summary.motifs == (Motif("owl", 2, 0.667), Motif("wide", 2, 0.667))
+
+
+def test_motifs_sorted_by_count_then_word_and_capped_at_12() -> None:
+    words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"]
+    words += ["india", "juliet", "kilo", "lima", "mike", "november"]
+    prompts = [" ".join(words), " ".join(words), "zulu zulu", "zulu"]
+    summary = recent_motifs(prompts)
+    assert len(summary.motifs) == 12
+    assert summary.motifs[0] == Motif("alpha", 2, 0.5)
+    assert [m.word for m in summary.motifs] == sorted([*words, "zulu"])[:12]
+
+
+def test_no_prompts() -> None:
+    summary = recent_motifs([])
+    assert summary.rows == 0
+    assert summary.motifs == ()
+
+
+# -- novelty_penalty -------------------------------------------------------------------
+
+
+@pytest.fixture
+def summary(history: Path) -> NoveltySummary:
+    return recent_motifs(read_recent_prompts(history, 5))
+
+
+@pytest.mark.parametrize(
+    ("card", "penalty", "used"),
+    [
+        ("A lone lighthouse on a cliff", 8.0, ("lighthouse",)),
+        ("LIGHTHOUSES? no: a Lighthouse!", 8.0, ("lighthouse",)),
+        ("A sunset over the sea", 6.0, ("sunset",)),
+        ("Sunset behind the lighthouse", 14.0, ("lighthouse", "sunset")),
+        ("A fox in fresh snow", 0.0, ()),
+        ("", 0.0, ()),
+    ],
+)
+def test_penalty(summary: NoveltySummary, card: str, penalty: float, used: tuple[str, ...]) -> None:
+    assert novelty_penalty(card, summary) == (penalty, used)
+
+
+def test_penalty_is_capped_at_25() -> None:
+    summary = NoveltySummary(
+        rows=4,
+        motifs=(
+            Motif("castle", 4, 1.0),
+            Motif("dragon", 4, 1.0),
+            Motif("moon", 3, 0.75),
+        ),
+    )
+    assert novelty_penalty("castle dragon", summary) == (20.0, ("castle", "dragon"))
+    assert novelty_penalty("moon over a castle, dragon asleep", summary) == (
+        25.0,
+        ("castle", "dragon", "moon"),
+    )
+
+
+def test_penalty_rounded_to_one_decimal() -> None:
+    summary = NoveltySummary(rows=3, motifs=(Motif("owl", 2, 0.667),))
+    assert novelty_penalty("owl", summary) == (6.7, ("owl",))
+
+
+# -- load_novelty ----------------------------------------------------------------------
+
+
+def test_missing_history_warns_and_disables(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "nowhere" / "generations.csv"
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    state = load_novelty(True, 10, path)
+    assert state.enabled is True
+    assert state.used is False
+    assert state.summary is None
+    assert state.warning is not None
+    assert str(path) in state.warning
+    assert "FileNotFoundError" in state.warning
+    records = [r for r in caplog.records if r.name == LOGGER]
+    assert len(records) == 1
+    assert records[0].levelno == logging.WARNING
+    assert str(path) in records[0].getMessage()
+    assert "FileNotFoundError" in records[0].getMessage()
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"", (",".join(GENERATIONS_FIELDS) + "\r\n").encode(), b"\r\n\r\n"],
+    ids=["zero-bytes", "header-only", "blank-lines"],
+)
+def test_empty_history_warns(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, content: bytes
+) -> None:
+    path = tmp_path / "generations.csv"
+    path.write_bytes(content)
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    state = load_novelty(True, 10, path)
+    assert state.used is False
+    assert state.enabled is True
+    assert state.warning is not None
+    assert str(path) in state.warning
+    assert "ValueError" in state.warning
+    assert [r.levelno for r in caplog.records if r.name == LOGGER] == [logging.WARNING]
+
+
+def test_history_without_prompt_column_warns(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "generations.csv"
+    path.write_text("generation_id,selected_concepts\r\ngen-1,[]\r\n", encoding="utf-8")
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    state = load_novelty(True, 10, path)
+    assert state.used is False
+    assert state.warning is not None
+    assert "InputFileError" in state.warning
+    assert "final_image_prompt" in state.warning
+    assert str(path) in state.warning
+    assert any(str(path) in r.getMessage() for r in caplog.records if r.name == LOGGER)
+
+
+def test_history_not_utf8_warns(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "generations.csv"
+    path.write_bytes(b"generation_id,final_image_prompt\r\n1,caf\xe9\r\n")
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    state = load_novelty(True, 10, path)
+    assert state.used is False
+    assert state.warning is not None
+    assert "InputFileError" in state.warning
+    assert len([r for r in caplog.records if r.name == LOGGER]) == 1
+
+
+def test_history_is_a_directory_warns(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    state = load_novelty(True, 10, tmp_path)
+    assert state.used is False
+    assert state.warning is not None
+    assert str(tmp_path) in state.warning
+
+
+def test_disabled_is_quiet(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger=LOGGER)
+    state = load_novelty(False, 10, tmp_path / "missing.csv")
+    assert state == NoveltyState(enabled=False, window=10)
+    assert state.used is False
+    assert state.warning is None
+    assert [r for r in caplog.records if r.name == LOGGER] == []
+
+
+def test_window_zero_is_quiet(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger=LOGGER)
+    state = load_novelty(True, 0, tmp_path / "missing.csv")
+    assert state.used is False
+    assert state.enabled is False
+    assert state.warning is None
+    assert [r for r in caplog.records if r.name == LOGGER] == []
+
+
+def test_good_history_is_used(history: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger=LOGGER)
+    state = load_novelty(True, 5, history)
+    assert state.used is True
+    assert state.enabled is True
+    assert state.warning is None
+    assert state.summary is not None
+    assert state.summary.rows == 5
+    assert [m.word for m in state.summary.motifs] == ["lighthouse", "sunset"]
+    assert [r for r in caplog.records if r.name == LOGGER and r.levelno >= logging.WARNING] == []
+
+
+def test_window_applies_in_load_novelty(history: Path) -> None:
+    state = load_novelty(True, 3, history)
+    assert state.summary == NoveltySummary(rows=3, motifs=(Motif("lighthouse", 2, 0.667),))
+
+
+# -- NoveltyState.to_dict --------------------------------------------------------------
+
+
+def test_to_dict_when_used(history: Path) -> None:
+    assert load_novelty(True, 5, history).to_dict() == {
+        "enabled": True,
+        "used": True,
+        "window": 5,
+        "rows": 5,
+        "motifs": [
+            {"word": "lighthouse", "prompts": 4, "share": 0.8},
+            {"word": "sunset", "prompts": 3, "share": 0.6},
+        ],
+        "warning": None,
+    }
+
+
+def test_to_dict_when_unavailable(tmp_path: Path) -> None:
+    data = load_novelty(True, 7, tmp_path / "missing.csv").to_dict()
+    assert set(data) == {"enabled", "used", "window", "rows", "motifs", "warning"}
+    assert data["enabled"] is True
+    assert data["used"] is False
+    assert data["window"] == 7
+    assert data["rows"] == 0
+    assert data["motifs"] == []
+    assert isinstance(data["warning"], str)
+    assert "FileNotFoundError" in data["warning"]
