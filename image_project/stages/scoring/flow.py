@@ -129,13 +129,20 @@ def load_novelty(enabled: bool, window: int, history_path: Path) -> NoveltyState
 
 _HINTS_SYSTEM = (
     "You turn a person's art taste profile into broad, generator-safe hints for artists who "
-    "will never see the profile. Reply with one JSON object only."
+    "will never see the profile. Reply with one JSON object only: adjectives (3 to 8 broad "
+    "adjectives for the look and feel the person enjoys) and avoid (up to 6 general "
+    "constraints drawn from the dislikes, such as 'no gore'). Rules, checked by code: no "
+    "colour names at all; no named subjects, places, motifs or artists; never three "
+    "consecutive words copied from the likes."
 )
 
 _IDEA_SYSTEM = (
     "You are one of several independent art directors, each pitching ONE idea for an artwork. "
     "You never see the other pitches, so commit to your own direction. Reply with one JSON "
-    "object only."
+    "object only: hook (a one-sentence pitch); narrative (a short paragraph); options with "
+    "composition (2-4 genuinely different layouts), palette (2-4 distinct palettes), medium "
+    "(1-3) and mood (1-3), distinct choices rather than synonyms; avoid (0-4 things the image "
+    "must not show)."
 )
 
 _JUDGE_SYSTEM = (
@@ -153,13 +160,8 @@ def _concept_lines(ctx: Context) -> str:
 
 def _hints_prompt(ctx: Context) -> str:
     return (
-        "Summarise the taste below as hints for an artist who will never see it.\n"
-        "- adjectives: 3 to 8 broad adjectives for the look and feel this person enjoys, in "
-        "this register: quiet, intimate, weathered, luminous, tactile, airy, contemplative, "
-        "handmade, nocturnal, serene.\n"
-        "- avoid: up to 6 general constraints drawn from the dislikes, such as 'no gore'.\n"
-        "Rules, checked by code: no colour names at all; no named subjects, places, motifs or "
-        "artists; never three consecutive words copied from the likes.\n\n"
+        "Summarise this taste as broad hints, in a register such as: quiet, intimate, "
+        "weathered, luminous, tactile, airy, contemplative, handmade, nocturnal, serene.\n\n"
         f"<do_not_copy>\n{ctx.outputs['preferences']}\n</do_not_copy>"
     )
 
@@ -174,14 +176,9 @@ def _idea_prompt(candidate: Candidate, use_hints: bool) -> object:
             dislikes = "; ".join(ctx.outputs.get("dislikes") or ()) or "nothing in particular"
             taste = f"Never depict:\n<do_not_copy>\n{dislikes}\n</do_not_copy>"
         return (
-            "Pitch ONE idea for an artwork that blends these concepts:\n"
-            f"{_concept_lines(ctx)}\n\n"
-            f"Your direction, which sets your pitch apart from the others: {candidate.direction}.\n\n"
-            f"{taste}\n\n"
-            "Return a JSON object with: hook (a one-sentence pitch); narrative (a short "
-            "paragraph); options with composition (2-4 genuinely different layouts), palette "
-            "(2-4 distinct palettes), medium (1-3) and mood (1-3) — distinct choices, not "
-            "synonyms; avoid (0-4 things the image must not show)."
+            f"Concepts to blend:\n{_concept_lines(ctx)}\n\n"
+            f"Your direction, which sets your pitch apart from the others: "
+            f"{candidate.direction}.\n\n{taste}"
         )
 
     return render
