@@ -789,8 +789,17 @@ def _log_scoring(config: AppConfig) -> None:
     scoring = config.prompt.scoring
     judges = config.effective_judges
     if scoring.enabled:
+        # A judge without its own model uses backend.text_model, or the offline backend's
+        # model when the run falls back to it.
         described = ", ".join(f"{j.id}(model={j.model}, t={j.temperature:g})" for j in judges)
-        novelty = f"on, window={scoring.novelty.window}" if scoring.novelty.enabled else "off"
+        window = scoring.novelty.window
+        novelty = (
+            f"on, window={window}"
+            if scoring.novelty.enabled and window > 0
+            else "off (window 0)"
+            if scoring.novelty.enabled
+            else "off"
+        )
         logger.info(
             "black-box scoring enabled: num_ideas=%d exploration_rate=%g "
             "generator_temperature=%g max_reasks=%d judges=[%s] min_ok_judges=%d novelty=%s",

@@ -130,7 +130,15 @@ async def test_scoring_run_makes_every_artifact_and_records_each_call(tmp_path: 
     assert set(bbs) == {
         "enabled", "config_snapshot", "candidates", "judges", "score_table", "selected_id",
         "selected_score", "exploration_rate", "exploration_roll", "selection_mode", "novelty",
+        "selection",
     }  # fmt: skip
+    assert (
+        bbs["selection"]["ranking"][0]
+        == max(
+            bbs["score_table"], key=lambda r: (r["effective_score"], r["median"], -ord(r["id"]))
+        )["id"]
+    )
+    assert len(bbs["selection"]["explore_pool"]) == 2
     assert bbs["enabled"] is True and bbs["selected_id"] in "ABCDEF"
     assert [c["id"] for c in bbs["candidates"]] == list("ABCDEF")
     assert len({c["direction"] for c in bbs["candidates"]}) == 6
@@ -275,6 +283,9 @@ async def test_malformed_card_is_reasked_then_fails_at_its_step(tmp_path: Path) 
     assert sum(1 for r in text.requests if r.seed == card_b_seed) == 2  # asked, re-asked once
     assert not any(role(r) == "idea_scores" for r in text.requests)
     assert leftover_files(tmp_path) == []
+    bbs = transcript(tmp_path)["blackbox_scoring"]
+    assert bbs["judges"] == [] and bbs["selected_id"] is None  # no judge ran
+    assert [c["id"] for c in bbs["candidates"]] == list("ABCDEF")
 
 
 async def test_hints_that_leak_the_likes_are_reasked_then_fail(tmp_path: Path) -> None:

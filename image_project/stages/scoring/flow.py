@@ -279,14 +279,19 @@ class ScoringPlan:
             "exploration_rate": s.exploration_rate,
             "exploration_roll": selection.exploration_roll if selection else None,
             "selection_mode": selection.mode if selection else None,
+            "selection": selection.to_dict() if selection else None,
             "novelty": self.novelty.to_dict(),
         }
 
     def judge_results(self, outputs: Mapping[str, Any]) -> list[JudgeResult]:
-        """Each judge's structured result, in ensemble order (``error`` if it never ran)."""
+        """The structured result of each judge that ran, in ensemble order (none before the
+        judges' block has finished, e.g. when an idea card failed)."""
         results = []
         for judge in self.judges:
-            value = outputs.get(f"{_JUDGE_KEY}.{judge.id}")
+            key = f"{_JUDGE_KEY}.{judge.id}"
+            if key not in outputs:
+                continue
+            value = outputs[key]
             failure = value if isinstance(value, _JudgeFailure) else None
             ok = isinstance(value, dict)
             results.append(
@@ -299,7 +304,7 @@ class ScoringPlan:
                     temperature=judge.temperature,
                     order=self.orders[judge.id],
                     path=self.judge_paths[judge.id],
-                    error=failure.error if failure else None if ok else "did not run",
+                    error=failure.error if failure else None if ok else "no result",
                     output_preview=failure.output_preview if failure else None,
                 )
             )

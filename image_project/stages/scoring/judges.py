@@ -132,7 +132,8 @@ def parse_scores(text: str, ids: Sequence[str]) -> dict[str, int]:
 
 @dataclass(frozen=True)
 class JudgeResult:
-    """One judge's outcome. ``attempts`` = answers asked for (1 + re-asks)."""
+    """One judge's outcome. ``attempts`` = the judge's answers that were checked (the first
+    answer plus the answers to re-asks; at least 1, also for a refusal or transport error)."""
 
     judge_id: str
     status: JudgeStatus

@@ -107,6 +107,14 @@ class Selection:
     explore_pool: tuple[str, ...]
     explore_roll: float | None
 
+    def to_dict(self) -> dict[str, Any]:
+        """The derived values behind the choice (the transcript's ``selection``)."""
+        return {
+            "ranking": list(self.ranking),
+            "explore_pool": list(self.explore_pool),
+            "explore_roll": self.explore_roll,
+        }
+
 
 def select(rows: Sequence[ScoreRow], *, exploration_rate: float, run_seed: int) -> Selection:
     """The seeded epsilon-greedy choice (see the module docstring)."""
