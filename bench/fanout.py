@@ -5,7 +5,7 @@
 
 Reports the median wall time of a 6-way parallel block of 100 ms calls in each mode, and the
 engine's own overhead per step with zero simulated latency. Timing claims live here, never in
-unit tests. The full HTTP benchmark is bench/latency.py (a later issue).
+unit tests. The full HTTP benchmark is bench/latency.py.
 """
 
 from __future__ import annotations

@@ -223,6 +223,26 @@ def step_latencies(outcome: RunOutcome) -> tuple[dict[str, float], float]:
     return latency, image
 
 
+def scoring_stage(outcome: RunOutcome) -> tuple[float, float] | None:
+    """(wall span, critical path) of the scoring stage's calls (hints, ideas, judges), from
+    the simulator's records; None for a run without scoring or without records."""
+    by_seed = {
+        s["params"]["seed"]: s["path"]
+        for s in outcome.transcript["steps"]
+        if s["type"] == "chat" and s["path"].startswith("pipeline/blackbox_scoring/")
+    }
+    calls = [
+        (r, by_seed[r.seed]) for r in outcome.records if r.kind == "chat" and r.seed in by_seed
+    ]
+    if not calls:
+        return None
+    span = max(r.finished for r, _ in calls) - min(r.started for r, _ in calls)
+    hints = sum(r.latency_s for r, p in calls if p.endswith("/profile_abstraction"))
+    ideas = max((r.latency_s for r, p in calls if "/ideas/" in p), default=0.0)
+    judges = max((r.latency_s for r, p in calls if "/judges/" in p), default=0.0)
+    return span, hints + ideas + judges
+
+
 def critical_path(scenario: Scenario, outcome: RunOutcome) -> tuple[float, float]:
     """(critical path, sum of all call latencies) in seconds."""
     latency, image = step_latencies(outcome)
@@ -245,6 +265,7 @@ class Result:
     calls: int = 0
     same_selection: bool = True
     selected: str | None = None
+    stage: dict[str, list[float]] = field(default_factory=dict)
     timeline: dict[str, RunOutcome] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -273,6 +294,7 @@ class Result:
             "efficiency": self.critical_path_s / con,
             "same_selection": self.same_selection,
             "selected_id": self.selected,
+            "scoring_stage": {k: statistics.median(v) for k, v in self.stage.items()} or None,
         }
 
 
@@ -301,6 +323,10 @@ async def run_scenario(
             )
             fingerprints.add(_fingerprint(outcome.transcript))
             result.timeline[mode] = outcome
+            stage = scoring_stage(outcome)
+            if stage is not None:
+                result.stage.setdefault(f"{mode}_s", []).append(stage[0])
+                result.stage.setdefault("critical_path_s", []).append(stage[1])
             if mode == "sequential":
                 result.critical_path_s, result.latency_sum_s = critical_path(scenario, outcome)
                 result.calls = (
@@ -409,9 +435,18 @@ def sweep_summary(results: Sequence[Result]) -> list[dict[str, Any]]:
                 - 1,
                 "sequential_growth": hi["sequential_s"]["median"] / lo["sequential_s"]["median"]
                 - 1,
+                "critical_path_growth": hi["critical_path_s"] / lo["critical_path_s"] - 1,
+                "stage_concurrent_growth": _growth(lo, hi, "concurrent_s"),
+                "stage_critical_path_growth": _growth(lo, hi, "critical_path_s"),
+                "stage_sequential_growth": _growth(lo, hi, "sequential_s"),
             }
         )
     return out
+
+
+def _growth(lo: dict[str, Any], hi: dict[str, Any], key: str) -> float:
+    a, b = lo["scoring_stage"] or {}, hi["scoring_stage"] or {}
+    return b[key] / a[key] - 1 if a.get(key) and key in b else float("nan")
 
 
 _COLOURS = {
@@ -456,7 +491,7 @@ def draw_timeline(result: Result, path: Path) -> None:
     span = max(wall for _, _, wall in panels)
     width, left, bar_h, gap = 1400, 20, 9, 2
     heights = [40 + len(bars) * (bar_h + gap) + 20 for _, bars, _ in panels]
-    img = Image.new("RGB", (width, sum(heights) + 60), "white")
+    img = Image.new("RGB", (width, sum(heights) + 80), "white")
     draw = ImageDraw.Draw(img)
     scale = (width - left - 40) / span
     y = 10
@@ -533,8 +568,11 @@ async def main_async(args: argparse.Namespace) -> tuple[list[Result], dict[str, 
     sweep = sweep_summary(results)
     for s in sweep:
         print(
-            f"sweep J={s['judges']}: {s['from']} -> {s['to']}: concurrent "
-            f"{s['concurrent_growth']:+.1%}, sequential {s['sequential_growth']:+.1%}"
+            f"sweep J={s['judges']} (N=2 -> N=24): whole run: concurrent "
+            f"{s['concurrent_growth']:+.1%} (its critical path {s['critical_path_growth']:+.1%}), "
+            f"sequential {s['sequential_growth']:+.1%}; scoring stage: concurrent "
+            f"{s['stage_concurrent_growth']:+.1%} (critical path "
+            f"{s['stage_critical_path_growth']:+.1%}), sequential {s['stage_sequential_growth']:+.1%}"
         )
     print(f"engine overhead (in-process backend, zero latency): {overhead:.3f} ms per step")
     report = {

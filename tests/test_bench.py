@@ -1,0 +1,108 @@
+"""The benchmark's own logic: the critical-path bound and the latency simulator (served by
+uvicorn on 127.0.0.1 and called through the real openai client). No timing is asserted."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from image_project.backends.base import ImageRequest, JsonSchema, Message, TextRequest
+from image_project.backends.openai_backend import openai_backends
+from image_project.engine import ActionStep, Block, ChatStep
+from image_project.stages.scoring.cards import CARD_SCHEMA, parse_card
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+sys.path.insert(0, str(BENCH))
+
+latency = pytest.importorskip("latency")
+simulator = pytest.importorskip("simulator")
+
+
+def chat(name: str) -> ChatStep:
+    return ChatStep(name=name, prompt=name, temperature=0)
+
+
+def test_critical_path_sums_sequential_blocks_and_takes_the_slowest_parallel_child() -> None:
+    tree = Block(
+        name="pipeline",
+        nodes=[
+            chat("a"),
+            Block(name="fan", parallel=True, nodes=[chat("x"), chat("y"), chat("z")]),
+            ActionStep(name="glue", fn=lambda ctx: None),
+            Block(
+                name="inner",
+                nodes=[chat("b"), Block(name="p", parallel=True, nodes=[chat("c"), chat("d")])],
+            ),
+        ],
+    )
+    lat = {
+        "pipeline/a": 1.0,
+        "pipeline/fan/x": 0.5,
+        "pipeline/fan/y": 2.0,
+        "pipeline/fan/z": 1.5,
+        "pipeline/inner/b": 0.25,
+        "pipeline/inner/p/c": 0.75,
+        "pipeline/inner/p/d": 0.5,
+    }
+    assert latency.cost(tree, "pipeline", lat) == pytest.approx(1.0 + 2.0 + 0.25 + 0.75)
+
+
+def test_simulated_latency_is_a_function_of_the_request_body() -> None:
+    sim = simulator.LatencySimulator(chat_median_s=0.4, image_median_s=2.0)
+    a, b = b'{"messages": [1]}', b'{"messages": [2]}'
+    assert sim.latency_for("chat", a) == sim.latency_for("chat", a)
+    assert sim.latency_for("chat", a) != sim.latency_for("chat", b)
+    draws = [sim.latency_for("chat", str(i).encode()) for i in range(300)]
+    assert min(draws) >= 0.1 and max(draws) <= 1.6  # clipped to [0.25, 4] x median
+    assert 0.3 < sorted(draws)[150] < 0.5  # the median is near 0.4
+    assert simulator.LatencySimulator(chat_median_s=0).latency_for("chat", a) == 0.0
+
+
+@pytest.mark.anyio
+async def test_simulator_serves_the_real_client_schema_valid_json_and_images(
+    allow_loopback: None,
+) -> None:
+    sim = simulator.LatencySimulator(chat_median_s=0.0, image_median_s=0.0)
+    with sim.serve() as base_url:
+        backends = openai_backends(
+            api_key="sk-test", text_model="m", image_model="gpt-image-test", base_url=base_url
+        )
+        try:
+            card = await backends.text.complete(
+                TextRequest(
+                    messages=(Message("user", "Pitch a harbour scene at dusk"),),
+                    temperature=0.9,
+                    seed=5,
+                    json_schema=CARD_SCHEMA,
+                )
+            )
+            scores_schema = JsonSchema(
+                "s",
+                {
+                    "type": "object",
+                    "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 100}},
+                    "required": ["n"],
+                    "additionalProperties": False,
+                },
+            )
+            number = await backends.text.complete(
+                TextRequest(
+                    messages=(Message("user", "score"),), temperature=0, json_schema=scores_schema
+                )
+            )
+            image = await backends.image.generate(
+                ImageRequest(prompt="p", model="gpt-image-test", size="64x48", quality="low")
+            )
+        finally:
+            await backends.aclose()
+    assert parse_card(card.text or "").hook
+    assert 0 <= json.loads(number.text or "")["n"] <= 100
+    with Image.open(io.BytesIO(image.data)) as img:
+        assert img.size == (64, 48)
+    assert [r.kind for r in sim.records] == ["chat", "chat", "image"]
+    assert sim.records[0].seed == 5 and sim.records[0].structured
