@@ -64,6 +64,7 @@ from image_project.engine import (  # noqa: E402
     Context,
     Node,
     NullStepRecorder,
+    walk,
 )
 from image_project.stages.profile import avoid_list, load_profile, render_guidance  # noqa: E402
 from image_project.stages.scoring import NoveltyState, scoring_pipeline  # noqa: E402
@@ -202,16 +203,23 @@ def cost(node: Node, path: str, latency: Mapping[str, float]) -> float:
     return max(parts) if node.parallel else sum(parts)
 
 
+def paths_by_seed(outcome: RunOutcome) -> dict[int, str]:
+    """Chat step path by the API seed it sent (every step sends its own derived seed)."""
+    return {
+        s["params"]["seed"]: s["path"] for s in outcome.transcript["steps"] if s["type"] == "chat"
+    }
+
+
 def step_latencies(outcome: RunOutcome) -> tuple[dict[str, float], float]:
     """Latency per chat step path (summed over re-asks) and of the image call.
 
     With simulator records, the simulated (server-side) latencies, matched to steps by the
     API seed each step sends; without (a real endpoint), the client-measured ``latency_ms``.
     """
-    steps = [s for s in outcome.transcript["steps"] if s["type"] == "chat"]
     if not outcome.records:
-        return {s["path"]: s["latency_ms"] / 1000 for s in steps}, 0.0
-    by_seed = {s["params"]["seed"]: s["path"] for s in steps}
+        steps = outcome.transcript["steps"]
+        return {s["path"]: s["latency_ms"] / 1000 for s in steps if s["type"] == "chat"}, 0.0
+    by_seed = paths_by_seed(outcome)
     latency: dict[str, float] = {}
     image = 0.0
     for record in outcome.records:
@@ -226,13 +234,11 @@ def step_latencies(outcome: RunOutcome) -> tuple[dict[str, float], float]:
 def scoring_stage(outcome: RunOutcome) -> tuple[float, float] | None:
     """(wall span, critical path) of the scoring stage's calls (hints, ideas, judges), from
     the simulator's records; None for a run without scoring or without records."""
-    by_seed = {
-        s["params"]["seed"]: s["path"]
-        for s in outcome.transcript["steps"]
-        if s["type"] == "chat" and s["path"].startswith("pipeline/blackbox_scoring/")
-    }
+    by_seed = paths_by_seed(outcome)
     calls = [
-        (r, by_seed[r.seed]) for r in outcome.records if r.kind == "chat" and r.seed in by_seed
+        (r, by_seed[r.seed])
+        for r in outcome.records
+        if r.kind == "chat" and by_seed[r.seed].startswith("pipeline/blackbox_scoring/")
     ]
     if not calls:
         return None
@@ -341,17 +347,22 @@ async def run_scenario(
 # --------------------------------------------------------------------------- engine overhead
 
 
-def _instant_answer() -> Any:
-    offline = OfflineTextBackend()
-    spent = [0.0]
+class _TimedBackend:
+    """The offline backend, answering instantly and totalling the time spent inside it."""
 
-    async def complete(request: TextRequest) -> TextReply:
+    label = "instant"
+    default_model = "instant"
+
+    def __init__(self) -> None:
+        self.inner = OfflineTextBackend()
+        self.spent = 0.0
+
+    async def complete(self, request: TextRequest) -> TextReply:
         t = time.perf_counter()
-        reply = await offline.complete(request)
-        spent[0] += time.perf_counter() - t
-        return reply
-
-    return complete, spent
+        try:
+            return await self.inner.complete(request)
+        finally:
+            self.spent += time.perf_counter() - t
 
 
 async def engine_overhead(runs: int = 30) -> float:
@@ -359,15 +370,7 @@ async def engine_overhead(runs: int = 30) -> float:
     with zero latency, minus the time spent inside the backend."""
     scenario = scoring(6, 3)
     profile = load_profile(REPO / "config" / "profile.csv")
-    complete, spent = _instant_answer()
-
-    class Backend:
-        label = "instant"
-        default_model = "instant"
-
-        async def complete(self, request: TextRequest) -> TextReply:
-            return await complete(request)
-
+    backend = _TimedBackend()
     walls = []
     steps = 0
     for _ in range(runs):
@@ -378,19 +381,13 @@ async def engine_overhead(runs: int = 30) -> float:
             preferences=render_guidance(profile),
             dislikes=avoid_list(profile),
         )
-        runner = ChatRunner(Backend(), recorder=NullStepRecorder())
-        before = spent[0]
+        runner = ChatRunner(backend, recorder=NullStepRecorder())
+        before = backend.spent
         t0 = time.perf_counter()
         await runner.run(ctx, tree)
-        walls.append((time.perf_counter() - t0) - (spent[0] - before))
-        steps = _count_steps(tree)
+        walls.append((time.perf_counter() - t0) - (backend.spent - before))
+        steps = sum(1 for _, node in walk(tree) if not isinstance(node, Block))
     return statistics.median(walls) / steps * 1000
-
-
-def _count_steps(node: Node) -> int:
-    if isinstance(node, Block):
-        return sum(_count_steps(child) for child in node.nodes)
-    return 1
 
 
 # --------------------------------------------------------------------------- output
@@ -478,11 +475,7 @@ def draw_timeline(result: Result, path: Path) -> None:
     panels = []
     for mode in ("sequential", "concurrent"):
         outcome = result.timeline[mode]
-        by_seed = {
-            s["params"]["seed"]: s["path"]
-            for s in outcome.transcript["steps"]
-            if s["type"] == "chat"
-        }
+        by_seed = paths_by_seed(outcome)
         bars = []
         for rec in sorted(outcome.records, key=lambda r: r.started):
             label = "image" if rec.kind == "image" else by_seed.get(rec.seed, "?")

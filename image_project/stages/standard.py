@@ -38,6 +38,7 @@ __all__ = [
     "STAGES",
     "SYSTEM_PROMPT",
     "Refinement",
+    "concept_lines",
     "dislike_rewrite_step",
     "parse_concept_array",
     "prompt_pipeline",
@@ -56,7 +57,8 @@ SYSTEM_PROMPT = (
 )
 
 
-def _concepts(ctx: Context) -> str:
+def concept_lines(ctx: Context) -> str:
+    """The run's concepts as ``- concept`` lines."""
     return "\n".join(f"- {c}" for c in ctx.outputs["concepts"])
 
 
@@ -70,7 +72,7 @@ def _initial(ctx: Context) -> str:
         "preferences as authoritative: lean into the likes and never depict the dislikes.\n\n"
         f"Preferences:\n{_profile(ctx)}\n\n"
         "Blend these three randomly chosen concepts into one image:\n"
-        f"{_concepts(ctx)}\n\n"
+        f"{concept_lines(ctx)}\n\n"
         "Propose FOUR distinct central themes, each with the story it tells and the message it "
         "carries. Be sophisticated and specific, not cliché or milquetoast; say each with "
         "conviction in two or three sentences."
@@ -156,7 +158,7 @@ def _critic_prompt(label: str, persona: str, sees: str | None) -> object:
         if sees == "preferences":
             extra = f"\n\nThe viewer's preferences (authoritative):\n{_profile(ctx)}"
         elif sees == "concepts":
-            extra = f"\n\nThe concepts this artwork blends:\n{_concepts(ctx)}"
+            extra = f"\n\nThe concepts this artwork blends:\n{concept_lines(ctx)}"
         return (
             f"You are {label}. Persona: {persona}. You are one voice in a critique circle and "
             "cannot see the others. Critique and refine ONLY the last assistant response above. "

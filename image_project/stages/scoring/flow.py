@@ -53,7 +53,7 @@ from image_project.stages.scoring.judges import (
 )
 from image_project.stages.scoring.novelty import NoveltySummary, novelty_penalty, recent_motifs
 from image_project.stages.scoring.selection import ScoreRow, Selection, aggregate, select
-from image_project.stages.standard import STAGES, stage_block
+from image_project.stages.standard import STAGES, concept_lines, stage_block
 
 __all__ = [
     "HINTS_KEY",
@@ -154,10 +154,6 @@ _JUDGE_SYSTEM = (
 )
 
 
-def _concept_lines(ctx: Context) -> str:
-    return "\n".join(f"- {c}" for c in ctx.outputs["concepts"])
-
-
 def _hints_prompt(ctx: Context) -> str:
     return (
         "Summarise this taste as broad hints, in a register such as: quiet, intimate, "
@@ -176,7 +172,7 @@ def _idea_prompt(candidate: Candidate, use_hints: bool) -> object:
             dislikes = "; ".join(ctx.outputs.get("dislikes") or ()) or "nothing in particular"
             taste = f"Never depict:\n<do_not_copy>\n{dislikes}\n</do_not_copy>"
         return (
-            f"Concepts to blend:\n{_concept_lines(ctx)}\n\n"
+            f"Concepts to blend:\n{concept_lines(ctx)}\n\n"
             f"Your direction, which sets your pitch apart from the others: "
             f"{candidate.direction}.\n\n{taste}"
         )
@@ -198,7 +194,7 @@ def _judge_prompt(order: Sequence[str], novelty: NoveltyState) -> object:
                 "lean on these.\n"
             )
         return (
-            f"Concepts:\n{_concept_lines(ctx)}\n\n"
+            f"Concepts:\n{concept_lines(ctx)}\n\n"
             f"The viewer's profile (authoritative):\n{ctx.outputs['preferences']}\n"
             f"{history}\n"
             f"Idea cards, one JSON object per line:\n{shown}\n\n"
@@ -230,7 +226,7 @@ def _final_from_card(ctx: Context) -> str:
         "We are creating one artwork for the person whose preferences follow. Treat the "
         "preferences as authoritative: lean into the likes and never depict the dislikes.\n\n"
         f"Preferences:\n{ctx.outputs['preferences']}\n\n"
-        f"The concepts it blends:\n{_concept_lines(ctx)}\n\n"
+        f"The concepts it blends:\n{concept_lines(ctx)}\n\n"
         f"The chosen idea, to develop rather than replace:\n{_card_summary(card)}\n\n"
         "Pick ONE option from each list (composition, palette, medium, mood) and write a "
         "concise, detailed description of the final image for an image-generation model: "
@@ -293,18 +289,17 @@ class ScoringPlan:
                 continue
             value = outputs[key]
             failure = value if isinstance(value, _JudgeFailure) else None
-            ok = isinstance(value, dict)
             results.append(
                 JudgeResult(
                     judge_id=judge.id,
-                    status="ok" if ok else failure.status if failure else "error",
-                    scores=value if ok else None,
+                    status=failure.status if failure else "ok",
+                    scores=None if failure else value,
                     attempts=max(1, self.answers.get(judge.id, 0)),
                     model=judge.model,
                     temperature=judge.temperature,
                     order=self.orders[judge.id],
                     path=self.judge_paths[judge.id],
-                    error=failure.error if failure else None if ok else "no result",
+                    error=failure.error if failure else None,
                     output_preview=failure.output_preview if failure else None,
                 )
             )

@@ -17,7 +17,7 @@ can go on (:func:`require_quorum`).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from image_project.backends.base import JsonSchema
@@ -145,7 +145,6 @@ class JudgeResult:
     path: str
     error: str | None = None
     output_preview: str | None = None
-    extra: Mapping[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """The transcript's ``judges[]`` entry."""
