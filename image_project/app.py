@@ -46,6 +46,7 @@ from image_project.backends.factory import Backends
 from image_project.config import AppConfig
 from image_project.engine import ChatRunner, Context, DefaultStepRecorder, Node
 from image_project.errors import ImageProjectError, InputFileError, RefusalError, location_of
+from image_project.preflight import check_outputs
 from image_project.progress import ProgressRecorder
 from image_project.seeding import derive_seed, fresh_seed
 from image_project.stages.concepts import Categories, load_categories, select_concepts
@@ -73,19 +74,24 @@ class Inputs:
 
 
 def load_inputs(cfg: AppConfig) -> Inputs:
-    """Load the categories and profile files and check an explicitly configured caption font,
-    so that none of them fails after model calls were paid for. Raises InputFileError naming
-    the bad file."""
+    """Load the categories and profile files, check an explicitly configured caption font,
+    then check the output directories and existing record CSVs
+    (:func:`image_project.preflight.check_outputs`), so that none of them fails after model
+    calls were paid for. Raises InputFileError naming the bad file or directory (and, for an
+    output, its config key); the input files are checked first, so a bad one creates
+    nothing."""
     font = cfg.image.caption_font_path
     if font is not None:
         try:
             load_caption_font(14, Path(font))
         except ImageProjectError as exc:
             raise InputFileError(font, f"image.caption_font_path cannot be loaded: {exc}") from exc
-    return Inputs(
+    inputs = Inputs(
         categories=load_categories(cfg.prompt.categories_path),
         profile=load_profile(cfg.prompt.profile_path),
     )
+    check_outputs(cfg)
+    return inputs
 
 
 @dataclass(frozen=True)

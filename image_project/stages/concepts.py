@@ -14,6 +14,7 @@ always give the same concepts.
 
 from __future__ import annotations
 
+import codecs
 import csv
 import io
 from collections.abc import Iterator, Mapping
@@ -44,30 +45,42 @@ EXPECTED_COLUMNS: tuple[str, ...] = tuple(col for group in CONCEPT_GROUPS for co
 def read_csv_rows(path: str | Path, *, what: str) -> list[list[str]]:
     """All rows of a UTF-8 CSV file (a BOM is allowed), header first.
 
-    Raises :class:`InputFileError` naming ``path`` when the file is missing, is a directory,
-    cannot be read, is empty (no bytes, or only whitespace), is not valid UTF-8 (the message
-    gives the byte offset), or is not parseable CSV. ``what`` ("categories file", ...) is
-    used in the messages.
+    Raises :class:`InputFileError` naming ``path`` when the file is missing, is a directory
+    (or another non-regular file), cannot be read, is empty (no bytes, only a BOM, or only
+    whitespace), is not valid UTF-8 (the message gives the byte offset, and says so when the
+    file looks like UTF-16), contains NUL bytes (a binary file), or is not parseable CSV.
+    ``what`` ("categories file", ...) is used in the messages.
     """
     p = Path(path)
     if not p.exists():
         raise InputFileError(p, f"{what} not found; check the configured path")
     if p.is_dir():
         raise InputFileError(p, f"{what} is a directory, expected a CSV file")
+    if not p.is_file():
+        raise InputFileError(p, f"{what} is not a regular file, expected a CSV file")
     try:
         data = p.read_bytes()
     except OSError as exc:
         raise InputFileError(p, f"cannot read {what}: {exc}") from exc
+    unmarked = data.removeprefix(codecs.BOM_UTF8)
     try:
-        text = data.decode("utf-8-sig")
+        text = unmarked.decode("utf-8")
     except UnicodeDecodeError as exc:
+        offset = exc.start + len(data) - len(unmarked)
+        utf16 = (
+            " (it looks like UTF-16)"
+            if data[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+            else ""
+        )
         raise InputFileError(
             p,
-            f"{what} is not valid UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
-            "save it as UTF-8",
+            f"{what} is not valid UTF-8 (byte 0x{data[offset]:02x} at offset {offset})"
+            f"{utf16}; save it as UTF-8",
         ) from exc
     if not text.strip():
         raise InputFileError(p, f"{what} is empty; expected a header row and data rows")
+    if "\x00" in text:
+        raise InputFileError(p, f"{what} contains NUL bytes (a binary file?); expected a UTF-8 CSV")
     try:
         rows = list(csv.reader(io.StringIO(text, newline=""), strict=True))
     except csv.Error as exc:
@@ -118,9 +131,9 @@ def load_categories(path: str | Path) -> Categories:
     Every group of :data:`CONCEPT_GROUPS` must have at least one concept in total.
 
     Raises :class:`InputFileError` (naming the path) for a missing file, a directory, an
-    empty file, non-UTF-8 bytes, invalid CSV, a header lacking expected columns (the message
-    lists the missing and the found columns), an expected column given twice, or a group
-    with no concepts.
+    empty file, non-UTF-8 or NUL bytes, invalid CSV, a header lacking expected columns (the
+    message lists the missing and the found columns), an expected column given twice, a
+    header without data rows, or a group with no concepts.
     """
     p = Path(path)
     rows = read_csv_rows(p, what="categories file")
@@ -145,6 +158,12 @@ def load_categories(path: str | Path) -> Categories:
             + (", ".join(repr(f) for f in found) if found else "no column names")
             + "; expected "
             + ", ".join(repr(c) for c in EXPECTED_COLUMNS),
+        )
+    if not body:
+        raise InputFileError(
+            p,
+            "categories file has a header row but no data rows; add at least one concept "
+            "per group: " + "; ".join(", ".join(group) for group in CONCEPT_GROUPS),
         )
     columns: dict[str, tuple[str, ...]] = {}
     for col in EXPECTED_COLUMNS:

@@ -163,8 +163,9 @@ def load_profile(path: str | Path) -> Profile:
     """Load a profile CSV in either layout (see the module docstring).
 
     Raises :class:`InputFileError` naming the path for a missing file, a directory, an empty
-    file, non-UTF-8 bytes, invalid CSV, a file with no usable items, and for malformed rows
-    (a value under a nameless column, a row-layout row without a category).
+    file, non-UTF-8 or NUL bytes, invalid CSV, a file with no usable items (a header row
+    alone included), and for malformed rows (a value under a nameless column, a row-layout
+    row without a category).
     """
     p = Path(path)
     rows = read_csv_rows(p, what="profile file")
@@ -173,9 +174,10 @@ def load_profile(path: str | Path) -> Profile:
     buckets = _from_rows(p, body) if row_layout else _from_columns(p, header, body)
     sections = _ordered(buckets)
     if not sections:
+        problem = "has a header row but no items below it" if not body else "has no items"
         raise InputFileError(
             p,
-            "profile has no items; add values under columns such as Likes and Dislikes "
+            f"profile {problem}; add values under columns such as Likes and Dislikes "
             "(or rows of category,item)",
         )
     return Profile(sections, source=str(p))

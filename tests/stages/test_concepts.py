@@ -119,9 +119,9 @@ def test_group_without_concepts_is_an_error(tmp_path: Path) -> None:
     assert str(path) in str(info.value)
 
 
-def test_header_only_file_has_empty_groups(tmp_path: Path) -> None:
+def test_header_only_file_is_an_error(tmp_path: Path) -> None:
     path = write_csv(tmp_path, ",".join(EXPECTED_COLUMNS) + "\n")
-    with pytest.raises(InputFileError, match="group 1"):
+    with pytest.raises(InputFileError, match="header row but no data rows"):
         load_categories(path)
 
 

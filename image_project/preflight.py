@@ -1,0 +1,138 @@
+"""Disk checks made before any model call, so that a disk fault never costs one.
+
+:func:`check_outputs` is run by :func:`image_project.app.load_inputs` after the categories and
+profile files loaded. It checks what the run will write:
+
+* Every output directory can be created and written: ``image.log_path`` (transcript and log)
+  always; for a full run also ``image.generation_path`` and the directories of
+  ``prompt.generations_path`` and of the titles manifest. A prompt-only run writes neither
+  image nor CSV rows, so those are left alone. Each directory is created (with its parents)
+  and a temporary file is really created and removed in it: permission bits say little when
+  running as root or on a read-only mount.
+* For a full run, an existing titles manifest or generations CSV is a regular file that can be
+  opened for appending, is UTF-8 all the way through (the title phase and the novelty reader
+  read every row), and has exactly the header the ``records`` phase appends under. Neither
+  has to exist (first run); a file with no rows yet is fine.
+
+Every failure is an :class:`~image_project.errors.InputFileError` naming the path, the config
+key and what is wrong (for the OS, the exception type and its message). Nothing is left behind
+but the (empty) directories created.
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import io
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from image_project.artifacts import GENERATIONS_FIELDS, MANIFEST_FIELDS
+from image_project.config import AppConfig
+from image_project.errors import InputFileError
+
+__all__ = ["check_csv_record_file", "check_outputs", "check_writable_dir"]
+
+_PROBE_PREFIX = ".image_project-write-check-"
+
+
+def _reason(exc: OSError) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def check_writable_dir(directory: Path, key: str) -> None:
+    """Create ``directory`` (with parents) and create and remove a temporary file in it.
+
+    Raises :class:`InputFileError` naming the directory, ``key`` and the OS reason.
+    """
+    if directory.exists() and not directory.is_dir():
+        raise InputFileError(
+            directory, f"{key} is not a writable directory (it exists and is not a directory)"
+        )
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=directory, prefix=_PROBE_PREFIX):
+            pass
+    except OSError as exc:
+        raise InputFileError(
+            directory, f"{key} is not a writable directory ({_reason(exc)})"
+        ) from exc
+
+
+def check_csv_record_file(path: Path, key: str, what: str, fields: Sequence[str]) -> None:
+    """Check an existing CSV that a run appends to; a missing file passes (first run).
+
+    It must be a regular file, open for appending, decode as UTF-8 (a BOM is allowed), parse
+    as CSV, and, unless it has no rows yet, have exactly ``fields`` as its header (cells
+    trimmed, as the appender compares them). Raises :class:`InputFileError` naming ``path``.
+    """
+    if not path.exists():
+        return
+    if not path.is_file():
+        kind = "a directory" if path.is_dir() else "not a regular file"
+        raise InputFileError(path, f"{key}: the {what} is {kind}, expected a CSV file")
+    try:
+        with open(path, "ab"):
+            pass
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputFileError(
+            path, f"{key}: the {what} cannot be opened for appending ({_reason(exc)})"
+        ) from exc
+    unmarked = data.removeprefix(codecs.BOM_UTF8)
+    try:
+        text = unmarked.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        offset = exc.start + len(data) - len(unmarked)
+        raise InputFileError(
+            path,
+            f"{key}: the {what} is not valid UTF-8 (byte 0x{data[offset]:02x} at offset "
+            f"{offset}); convert it to UTF-8 or move it aside, then run again",
+        ) from exc
+    try:
+        rows = [
+            row for row in csv.reader(io.StringIO(text, newline="")) if any(map(str.strip, row))
+        ]
+    except csv.Error as exc:
+        raise InputFileError(path, f"{key}: the {what} is not valid CSV ({exc})") from exc
+    if not rows:
+        return
+    header = [cell.strip() for cell in rows[0]]
+    if header != list(fields):
+        raise InputFileError(
+            path,
+            f"{key}: the {what} has the header {header}, expected {list(fields)}; "
+            "move the file aside (or fix its header) and run again",
+        )
+
+
+def check_outputs(cfg: AppConfig) -> None:
+    """Check every directory and existing record file the run will write (module docstring)."""
+    full = cfg.run.mode != "prompt_only"
+    manifest = cfg.effective_titles_manifest_path
+    manifest_key = (
+        "prompt.titles_manifest_path"
+        if cfg.prompt.titles_manifest_path is not None
+        else "image.generation_path"
+    )
+    generations = Path(cfg.prompt.generations_path)
+    dirs: list[tuple[Path, str]] = [(Path(cfg.image.log_path), "image.log_path")]
+    if full:
+        dirs += [
+            (Path(cfg.image.generation_path), "image.generation_path"),
+            (generations.parent, "prompt.generations_path"),
+            (manifest.parent, manifest_key),
+        ]
+    seen: set[str] = set()
+    for directory, key in dirs:
+        ident = os.path.abspath(directory)
+        if ident not in seen:
+            seen.add(ident)
+            check_writable_dir(directory, key)
+    if full:
+        check_csv_record_file(manifest, manifest_key, "titles manifest", MANIFEST_FIELDS)
+        check_csv_record_file(
+            generations, "prompt.generations_path", "generations CSV", GENERATIONS_FIELDS
+        )
