@@ -12,9 +12,12 @@ from ``[base / 2, base]`` (exactly ``base`` when ``jitter`` is off). Equal jitte
 waits growing from one attempt to the next while still spreading concurrent clients apart.
 
 When the server says how long to wait (``retry-after-ms``, else ``Retry-After`` as seconds
-or an HTTP date) the wait is at least that long, even beyond ``max_wait_s``, but never more
-than :data:`RETRY_AFTER_CEILING_S` (120 s, the same ceiling the OpenAI SDK honours): a server
+or an HTTP date) the wait is at least that long, even beyond ``max_wait_s``, but the request
+is cut to :data:`RETRY_AFTER_CEILING_S` (120 s, the same ceiling the OpenAI SDK honours): a server
 asking for an hour gets one more try after two minutes rather than a silently frozen run.
+With jitter on, up to :data:`RETRY_AFTER_SPREAD` (10%) of the requested wait is added at
+random, so twenty calls told "retry after 2 s" at once do not all come back in the same
+millisecond (a retry storm in lockstep).
 Adapters attach the parsed server delay to the error they raise with
 :func:`attach_retry_after`; the policy reads it back with :func:`retry_after_of`.
 
@@ -52,6 +55,7 @@ from image_project.errors import (
 
 __all__ = [
     "RETRY_AFTER_CEILING_S",
+    "RETRY_AFTER_SPREAD",
     "Attempted",
     "RetryPolicy",
     "SleepFn",
@@ -68,6 +72,8 @@ log = logging.getLogger(__name__)
 
 RETRY_AFTER_CEILING_S = 120.0
 """The longest server-requested wait we honour; longer requests are cut to this."""
+RETRY_AFTER_SPREAD = 0.1
+"""With jitter, a server-requested wait gets up to this fraction of itself added at random."""
 
 _RETRYABLE_4XX = frozenset({408, 409, 429})
 _RETRY_AFTER_ATTR = "_image_project_retry_after_s"
@@ -193,13 +199,17 @@ def wait_seconds(
     """How long to wait after failed attempt ``attempt`` that raised ``exc``.
 
     The jittered backoff, raised to the server's requested wait (capped at
-    :data:`RETRY_AFTER_CEILING_S`) when it sent one.
+    :data:`RETRY_AFTER_CEILING_S`, plus up to :data:`RETRY_AFTER_SPREAD` of it at random when
+    jitter is on) when it sent one.
     """
     backoff = policy.backoff_s(attempt, rng)
     requested = retry_after_of(exc)
     if requested is None:
         return backoff
-    return max(backoff, min(requested, RETRY_AFTER_CEILING_S))
+    floor = min(requested, RETRY_AFTER_CEILING_S)
+    if policy.jitter:
+        floor += rng.uniform(0.0, RETRY_AFTER_SPREAD * floor)
+    return max(backoff, floor)
 
 
 @dataclass(frozen=True)

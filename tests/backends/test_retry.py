@@ -11,6 +11,7 @@ import pytest
 
 from image_project.backends.retry import (
     RETRY_AFTER_CEILING_S,
+    RETRY_AFTER_SPREAD,
     RetryPolicy,
     attach_retry_after,
     call_with_retry,
@@ -178,10 +179,20 @@ def test_jitter_is_reproducible_with_a_seeded_rng() -> None:
 
 
 def test_server_requested_wait_is_a_floor_even_above_max_wait() -> None:
-    policy = RetryPolicy(initial_wait_s=0.1, max_wait_s=1.0)
+    policy = RetryPolicy(initial_wait_s=0.1, max_wait_s=1.0, jitter=False)
     exc = RateLimitedError("x", status=429)
     attach_retry_after(exc, 5.0)
     assert wait_seconds(policy, 1, exc, random.Random(0)) == 5.0
+
+
+def test_server_requested_wait_is_spread_upwards_by_jitter() -> None:
+    policy = RetryPolicy(initial_wait_s=0.1, max_wait_s=1.0)
+    exc = RateLimitedError("x", status=429)
+    attach_retry_after(exc, 2.0)
+    rng = random.Random(3)
+    waits = [wait_seconds(policy, 1, exc, rng) for _ in range(50)]
+    assert all(2.0 <= w <= 2.0 * (1 + RETRY_AFTER_SPREAD) for w in waits)
+    assert len(set(waits)) == 50  # twenty callers told "2 s" do not come back together
 
 
 def test_server_requested_wait_below_backoff_keeps_backoff() -> None:
@@ -194,7 +205,11 @@ def test_server_requested_wait_below_backoff_keeps_backoff() -> None:
 def test_server_requested_wait_is_capped() -> None:
     exc = RateLimitedError("x", status=429)
     attach_retry_after(exc, 3600.0)
-    assert wait_seconds(RetryPolicy(), 1, exc, random.Random(0)) == RETRY_AFTER_CEILING_S
+    assert (
+        wait_seconds(RetryPolicy(jitter=False), 1, exc, random.Random(0)) == RETRY_AFTER_CEILING_S
+    )
+    jittered = wait_seconds(RetryPolicy(), 1, exc, random.Random(0))
+    assert RETRY_AFTER_CEILING_S <= jittered <= RETRY_AFTER_CEILING_S * (1 + RETRY_AFTER_SPREAD)
 
 
 @pytest.mark.parametrize(
