@@ -19,10 +19,8 @@ every mode and every repeat, which keeps the sequential/concurrent comparison fa
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import hashlib
-import io
 import json
 import math
 import random
@@ -34,10 +32,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import uvicorn
-from PIL import Image
 
-from image_project.backends.base import JsonSchema, Message, TextRequest
-from image_project.backends.offline import OfflineTextBackend, parse_size
+from image_project.testing import offline_chat_completion, offline_images_response
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -62,8 +58,6 @@ class LatencySimulator:
     image_median_s: float = 2.0
     sigma: float = 0.35
     records: list[CallRecord] = field(default_factory=list)
-    _images: dict[tuple[int, int], str] = field(default_factory=dict)
-    _text: OfflineTextBackend = field(default_factory=OfflineTextBackend)
 
     def latency_for(self, kind: str, body: bytes) -> float:
         median = self.chat_median_s if kind == "chat" else self.image_median_s
@@ -95,9 +89,9 @@ class LatencySimulator:
             await _respond(send, 400, {"error": {"message": "invalid JSON body"}})
             return
         if scope["method"] == "POST" and path.endswith("/chat/completions"):
-            kind, reply = "chat", await self._chat(payload)
+            kind, reply = "chat", await offline_chat_completion(payload)
         elif scope["method"] == "POST" and path.endswith("/images/generations"):
-            kind, reply = "image", self._image(payload)
+            kind, reply = "image", offline_images_response(payload)
         else:
             await _respond(send, 404, {"error": {"message": f"no route {scope['path']}"}})
             return
@@ -114,55 +108,6 @@ class LatencySimulator:
             )
         )
         await _respond(send, 200, reply)
-
-    async def _chat(self, payload: dict[str, Any]) -> dict[str, Any]:
-        fmt = payload.get("response_format") or {}
-        schema = None
-        if fmt.get("type") == "json_schema":
-            spec = fmt["json_schema"]
-            schema = JsonSchema(spec["name"], spec["schema"], bool(spec.get("strict", True)))
-        request = TextRequest(
-            messages=tuple(Message(m["role"], m["content"]) for m in payload["messages"]),
-            temperature=float(payload.get("temperature", 1.0)),
-            model=payload.get("model"),
-            seed=payload.get("seed"),
-            json_schema=schema,
-        )
-        reply = await self._text.complete(request)
-        usage = reply.usage
-        return {
-            "id": "chatcmpl-sim",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": payload.get("model", "sim"),
-            "system_fingerprint": "fp_latency_sim",
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": reply.text, "refusal": None},
-                    "finish_reason": "stop",
-                    "logprobs": None,
-                }
-            ],
-            "usage": {
-                "prompt_tokens": usage.prompt_tokens,
-                "completion_tokens": usage.completion_tokens,
-                "total_tokens": usage.total_tokens,
-            },
-        }
-
-    def _image(self, payload: dict[str, Any]) -> dict[str, Any]:
-        size = parse_size(str(payload.get("size") or "auto"))
-        if size not in self._images:
-            img = Image.linear_gradient("L").resize(size).convert("RGB")
-            buf = io.BytesIO()
-            img.save(buf, format="PNG")
-            self._images[size] = base64.b64encode(buf.getvalue()).decode("ascii")
-        return {
-            "created": int(time.time()),
-            "data": [{"b64_json": self._images[size]}],
-            "output_format": "png",
-        }
 
     # -- serving ------------------------------------------------------------------------
 

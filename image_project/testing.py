@@ -8,27 +8,36 @@
   raises :class:`UnexpectedCallError`; :meth:`ScriptedTextBackend.assert_all_used` checks
   that nothing in the script was left over.
 * :class:`FakeImageBackend` — a real PNG of the requested size, no network.
+* :func:`offline_chat_completion` / :func:`offline_images_response` — the offline backend's
+  answers in the OpenAI wire format, for local OpenAI-compatible test servers (the benchmark's
+  latency simulator and the tests' scripted server serve them).
 
 All fakes record every request they received (``.requests``, in arrival order).
 """
 
 from __future__ import annotations
 
+import base64
+import functools
 import inspect
 import io
-from collections.abc import Awaitable, Callable, Sequence
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from PIL import Image
 
 from image_project.backends.base import (
     ImageReply,
     ImageRequest,
+    JsonSchema,
+    Message,
     TextReply,
     TextRequest,
     Usage,
 )
-from image_project.backends.offline import parse_size
+from image_project.backends.offline import OfflineTextBackend, parse_size
 from image_project.errors import preview
 
 __all__ = [
@@ -38,6 +47,8 @@ __all__ = [
     "ScriptedTextBackend",
     "UnexpectedCallError",
     "last_user_text",
+    "offline_chat_completion",
+    "offline_images_response",
 ]
 
 ReplyLike = str | TextReply | None
@@ -195,3 +206,63 @@ class FakeImageBackend:
         buf = io.BytesIO()
         Image.new("RGB", (width, height), self.color).save(buf, format="PNG")
         return ImageReply(data=buf.getvalue(), model=request.model or self._default_model)
+
+
+_OFFLINE_TEXT = OfflineTextBackend()
+
+
+async def offline_chat_completion(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``chat.completion`` body answering the request body ``payload`` with the offline
+    backend's deterministic text; a strict ``json_schema`` response format gets
+    schema-valid JSON."""
+    fmt = payload.get("response_format") or {}
+    schema = None
+    if fmt.get("type") == "json_schema":
+        spec = fmt["json_schema"]
+        schema = JsonSchema(spec["name"], spec["schema"], bool(spec.get("strict", True)))
+    reply = await _OFFLINE_TEXT.complete(
+        TextRequest(
+            messages=tuple(Message(m["role"], m["content"]) for m in payload["messages"]),
+            temperature=float(payload.get("temperature", 1.0)),
+            model=payload.get("model"),
+            seed=payload.get("seed"),
+            json_schema=schema,
+        )
+    )
+    usage = reply.usage or Usage()
+    return {
+        "id": "chatcmpl-offline",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": payload.get("model", "offline"),
+        "system_fingerprint": "fp_offline",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": reply.text, "refusal": None},
+                "finish_reason": "stop",
+                "logprobs": None,
+            }
+        ],
+        "usage": {
+            "prompt_tokens": usage.prompt_tokens,
+            "completion_tokens": usage.completion_tokens,
+            "total_tokens": usage.total_tokens,
+        },
+    }
+
+
+def offline_images_response(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """An ``images.generate`` body: a base64 PNG gradient of the requested size."""
+    return {
+        "created": int(time.time()),
+        "data": [{"b64_json": _gradient_png_b64(parse_size(str(payload.get("size") or "auto")))}],
+        "output_format": "png",
+    }
+
+
+@functools.lru_cache(maxsize=8)
+def _gradient_png_b64(size: tuple[int, int]) -> str:
+    buf = io.BytesIO()
+    Image.linear_gradient("L").resize(size).convert("RGB").save(buf, format="PNG")
+    return base64.b64encode(buf.getvalue()).decode("ascii")

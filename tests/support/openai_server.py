@@ -4,9 +4,13 @@ Stdlib only: a :class:`http.server.ThreadingHTTPServer` on port 0 in a daemon th
 and stopped by the test (``with OpenAIServer() as server: ...``). Point a client at
 ``server.base_url``.
 
-* Every request is answered by the next scripted :class:`Reply` (one FIFO for all paths,
-  :meth:`OpenAIServer.script`) or, when the script is empty, by a valid default answer for
-  ``/v1/chat/completions`` and ``/v1/images/generations`` (404 for anything else).
+* Every request is answered by the first rule that matches it (:meth:`OpenAIServer.rule`: a
+  predicate on the request and its own queue of replies; for concurrent calls, whose arrival
+  order is not fixed), else by the next scripted :class:`Reply` (one FIFO for all paths,
+  :meth:`OpenAIServer.script`), else by a valid default answer for ``/v1/chat/completions``
+  and ``/v1/images/generations`` (404 for anything else). The default text is ``text``, or
+  with ``offline=True`` the offline backend's answer to the request (schema-valid JSON for
+  structured outputs, an image of the requested size), so a whole pipeline can run on it.
 * A reply can carry a status, headers, a JSON body, a server-side delay (to provoke a read
   timeout), an event to wait for before answering, or ``disconnect=True`` (close the socket
   without answering, a connection error for the client).
@@ -27,11 +31,15 @@ import json
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
+
+import anyio
+
+from image_project.testing import offline_chat_completion, offline_images_response
 
 __all__ = [
     "TINY_PNG",
@@ -73,6 +81,24 @@ class RecordedRequest:
     path: str
     headers: Mapping[str, str]
     body: Any
+
+    @property
+    def schema_name(self) -> str | None:
+        """The ``response_format.json_schema.name`` of a structured chat request."""
+        if not isinstance(self.body, dict):
+            return None
+        fmt = self.body.get("response_format") or {}
+        name = (fmt.get("json_schema") or {}).get("name")
+        return name if isinstance(name, str) else None
+
+    @property
+    def seed(self) -> int | None:
+        seed = self.body.get("seed") if isinstance(self.body, dict) else None
+        return seed if isinstance(seed, int) else None
+
+    @property
+    def is_image(self) -> bool:
+        return self.path.split("?", 1)[0].endswith("/images/generations")
 
 
 def chat_completion(
@@ -139,11 +165,13 @@ def error_body(
 class OpenAIServer:
     """The scripted server; see the module docstring."""
 
-    def __init__(self, *, text: str = "ok", image: bytes = TINY_PNG) -> None:
+    def __init__(self, *, text: str = "ok", image: bytes = TINY_PNG, offline: bool = False) -> None:
         self.default_text = text
         self.default_image = image
+        self.offline = offline
         self.gate: threading.Event | None = None
         self._script: collections.deque[Reply] = collections.deque()
+        self._rules: list[tuple[Callable[[RecordedRequest], bool], collections.deque[Reply]]] = []
         self._requests: list[RecordedRequest] = []
         self._cond = threading.Condition()
         self._in_flight = 0
@@ -206,10 +234,16 @@ class OpenAIServer:
         with self._cond:
             self._script.extend(replies)
 
+    def rule(self, when: Callable[[RecordedRequest], bool], *replies: Reply) -> None:
+        """Requests for which ``when(request)`` is true take these replies, in order, before
+        the FIFO script; once they are used up such requests fall through as usual."""
+        with self._cond:
+            self._rules.append((when, collections.deque(replies)))
+
     @property
     def unused_replies(self) -> int:
         with self._cond:
-            return len(self._script)
+            return len(self._script) + sum(len(queue) for _, queue in self._rules)
 
     @property
     def requests(self) -> list[RecordedRequest]:
@@ -262,7 +296,7 @@ class OpenAIServer:
         )
         with self._cond:
             self._requests.append(request)
-            reply = self._script.popleft() if self._script else None
+            reply = self._next_reply(request)
             self._in_flight += 1
             self._max_in_flight = max(self._max_in_flight, self._in_flight)
             self._cond.notify_all()
@@ -297,6 +331,12 @@ class OpenAIServer:
         except OSError:
             handler.close_connection = True
 
+    def _next_reply(self, request: RecordedRequest) -> Reply | None:
+        for when, queue in self._rules:
+            if queue and when(request):
+                return queue.popleft()
+        return self._script.popleft() if self._script else None
+
     def _answer(
         self, request: RecordedRequest, reply: Reply | None
     ) -> tuple[int, Any, Mapping[str, str]]:
@@ -308,6 +348,11 @@ class OpenAIServer:
             return status, error_body(f"scripted HTTP {status}", type="scripted_error"), headers
         path = request.path.split("?", 1)[0]
         requested_model = request.body.get("model") if isinstance(request.body, dict) else None
+        if self.offline and isinstance(request.body, dict):
+            if path.endswith("/chat/completions"):
+                return status, anyio.run(offline_chat_completion, request.body), headers
+            if path.endswith("/images/generations"):
+                return status, offline_images_response(request.body), headers
         if path.endswith("/chat/completions"):
             return (
                 status,
