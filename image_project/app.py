@@ -8,11 +8,15 @@ Guarantees:
 
 * Every random choice derives from the run seed (:mod:`image_project.seeding`), recorded.
 * The transcript is written on success **and** on failure, with ``error{type, message,
-  phase, step, path, cancelled_paths}`` when the run failed.
+  phase, step, path, cancelled_paths}`` when the run failed (plus ``status, attempts`` for a
+  transport error, ``reason, output_preview`` for a bad model answer). A cancelled run
+  (Ctrl-C) has ``error.type == "interrupted"`` and the steps that were in flight as
+  ``cancelled_paths``.
 * A failed run leaves no image, manifest row or generations row: the image is written, the
   manifest row appended and the generations row appended only in the ``records`` phase, the
   image atomically and under the manifest lock (which also makes ``seq`` unique across
-  processes); an image whose manifest row could not be written is removed again.
+  processes); an image whose manifest row could not be written is removed again. The
+  records phase is shielded from cancellation, so an interrupt never splits it.
 """
 
 from __future__ import annotations
@@ -45,7 +49,14 @@ from image_project.backends.base import ImageRequest, Usage
 from image_project.backends.factory import Backends
 from image_project.config import AppConfig
 from image_project.engine import ChatRunner, Context, DefaultStepRecorder, Node
-from image_project.errors import ImageProjectError, InputFileError, RefusalError, location_of
+from image_project.errors import (
+    BackendError,
+    ImageProjectError,
+    InputFileError,
+    ModelOutputError,
+    RefusalError,
+    location_of,
+)
 from image_project.preflight import check_outputs
 from image_project.progress import ProgressRecorder
 from image_project.seeding import derive_seed, fresh_seed
@@ -316,6 +327,7 @@ async def run_generation(
         seq: int | None = None
         if not prompt_only:
             enter("image", f"image ({cfg.image.model}, {cfg.image.size})")
+            image_started = time.perf_counter()
             image = await backends.image.generate(
                 ImageRequest(
                     prompt=final_prompt,
@@ -326,6 +338,16 @@ async def run_generation(
                 )
             )
             image_calls = 1
+            transcript["image_generation"] = {
+                "model": image.model,
+                "size": cfg.image.size,
+                "quality": cfg.image.quality,
+                "seed": derive_seed(run_seed, "image"),
+                "attempts": image.attempts,
+                "latency_ms": round((time.perf_counter() - image_started) * 1000, 3),
+                "bytes": len(image.data),
+                "revised_prompt": image.revised_prompt,
+            }
             say(f"[{time.perf_counter() - started:6.1f}s] ✓ image ({len(image.data):,} bytes)")
 
             enter("title", "title")
@@ -346,29 +368,29 @@ async def run_generation(
 
             enter("records", "records")
             image_path = Path(cfg.image.generation_path) / f"{generation_id}_image.jpg"
-            settled, allocated = await anyio.to_thread.run_sync(
-                _write_image_and_manifest,
-                cfg,
-                manifest,
-                image.data,
-                image_path,
-                title,
-                generation_id,
-                final_prompt,
-                run_seed,
-            )
-            await anyio.to_thread.run_sync(
-                append_generation_row,
-                Path(cfg.prompt.generations_path),
-                {
-                    "generation_id": generation_id,
-                    "selected_concepts": list(filtered),
-                    "final_image_prompt": final_prompt,
-                    "image_path": str(image_path),
-                    "created_at": transcript["created_at"],
-                    "seed": str(run_seed),
-                },
-            )
+            generations_row = {
+                "generation_id": generation_id,
+                "selected_concepts": list(filtered),
+                "final_image_prompt": final_prompt,
+                "image_path": str(image_path),
+                "created_at": transcript["created_at"],
+                "seed": str(run_seed),
+            }
+            # Shielded: a Ctrl-C that arrives now waits for the local writes (milliseconds)
+            # instead of leaving an image without its rows; the run then counts as finished.
+            with anyio.CancelScope(shield=True):
+                settled, allocated = await anyio.to_thread.run_sync(
+                    _write_records,
+                    cfg,
+                    manifest,
+                    image.data,
+                    image_path,
+                    title,
+                    generation_id,
+                    final_prompt,
+                    run_seed,
+                    generations_row,
+                )
             title, seq = settled, allocated
             transcript["image_path"] = str(image_path)
             transcript["title_generation"] = {
@@ -387,6 +409,10 @@ async def run_generation(
             "path": loc.path if loc else None,
             "cancelled_paths": list(loc.cancelled_paths) if loc else [],
         }
+        if isinstance(exc, BackendError):
+            error.update(status=exc.status, attempts=exc.attempts)
+        if isinstance(exc, ModelOutputError):
+            error.update(reason=exc.reason, output_preview=exc.output_preview)
         transcript["error"] = error
         logger.error(
             "Generation %s failed in phase %s: %s: %s", generation_id, phase, error["type"], exc
@@ -401,16 +427,26 @@ async def run_generation(
             error=error,
         ) from exc
     except BaseException as exc:
-        # Cancellation or Ctrl-C: record what we know, then let it propagate.
+        # Cancellation (Ctrl-C / SIGTERM through the CLI) or a KeyboardInterrupt: the steps
+        # in flight were cut off; nothing was written but this transcript (records are
+        # shielded). Record what we know, then let it propagate.
+        cut_off = recorder.in_flight
         transcript["error"] = {
             "type": "interrupted",
-            "message": type(exc).__name__,
+            "message": f"the run was interrupted in phase {phase} ({type(exc).__name__})"
+            + (f"; {len(cut_off)} step(s) in flight were cancelled" if cut_off else ""),
             "phase": phase,
             "step": None,
             "path": None,
-            "cancelled_paths": [],
+            "cancelled_paths": cut_off,
         }
         finish()
+        logger.warning(
+            "Generation %s interrupted in phase %s; transcript written to %s",
+            generation_id,
+            phase,
+            t_path,
+        )
         raise
     model_calls, usage, wall = finish()
     return RunResult(
@@ -429,6 +465,26 @@ async def run_generation(
         wall_s=wall,
         scoring=scoring_summary,
     )
+
+
+def _write_records(
+    cfg: AppConfig,
+    manifest: Path,
+    image_bytes: bytes,
+    image_path: Path,
+    title: TitleResult,
+    generation_id: str,
+    final_prompt: str,
+    run_seed: int,
+    generations_row: dict[str, object],
+) -> tuple[TitleResult, int]:
+    """The records phase in one call (one thread, so a cancellation cannot split it): the
+    image and its manifest row, then the generations row."""
+    settled, seq = _write_image_and_manifest(
+        cfg, manifest, image_bytes, image_path, title, generation_id, final_prompt, run_seed
+    )
+    append_generation_row(Path(cfg.prompt.generations_path), generations_row)
+    return settled, seq
 
 
 def _write_image_and_manifest(

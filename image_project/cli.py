@@ -2,7 +2,13 @@
 
 Exit codes: 0 success; 1 a run failed (its transcript was written, the error attributed to a
 phase and step path); 2 a configuration or input-file error, raised before any model call;
-130 interrupted (Ctrl-C).
+130 interrupted by Ctrl-C (SIGINT), 143 by SIGTERM.
+
+Interruption. While runs are going, SIGINT and SIGTERM cancel the work (every model call in
+flight is cancelled at once; a retry backoff is cut short); the interrupted run writes its
+transcript with ``error.type == "interrupted"`` and exits 130 / 143. A run already writing its
+records finishes them first (milliseconds). The first signal also restores the default
+handlers, so a second Ctrl-C quits immediately.
 
 Configuration is read and validated once, here at the edge, and passed down as typed
 objects. Environment variables are read here (and by the backend adapter's key lookup).
@@ -11,8 +17,10 @@ objects. Environment variables are read here (and by the backend adapter's key l
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
+import signal
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -29,6 +37,7 @@ from image_project.seeding import derive_seed
 __all__ = ["build_parser", "main"]
 
 EXIT_OK, EXIT_RUN_FAILED, EXIT_CONFIG, EXIT_INTERRUPTED = 0, 1, 2, 130
+_INTERRUPT_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -186,29 +195,71 @@ def _scoring_lines(scoring: Mapping[str, Any]) -> list[str]:
 
 
 async def _run_all(cfg: AppConfig, backends: Backends, quiet: bool) -> int:
-    inputs = load_inputs(cfg)
+    """All runs, cancelled as a whole by SIGINT / SIGTERM (exit 128 + signal number)."""
+    received: list[int] = []
+    outcome: list[int | Exception] = []
+    try:
+        async with anyio.create_task_group() as tg:
+            work = anyio.CancelScope()
+            tg.start_soon(_cancel_on_signal, work, received)
+            with work:
+                try:
+                    outcome.append(await _runs(cfg, backends, quiet))
+                except Exception as exc:  # re-raised below, not wrapped in an ExceptionGroup
+                    outcome.append(exc)
+            tg.cancel_scope.cancel()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await backends.aclose()
+    if received:
+        print(f"interrupted ({signal.Signals(received[0]).name})", file=sys.stderr)
+        return 128 + received[0]
+    result = outcome[0]
+    if isinstance(result, Exception):
+        raise result
+    return result
+
+
+async def _cancel_on_signal(work: anyio.CancelScope, received: list[int]) -> None:
+    """Cancel ``work`` on the first SIGINT / SIGTERM, then restore the default handlers."""
+    with contextlib.ExitStack() as stack:
+        try:
+            signals = stack.enter_context(anyio.open_signal_receiver(*_INTERRUPT_SIGNALS))
+        except (NotImplementedError, ValueError, RuntimeError):
+            return  # no signal handling here (not the main thread): KeyboardInterrupt applies
+        async for signum in signals:
+            received.append(int(signum))
+            print(
+                f"\n{signum.name}: cancelling the calls in flight (press Ctrl-C again to quit "
+                "at once)",
+                file=sys.stderr,
+                flush=True,
+            )
+            work.cancel()
+            return
+
+
+async def _runs(cfg: AppConfig, backends: Backends, quiet: bool) -> int:
     base_seed = cfg.prompt.random_seed
     emit = None if quiet else (lambda line: print(line, file=sys.stderr, flush=True))
     failures = 0
-    try:
-        for index in range(cfg.run.runs):
-            seed = (
-                base_seed
-                if base_seed is None or index == 0
-                else derive_seed(base_seed, "run", index)
-            )
-            if cfg.run.runs > 1 and not quiet:
-                print(f"== run {index + 1} of {cfg.run.runs}", file=sys.stderr, flush=True)
-            try:
-                result = await run_generation(cfg, backends, inputs=inputs, seed=seed, emit=emit)
-            except RunFailed as exc:
-                failures += 1
-                print(f"error: {exc}", file=sys.stderr)
-                print(f"transcript: {exc.transcript_path}", file=sys.stderr)
-                continue
-            print(_summary(result, backends, cfg), flush=True)
-    finally:
-        await backends.aclose()
+    # Input files, output directories and record CSVs, once for all runs and before any
+    # model call; an InputFileError leaves through main() as exit 2.
+    inputs = load_inputs(cfg)
+    for index in range(cfg.run.runs):
+        seed = (
+            base_seed if base_seed is None or index == 0 else derive_seed(base_seed, "run", index)
+        )
+        if cfg.run.runs > 1 and not quiet:
+            print(f"== run {index + 1} of {cfg.run.runs}", file=sys.stderr, flush=True)
+        try:
+            result = await run_generation(cfg, backends, inputs=inputs, seed=seed, emit=emit)
+        except RunFailed as exc:
+            failures += 1
+            print(f"error: {exc}", file=sys.stderr)
+            print(f"transcript: {exc.transcript_path}", file=sys.stderr)
+            continue
+        print(_summary(result, backends, cfg), flush=True)
     return EXIT_RUN_FAILED if failures else EXIT_OK
 
 

@@ -9,7 +9,9 @@ in completion order):
 * ``on_step_error(ctx, path, step_name, exc)`` — after a failure (not for cancellation).
 
 :class:`DefaultStepRecorder` logs and inserts records into ``ctx.steps`` at their declared
-position, so the transcript is in pre-order whatever order concurrent steps finished in.
+position, so the transcript is in pre-order whatever order concurrent steps finished in. Its
+``in_flight`` lists the steps started but neither finished nor failed: after a cancellation
+(Ctrl-C) those are the steps that were cut off.
 :class:`NullStepRecorder` records and logs nothing. A recorder that raises in
 ``on_step_end`` fails its step, with the step's path attached.
 """
@@ -60,12 +62,20 @@ class DefaultStepRecorder:
 
     def __init__(self, logger: logging.Logger | None = None) -> None:
         self.logger = logger or logging.getLogger("image_project.steps")
+        self._in_flight: dict[str, None] = {}
+
+    @property
+    def in_flight(self) -> list[str]:
+        """Paths of the steps started but not (yet) finished or failed, in start order."""
+        return list(self._in_flight)
 
     def on_step_start(self, ctx: Context, path: str, **metrics: Any) -> None:
+        self._in_flight[path] = None
         detail = " ".join(f"{k}={v}" for k, v in metrics.items() if k not in ("name",))
         self.logger.debug("Step: %s (%s)", path, detail)
 
     def on_step_end(self, ctx: Context, record: StepRecord) -> None:
+        self._in_flight.pop(record.path, None)
         bisect.insort(ctx.steps, record, key=lambda r: r.order)
         if record.error is not None:
             self.logger.warning(
@@ -86,6 +96,7 @@ class DefaultStepRecorder:
             self.logger.debug("Completed action %s (%.1f ms)", record.path, record.latency_ms)
 
     def on_step_error(self, ctx: Context, path: str, step_name: str, exc: BaseException) -> None:
+        self._in_flight.pop(path, None)
         self.logger.error("Step failed: %s: %s: %s", path, type(exc).__name__, exc)
 
 

@@ -1,0 +1,254 @@
+"""Transport faults through the whole pipeline: the real ``openai`` client against a local
+scripted server on 127.0.0.1 (tests/support/openai_server.py), never a mock of the SDK.
+
+Each test runs :func:`run_generation` with the OpenAI adapter; the server answers every call
+with the offline backend's content unless a rule scripts a fault for a chosen call. The retry
+layer's sleep is recorded instead of slept (the waits it asked for are asserted), except for
+the read timeout, which must really fire."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from image_project.app import RunFailed, run_generation
+from image_project.backends.factory import Backends
+from image_project.backends.openai_backend import openai_backends
+from image_project.backends.retry import RetryPolicy
+from image_project.config import AppConfig, load_config
+from image_project.seeding import derive_seed
+from tests.faults.common import REPO, images, read_rows, transcripts
+from tests.support import RecordingSleep
+from tests.support.openai_server import OpenAIServer, RecordedRequest, Reply, error_body
+
+pytestmark = pytest.mark.anyio
+
+MAX_ATTEMPTS = 4
+
+
+def make_cfg(tmp: Path, *extra: str) -> AppConfig:
+    return load_config(
+        root=REPO,
+        env={},
+        overrides=[
+            f"image.generation_path={tmp / 'out' / 'images'}",
+            f"image.log_path={tmp / 'out' / 'logs'}",
+            f"prompt.generations_path={tmp / 'out' / 'generations.csv'}",
+            "image.size=256x256",
+            "prompt.random_seed=77",
+            *extra,
+        ],
+    )
+
+
+@asynccontextmanager
+async def http_backends(
+    server: OpenAIServer,
+    sleep: RecordingSleep,
+    *,
+    max_concurrency: int = 8,
+    timeout_s: float = 30.0,
+    max_attempts: int = MAX_ATTEMPTS,
+) -> AsyncIterator[Backends]:
+    pair = openai_backends(
+        api_key="test-key",
+        text_model="test-text",
+        image_model="test-image",
+        base_url=server.base_url,
+        timeout_s=timeout_s,
+        retry=RetryPolicy(max_attempts=max_attempts, initial_wait_s=1.0, max_wait_s=30.0),
+        max_concurrency=max_concurrency,
+        sleep=sleep,
+        rng=random.Random(0),
+    )
+    try:
+        yield Backends(pair.text, pair.image, "openai", "scripted server", pair.aclose)
+    finally:
+        await pair.aclose()
+
+
+def attempts_by_path(t: dict[str, Any]) -> dict[str, int]:
+    return {s["path"]: s["attempts"] for s in t["steps"] if s["type"] == "chat"}
+
+
+async def run_with(
+    tmp: Path,
+    server: OpenAIServer,
+    *extra: str,
+    **backend_kw: Any,
+) -> tuple[dict[str, Any], RecordingSleep]:
+    sleep = RecordingSleep()
+    async with http_backends(server, sleep, **backend_kw) as b:
+        await run_generation(make_cfg(tmp, *extra), b)
+    (t,) = transcripts(tmp)
+    return t, sleep
+
+
+def only_retried(t: dict[str, Any], path: str, attempts: int) -> None:
+    """``path`` took ``attempts`` transport attempts; every other step exactly one."""
+    counts = attempts_by_path(t)
+    assert counts[path] == attempts, counts
+    assert {p: n for p, n in counts.items() if p != path} == {p: 1 for p in counts if p != path}
+
+
+IDEA_B = "pipeline/blackbox_scoring/ideas/idea_B"
+SCORING = ("prompt.scoring.enabled=true", "prompt.scoring.num_ideas=4")
+
+
+IDEA_B_SEED = derive_seed(77, "step", "idea", "B")
+
+
+def idea(card_seed: int) -> Callable[[RecordedRequest], bool]:
+    return lambda r: r.schema_name == "idea_card" and r.seed == card_seed
+
+
+# --- retried faults: the run completes and the transcript counts the attempts -----------------
+
+
+async def test_429_with_retry_after_waits_at_least_that_long(
+    tmp_path: Path, allow_loopback: None
+) -> None:
+    with OpenAIServer(offline=True) as server:
+        server.rule(
+            idea(IDEA_B_SEED),
+            Reply(status=429, headers={"Retry-After": "3"}, body=error_body("slow down")),
+        )
+        t, sleep = await run_with(tmp_path, server, *SCORING)
+    assert len(sleep.waits) == 1 and 3.0 <= sleep.waits[0] <= 3.3
+    only_retried(t, IDEA_B, 2)
+    assert "error" not in t and images(tmp_path)
+
+
+async def test_429_without_retry_after_backs_off_with_jitter(
+    tmp_path: Path, allow_loopback: None
+) -> None:
+    with OpenAIServer(offline=True) as server:
+        server.rule(idea(IDEA_B_SEED), *[Reply(status=429)] * 3)
+        t, sleep = await run_with(tmp_path, server, *SCORING)
+    w1, w2, w3 = sleep.waits
+    assert 0.5 <= w1 <= 1.0 and 1.0 <= w2 <= 2.0 and 2.0 <= w3 <= 4.0  # equal jitter
+    assert not (w2 - w1 == w3 - w2 or w2 / w1 == w3 / w2)  # no fixed interval or ratio
+    only_retried(t, IDEA_B, 4)
+
+
+@pytest.mark.parametrize("burst", [(500, 502, 503), (503, 503), (502,)], ids=str)
+async def test_server_error_bursts_are_retried(
+    tmp_path: Path, allow_loopback: None, burst: tuple[int, ...]
+) -> None:
+    with OpenAIServer(offline=True) as server:
+        server.rule(idea(IDEA_B_SEED), *[Reply(status=s) for s in burst])
+        t, _ = await run_with(tmp_path, server, *SCORING)
+    only_retried(t, IDEA_B, len(burst) + 1)
+    assert "error" not in t
+
+
+async def test_connection_reset_is_retried(tmp_path: Path, allow_loopback: None) -> None:
+    with OpenAIServer(offline=True) as server:
+        server.rule(idea(IDEA_B_SEED), Reply(disconnect=True), Reply(disconnect=True))
+        t, _ = await run_with(tmp_path, server, *SCORING)
+    only_retried(t, IDEA_B, 3)
+
+
+async def test_read_timeout_fires_and_is_retried(tmp_path: Path, allow_loopback: None) -> None:
+    # The held answer would take 60 s; the configured 0.5 s timeout must cut it off.
+    with OpenAIServer(offline=True) as server:
+        server.rule(idea(IDEA_B_SEED), Reply(delay_s=60))
+        t, sleep = await run_with(tmp_path, server, *SCORING, timeout_s=0.5)
+    only_retried(t, IDEA_B, 2)
+    assert len(sleep.waits) == 1
+
+
+async def test_image_retries_are_counted(tmp_path: Path, allow_loopback: None) -> None:
+    with OpenAIServer(offline=True) as server:
+        server.rule(lambda r: r.is_image, Reply(status=503), Reply(status=429))
+        t, _ = await run_with(tmp_path, server)
+    assert t["image_generation"]["attempts"] == 3
+    assert set(attempts_by_path(t).values()) == {1}
+
+
+# --- faults that end the run: a clear error, a transcript, no records -------------------------
+
+
+async def test_permanent_outage_names_the_step_the_status_and_the_attempts(
+    tmp_path: Path, allow_loopback: None
+) -> None:
+    with OpenAIServer(offline=True) as server:
+        server.rule(idea(IDEA_B_SEED), *[Reply(status=503)] * 10)
+        with pytest.raises(RunFailed) as caught:
+            await run_with(tmp_path, server, *SCORING)
+        outage = [r for r in server.requests if idea(IDEA_B_SEED)(r)]
+    assert len(outage) == MAX_ATTEMPTS
+    message = str(caught.value)
+    assert IDEA_B in message and "HTTP 503" in message
+    assert f"attempt {MAX_ATTEMPTS} of {MAX_ATTEMPTS}" in message
+    (t,) = transcripts(tmp_path)
+    error = t["error"]
+    assert (error["type"], error["phase"], error["path"]) == ("ServerError", "pipeline", IDEA_B)
+    assert (error["status"], error["attempts"]) == (503, MAX_ATTEMPTS)
+    assert images(tmp_path) == [] and read_rows(tmp_path / "out" / "generations.csv") == []
+
+
+@pytest.mark.parametrize(
+    ("status", "kind"),
+    [
+        (400, "RequestRejectedError"),
+        (401, "AuthenticationError"),
+        (404, "RequestRejectedError"),
+        (422, "RequestRejectedError"),
+    ],
+)
+async def test_client_errors_are_never_retried(
+    tmp_path: Path, allow_loopback: None, status: int, kind: str
+) -> None:
+    with OpenAIServer(offline=True) as server:
+        server.rule(idea(IDEA_B_SEED), *[Reply(status=status)] * 5)
+        with pytest.raises(RunFailed) as caught:
+            await run_with(tmp_path, server, *SCORING)
+        hits = [r for r in server.requests if idea(IDEA_B_SEED)(r)]
+    assert len(hits) == 1
+    (t,) = transcripts(tmp_path)
+    assert (t["error"]["type"], t["error"]["status"], t["error"]["attempts"]) == (kind, status, 1)
+    assert t["error"]["path"] == IDEA_B
+    if status == 401:
+        assert "OPENAI_API_KEY" in str(caught.value)
+    else:
+        assert "not retried" in str(caught.value)
+
+
+# --- retry storms -----------------------------------------------------------------------------
+
+
+async def test_twenty_concurrent_429s_stay_within_the_limiter_and_the_attempt_budget(
+    tmp_path: Path, allow_loopback: None
+) -> None:
+    ideas, limit, attempts = 20, 4, 3
+    with OpenAIServer(offline=True) as server:
+        # Every idea call is rate limited twice (40 refusals); each takes a little server time
+        # so that calls really overlap.
+        server.rule(
+            lambda r: r.schema_name == "idea_card",
+            *[Reply(status=429, headers={"Retry-After": "2"}, delay_s=0.01)] * (2 * ideas),
+        )
+        t, sleep = await run_with(
+            tmp_path,
+            server,
+            "prompt.scoring.enabled=true",
+            f"prompt.scoring.num_ideas={ideas}",
+            max_concurrency=limit,
+            max_attempts=attempts,
+        )
+        idea_requests = [r for r in server.requests if r.schema_name == "idea_card"]
+        peak = server.max_in_flight
+    assert peak == limit  # the calls did overlap, and never beyond the limiter
+    assert len(idea_requests) == ideas * attempts  # each: two 429s, then the answer
+    assert len(server.requests) <= len(attempts_by_path(t)) * attempts + 1  # +1: the image
+    idea_attempts = [n for p, n in attempts_by_path(t).items() if "/ideas/" in p]
+    assert idea_attempts == [attempts] * ideas
+    assert len(sleep.waits) == 2 * ideas
+    assert all(2.0 <= w <= 2.2 for w in sleep.waits)
+    assert len(set(sleep.waits)) == len(sleep.waits)  # spread, not a herd in lockstep
