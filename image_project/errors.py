@@ -5,8 +5,9 @@
     ImageProjectError                    base of everything we raise on purpose
     ├── ConfigError                      bad configuration; raised at load time, before any
     │                                    model call; carries the full dotted key path (exit 2)
-    ├── InputFileError                   a categories / profile / history file that cannot be
-    │                                    used (missing, empty, wrong header, not UTF-8); exit 2
+    ├── InputFileError                   a categories / profile / record file that cannot be
+    │                                    used (missing, empty, wrong header, not UTF-8), or an
+    │                                    output directory that cannot be written; exit 2
     ├── PipelineDefinitionError          a step tree that cannot run (name collision, bad merge
     │                                    mode, a shared capture key between parallel siblings);
     │                                    raised when the tree is built or first checked
@@ -120,11 +121,14 @@ class ModelOutputError(StepFailedError):
     """The model's answer did not have the required shape, after the allowed re-asks.
 
     ``reason`` is a short machine-readable code (for example ``invalid_judge_output``),
-    ``output_preview`` at most 200 characters of the last bad answer.
+    ``detail`` the message without the reason and preview, ``output_preview`` at most 200
+    characters of the last bad answer.
     """
 
     def __init__(self, reason: str, message: str, *, output: object = "") -> None:
         self.reason = reason
+        self.detail = message
+        self.output = output
         self.output_preview = preview(output)
         detail = f"{reason}: {message}"
         if self.output_preview:

@@ -371,8 +371,8 @@ class ChatRunner:
                 return text, text
             try:
                 return text, step.parse(text)
-            except RefusalError:
-                raise
+            except RefusalError as exc:
+                raise RefusalError(f"{path}: {exc.detail}", output=exc.output) from exc
             except (ModelOutputError, ValueError) as exc:
                 error = str(exc)[:_REASK_ERROR_CHARS]
                 reasks.append({"response": text, "error": error})

@@ -6,12 +6,66 @@ from __future__ import annotations
 import csv
 import json
 import os
+import random
 import subprocess
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from image_project.backends.factory import Backends
+from image_project.backends.openai_backend import openai_backends
+from image_project.backends.retry import RetryPolicy
+from image_project.config import AppConfig, load_config
+from tests.support import RecordingSleep
+from tests.support.openai_server import OpenAIServer
+
 REPO = Path(__file__).resolve().parents[2]
+
+
+MAX_ATTEMPTS = 4
+
+
+def make_cfg(tmp: Path, *extra: str) -> AppConfig:
+    return load_config(
+        root=REPO,
+        env={},
+        overrides=[
+            f"image.generation_path={tmp / 'out' / 'images'}",
+            f"image.log_path={tmp / 'out' / 'logs'}",
+            f"prompt.generations_path={tmp / 'out' / 'generations.csv'}",
+            "image.size=256x256",
+            "prompt.random_seed=77",
+            *extra,
+        ],
+    )
+
+
+@asynccontextmanager
+async def http_backends(
+    server: OpenAIServer,
+    sleep: RecordingSleep,
+    *,
+    max_concurrency: int = 8,
+    timeout_s: float = 30.0,
+    max_attempts: int = MAX_ATTEMPTS,
+) -> AsyncIterator[Backends]:
+    pair = openai_backends(
+        api_key="test-key",
+        text_model="test-text",
+        image_model="test-image",
+        base_url=server.base_url,
+        timeout_s=timeout_s,
+        retry=RetryPolicy(max_attempts=max_attempts, initial_wait_s=1.0, max_wait_s=30.0),
+        max_concurrency=max_concurrency,
+        sleep=sleep,
+        rng=random.Random(0),
+    )
+    try:
+        yield Backends(pair.text, pair.image, "openai", "scripted server", pair.aclose)
+    finally:
+        await pair.aclose()
 
 
 def write_config(tmp: Path, *, base_url: str | None = None, **sections: Any) -> Path:

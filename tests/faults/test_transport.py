@@ -8,68 +8,26 @@ the read timeout, which must really fire."""
 
 from __future__ import annotations
 
-import random
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from image_project.app import RunFailed, run_generation
-from image_project.backends.factory import Backends
-from image_project.backends.openai_backend import openai_backends
-from image_project.backends.retry import RetryPolicy
-from image_project.config import AppConfig, load_config
 from image_project.seeding import derive_seed
-from tests.faults.common import REPO, images, read_rows, transcripts
+from tests.faults.common import (
+    MAX_ATTEMPTS,
+    http_backends,
+    images,
+    make_cfg,
+    read_rows,
+    transcripts,
+)
 from tests.support import RecordingSleep
 from tests.support.openai_server import OpenAIServer, RecordedRequest, Reply, error_body
 
 pytestmark = pytest.mark.anyio
-
-MAX_ATTEMPTS = 4
-
-
-def make_cfg(tmp: Path, *extra: str) -> AppConfig:
-    return load_config(
-        root=REPO,
-        env={},
-        overrides=[
-            f"image.generation_path={tmp / 'out' / 'images'}",
-            f"image.log_path={tmp / 'out' / 'logs'}",
-            f"prompt.generations_path={tmp / 'out' / 'generations.csv'}",
-            "image.size=256x256",
-            "prompt.random_seed=77",
-            *extra,
-        ],
-    )
-
-
-@asynccontextmanager
-async def http_backends(
-    server: OpenAIServer,
-    sleep: RecordingSleep,
-    *,
-    max_concurrency: int = 8,
-    timeout_s: float = 30.0,
-    max_attempts: int = MAX_ATTEMPTS,
-) -> AsyncIterator[Backends]:
-    pair = openai_backends(
-        api_key="test-key",
-        text_model="test-text",
-        image_model="test-image",
-        base_url=server.base_url,
-        timeout_s=timeout_s,
-        retry=RetryPolicy(max_attempts=max_attempts, initial_wait_s=1.0, max_wait_s=30.0),
-        max_concurrency=max_concurrency,
-        sleep=sleep,
-        rng=random.Random(0),
-    )
-    try:
-        yield Backends(pair.text, pair.image, "openai", "scripted server", pair.aclose)
-    finally:
-        await pair.aclose()
 
 
 def attempts_by_path(t: dict[str, Any]) -> dict[str, int]:

@@ -10,7 +10,8 @@ and stopped by the test (``with OpenAIServer() as server: ...``). Point a client
   :meth:`OpenAIServer.script`), else by a valid default answer for ``/v1/chat/completions``
   and ``/v1/images/generations`` (404 for anything else). The default text is ``text``, or
   with ``offline=True`` the offline backend's answer to the request (schema-valid JSON for
-  structured outputs, an image of the requested size), so a whole pipeline can run on it.
+  structured outputs, an image of the requested size), so a whole pipeline can run on it;
+  ``latency_s`` makes every default answer take that long (a slow but healthy service).
 * A reply can carry a status, headers, a JSON body, a server-side delay (to provoke a read
   timeout), an event to wait for before answering, or ``disconnect=True`` (close the socket
   without answering, a connection error for the client).
@@ -165,10 +166,18 @@ def error_body(
 class OpenAIServer:
     """The scripted server; see the module docstring."""
 
-    def __init__(self, *, text: str = "ok", image: bytes = TINY_PNG, offline: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        text: str = "ok",
+        image: bytes = TINY_PNG,
+        offline: bool = False,
+        latency_s: float = 0.0,
+    ) -> None:
         self.default_text = text
         self.default_image = image
         self.offline = offline
+        self.latency_s = latency_s
         self.gate: threading.Event | None = None
         self._script: collections.deque[Reply] = collections.deque()
         self._rules: list[tuple[Callable[[RecordedRequest], bool], collections.deque[Reply]]] = []
@@ -306,8 +315,9 @@ class OpenAIServer:
                 self._wait(gate)
             if reply is not None and reply.wait_for is not None:
                 self._wait(reply.wait_for)
-            if reply is not None and reply.delay_s > 0:
-                self._stopping.wait(reply.delay_s)
+            delay = reply.delay_s if reply is not None else self.latency_s
+            if delay > 0:
+                self._stopping.wait(delay)
             status, payload, headers = self._answer(request, reply)
         finally:
             # Count the request as answered *before* writing: once the client has the
@@ -375,6 +385,9 @@ class _QuietHTTPServer(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # Headers and body are two writes; with Nagle on, the body waits for the client's delayed
+    # ACK (~40 ms per call), a cost of this server that real services do not have.
+    disable_nagle_algorithm = True
     server_owner: OpenAIServer
 
     def do_POST(self) -> None:

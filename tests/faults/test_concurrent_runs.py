@@ -1,0 +1,110 @@
+"""Concurrent runs against a slow service: ``--runs 20`` in one process, and four processes
+started together, must give exactly one manifest row (unique, consecutive ``seq``), one
+generations row, one transcript and one image per run, with no torn or interleaved line.
+A lock left behind by a killed process is recovered with a warning."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from image_project.artifacts import manifest_lock
+from image_project.artifacts.generations import GENERATIONS_FIELDS
+from image_project.artifacts.manifest import MANIFEST_FIELDS
+from tests.faults.common import child_env, images, read_rows, spawn_main, transcripts, write_config
+from tests.support.openai_server import OpenAIServer
+
+LATENCY_S = 0.01  # every call takes a little while, so the runs really overlap
+FAST = {"refinement": "none"}  # fewer calls per run; the records phase is what is tested
+
+
+def assert_records_consistent(tmp: Path, runs: int) -> None:
+    manifest_path = tmp / "out" / "images" / "titles_manifest.csv"
+    generations_path = tmp / "out" / "generations.csv"
+    manifest = read_rows(manifest_path)
+    generations = read_rows(generations_path)
+    # Every row complete: no missing cell (None) and no extra one (key None) from a torn line.
+    for rows, fields in ((manifest, MANIFEST_FIELDS), (generations, GENERATIONS_FIELDS)):
+        assert len(rows) == runs
+        for row in rows:
+            assert list(row) == list(fields) and None not in row.values(), row
+    assert sorted(int(r["seq"]) for r in manifest) == list(range(1, runs + 1))
+    ids = {r["generation_id"] for r in manifest}
+    assert len(ids) == runs
+    assert {r["generation_id"] for r in generations} == ids
+    ts = transcripts(tmp)
+    assert len(ts) == runs and all("error" not in t for t in ts)
+    assert {t["generation_id"] for t in ts} == ids
+    by_id = {r["generation_id"]: r for r in manifest}
+    for t in ts:  # the transcript and the manifest agree on seq and title
+        row = by_id[t["generation_id"]]
+        assert (str(t["title_generation"]["seq"]), t["title_generation"]["title"]) == (
+            row["seq"],
+            row["title"],
+        )
+    assert len(images(tmp)) == runs
+    titles = [r["title"].lower() for r in manifest]
+    assert len(set(titles)) == runs, "titles are disambiguated under the manifest lock"
+    for path in (manifest_path, generations_path):
+        assert path.read_bytes().endswith(b"\n")
+        assert not path.with_name(path.name + ".lock").exists()
+
+
+def test_twenty_runs_in_one_process(tmp_path: Path, allow_loopback: None) -> None:
+    with OpenAIServer(offline=True, latency_s=LATENCY_S) as server:
+        config = write_config(tmp_path, base_url=server.base_url, prompt=FAST)
+        proc = spawn_main(tmp_path, "--config", str(config), "--runs", "20", "--seed", "3", "-q")
+        _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    assert_records_consistent(tmp_path, 20)
+
+
+def test_four_processes_started_together(tmp_path: Path, allow_loopback: None) -> None:
+    with OpenAIServer(offline=True, latency_s=LATENCY_S) as server:
+        config = write_config(tmp_path, base_url=server.base_url, prompt=FAST)
+        procs = [
+            spawn_main(tmp_path, "--config", str(config), "--runs", "5", "--seed", str(s), "-q")
+            for s in range(4)
+        ]
+        results = [p.communicate(timeout=300) for p in procs]
+    for proc, (_, err) in zip(procs, results, strict=True):
+        assert proc.returncode == 0, err
+    assert_records_consistent(tmp_path, 20)
+
+
+def test_a_lock_left_by_a_killed_process_is_recovered_with_a_warning(
+    tmp_path: Path, allow_loopback: None
+) -> None:
+    manifest = tmp_path / "out" / "images" / "titles_manifest.csv"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\n"
+            "from image_project.artifacts import manifest_lock\n"
+            f"manifest_lock({str(manifest)!r}).acquire()\n"
+            "print('locked', flush=True)\n"
+            "sys.stdin.read()\n",
+        ],
+        env=child_env(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+    lock = manifest_lock(manifest).path
+    assert lock.exists(), "the killed process left its lock behind"
+
+    with OpenAIServer(offline=True) as server:
+        config = write_config(tmp_path, base_url=server.base_url, prompt=FAST)
+        proc = spawn_main(tmp_path, "--config", str(config), "--seed", "9")
+        _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert "Recovered stale lock" in err and str(lock) in err
+    assert f"pid {holder.pid}" in err or str(holder.pid) in err
+    assert [r["seq"] for r in read_rows(manifest)] == ["1"]
+    assert not lock.exists()
