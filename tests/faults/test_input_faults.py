@@ -20,7 +20,7 @@ from image_project.cli import main
 from image_project.stages.concepts import EXPECTED_COLUMNS
 from tests.support.openai_server import OpenAIServer
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 ENV = {"OPENAI_API_KEY": "test"}
 PROBE = ".image_project-write-check-"
 
