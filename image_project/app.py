@@ -478,27 +478,11 @@ def _write_records(
     run_seed: int,
     generations_row: dict[str, object],
 ) -> tuple[TitleResult, int]:
-    """The records phase in one call (one thread, so a cancellation cannot split it): the
-    image and its manifest row, then the generations row."""
-    settled, seq = _write_image_and_manifest(
-        cfg, manifest, image_bytes, image_path, title, generation_id, final_prompt, run_seed
-    )
-    append_generation_row(Path(cfg.prompt.generations_path), generations_row)
-    return settled, seq
+    """The records phase in one call (one thread, so a cancellation cannot split it).
 
-
-def _write_image_and_manifest(
-    cfg: AppConfig,
-    manifest: Path,
-    image_bytes: bytes,
-    image_path: Path,
-    title: TitleResult,
-    generation_id: str,
-    final_prompt: str,
-    run_seed: int,
-) -> tuple[TitleResult, int]:
-    """Under the manifest lock: allocate seq, settle the title against the freshest manifest,
-    write the captioned image, append the manifest row. Removes the image if the row fails."""
+    Under the manifest lock: allocate seq, settle the title against the freshest manifest,
+    write the captioned image, append the manifest row (the image is removed again if the
+    row fails). Then append the generations row."""
     with manifest_lock(manifest):
         rows = read_manifest(manifest)
         seq = next_seq(rows)
@@ -530,4 +514,5 @@ def _write_image_and_manifest(
         except BaseException:
             image_path.unlink(missing_ok=True)
             raise
+    append_generation_row(Path(cfg.prompt.generations_path), generations_row)
     return title, seq

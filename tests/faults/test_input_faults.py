@@ -7,8 +7,6 @@ written.
 
 from __future__ import annotations
 
-import csv
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,6 +16,8 @@ import pytest
 from image_project.artifacts import GENERATIONS_FIELDS, MANIFEST_FIELDS
 from image_project.cli import main
 from image_project.stages.concepts import EXPECTED_COLUMNS
+from tests.faults import common
+from tests.faults.common import read_rows
 from tests.support.openai_server import OpenAIServer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -26,30 +26,13 @@ PROBE = ".image_project-write-check-"
 
 
 def write_config(tmp: Path, base_url: str, **sections: dict[str, Any]) -> Path:
-    """A config under ``tmp`` (outputs in ``tmp/out``) pointing the backend at ``base_url``;
-    ``sections`` are merged key by key over the defaults."""
-    cfg: dict[str, dict[str, Any]] = {
-        "backend": {"provider": "openai", "base_url": base_url, "max_attempts": 1},
-        "image": {
-            "generation_path": str(tmp / "out" / "images"),
-            "log_path": str(tmp / "out" / "logs"),
-        },
-        "prompt": {
-            "categories_path": str(REPO / "config" / "categories.csv"),
-            "profile_path": str(REPO / "config" / "profile.csv"),
-            "generations_path": str(tmp / "out" / "generations.csv"),
-        },
-    }
-    for name, values in sections.items():
-        cfg.setdefault(name, {}).update(values)
-    path = tmp / "my_config.yaml"
-    path.write_text(json.dumps(cfg), encoding="utf-8")  # JSON is valid YAML
-    return path
-
-
-def read_rows(path: Path) -> list[dict[str, str]]:
-    with path.open(encoding="utf-8-sig", newline="") as fh:
-        return list(csv.DictReader(fh))
+    """The shared config (outputs in ``tmp/out``), one attempt per call: nothing may be
+    called at all, and a stray call should fail fast."""
+    return common.write_config(
+        tmp,
+        base_url=base_url,
+        **{**sections, "backend": {"max_attempts": 1, **sections.get("backend", {})}},
+    )
 
 
 def files_under(root: Path) -> list[Path]:

@@ -17,9 +17,8 @@ from image_project.artifacts import manifest_lock
 from image_project.backends.base import TextReply, TextRequest
 from image_project.backends.factory import Backends
 from image_project.backends.offline import OfflineTextBackend
-from image_project.config import load_config
 from image_project.testing import FakeImageBackend
-from tests.faults.common import REPO, images, read_rows, spawn_main, transcripts, write_config
+from tests.faults.common import images, make_cfg, read_rows, spawn_main, transcripts, write_config
 from tests.support.openai_server import OpenAIServer, Reply
 
 IDEAS = 6
@@ -96,24 +95,10 @@ def _backends(text: object) -> Backends:
     return Backends(text=text, image=FakeImageBackend(), provider="offline", description="fake")  # type: ignore[arg-type]
 
 
-def _cfg(tmp: Path, *extra: str):  # type: ignore[no-untyped-def]
-    return load_config(
-        root=REPO,
-        env={},
-        overrides=[
-            f"image.generation_path={tmp / 'out' / 'images'}",
-            f"image.log_path={tmp / 'out' / 'logs'}",
-            f"prompt.generations_path={tmp / 'out' / 'generations.csv'}",
-            "prompt.random_seed=5",
-            *extra,
-        ],
-    )
-
-
 @pytest.mark.anyio
 async def test_cancelled_run_lists_the_steps_it_cut_off(tmp_path: Path) -> None:
     text = _BlockingIdeas()
-    cfg = _cfg(tmp_path, "prompt.scoring.enabled=true", f"prompt.scoring.num_ideas={IDEAS}")
+    cfg = make_cfg(tmp_path, "prompt.scoring.enabled=true", f"prompt.scoring.num_ideas={IDEAS}")
     with pytest.raises(anyio.get_cancelled_exc_class()):
         async with anyio.create_task_group() as tg:
             tg.start_soon(run_generation, cfg, _backends(text))
@@ -130,7 +115,7 @@ async def test_cancelled_run_lists_the_steps_it_cut_off(tmp_path: Path) -> None:
 
 @pytest.mark.anyio
 async def test_cancel_during_records_finishes_the_records(tmp_path: Path) -> None:
-    cfg = _cfg(tmp_path)
+    cfg = make_cfg(tmp_path)
     entered_records = anyio.Event()
 
     def emit(line: str) -> None:
