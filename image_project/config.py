@@ -13,6 +13,10 @@ Contract:
   error. Numbers never accept booleans.
 * Relative paths resolve against ``root`` after ``~`` and ``$VAR`` expansion. Existence is
   not checked here: files are the business of the code that opens them.
+* Every number and string is bounded (counts, seconds, the seed, image sides, name and path
+  lengths), so an absurd value fails here, naming the key and the allowed range, instead of
+  at run time after model calls. Keys must be strings; a file that is not UTF-8, not YAML,
+  nested too deeply or holding an unreadable value is a :class:`ConfigError` as well.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import difflib
 import logging
 import os
 import re
+import reprlib
 import types
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -46,6 +51,13 @@ from image_project.errors import ConfigError, preview
 
 __all__ = [
     "CONFIG_ENV_VAR",
+    "IMAGE_SIDE_MAX",
+    "IMAGE_SIDE_MIN",
+    "MAX_NAME_CHARS",
+    "MAX_NESTING",
+    "MAX_PATH_CHARS",
+    "MAX_RUN_SEED",
+    "MAX_URL_CHARS",
     "AppConfig",
     "BackendConfig",
     "EffectiveJudge",
@@ -72,6 +84,20 @@ LOCAL_CONFIG = Path("config") / "config.local.yaml"
 _TRUE_WORDS = frozenset({"true", "yes", "1"})
 _FALSE_WORDS = frozenset({"false", "no", "0"})
 _BOOL_ALLOWED = "true or false (also yes/no, 1/0)"
+
+MAX_NAME_CHARS = 200
+"""Longest model name, environment variable name or judge id."""
+MAX_URL_CHARS = 2048
+MAX_PATH_CHARS = 4096
+"""Longest path (Linux's PATH_MAX)."""
+MAX_RUN_SEED = 2**63 - 1
+"""Largest ``prompt.random_seed``: a run seed is recorded in the transcript and the CSVs and
+fed to :func:`~image_project.seeding.derive_seed`; it must stay a 64-bit int everywhere."""
+IMAGE_SIDE_MIN, IMAGE_SIDE_MAX = 16, 4096
+"""Pixels per side of ``image.size`` (the range the offline image backend renders)."""
+MAX_NESTING = 32
+"""Deepest nesting of mappings and lists in a config value, and most parts of a ``--set``
+key (the schema needs 5)."""
 
 
 # --------------------------------------------------------------------------- validators
@@ -140,13 +166,22 @@ def _reject_bool(value: object) -> object:
 
 def _non_blank(value: str) -> str:
     if not value.strip():
-        raise _Invalid("a non-empty string")
+        raise _Invalid(f"a non-empty string of at most {MAX_NAME_CHARS} characters")
+    if len(value) > MAX_NAME_CHARS:
+        raise _Invalid(
+            f"a non-empty string of at most {MAX_NAME_CHARS} characters (got {len(value)})"
+        )
     return value
 
 
 def _check_base_url(value: str | None) -> str | None:
-    if value is not None and not value.startswith(("http://", "https://")):
-        raise _Invalid("a URL starting with http:// or https://, or null")
+    if value is None:
+        return value
+    if not value.startswith(("http://", "https://")) or len(value) > MAX_URL_CHARS:
+        raise _Invalid(
+            f"a URL starting with http:// or https:// of at most {MAX_URL_CHARS} characters, "
+            "or null"
+        )
     return value
 
 
@@ -166,17 +201,26 @@ _JUDGE_ID = re.compile(r"[A-Za-z0-9_.-]+")
 
 
 def _check_judge_id(value: str) -> str:
-    if not _JUDGE_ID.fullmatch(value):
-        raise _Invalid("a non-empty string of letters, digits, '_', '.' or '-'")
+    if not _JUDGE_ID.fullmatch(value) or len(value) > MAX_NAME_CHARS:
+        raise _Invalid(
+            f"a non-empty string of at most {MAX_NAME_CHARS} letters, digits, '_', '.' or '-'"
+        )
     return value
 
 
-_SIZE = re.compile(r"[1-9][0-9]*x[1-9][0-9]*")
+_SIZE = re.compile(r"([1-9][0-9]{0,5})x([1-9][0-9]{0,5})")
 
 
 def _check_size(value: str) -> str:
-    if value != "auto" and not _SIZE.fullmatch(value):
-        raise _Invalid("'WxH' with positive ints (like '1536x1024') or 'auto'")
+    if value == "auto":
+        return value
+    match = _SIZE.fullmatch(value)
+    sides = (int(match.group(1)), int(match.group(2))) if match else ()
+    if not sides or not all(IMAGE_SIDE_MIN <= side <= IMAGE_SIDE_MAX for side in sides):
+        raise _Invalid(
+            f"'WxH' with {IMAGE_SIDE_MIN}..{IMAGE_SIDE_MAX} pixels per side "
+            "(like '1536x1024') or 'auto'"
+        )
     return value
 
 
@@ -184,8 +228,8 @@ _VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))"
 
 
 def _non_empty_path(value: object) -> object:
-    if isinstance(value, str) and not value.strip():
-        raise _Invalid("a non-empty path")
+    if isinstance(value, str) and (not value.strip() or len(value) > MAX_PATH_CHARS):
+        raise _Invalid(f"a non-empty path of at most {MAX_PATH_CHARS} characters")
     return value
 
 
@@ -206,7 +250,12 @@ def _resolve_path(value: Path, info: ValidationInfo) -> Path:
             raise _Invalid(f"a path whose variables are set (${name} is not set)")
         return env[name]
 
-    path = Path(_VAR.sub(substitute, text)).expanduser()
+    try:
+        path = Path(_VAR.sub(substitute, text)).expanduser()
+    except RuntimeError as exc:  # "~someone" where someone has no home directory
+        raise _Invalid(f"a path whose '~' can be expanded ({exc})") from None
+    if len(str(path)) > MAX_PATH_CHARS:
+        raise _Invalid(f"a path of at most {MAX_PATH_CHARS} characters once expanded")
     if root is not None and not path.is_absolute():
         path = root / path
     return path
@@ -332,7 +381,7 @@ class ScoringConfig(_Section):
     generator_profile_abstraction: StrictBool = True
     max_reasks: _Int = Field(default=1, ge=0, le=5)
     judges: Annotated[tuple[JudgeConfig, ...] | None, BeforeValidator(_check_judge_count)] = None
-    min_ok_judges: _Int | None = Field(default=None, ge=1)
+    min_ok_judges: _Int | None = Field(default=None, ge=1, le=MAX_JUDGES)
     novelty: NoveltyConfig = Field(default_factory=NoveltyConfig)
 
     @model_validator(mode="after")
@@ -389,7 +438,7 @@ class PromptConfig(_Section):
     profile_path: _ConfigPath = Path("config/profile.csv")
     generations_path: _ConfigPath = Path("output/generations.csv")
     titles_manifest_path: _ConfigPath | None = None
-    random_seed: _Int | None = Field(default=None, ge=0)
+    random_seed: _Int | None = Field(default=None, ge=0, le=MAX_RUN_SEED)
     refinement: Literal["final", "per_stage", "none"] = "final"
     text_temperature: _Float = Field(default=0.8, ge=0.0, le=2.0)
     scoring: ScoringConfig = Field(default_factory=ScoringConfig)
@@ -458,13 +507,62 @@ def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
+def _parse_yaml(text: str) -> Any:
+    """``text`` as YAML; every failure is a ``yaml.YAMLError``.
+
+    PyYAML lets a few failures of its value constructors escape as other types: an impossible
+    date (``2001-13-01``), a decimal int beyond Python's str-conversion digit limit, and
+    nesting deeper than the recursion limit. Aliases can also build values that contain
+    themselves (``&a [*a]``) or nest deeply without deep text; both are rejected here, so
+    that later steps may recurse over the value.
+    """
+    try:
+        value = yaml.load(text, Loader=_StrictLoader)
+    except yaml.YAMLError:
+        raise
+    except RecursionError:
+        raise yaml.YAMLError("the document is nested too deeply") from None
+    except (ValueError, OverflowError) as exc:
+        raise yaml.YAMLError(f"a value cannot be read: {exc}") from exc
+    _check_shape(value)
+    return value
+
+
+def _check_shape(value: object) -> None:
+    """Reject a cycle or nesting deeper than :data:`MAX_NESTING`, without recursion; each
+    container shared through aliases is visited once."""
+    on_path: set[int] = set()
+    done: set[int] = set()
+    stack: list[tuple[object, int, bool]] = [(value, 1, False)]
+    while stack:
+        node, depth, leaving = stack.pop()
+        if leaving:
+            on_path.discard(id(node))
+            done.add(id(node))
+            continue
+        if not isinstance(node, dict | list):
+            continue
+        if id(node) in on_path:
+            raise yaml.YAMLError("a value contains itself (an alias inside its own anchor)")
+        if id(node) in done:
+            continue
+        if depth > MAX_NESTING:
+            raise yaml.YAMLError(f"values are nested more than {MAX_NESTING} levels deep")
+        on_path.add(id(node))
+        stack.append((node, depth, True))
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((child, depth + 1, False) for child in children)
+
+
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError("", f"cannot read config file {path}: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError("", f"config file {path} is not UTF-8 text: {exc}") from exc
     try:
-        data = yaml.load(text, Loader=_StrictLoader)
+        data = _parse_yaml(text)
     except yaml.YAMLError as exc:
         raise ConfigError("", f"invalid YAML in config file {path}: {exc}") from exc
     if data is None:
@@ -515,12 +613,19 @@ def _apply_override(data: dict[str, Any], item: str) -> dict[str, Any]:
     key = raw_key.strip()
     parts = key.split(".")
     if not sep or not key or any(not part.strip() for part in parts):
-        raise ConfigError("", f"--set {item!r}: expected dotted.key=value, like runs=3")
+        raise ConfigError(
+            "", f"--set {_SHORT_REPR.repr(item)}: expected dotted.key=value, like runs=3"
+        )
+    if len(parts) > MAX_NESTING:
+        raise ConfigError(
+            preview(key, 200), f"a key path of at most {MAX_NESTING} parts, got {len(parts)}"
+        )
     parts = [part.strip() for part in parts]
     try:
-        value = yaml.load(raw_value, Loader=_StrictLoader)
+        value = _parse_yaml(raw_value)
     except yaml.YAMLError as exc:
-        raise ConfigError(key, f"--set value {raw_value!r} is not valid YAML: {exc}") from exc
+        shown, problem = _SHORT_REPR.repr(raw_value), preview(str(exc), 300)
+        raise ConfigError(key, f"--set value {shown} is not valid YAML: {problem}") from exc
     node: Any = data
     for depth, part in enumerate(parts[:-1]):
         node = node.get(part)
@@ -562,8 +667,46 @@ def _set_path(data: Mapping[str, Any], parts: Sequence[str], value: Any) -> dict
 # --------------------------------------------------------------------------- error translation
 
 
+class _ShortRepr(reprlib.Repr):
+    def repr_int(self, x: int, level: int) -> str:
+        if x.bit_length() > 128:
+            return f"<an int of {x.bit_length()} bits>"
+        return super().repr_int(x, level)
+
+
+_SHORT_REPR = _ShortRepr()
+_SHORT_REPR.maxlevel = 3
+_SHORT_REPR.maxstring = 80
+_SHORT_REPR.maxlong = 80
+_SHORT_REPR.maxother = 80
+
+
 def _show(value: object) -> str:
-    return preview(repr(value), 80)
+    """``repr(value)`` cut to 80 characters; safe for huge ints and deep or shared nesting."""
+    return preview(_SHORT_REPR.repr(value), 80)
+
+
+def _check_keys(value: object, key: str = "", seen: set[int] | None = None) -> None:
+    """Raise :class:`ConfigError` for the first mapping key that is not a string (YAML turns
+    ``1:``, ``null:`` or ``2001-01-01:`` into an int, None or date). Containers shared
+    through YAML aliases are checked once."""
+    seen = set() if seen is None else seen
+    if not isinstance(value, Mapping | list) or id(value) in seen:
+        return
+    seen.add(id(value))
+    if isinstance(value, Mapping):
+        for raw_key, child in value.items():
+            if not isinstance(raw_key, str):
+                where = f"{key}.{raw_key}" if key else str(raw_key)
+                raise ConfigError(
+                    preview(where, 200),
+                    f"got the key {_show(raw_key)} ({type(raw_key).__name__}), keys must be "
+                    "strings; quote it if it is meant as a name",
+                )
+            _check_keys(child, f"{key}.{raw_key}" if key else raw_key, seen)
+    else:
+        for index, child in enumerate(value):
+            _check_keys(child, f"{key}[{index}]", seen)
 
 
 def _kind(value: object) -> str:
@@ -773,6 +916,7 @@ def load_config(
         sources.append(str(path))
     for item in overrides:
         data = _apply_override(data, item)
+    _check_keys(data)
     for internal in sorted(_INTERNAL_FIELDS & {str(key) for key in data}):
         valid = ", ".join(n for n in AppConfig.model_fields if n not in _INTERNAL_FIELDS)
         raise ConfigError(internal, f"unknown key; valid keys here: {valid}")

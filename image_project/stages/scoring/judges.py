@@ -27,7 +27,11 @@ from image_project.errors import (
     RefusalError,
     preview,
 )
-from image_project.stages.scoring.parsing import extract_json_object, looks_like_refusal
+from image_project.stages.scoring.parsing import (
+    extract_json_object,
+    looks_like_refusal,
+    short_repr,
+)
 
 __all__ = [
     "JUDGE_STATUSES",
@@ -92,7 +96,9 @@ def parse_scores(text: str, ids: Sequence[str]) -> dict[str, int]:
         raise
     extra = sorted(set(data) - {"scores"})
     if extra:
-        raise ValueError(f"unexpected top-level key(s) {extra}; only 'scores' is allowed")
+        raise ValueError(
+            f"unexpected top-level key(s) {short_repr(extra)}; only 'scores' is allowed"
+        )
     items = data.get("scores")
     if not isinstance(items, list):
         raise ValueError('\'scores\' must be a list of {"id": ..., "score": ...} objects')
@@ -110,18 +116,23 @@ def parse_scores(text: str, ids: Sequence[str]) -> dict[str, int]:
             if missing:
                 detail.append(f"missing {missing}")
             if unexpected:
-                detail.append(f"unexpected {unexpected} (no explanations or other keys)")
+                detail.append(
+                    f"unexpected {short_repr(unexpected)} (no explanations or other keys)"
+                )
             raise ValueError(f"{where}: {', '.join(detail)}")
         card_id, score = item["id"], item["score"]
         if not isinstance(card_id, str) or card_id not in known:
-            raise ValueError(f"{where}: unknown id {card_id!r}; the ids are {list(ids)}")
+            raise ValueError(f"{where}: unknown id {short_repr(card_id)}; the ids are {list(ids)}")
         if card_id in found:
             raise ValueError(f"{where}: id {card_id!r} is scored twice")
         if isinstance(score, bool) or not isinstance(score, int):
-            raise ValueError(f"{where}: score for {card_id!r} must be an integer, got {score!r}")
+            raise ValueError(
+                f"{where}: score for {card_id!r} must be an integer, got {short_repr(score)}"
+            )
         if not SCORE_MIN <= score <= SCORE_MAX:
             raise ValueError(
-                f"{where}: score for {card_id!r} must be in {SCORE_MIN}..{SCORE_MAX}, got {score}"
+                f"{where}: score for {card_id!r} must be in {SCORE_MIN}..{SCORE_MAX}, "
+                f"got {short_repr(score)}"
             )
         found[card_id] = score
     missing_ids = [i for i in ids if i not in found]

@@ -8,14 +8,21 @@ The scoring stage asks models for JSON only. What is accepted:
 
 Everything else is rejected with a message that says what was wrong, for the re-ask: prose
 before or after the object (a judge's prose is rationale, which the black-box design forbids),
-invalid JSON, a top-level value that is not an object, and duplicate keys (which ``json``
-would otherwise resolve silently by keeping the last).
+invalid JSON (including ``NaN`` / ``Infinity``, which ``json`` would otherwise accept), a
+top-level value that is not an object, duplicate keys (which ``json`` would otherwise resolve
+silently by keeping the last), nesting too deep to decode and integers too long to convert.
+
+The rejection is always a plain ``ValueError`` (the engine's re-ask signal, turned into a
+``ModelOutputError`` once the re-asks are used up); values quoted in messages go through
+:func:`short_repr`, so a message stays short whatever the model wrote.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import reprlib
+import sys
 from typing import Any
 
 from pydantic import ValidationError
@@ -27,6 +34,7 @@ __all__ = [
     "describe_validation_error",
     "extract_json_object",
     "looks_like_refusal",
+    "short_repr",
 ]
 
 _FENCE_RE = re.compile(r"^```[A-Za-z0-9_-]*[ \t]*\r?\n(?P<body>.*)\r?\n[ \t]*```$", re.DOTALL)
@@ -56,13 +64,40 @@ def looks_like_refusal(text: str) -> bool:
     return bool(_REFUSAL_RE.search(text[:_REFUSAL_WINDOW]))
 
 
+class _ShortRepr(reprlib.Repr):
+    def repr_int(self, x: int, level: int) -> str:
+        if x.bit_length() > 128:
+            return f"<an int of {x.bit_length()} bits>"
+        return super().repr_int(x, level)
+
+
+_SHORT_REPR = _ShortRepr()
+_SHORT_REPR.maxlevel = 3
+_SHORT_REPR.maxstring = 60
+_SHORT_REPR.maxother = 60
+
+
+def short_repr(value: object) -> str:
+    """A ``repr`` for error messages: at most about 80 characters, whatever ``value`` is
+    (long strings and containers are elided, deep nesting is cut, huge ints are described)."""
+    return preview(_SHORT_REPR.repr(value), 80)
+
+
+class _Rejected(ValueError):
+    """A rejection raised inside ``json.loads`` hooks, re-raised as a plain ``ValueError``."""
+
+
 def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in pairs:
         if key in out:
-            raise ValueError(f"duplicate key {key!r} in the JSON object")
+            raise _Rejected(f"duplicate key {short_repr(key)} in the JSON object")
         out[key] = value
     return out
+
+
+def _reject_constant(name: str) -> Any:
+    raise _Rejected(f"the answer is not valid JSON: {name} is not a JSON number")
 
 
 def extract_json_object(text: str) -> dict[str, Any]:
@@ -86,9 +121,19 @@ def extract_json_object(text: str) -> dict[str, Any]:
             f"{preview(extra, 60)!r}"
         )
     try:
-        value = json.loads(body, object_pairs_hook=_reject_duplicates)
+        value = json.loads(
+            body, object_pairs_hook=_reject_duplicates, parse_constant=_reject_constant
+        )
     except json.JSONDecodeError as exc:
         raise ValueError(f"the answer is not valid JSON: {exc}") from exc
+    except _Rejected as exc:
+        raise ValueError(str(exc)) from None
+    except RecursionError:
+        raise ValueError("the JSON object is nested too deeply to read") from None
+    except ValueError as exc:  # int() refuses longer numbers than sys.get_int_max_str_digits()
+        raise ValueError(
+            f"the answer holds a number of more than {sys.get_int_max_str_digits()} digits"
+        ) from exc
     if not isinstance(value, dict):
         raise ValueError(f"expected a JSON object at the top level, got {type(value).__name__}")
     return value
@@ -98,7 +143,7 @@ def describe_validation_error(exc: ValidationError, *, limit: int = 6) -> str:
     """pydantic errors as ``"options.palette: List should have at least 2 items"`` lines."""
     lines = []
     for error in exc.errors()[:limit]:
-        loc = ".".join(str(part) for part in error["loc"]) or "(top level)"
+        loc = preview(".".join(str(part) for part in error["loc"]), 80) or "(top level)"
         message = error["msg"]
         if error["type"] == "extra_forbidden":
             message = "unexpected key (not allowed)"
