@@ -26,7 +26,6 @@ import difflib
 import logging
 import os
 import re
-import reprlib
 import types
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -47,7 +46,7 @@ from pydantic import (
 )
 from pydantic.fields import FieldInfo
 
-from image_project.errors import ConfigError, preview
+from image_project.errors import ConfigError, preview, short_repr
 
 __all__ = [
     "CONFIG_ENV_VAR",
@@ -613,9 +612,7 @@ def _apply_override(data: dict[str, Any], item: str) -> dict[str, Any]:
     key = raw_key.strip()
     parts = key.split(".")
     if not sep or not key or any(not part.strip() for part in parts):
-        raise ConfigError(
-            "", f"--set {_SHORT_REPR.repr(item)}: expected dotted.key=value, like runs=3"
-        )
+        raise ConfigError("", f"--set {short_repr(item)}: expected dotted.key=value, like runs=3")
     if len(parts) > MAX_NESTING:
         raise ConfigError(
             preview(key, 200), f"a key path of at most {MAX_NESTING} parts, got {len(parts)}"
@@ -624,7 +621,7 @@ def _apply_override(data: dict[str, Any], item: str) -> dict[str, Any]:
     try:
         value = _parse_yaml(raw_value)
     except yaml.YAMLError as exc:
-        shown, problem = _SHORT_REPR.repr(raw_value), preview(str(exc), 300)
+        shown, problem = short_repr(raw_value), preview(str(exc), 300)
         raise ConfigError(key, f"--set value {shown} is not valid YAML: {problem}") from exc
     node: Any = data
     for depth, part in enumerate(parts[:-1]):
@@ -667,23 +664,7 @@ def _set_path(data: Mapping[str, Any], parts: Sequence[str], value: Any) -> dict
 # --------------------------------------------------------------------------- error translation
 
 
-class _ShortRepr(reprlib.Repr):
-    def repr_int(self, x: int, level: int) -> str:
-        if x.bit_length() > 128:
-            return f"<an int of {x.bit_length()} bits>"
-        return super().repr_int(x, level)
-
-
-_SHORT_REPR = _ShortRepr()
-_SHORT_REPR.maxlevel = 3
-_SHORT_REPR.maxstring = 80
-_SHORT_REPR.maxlong = 80
-_SHORT_REPR.maxother = 80
-
-
-def _show(value: object) -> str:
-    """``repr(value)`` cut to 80 characters; safe for huge ints and deep or shared nesting."""
-    return preview(_SHORT_REPR.repr(value), 80)
+_show = short_repr
 
 
 def _check_keys(value: object, key: str = "", seen: set[int] | None = None) -> None:

@@ -38,6 +38,7 @@ any exception type, not only ours, so a bug in an action function is still blame
 
 from __future__ import annotations
 
+import reprlib
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -66,6 +67,7 @@ __all__ = [
     "locate",
     "location_of",
     "preview",
+    "short_repr",
 ]
 
 NodeType = Literal["chat", "action", "block"]
@@ -78,6 +80,29 @@ def preview(text: object, limit: int = PREVIEW_CHARS) -> str:
     s = text if isinstance(text, str) else repr(text)
     s = " ".join(s.split())
     return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+class _ShortRepr(reprlib.Repr):
+    def repr_int(self, x: int, level: int) -> str:
+        if x.bit_length() > 128:
+            return f"<an int of {x.bit_length()} bits>"
+        return super().repr_int(x, level)
+
+
+_SHORT_REPR = _ShortRepr()
+_SHORT_REPR.maxlevel = 3
+_SHORT_REPR.maxstring = 80
+_SHORT_REPR.maxlong = 80
+_SHORT_REPR.maxother = 80
+
+
+def short_repr(value: object) -> str:
+    """A ``repr`` for error messages: at most about 80 characters, whatever ``value`` is
+    (long strings and containers are elided, deep or shared nesting is cut, huge ints are
+    described instead of printed, which Python refuses beyond 4300 digits). Unlike
+    :func:`preview`, spaces are kept as they are (a repr escapes the other whitespace)."""
+    shown = _SHORT_REPR.repr(value)
+    return shown if len(shown) <= 80 else shown[:79] + "…"
 
 
 class ImageProjectError(Exception):

@@ -32,6 +32,7 @@ from image_project.config import (
     load_config,
 )
 from image_project.errors import ConfigError
+from tests.faults.common import write_config
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -348,24 +349,6 @@ def test_values_at_the_bounds_are_accepted(tmp_path: Path, key: str, value: str)
     for part in section.split("."):
         node = getattr(node, part)
     assert str(getattr(node, name)) == value
-
-
-def write_config(tmp: Path) -> Path:
-    """A config whose inputs are the repo's and whose outputs stay under ``tmp``."""
-    cfg = {
-        "image": {
-            "generation_path": str(tmp / "out" / "images"),
-            "log_path": str(tmp / "out" / "logs"),
-        },
-        "prompt": {
-            "categories_path": str(REPO / "config" / "categories.csv"),
-            "profile_path": str(REPO / "config" / "profile.csv"),
-            "generations_path": str(tmp / "out" / "generations.csv"),
-        },
-    }
-    path = tmp / "my_config.yaml"
-    path.write_text(json.dumps(cfg), encoding="utf-8")  # JSON is valid YAML
-    return path
 
 
 def test_cli_exits_2_on_an_absurd_value_before_any_model_call(

@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import json
 import re
-import reprlib
 import sys
 from typing import Any
 
 from pydantic import ValidationError
 
-from image_project.errors import preview
+from image_project.errors import preview, short_repr
 
 __all__ = [
     "REFUSAL_PATTERNS",
@@ -62,25 +61,6 @@ def looks_like_refusal(text: str) -> bool:
     """True when ``text`` reads like a refusal: one of :data:`REFUSAL_PATTERNS` within its
     first 300 characters. Only consulted for answers that are not valid JSON."""
     return bool(_REFUSAL_RE.search(text[:_REFUSAL_WINDOW]))
-
-
-class _ShortRepr(reprlib.Repr):
-    def repr_int(self, x: int, level: int) -> str:
-        if x.bit_length() > 128:
-            return f"<an int of {x.bit_length()} bits>"
-        return super().repr_int(x, level)
-
-
-_SHORT_REPR = _ShortRepr()
-_SHORT_REPR.maxlevel = 3
-_SHORT_REPR.maxstring = 60
-_SHORT_REPR.maxother = 60
-
-
-def short_repr(value: object) -> str:
-    """A ``repr`` for error messages: at most about 80 characters, whatever ``value`` is
-    (long strings and containers are elided, deep nesting is cut, huge ints are described)."""
-    return preview(_SHORT_REPR.repr(value), 80)
 
 
 class _Rejected(ValueError):
