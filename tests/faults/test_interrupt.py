@@ -15,11 +15,11 @@ import pytest
 from image_project.app import RunResult, run_generation
 from image_project.artifacts import manifest_lock
 from image_project.backends.base import TextReply, TextRequest
-from image_project.backends.factory import Backends
 from image_project.backends.offline import OfflineTextBackend
-from image_project.testing import FakeImageBackend
+from image_project.testing import FunctionTextBackend
 from tests.faults.common import images, make_cfg, read_rows, spawn_main, transcripts, write_config
 from tests.support.openai_server import OpenAIServer, Reply
+from tests.test_app import backends
 
 IDEAS = 6
 SCORING = {"scoring": {"enabled": True, "num_ideas": IDEAS}}
@@ -65,44 +65,32 @@ def test_signal_during_concurrent_calls_cancels_them_and_records_the_interruptio
     assert not list(tmp_path.rglob("*.tmp")), "no temporary file may be left behind"
 
 
-class _BlockingIdeas:
-    """The offline text backend, except that idea-card calls wait for ``release``."""
+def blocking_ideas(all_arrived: anyio.Event) -> FunctionTextBackend:
+    """The offline backend's answers, except that idea-card calls never return (they wait
+    until cancelled); ``all_arrived`` is set once all of them are in flight."""
+    offline = OfflineTextBackend()
+    arrived = 0
 
-    def __init__(self) -> None:
-        self.inner = OfflineTextBackend()
-        self.arrived = 0
-        self.all_arrived = anyio.Event()
-        self.release = anyio.Event()
-
-    @property
-    def label(self) -> str:
-        return "blocking-offline"
-
-    @property
-    def default_model(self) -> str:
-        return self.inner.default_model
-
-    async def complete(self, request: TextRequest) -> TextReply:
+    async def answer(request: TextRequest) -> TextReply:
+        nonlocal arrived
         if request.json_schema is not None and request.json_schema.name == "idea_card":
-            self.arrived += 1
-            if self.arrived == IDEAS:
-                self.all_arrived.set()
-            await self.release.wait()
-        return await self.inner.complete(request)
+            arrived += 1
+            if arrived == IDEAS:
+                all_arrived.set()
+            await anyio.sleep_forever()
+        return await offline.complete(request)
 
-
-def _backends(text: object) -> Backends:
-    return Backends(text=text, image=FakeImageBackend(), provider="offline", description="fake")  # type: ignore[arg-type]
+    return FunctionTextBackend(answer)
 
 
 @pytest.mark.anyio
 async def test_cancelled_run_lists_the_steps_it_cut_off(tmp_path: Path) -> None:
-    text = _BlockingIdeas()
+    all_arrived = anyio.Event()
     cfg = make_cfg(tmp_path, "prompt.scoring.enabled=true", f"prompt.scoring.num_ideas={IDEAS}")
     with pytest.raises(anyio.get_cancelled_exc_class()):
         async with anyio.create_task_group() as tg:
-            tg.start_soon(run_generation, cfg, _backends(text))
-            await text.all_arrived.wait()
+            tg.start_soon(run_generation, cfg, backends(blocking_ideas(all_arrived)))
+            await all_arrived.wait()
             raise anyio.get_cancelled_exc_class()()
     (t,) = transcripts(tmp_path)
     assert t["error"]["type"] == "interrupted" and t["error"]["phase"] == "pipeline"
@@ -127,7 +115,7 @@ async def test_cancel_during_records_finishes_the_records(tmp_path: Path) -> Non
 
     async def run() -> None:
         with scope:
-            results.append(await run_generation(cfg, _backends(OfflineTextBackend()), emit=emit))
+            results.append(await run_generation(cfg, backends(OfflineTextBackend()), emit=emit))
 
     # Hold the manifest lock so that the records phase is certainly still waiting for it
     # when the cancellation arrives.
