@@ -58,7 +58,7 @@ from image_project.errors import (
     location_of,
 )
 from image_project.preflight import check_outputs
-from image_project.progress import ProgressRecorder
+from image_project.progress import ProgressRecorder, counted
 from image_project.seeding import derive_seed, fresh_seed
 from image_project.stages.concepts import Categories, load_categories, select_concepts
 from image_project.stages.profile import Profile, avoid_list, load_profile, render_guidance
@@ -284,7 +284,7 @@ async def run_generation(
         if scoring.enabled:
             enter(
                 "pipeline",
-                f"black-box scoring ({scoring.num_ideas} ideas x {scoring.judge_count} judges), "
+                f"black-box scoring ({scoring.num_ideas} ideas x {counted(scoring.judge_count, 'judge')}), "
                 f"then the final prompt (refinement: {cfg.prompt.refinement})",
             )
             novelty = await anyio.to_thread.run_sync(

@@ -32,6 +32,7 @@ from image_project.app import RunFailed, RunResult, load_inputs, run_generation
 from image_project.backends.factory import Backends, make_backends
 from image_project.config import AppConfig, load_config
 from image_project.errors import AuthenticationError, ConfigError, InputFileError
+from image_project.progress import counted
 from image_project.seeding import derive_seed
 
 __all__ = ["build_parser", "main"]
@@ -186,7 +187,7 @@ def _scoring_lines(scoring: Mapping[str, Any]) -> list[str]:
     lines.append(
         f"  Judges      {statuses}; novelty "
         + (
-            f"on ({novelty.get('rows')} recent prompts, motifs: {motifs})"
+            f"on ({counted(int(novelty.get('rows') or 0), 'recent prompt')}, motifs: {motifs})"
             if novelty.get("used")
             else "off"
         )

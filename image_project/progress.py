@@ -17,7 +17,12 @@ from collections.abc import Callable
 
 from image_project.engine import Block, Context, DefaultStepRecorder, Node, StepRecord, walk
 
-__all__ = ["ProgressRecorder", "parallel_groups"]
+__all__ = ["ProgressRecorder", "counted", "parallel_groups"]
+
+
+def counted(n: int, noun: str) -> str:
+    """``"1 judge"``, ``"3 judges"``: a count with its noun in the right number."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def parallel_groups(root: Node) -> dict[str, int]:

@@ -259,5 +259,5 @@ def test_offline_scoring_run_shows_the_selection_and_uses_history(tmp_path: Path
     second = run_main(tmp_path, *args, "--seed", "12")
     assert second.returncode == 0, second.stderr
     assert "history unavailable" not in second.stderr
-    assert "novelty on (1 recent prompts" in second.stdout
+    assert "novelty on (1 recent prompt," in second.stdout
     assert len(read_csv(tmp_path / "out" / "generations.csv")) == 2
