@@ -14,8 +14,8 @@ Guarantees:
   ``cancelled_paths``.
 * A failed run leaves no image, manifest row or generations row: the image is written, the
   manifest row appended and the generations row appended only in the ``records`` phase, the
-  image atomically and under the manifest lock (which also makes ``seq`` unique across
-  processes); an image whose manifest row could not be written is removed again. The
+  whole phase under the manifest lock (which also makes ``seq`` unique across processes); if
+  any of it fails, the image is removed and the manifest cut back, so no half is left. The
   records phase is shielded from cancellation, so an interrupt never splits it.
 """
 
@@ -37,12 +37,14 @@ from image_project.artifacts import (
     append_manifest_row,
     caption_text,
     existing_titles,
+    file_size,
     load_caption_font,
     manifest_lock,
     next_seq,
     read_manifest,
     save_captioned_jpeg,
     transcript_path,
+    truncate_back,
     write_transcript,
 )
 from image_project.backends.base import ImageRequest, Usage
@@ -480,13 +482,16 @@ def _write_records(
 ) -> tuple[TitleResult, int]:
     """The records phase in one call (one thread, so a cancellation cannot split it).
 
-    Under the manifest lock: allocate seq, settle the title against the freshest manifest,
-    write the captioned image, append the manifest row (the image is removed again if the
-    row fails). Then append the generations row."""
+    All or nothing, under the manifest lock: allocate seq, settle the title against the
+    freshest manifest, write the captioned image, append the manifest row, append the
+    generations row. If anything after the image fails, the image is removed and the manifest
+    is cut back to its size before this run (safe: the lock is still held), so a failed
+    records phase leaves neither an image nor a row behind."""
     with manifest_lock(manifest):
         rows = read_manifest(manifest)
         seq = next_seq(rows)
         title = resolve_collision(title, existing_titles(rows))
+        manifest_before = file_size(manifest)
         save_captioned_jpeg(
             image_bytes,
             image_path,
@@ -511,8 +516,20 @@ def _write_records(
                     "title_raw": title.raw,
                 },
             )
+            append_generation_row(Path(cfg.prompt.generations_path), generations_row)
         except BaseException:
-            image_path.unlink(missing_ok=True)
+            try:
+                image_path.unlink(missing_ok=True)
+                truncate_back(manifest, manifest_before)
+            except OSError as undo:
+                logger.error(
+                    "could not undo this run's records after a failure (%s: %s); check %s "
+                    "and %s for a row of generation %s",
+                    type(undo).__name__,
+                    undo,
+                    image_path,
+                    manifest,
+                    generation_id,
+                )
             raise
-    append_generation_row(Path(cfg.prompt.generations_path), generations_row)
     return title, seq

@@ -168,3 +168,32 @@ async def test_prompt_only_makes_no_image_and_no_rows(tmp_path: Path) -> None:
     assert image.requests == []
     assert not (tmp_path / "generations.csv").exists()
     assert transcript(tmp_path)["run_mode"] == "prompt_only"
+
+
+def snapshot(tmp: Path) -> dict[Path, bytes]:
+    return {p: p.read_bytes() for p in tmp.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("first_run", [True, False], ids=["first_run", "after_one_run"])
+async def test_failing_generations_append_undoes_the_image_and_the_manifest_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, first_run: bool
+) -> None:
+    if not first_run:
+        await run_generation(make_cfg(tmp_path), backends(FunctionTextBackend(answer)))
+    manifest = tmp_path / "images" / "titles_manifest.csv"
+    before = snapshot(tmp_path)
+    assert (manifest in before) is not first_run
+
+    def disk_full(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("image_project.app.append_generation_row", disk_full)
+    with pytest.raises(RunFailed) as info:
+        await run_generation(
+            make_cfg(tmp_path, "prompt.random_seed=99"), backends(FunctionTextBackend(answer))
+        )
+    assert info.value.phase == "records"
+    after = snapshot(tmp_path)
+    # Only the failed run's transcript and log are new; every record file is byte-identical.
+    assert sorted(p.suffix for p in after.keys() - before.keys()) == [".json", ".log"]
+    assert {p: b for p, b in after.items() if p in before} == before

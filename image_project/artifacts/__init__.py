@@ -7,7 +7,13 @@ fsynced, and cross-process sections (allocating a manifest ``seq``) run under a
 :class:`FileLock`.
 """
 
-from image_project.artifacts.atomic import append_bytes, atomic_write_bytes, atomic_write_text
+from image_project.artifacts.atomic import (
+    append_bytes,
+    atomic_write_bytes,
+    atomic_write_text,
+    file_size,
+    truncate_back,
+)
 from image_project.artifacts.generations import (
     GENERATIONS_FIELDS,
     append_generation_row,
@@ -43,6 +49,7 @@ __all__ = [
     "atomic_write_text",
     "caption_text",
     "existing_titles",
+    "file_size",
     "load_caption_font",
     "manifest_lock",
     "next_seq",
@@ -54,5 +61,6 @@ __all__ = [
     "save_captioned_jpeg",
     "to_jsonable",
     "transcript_path",
+    "truncate_back",
     "write_transcript",
 ]

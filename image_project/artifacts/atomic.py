@@ -19,7 +19,7 @@ import os
 import secrets
 from pathlib import Path
 
-__all__ = ["append_bytes", "atomic_write_bytes", "atomic_write_text"]
+__all__ = ["append_bytes", "atomic_write_bytes", "atomic_write_text", "file_size", "truncate_back"]
 
 _BINARY = getattr(os, "O_BINARY", 0)
 
@@ -101,6 +101,32 @@ def append_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _BINARY, 0o666)
     try:
         _write_all(fd, bytes(data))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def file_size(path: str | os.PathLike[str]) -> int | None:
+    """The size of ``path`` in bytes, or ``None`` when it does not exist."""
+    try:
+        return Path(path).stat().st_size
+    except FileNotFoundError:
+        return None
+
+
+def truncate_back(path: str | os.PathLike[str], size: int | None) -> None:
+    """Undo appends made since :func:`file_size` returned ``size`` (``None``: remove the file).
+
+    Only for a caller that has held the file's lock since it took ``size``, so that the bytes
+    cut off are its own.
+    """
+    target = Path(path)
+    if size is None:
+        target.unlink(missing_ok=True)
+        return
+    fd = os.open(target, os.O_WRONLY | _BINARY)
+    try:
+        os.ftruncate(fd, size)
         os.fsync(fd)
     finally:
         os.close(fd)

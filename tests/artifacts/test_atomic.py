@@ -6,7 +6,13 @@ from pathlib import Path
 import pytest
 
 from image_project.artifacts import atomic
-from image_project.artifacts.atomic import append_bytes, atomic_write_bytes, atomic_write_text
+from image_project.artifacts.atomic import (
+    append_bytes,
+    atomic_write_bytes,
+    atomic_write_text,
+    file_size,
+    truncate_back,
+)
 
 
 def _leftovers(directory: Path) -> list[str]:
@@ -52,3 +58,18 @@ def test_append_bytes_creates_then_appends(tmp_path: Path) -> None:
     append_bytes(target, b"one\n")
     append_bytes(target, b"two\n")
     assert target.read_bytes() == b"one\ntwo\n"
+
+
+def test_truncate_back_undoes_appends_and_removes_a_file_that_did_not_exist(
+    tmp_path: Path,
+) -> None:
+    existing, fresh = tmp_path / "a.csv", tmp_path / "b.csv"
+    existing.write_bytes(b"h\r\n1\r\n")
+    sizes = file_size(existing), file_size(fresh)
+    assert sizes == (6, None)
+    for path in (existing, fresh):
+        append_bytes(path, b"2\r\n")
+    truncate_back(existing, sizes[0])
+    truncate_back(fresh, sizes[1])
+    assert existing.read_bytes() == b"h\r\n1\r\n"
+    assert not fresh.exists()
