@@ -6,8 +6,9 @@ a :class:`JudgeResult` whose ``status`` is one of
 
 ``ok``           the answer (possibly after re-asks) parsed; ``scores`` holds it
 ``parse_error``  the answer was still malformed after ``max_reasks`` re-asks (or was empty)
-``refused``      the API reported a refusal, or the answer is not JSON and reads like one
-                 (:data:`~image_project.stages.scoring.parsing.REFUSAL_PATTERNS`); never re-asked
+``refused``      the API reported a refusal, or the answer holds no JSON object at all and
+                 reads like one (:data:`~image_project.stages.scoring.parsing.REFUSAL_PATTERNS`);
+                 never re-asked
 ``error``        the call itself failed (transport error after the retries, ...)
 
 Only ``ok`` results are aggregated; the quorum (``min_ok_judges``) decides whether the run
@@ -29,6 +30,7 @@ from image_project.errors import (
 )
 from image_project.stages.scoring.parsing import (
     extract_json_object,
+    has_json_object,
     looks_like_refusal,
     short_repr,
 )
@@ -85,13 +87,15 @@ def judge_schema(ids: Sequence[str]) -> JsonSchema:
 def parse_scores(text: str, ids: Sequence[str]) -> dict[str, int]:
     """The scores of one judge answer, keyed by id in ``ids`` order.
 
-    Raises :class:`RefusalError` for a non-JSON answer that reads like a refusal (never
-    re-asked) and ``ValueError`` naming the problem for anything else that is wrong.
+    Raises :class:`RefusalError` for an answer with no JSON object in it that reads like a
+    refusal (never re-asked) and ``ValueError`` naming the problem for anything else that is
+    wrong. An answer that tried (a ``{...}`` with an apology around it) is malformed, not a
+    refusal: a re-ask can fix it.
     """
     try:
         data = extract_json_object(text)
     except ValueError:
-        if looks_like_refusal(text):
+        if not has_json_object(text) and looks_like_refusal(text):
             raise RefusalError("the judge declined to score", output=text) from None
         raise
     extra = sorted(set(data) - {"scores"})

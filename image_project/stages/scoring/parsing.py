@@ -32,6 +32,7 @@ __all__ = [
     "REFUSAL_PATTERNS",
     "describe_validation_error",
     "extract_json_object",
+    "has_json_object",
     "looks_like_refusal",
     "short_repr",
 ]
@@ -39,7 +40,7 @@ __all__ = [
 _FENCE_RE = re.compile(r"^```[A-Za-z0-9_-]*[ \t]*\r?\n(?P<body>.*)\r?\n[ \t]*```$", re.DOTALL)
 
 # Seed 002's refusal heuristics: phrases a model uses when it declines. Matched
-# case-insensitively near the start of an answer that is not valid JSON.
+# case-insensitively near the start of an answer that holds no JSON object.
 REFUSAL_PATTERNS: tuple[str, ...] = (
     r"i['\u2019]m sorry",
     r"i am sorry",
@@ -59,8 +60,14 @@ _REFUSAL_WINDOW = 300
 
 def looks_like_refusal(text: str) -> bool:
     """True when ``text`` reads like a refusal: one of :data:`REFUSAL_PATTERNS` within its
-    first 300 characters. Only consulted for answers that are not valid JSON."""
+    first 300 characters. Only consulted for answers with no JSON object in them."""
     return bool(_REFUSAL_RE.search(text[:_REFUSAL_WINDOW]))
+
+
+def has_json_object(text: str) -> bool:
+    """True when ``text`` holds a ``{`` before a ``}``: the model tried to answer in JSON."""
+    start = text.find("{")
+    return start >= 0 and text.find("}", start) > start
 
 
 class _Rejected(ValueError):

@@ -195,6 +195,25 @@ def test_valid_json_mentioning_sorry_is_not_a_refusal() -> None:
     assert not isinstance(info.value, RefusalError)
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        _answer(_items(("A", 1), ("B", 2), ("C", 3))) + "\nSorry if these seem low.",
+        "I cannot be sure, but: " + _answer(_items(("A", 1), ("B", 2), ("C", 3))),
+        "I'm sorry, here they are: {scores: [A=1]}",
+    ],
+    ids=["apology_after", "hedge_before", "broken_json_with_apology"],
+)
+def test_an_apology_around_an_attempted_json_answer_is_malformed_not_a_refusal(
+    text: str,
+) -> None:
+    # The model tried to answer; a re-ask with the error can fix it, a refusal would not be
+    # re-asked.
+    with pytest.raises(ValueError) as info:
+        parse_scores(text, IDS)
+    assert not isinstance(info.value, RefusalError)
+
+
 # -- status_of -------------------------------------------------------------------------
 
 
