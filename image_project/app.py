@@ -299,7 +299,7 @@ async def run_generation(
                 run_seed=run_seed,
                 scoring=scoring,
                 judges=scoring.effective_judges(backends.text.default_model),
-                likes=data.profile.loves + data.profile.likes,
+                likes=data.profile.taste,
                 novelty=novelty,
                 refinement=cfg.prompt.refinement,
                 temperature=cfg.prompt.text_temperature,

@@ -302,6 +302,10 @@ async def test_hints_that_leak_the_likes_are_reasked_then_fail(tmp_path: Path) -
     assert caught.value.error["path"] == "pipeline/blackbox_scoring/profile_abstraction"
     message = caught.value.error["message"]
     assert "names a colour (teal)" in message and "copies words from the likes" in message
+    asks = [r for r in text.requests if role(r) == "generator_profile_hints"]
+    assert len(asks) == 2  # the answer, then one re-ask (max_reasks 1) carrying the problems
+    assert "names a colour (teal)" in last_user_text(asks[1])
+    assert "names a colour" not in last_user_text(asks[0])
     assert not any(role(r) == "idea_card" for r in text.requests)
 
 

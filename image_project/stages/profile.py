@@ -85,6 +85,17 @@ class Profile:
     def notes(self) -> tuple[str, ...]:
         return self.section("Notes")
 
+    @property
+    def taste(self) -> tuple[str, ...]:
+        """Every item that tells what the person enjoys: all sections but ``Dislikes`` and
+        ``Hates`` (so ``Loves``, ``Likes``, ``Notes`` and any custom section)."""
+        return tuple(
+            item
+            for name, items in self.sections
+            if name not in ("Dislikes", "Hates")
+            for item in items
+        )
+
 
 def _clean(cell: str) -> str:
     return " ".join(cell.split())

@@ -75,6 +75,8 @@ def test_properties_and_avoid_list(tmp_path: Path) -> None:
     assert profile.section("colour notes") == ()
     assert profile.section("Colour Notes") == ("Prefers teal",)
     assert avoid_list(profile) == ("Clowns — mimes", "Neon", "Plastic renders", "Gore")
+    # taste: everything that is not an avoid item, custom sections included
+    assert profile.taste == ("Foxes", "Misty harbours", "Lamplight", "Prefers teal")
 
 
 def test_render_guidance_format() -> None:

@@ -8,8 +8,14 @@ so one stateless call turns the profile into broad hints::
 and :func:`check_hints` verifies in code, deterministically, what the prompt asks for:
 
 * no colour word (:data:`COLOUR_WORDS`, matched as whole words, case-insensitively);
-* no 3-gram copied from the likes: no three consecutive content words (stopwords removed)
-  of one hint equal three consecutive content words of one ``Likes`` / ``Loves`` item.
+* no 3-gram copied from the likes: no three consecutive words of one hint equal three
+  consecutive words of one taste item (``Loves``, ``Likes``, ``Notes`` or a custom section:
+  everything but the dislikes), compared both as written ("rain on windows") and with
+  stopwords dropped ("rain, windows, reflections" against "rain on windows and
+  reflections");
+* no short taste item copied whole: an item of exactly two content words ("Autumn
+  forests") may not appear as two consecutive content words of a hint. (A one-word item is
+  a broad adjective, which is what hints are made of.)
 
 A failing answer is re-asked with the violations listed, then the run fails (the step's
 ``max_reasks`` is ``prompt.scoring.max_reasks``).
@@ -45,7 +51,8 @@ _COLOUR_WORDS_TEXT = """
     ultramarine cerulean emerald jade chartreuse lavender lilac mauve fuchsia beige ochre ocher
     umber sienna sepia taupe khaki ivory gold golden silver silvery bronze copper coppery amber
     aquamarine aqua saffron mustard tangerine coral salmon ruby sapphire periwinkle viridian
-    vermeil cream russet auburn charcoal
+    vermeil cream russet auburn charcoal terracotta rust rusty plum olive slate mint rose rosy
+    peach lime sage apricot celadon cinnabar
     """
 COLOUR_WORDS: frozenset[str] = frozenset(_COLOUR_WORDS_TEXT.split())
 """Colour names the hints may not contain (whole words, any case)."""
@@ -70,8 +77,21 @@ def content_tokens(text: str) -> list[str]:
     return [t for t in tokens(text) if t not in _STOPWORDS]
 
 
-def _trigrams(words: Sequence[str]) -> set[tuple[str, str, str]]:
-    return {(words[i], words[i + 1], words[i + 2]) for i in range(len(words) - 2)}
+def _ngrams(words: Sequence[str], n: int) -> set[tuple[str, ...]]:
+    return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
+
+
+def _copied_grams(phrase: str, likes: Sequence[str]) -> list[tuple[str, ...]]:
+    """The word groups of ``phrase`` copied from ``likes`` (see the module docstring)."""
+    copied: set[tuple[str, ...]] = set()
+    hint_words, hint_content = tokens(phrase), content_tokens(phrase)
+    for item in likes:
+        item_content = content_tokens(item)
+        copied |= _ngrams(hint_words, 3) & _ngrams(tokens(item), 3)
+        copied |= _ngrams(hint_content, 3) & _ngrams(item_content, 3)
+        if len(item_content) == 2:
+            copied |= _ngrams(hint_content, 2) & {tuple(item_content)}
+    return sorted(copied)
 
 
 _Hint = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=120)]
@@ -114,15 +134,13 @@ HINTS_SCHEMA = JsonSchema(
 
 def check_hints(phrases: Iterable[str], likes: Iterable[str]) -> list[str]:
     """Every violation of the hint rules, as readable strings (empty = the hints are safe)."""
-    like_grams: set[tuple[str, str, str]] = set()
-    for item in likes:
-        like_grams |= _trigrams(content_tokens(item))
+    taste = list(likes)
     problems: list[str] = []
     for phrase in phrases:
         colours = sorted({t for t in tokens(phrase) if t in COLOUR_WORDS})
         if colours:
             problems.append(f"{phrase!r} names a colour ({', '.join(colours)})")
-        copied = sorted(_trigrams(content_tokens(phrase)) & like_grams)
+        copied = _copied_grams(phrase, taste)
         if copied:
             shown = ", ".join(" ".join(g) for g in copied[:3])
             problems.append(f"{phrase!r} copies words from the likes ({shown})")

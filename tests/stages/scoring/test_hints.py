@@ -115,6 +115,27 @@ def test_two_copied_words_are_fine(phrase: str) -> None:
     assert check_hints([phrase], LIKES) == []
 
 
+@pytest.mark.parametrize(
+    ("phrase", "shown"),
+    [
+        ("sleeping on windowsills", "sleeping on windowsills"),
+        ("landscapes at dawn", "landscapes at dawn"),
+    ],
+)
+def test_a_trigram_copied_as_written_counts_even_with_a_stopword(phrase: str, shown: str) -> None:
+    assert check_hints([phrase], LIKES) == [f"{phrase!r} copies words from the likes ({shown})"]
+
+
+def test_a_two_word_like_copied_whole_is_rejected() -> None:
+    likes = ["Autumn forests", "Foxes", "Rain on windows"]
+    assert check_hints(["autumn forests"], likes) == [
+        "'autumn forests' copies words from the likes (autumn forests)"
+    ]
+    # One-word items are broad adjectives; a two-word item's words apart are fine.
+    assert check_hints(["foxes", "autumn calm", "forests of feeling"], likes) == []
+    assert len(check_hints(["rain on windows"], likes)) == 1
+
+
 def test_trigram_must_be_within_one_like_item() -> None:
     likes = ["quiet harbour dawn", "sleeping cats indoors"]
     # "dawn sleeping cats" would only match if the likes were run together
