@@ -4,6 +4,7 @@ and the disabled path being exactly the standard pipeline."""
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
 import random
@@ -100,6 +101,11 @@ def with_judges(
         return scoring_answer(request)
 
     return FunctionTextBackend(fn)
+
+
+def read_rows(path: Path) -> list[dict[str, str]]:
+    with path.open(encoding="utf-8", newline="") as f:
+        return list(csv.DictReader(f))
 
 
 def step_paths(data: dict[str, Any]) -> list[str]:
@@ -202,9 +208,19 @@ async def test_disabled_scoring_is_exactly_the_standard_pipeline(tmp_path: Path)
     tree = prompt_pipeline(run_seed=SEED, refinement="final", temperature=0.8)
     chat_paths = [p for p, node in walk(tree) if type(node).__name__ == "ChatStep"]
     assert step_paths(a) == ["dislike_rewrite", *chat_paths, "title"]
+    # The artifacts are the same too: rows equal but for the run's id, paths and clock; the
+    # captioned images byte for byte.
+    volatile = {"generation_id", "created_at", "image_path"}
     for name in ("generations.csv", "images/titles_manifest.csv"):
-        assert (plain / name).is_file() and (tuned / name).is_file()
-    assert len(list((tuned / "images").glob("*_image.jpg"))) == 1
+        rows = [
+            [{k: v for k, v in row.items() if k not in volatile} for row in read_rows(d / name)]
+            for d in (plain, tuned)
+        ]
+        assert rows[0] == rows[1] and len(rows[0]) == 1
+    images = [list((d / "images").glob("*_image.jpg")) for d in (plain, tuned)]
+    assert [len(i) for i in images] == [1, 1]
+    assert images[0][0].read_bytes() == images[1][0].read_bytes()
+    assert sorted(a) == sorted(b)
 
 
 async def test_failed_judges_get_statuses_and_the_quorum_carries_the_run(tmp_path: Path) -> None:
@@ -361,3 +377,33 @@ async def test_concurrent_runs_with_random_delays_equal_the_sequential_run(tmp_p
     # The concurrent runs really finished their idea calls out of declared order.
     declared = completion_orders[0]
     assert any(order != declared for order in completion_orders[1:])
+
+
+async def test_each_call_gets_its_own_model_temperature_seed_and_direction(
+    tmp_path: Path,
+) -> None:
+    text = FunctionTextBackend(scoring_answer)
+    await run_generation(
+        make_cfg(
+            tmp_path,
+            "prompt.scoring.enabled=true",
+            "prompt.scoring.generator_temperature=0.7",
+            "prompt.scoring.judge_model=judge-default",
+            "prompt.scoring.judges=[{id: a}, {id: b, model: judge-b, temperature: 0.4}]",
+        ),
+        backends(text),
+    )
+    scoring = transcript(tmp_path)["blackbox_scoring"]
+    ideas = [r for r in text.requests if role(r) == "idea_card"]
+    assert [r.seed for r in ideas] == [c["seed"] for c in scoring["candidates"]]
+    for request, candidate in zip(ideas, scoring["candidates"], strict=True):
+        assert request.temperature == 0.7
+        assert candidate["direction"] in last_user_text(request)
+    judges = {r.seed: r for r in text.requests if role(r) == "idea_scores"}
+    a, b = judges[judge_seed("a")], judges[judge_seed("b")]
+    assert (a.model, a.temperature) == ("judge-default", 0.0)
+    assert (b.model, b.temperature) == ("judge-b", 0.4)
+    assert [(j["id"], j["model"], j["temperature"]) for j in scoring["judges"]] == [
+        ("a", "judge-default", 0.0),
+        ("b", "judge-b", 0.4),
+    ]
