@@ -13,7 +13,16 @@ from pathlib import Path
 from image_project.artifacts import manifest_lock
 from image_project.artifacts.generations import GENERATIONS_FIELDS
 from image_project.artifacts.manifest import MANIFEST_FIELDS
-from tests.faults.common import child_env, images, read_rows, spawn_main, transcripts, write_config
+from image_project.seeding import derive_seed
+from tests.faults.common import (
+    REPO,
+    child_env,
+    images,
+    read_rows,
+    spawn_main,
+    transcripts,
+    write_config,
+)
 from tests.support.openai_server import OpenAIServer
 
 LATENCY_S = 0.01  # every call takes a little while, so the runs really overlap
@@ -57,21 +66,71 @@ def test_twenty_runs_in_one_process(tmp_path: Path, allow_loopback: None) -> Non
         config = write_config(tmp_path, base_url=server.base_url, prompt=FAST)
         proc = spawn_main(tmp_path, "--config", str(config), "--runs", "20", "--seed", "3", "-q")
         _, err = proc.communicate(timeout=300)
+        in_flight = server.max_in_flight
     assert proc.returncode == 0, err
     assert_records_consistent(tmp_path, 20)
+    assert in_flight == 1  # the runs follow each other, one call at a time (refinement none)
+
+
+GATED_MAIN = """
+import runpy, sys
+import image_project.cli  # imports done before the gate opens
+print("ready", flush=True)
+sys.stdin.readline()
+sys.argv = [sys.argv[1], *sys.argv[2:]]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
 
 
 def test_four_processes_started_together(tmp_path: Path, allow_loopback: None) -> None:
     with OpenAIServer(offline=True, latency_s=LATENCY_S) as server:
         config = write_config(tmp_path, base_url=server.base_url, prompt=FAST)
         procs = [
-            spawn_main(tmp_path, "--config", str(config), "--runs", "5", "--seed", str(s), "-q")
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-c",
+                    GATED_MAIN,
+                    str(REPO / "main.py"),
+                    "--config",
+                    str(config),
+                    "--runs",
+                    "5",
+                    "--seed",
+                    str(s),
+                    "-q",
+                ],
+                cwd=tmp_path,
+                env=child_env(),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
             for s in range(4)
         ]
+        # Open the gate only when all four are ready, so they really start at one moment.
+        for proc in procs:
+            assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        for proc in procs:
+            assert proc.stdin is not None
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
         results = [p.communicate(timeout=300) for p in procs]
+        overlapped = server.max_in_flight
     for proc, (_, err) in zip(procs, results, strict=True):
         assert proc.returncode == 0, err
     assert_records_consistent(tmp_path, 20)
+    # One run makes one call at a time (refinement none), so two calls in flight at once
+    # means two processes were calling together, not one after another.
+    assert overlapped >= 2
+    # And their records interleave: some process's seqs are not one contiguous block.
+    seeds = {s: {s, *(derive_seed(s, "run", k) for k in range(1, 5))} for s in range(4)}
+    seqs = {s: [] for s in range(4)}  # type: dict[int, list[int]]
+    for row in read_rows(tmp_path / "out" / "images" / "titles_manifest.csv"):
+        (owner,) = [s for s, own in seeds.items() if int(row["seed"]) in own]
+        seqs[owner].append(int(row["seq"]))
+    assert any(max(v) - min(v) + 1 > len(v) for v in seqs.values()), seqs
 
 
 def test_a_lock_left_by_a_killed_process_is_recovered_with_a_warning(

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from image_project.app import RunFailed, run_generation
+from image_project.backends.factory import make_backends
 from image_project.seeding import derive_seed
 from tests.faults.common import (
     MAX_ATTEMPTS,
@@ -130,6 +131,35 @@ async def test_image_retries_are_counted(tmp_path: Path, allow_loopback: None) -
 
 
 # --- faults that end the run: a clear error, a transcript, no records -------------------------
+
+
+async def test_the_configured_timeout_and_attempts_reach_the_adapter(
+    tmp_path: Path, allow_loopback: None
+) -> None:
+    # Built from config by the factory, as the CLI does: attempt 1 is held past
+    # backend.timeout_s, attempt 2 gets a 503, and backend.max_attempts 2 ends it there.
+    with OpenAIServer(offline=True) as server:
+        server.rule(idea(IDEA_B_SEED), Reply(delay_s=60), *[Reply(status=503)] * 5)
+        cfg = make_cfg(
+            tmp_path,
+            *SCORING,
+            "backend.provider=openai",
+            f"backend.base_url={server.base_url}",
+            "backend.timeout_s=0.5",
+            "backend.max_attempts=2",
+            "backend.backoff_initial_s=0.01",
+            "backend.backoff_max_s=0.01",
+        )
+        backends = make_backends(cfg, {})
+        try:
+            with pytest.raises(RunFailed) as caught:
+                await run_generation(cfg, backends)
+        finally:
+            await backends.aclose()
+        outage = [r for r in server.requests if idea(IDEA_B_SEED)(r)]
+    assert len(outage) == 2
+    assert caught.value.error["attempts"] == 2 and caught.value.error["status"] == 503
+    assert "attempt 2 of 2" in str(caught.value)
 
 
 async def test_permanent_outage_names_the_step_the_status_and_the_attempts(
