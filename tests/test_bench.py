@@ -52,6 +52,35 @@ def test_critical_path_sums_sequential_blocks_and_takes_the_slowest_parallel_chi
     assert latency.cost(tree, "pipeline", lat) == pytest.approx(1.0 + 2.0 + 0.25 + 0.75)
 
 
+def test_with_a_limiter_a_parallel_block_takes_at_least_its_work_over_the_capacity() -> None:
+    fan = Block(name="fan", parallel=True, nodes=[chat(f"c{i}") for i in range(6)])
+    lat = {f"fan/c{i}": 1.0 for i in range(6)} | {"fan/c0": 2.5}
+    assert latency.cost(fan, "fan", lat) == pytest.approx(2.5)  # unlimited: the slowest
+    assert latency.cost(fan, "fan", lat, capacity=2) == pytest.approx(7.5 / 2)  # the work
+    assert latency.cost(fan, "fan", lat, capacity=6) == pytest.approx(2.5)
+    assert latency.cost(fan, "fan", lat, capacity=4) == pytest.approx(2.5)  # 7.5/4 < 2.5
+
+
+def test_call_keyed_latency_ignores_the_text_but_not_the_step() -> None:
+    sim = simulator.LatencySimulator(latency_key="call")
+
+    def body(seed: int | None, text: str, **extra: object) -> bytes:
+        return json.dumps({"model": "m", "seed": seed, "messages": [text], **extra}).encode()
+
+    assert sim.latency_for("chat", body(1, "card A won")) == sim.latency_for(
+        "chat", body(1, "card W won")
+    )
+    assert sim.latency_for("chat", body(1, "x")) != sim.latency_for("chat", body(2, "x"))
+    # no seed: the content is all there is
+    assert sim.latency_for("chat", body(None, "a")) != sim.latency_for("chat", body(None, "b"))
+    image = {"model": "img", "size": "1024x1024", "quality": "low"}
+    assert sim.latency_for("image", json.dumps({**image, "prompt": "a"}).encode()) == (
+        sim.latency_for("image", json.dumps({**image, "prompt": "b"}).encode())
+    )
+    with pytest.raises(ValueError, match="latency_key"):
+        simulator.LatencySimulator(latency_key="nope").latency_for("chat", b"{}")
+
+
 def test_simulated_latency_is_a_function_of_the_request_body() -> None:
     sim = simulator.LatencySimulator(chat_median_s=0.4, image_median_s=2.0)
     a, b = b'{"messages": [1]}', b'{"messages": [2]}'
