@@ -135,3 +135,37 @@ async def test_simulator_serves_the_real_client_schema_valid_json_and_images(
         assert img.size == (64, 48)
     assert [r.kind for r in sim.records] == ["chat", "chat", "image"]
     assert sim.records[0].seed == 5 and sim.records[0].structured
+
+
+@pytest.mark.anyio
+async def test_the_simulator_in_its_own_process_records_resets_and_switches_keys(
+    allow_loopback: None,
+) -> None:
+    sim = simulator.RemoteSimulator(chat_median_s=0.001, image_median_s=0.0)
+    with sim.serve() as base_url:
+        backends = openai_backends(
+            api_key="sk-test", text_model="m", image_model="gpt-image-test", base_url=base_url
+        )
+        try:
+
+            async def ask(text: str) -> None:
+                await backends.text.complete(
+                    TextRequest(messages=(Message("user", text),), temperature=0, seed=11)
+                )
+
+            await ask("first")
+            await ask("second")
+            by_body = [r.latency_s for r in sim.records]
+            sim.reset()
+            assert sim.records == []
+            sim.latency_key = "call"
+            await ask("first")
+            await ask("second")
+            records = sim.records
+            by_call = [r.latency_s for r in records]
+        finally:
+            await backends.aclose()
+    assert by_body[0] != by_body[1]  # different text, different draw
+    assert by_call[0] == by_call[1]  # same model and seed: the same call
+    assert [(r.kind, r.seed) for r in records] == [("chat", 11), ("chat", 11)]
+    assert all(r.started <= r.finished for r in records)
