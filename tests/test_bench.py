@@ -6,13 +6,15 @@ from __future__ import annotations
 import io
 import json
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 from PIL import Image
 
 from image_project.backends.base import ImageRequest, JsonSchema, Message, TextRequest
-from image_project.backends.openai_backend import openai_backends
+from image_project.backends.openai_backend import OpenAIBackends, openai_backends
 from image_project.engine import ActionStep, Block, ChatStep
 from image_project.stages.scoring.cards import CARD_SCHEMA, parse_card
 
@@ -92,16 +94,25 @@ def test_simulated_latency_is_a_function_of_the_request_body() -> None:
     assert simulator.LatencySimulator(chat_median_s=0).latency_for("chat", a) == 0.0
 
 
+@asynccontextmanager
+async def real_client(base_url: str) -> AsyncIterator[OpenAIBackends]:
+    """The project's OpenAI adapter (the real ``openai`` client) pointed at ``base_url``."""
+    backends = openai_backends(
+        api_key="sk-test", text_model="m", image_model="gpt-image-test", base_url=base_url
+    )
+    try:
+        yield backends
+    finally:
+        await backends.aclose()
+
+
 @pytest.mark.anyio
 async def test_simulator_serves_the_real_client_schema_valid_json_and_images(
     allow_loopback: None,
 ) -> None:
     sim = simulator.LatencySimulator(chat_median_s=0.0, image_median_s=0.0)
     with sim.serve() as base_url:
-        backends = openai_backends(
-            api_key="sk-test", text_model="m", image_model="gpt-image-test", base_url=base_url
-        )
-        try:
+        async with real_client(base_url) as backends:
             card = await backends.text.complete(
                 TextRequest(
                     messages=(Message("user", "Pitch a harbour scene at dusk"),),
@@ -127,8 +138,6 @@ async def test_simulator_serves_the_real_client_schema_valid_json_and_images(
             image = await backends.image.generate(
                 ImageRequest(prompt="p", model="gpt-image-test", size="64x48", quality="low")
             )
-        finally:
-            await backends.aclose()
     assert parse_card(card.text or "").hook
     assert 0 <= json.loads(number.text or "")["n"] <= 100
     with Image.open(io.BytesIO(image.data)) as img:
@@ -143,10 +152,7 @@ async def test_the_simulator_in_its_own_process_records_resets_and_switches_keys
 ) -> None:
     sim = simulator.RemoteSimulator(chat_median_s=0.001, image_median_s=0.0)
     with sim.serve() as base_url:
-        backends = openai_backends(
-            api_key="sk-test", text_model="m", image_model="gpt-image-test", base_url=base_url
-        )
-        try:
+        async with real_client(base_url) as backends:
 
             async def ask(text: str) -> None:
                 await backends.text.complete(
@@ -163,8 +169,6 @@ async def test_the_simulator_in_its_own_process_records_resets_and_switches_keys
             await ask("second")
             records = sim.records
             by_call = [r.latency_s for r in records]
-        finally:
-            await backends.aclose()
     assert by_body[0] != by_body[1]  # different text, different draw
     assert by_call[0] == by_call[1]  # same model and seed: the same call
     assert [(r.kind, r.seed) for r in records] == [("chat", 11), ("chat", 11)]
