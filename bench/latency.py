@@ -1,7 +1,7 @@
 """How much faster is the concurrent pipeline than the sequential one, and how close to the
 physical limit? Measured through the real ``openai.AsyncOpenAI`` client and real HTTP.
 
-    python bench/latency.py                      # every scenario, 3 repeats (about 8 minutes)
+    python bench/latency.py                      # every scenario, 3 repeats (about 10 minutes)
     python bench/latency.py --quick              # a small subset with 20x shorter latencies
     python bench/latency.py --json out.json --timeline timeline.png
     python bench/latency.py --base-url URL --model M   # the scoring scenario on a real server
