@@ -78,13 +78,10 @@ def _to_reply(value: ReplyLike, request: TextRequest, default_model: str) -> Tex
     )
 
 
-class FunctionTextBackend:
-    """A text backend whose answers come from ``fn(request)``."""
+class _FakeTextBackend:
+    """What the fake text backends share: a label, a default model, the requests seen."""
 
-    def __init__(
-        self, fn: TextFn, *, label: str = "function", default_model: str = "fake-text-model"
-    ) -> None:
-        self._fn = fn
+    def __init__(self, label: str, default_model: str) -> None:
         self._label = label
         self._default_model = default_model
         self.requests: list[TextRequest] = []
@@ -96,6 +93,16 @@ class FunctionTextBackend:
     @property
     def default_model(self) -> str:
         return self._default_model
+
+
+class FunctionTextBackend(_FakeTextBackend):
+    """A text backend whose answers come from ``fn(request)``."""
+
+    def __init__(
+        self, fn: TextFn, *, label: str = "function", default_model: str = "fake-text-model"
+    ) -> None:
+        super().__init__(label, default_model)
+        self._fn = fn
 
     async def complete(self, request: TextRequest) -> TextReply:
         self.requests.append(request)
@@ -124,7 +131,7 @@ class ScriptEntry:
         return self.when is None or self.when(request)
 
 
-class ScriptedTextBackend:
+class ScriptedTextBackend(_FakeTextBackend):
     """A text backend that answers from a script and fails on any call it did not expect."""
 
     def __init__(
@@ -134,18 +141,8 @@ class ScriptedTextBackend:
         label: str = "scripted",
         default_model: str = "scripted-model",
     ) -> None:
+        super().__init__(label, default_model)
         self.entries = [s if isinstance(s, ScriptEntry) else ScriptEntry(s) for s in script]
-        self._label = label
-        self._default_model = default_model
-        self.requests: list[TextRequest] = []
-
-    @property
-    def label(self) -> str:
-        return self._label
-
-    @property
-    def default_model(self) -> str:
-        return self._default_model
 
     async def complete(self, request: TextRequest) -> TextReply:
         self.requests.append(request)

@@ -304,20 +304,12 @@ def _message_param(message: Message) -> ChatCompletionMessageParam:
     return {"role": "assistant", "content": message.content}
 
 
-class OpenAITextBackend:
-    """A :class:`~image_project.backends.base.TextBackend` over ``chat.completions.create``.
+class _OpenAIBackend:
+    """What the text and image backends share: the transport and the default model."""
 
-    With ``structured_outputs`` a request's ``json_schema`` is sent as the API's
-    ``response_format: json_schema``; without it (servers that lack the feature) the schema
-    is spelled out in a final system message instead and nothing else is sent.
-    """
-
-    def __init__(
-        self, transport: OpenAITransport, *, default_model: str, structured_outputs: bool = True
-    ) -> None:
+    def __init__(self, transport: OpenAITransport, *, default_model: str) -> None:
         self._transport = transport
         self._default_model = default_model
-        self._structured_outputs = structured_outputs
 
     @property
     def label(self) -> str:
@@ -330,6 +322,21 @@ class OpenAITextBackend:
     @property
     def transport(self) -> OpenAITransport:
         return self._transport
+
+
+class OpenAITextBackend(_OpenAIBackend):
+    """A :class:`~image_project.backends.base.TextBackend` over ``chat.completions.create``.
+
+    With ``structured_outputs`` a request's ``json_schema`` is sent as the API's
+    ``response_format: json_schema``; without it (servers that lack the feature) the schema
+    is spelled out in a final system message instead and nothing else is sent.
+    """
+
+    def __init__(
+        self, transport: OpenAITransport, *, default_model: str, structured_outputs: bool = True
+    ) -> None:
+        super().__init__(transport, default_model=default_model)
+        self._structured_outputs = structured_outputs
 
     async def complete(self, request: TextRequest) -> TextReply:
         model = request.model or self._default_model
@@ -393,29 +400,13 @@ class OpenAITextBackend:
         )
 
 
-class OpenAIImageBackend:
+class OpenAIImageBackend(_OpenAIBackend):
     """An :class:`~image_project.backends.base.ImageBackend` over ``images.generate``.
 
     GPT image models always answer base64 and reject ``response_format``; only the legacy
     ``dall-e-*`` models are asked for ``b64_json`` explicitly. The API has no seed: a
     request's ``seed`` is not sent (the caller records it).
     """
-
-    def __init__(self, transport: OpenAITransport, *, default_model: str) -> None:
-        self._transport = transport
-        self._default_model = default_model
-
-    @property
-    def label(self) -> str:
-        return LABEL
-
-    @property
-    def default_model(self) -> str:
-        return self._default_model
-
-    @property
-    def transport(self) -> OpenAITransport:
-        return self._transport
 
     async def generate(self, request: ImageRequest) -> ImageReply:
         model = request.model or self._default_model

@@ -19,6 +19,11 @@ def _require_name(value: object, what: str) -> str:
     return value.strip()
 
 
+def _isolated(name: str, what: str, nodes: Sequence[Node], parallel: bool) -> Block:
+    """A block whose children write only captures (merge ``none``), concurrently by default."""
+    return Block(name=_require_name(name, what), merge="none", nodes=list(nodes), parallel=parallel)
+
+
 def fanout_then_reduce(
     name: str,
     *,
@@ -36,12 +41,7 @@ def fanout_then_reduce(
         name=_require_name(name, "fanout_then_reduce name"),
         merge=merge,
         nodes=[
-            Block(
-                name=_require_name(fanout_name, "fanout_name"),
-                merge="none",
-                nodes=list(fanout),
-                parallel=parallel,
-            ),
+            _isolated(fanout_name, "fanout_name", fanout, parallel),
             Block(
                 name=_require_name(reduce_name, "reduce_name"),
                 merge="all_messages",
@@ -73,12 +73,7 @@ def generate_then_select(
         name=_require_name(name, "generate_then_select name"),
         merge=merge,
         nodes=[
-            Block(
-                name=_require_name(generate_name, "generate_name"),
-                merge="none",
-                nodes=list(generate),
-                parallel=parallel,
-            ),
+            _isolated(generate_name, "generate_name", generate, parallel),
             select_block,
         ],
     )

@@ -81,17 +81,24 @@ def _ngrams(words: Sequence[str], n: int) -> set[tuple[str, ...]]:
     return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
 
 
-def _copied_grams(phrase: str, likes: Sequence[str]) -> list[tuple[str, ...]]:
-    """The word groups of ``phrase`` copied from ``likes`` (see the module docstring)."""
-    copied: set[tuple[str, ...]] = set()
-    hint_words, hint_content = tokens(phrase), content_tokens(phrase)
+def _like_grams(likes: Iterable[str]) -> set[tuple[str, ...]]:
+    """The word groups a hint may not copy (see the module docstring): each item's 3-grams
+    as written and without stopwords, and a two-content-word item whole. Groups never span
+    two items."""
+    grams: set[tuple[str, ...]] = set()
     for item in likes:
-        item_content = content_tokens(item)
-        copied |= _ngrams(hint_words, 3) & _ngrams(tokens(item), 3)
-        copied |= _ngrams(hint_content, 3) & _ngrams(item_content, 3)
-        if len(item_content) == 2:
-            copied |= _ngrams(hint_content, 2) & {tuple(item_content)}
-    return sorted(copied)
+        content = content_tokens(item)
+        grams |= _ngrams(tokens(item), 3) | _ngrams(content, 3)
+        if len(content) == 2:
+            grams.add(tuple(content))
+    return grams
+
+
+def _copied_grams(phrase: str, like_grams: set[tuple[str, ...]]) -> list[tuple[str, ...]]:
+    """The word groups of ``phrase`` found in ``like_grams``."""
+    content = content_tokens(phrase)
+    mine = _ngrams(tokens(phrase), 3) | _ngrams(content, 3) | _ngrams(content, 2)
+    return sorted(mine & like_grams)
 
 
 _Hint = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=120)]
@@ -134,13 +141,13 @@ HINTS_SCHEMA = JsonSchema(
 
 def check_hints(phrases: Iterable[str], likes: Iterable[str]) -> list[str]:
     """Every violation of the hint rules, as readable strings (empty = the hints are safe)."""
-    taste = list(likes)
+    like_grams = _like_grams(likes)
     problems: list[str] = []
     for phrase in phrases:
         colours = sorted({t for t in tokens(phrase) if t in COLOUR_WORDS})
         if colours:
             problems.append(f"{phrase!r} names a colour ({', '.join(colours)})")
-        copied = _copied_grams(phrase, taste)
+        copied = _copied_grams(phrase, like_grams)
         if copied:
             shown = ", ".join(" ".join(g) for g in copied[:3])
             problems.append(f"{phrase!r} copies words from the likes ({shown})")
