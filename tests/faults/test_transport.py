@@ -216,12 +216,14 @@ async def test_twenty_concurrent_429s_stay_within_the_limiter_and_the_attempt_bu
 ) -> None:
     ideas, limit, attempts = 20, 4, 3
     with OpenAIServer(offline=True) as server:
-        # Every idea call is rate limited twice (40 refusals); each takes a little server time
-        # so that calls really overlap.
-        server.rule(
-            lambda r: r.schema_name == "idea_card",
-            *[Reply(status=429, headers={"Retry-After": "2"}, delay_s=0.01)] * (2 * ideas),
-        )
+        # Every idea call is rate limited twice (40 refusals), each call by its own rule so that
+        # no call can draw a third 429 from a shared queue; each refusal takes a little server
+        # time so that calls really overlap.
+        for card in range(ideas):
+            server.rule(
+                idea(derive_seed(77, "step", "idea", chr(ord("A") + card))),
+                *[Reply(status=429, headers={"Retry-After": "2"}, delay_s=0.01)] * 2,
+            )
         t, sleep = await run_with(
             tmp_path,
             server,
