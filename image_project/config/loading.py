@@ -1,22 +1,17 @@
-"""Strict configuration: pydantic models, YAML loading, ``--set`` overrides.
+"""Loading the configuration: file choice, YAML, local overlay, ``--set``, error translation.
 
 Contract:
 
-* Every key has a default; ``config/config.yaml`` documents them all.
 * :func:`load_config` reads one file (``config_path`` or ``$IMAGE_PROJECT_CONFIG``) or
   ``config/config.yaml`` deep-merged with ``config/config.local.yaml``, applies ``--set``
-  overrides, and validates once. Every mistake becomes ONE :class:`ConfigError` whose ``key``
-  is the full dotted path (list items as ``judges[1].id``) and whose message quotes the bad
-  value and says what is allowed. No pydantic ``ValidationError`` escapes.
+  overrides, and validates once against :class:`~image_project.config.models.AppConfig`.
+  Every mistake becomes ONE :class:`ConfigError` whose ``key`` is the full dotted path (list
+  items as ``judges[1].id``) and whose message quotes the bad value and says what is allowed.
+  No pydantic ``ValidationError`` escapes.
 * Unknown keys are errors, with the nearest valid key at that level suggested.
-* Booleans are strict (:func:`parse_strict_bool`): ``"false"`` is false, ``"maybe"`` is an
-  error. Numbers never accept booleans.
-* Relative paths resolve against ``root`` after ``~`` and ``$VAR`` expansion. Existence is
-  not checked here: files are the business of the code that opens them.
-* Every number and string is bounded (counts, seconds, the seed, image sides, name and path
-  lengths), so an absurd value fails here, naming the key and the allowed range, instead of
-  at run time after model calls. Keys must be strings; a file that is not UTF-8, not YAML,
-  nested too deeply or holding an unreadable value is a :class:`ConfigError` as well.
+* Keys must be strings; a file that is not UTF-8, not YAML, nested too deeply or holding an
+  unreadable value is a :class:`ConfigError` as well.
+* The effective scoring settings are logged at load time (logger ``image_project.config``).
 """
 
 from __future__ import annotations
@@ -25,54 +20,36 @@ import copy
 import difflib
 import logging
 import os
-import re
 import types
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal, Self, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import annotated_types
 import yaml
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    ValidationError,
-    ValidationInfo,
-    model_validator,
-)
+from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
+from image_project.config.models import (
+    _BOOL_ALLOWED,
+    _INTERNAL_FIELDS,
+    AppConfig,
+    _Invalid,
+    _KeyedInvalid,
+)
 from image_project.errors import ConfigError, preview, short_repr
 
 __all__ = [
     "CONFIG_ENV_VAR",
-    "IMAGE_SIDE_MAX",
-    "IMAGE_SIDE_MIN",
-    "MAX_NAME_CHARS",
+    "DEFAULT_CONFIG",
+    "LOCAL_CONFIG",
     "MAX_NESTING",
-    "MAX_PATH_CHARS",
-    "MAX_RUN_SEED",
-    "MAX_URL_CHARS",
-    "AppConfig",
-    "BackendConfig",
-    "EffectiveJudge",
-    "ImageConfig",
-    "JudgeConfig",
-    "NoveltyConfig",
-    "PromptConfig",
-    "RunConfig",
-    "ScoringConfig",
-    "StrictBool",
     "deep_merge",
     "load_config",
-    "parse_strict_bool",
 ]
 
-logger = logging.getLogger(__name__)
+# The name the single-module config used, kept so log lines and logging setups stay the same.
+logger = logging.getLogger("image_project.config")
 
 CONFIG_ENV_VAR = "IMAGE_PROJECT_CONFIG"
 """Environment variable naming the one config file to use instead of the defaults."""
@@ -80,400 +57,9 @@ CONFIG_ENV_VAR = "IMAGE_PROJECT_CONFIG"
 DEFAULT_CONFIG = Path("config") / "config.yaml"
 LOCAL_CONFIG = Path("config") / "config.local.yaml"
 
-_TRUE_WORDS = frozenset({"true", "yes", "1"})
-_FALSE_WORDS = frozenset({"false", "no", "0"})
-_BOOL_ALLOWED = "true or false (also yes/no, 1/0)"
-
-MAX_NAME_CHARS = 200
-"""Longest model name, environment variable name or judge id."""
-MAX_URL_CHARS = 2048
-MAX_PATH_CHARS = 4096
-"""Longest path (Linux's PATH_MAX)."""
-MAX_RUN_SEED = 2**63 - 1
-"""Largest ``prompt.random_seed``: a run seed is recorded in the transcript and the CSVs and
-fed to :func:`~image_project.seeding.derive_seed`; it must stay a 64-bit int everywhere."""
-IMAGE_SIDE_MIN, IMAGE_SIDE_MAX = 16, 4096
-"""Pixels per side of ``image.size`` (the range the offline image backend renders)."""
 MAX_NESTING = 32
 """Deepest nesting of mappings and lists in a config value, and most parts of a ``--set``
 key (the schema needs 5)."""
-
-
-# --------------------------------------------------------------------------- validators
-
-
-class _Invalid(ValueError):
-    """Raised by our field validators; the error translator turns it into a message.
-
-    ``must`` replaces the allowed-values text derived from the field; ``note`` is appended;
-    ``redact`` hides the input (for keys where a user may paste a secret).
-    """
-
-    def __init__(self, must: str | None = None, *, note: str = "", redact: bool = False):
-        super().__init__(must or note or "invalid value")
-        self.must = must
-        self.note = note
-        self.redact = redact
-
-
-class _KeyedInvalid(ValueError):
-    """Raised by model validators: ``subkey`` is appended to the model's path."""
-
-    def __init__(self, subkey: str, message: str) -> None:
-        super().__init__(message)
-        self.subkey = subkey
-        self.message = message
-
-
-def _bool_or_none(value: object) -> bool | None:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int) and value in (0, 1):
-        return bool(value)
-    if isinstance(value, str):
-        word = value.strip().lower()
-        if word in _TRUE_WORDS:
-            return True
-        if word in _FALSE_WORDS:
-            return False
-    return None
-
-
-def parse_strict_bool(value: object, key: str) -> bool:
-    """``True``/``False``, ints 0/1, or the words true/false/yes/no/1/0 (any case, trimmed).
-
-    Anything else (``None``, ``2``, ``1.0``, ``"maybe"``) raises :class:`ConfigError` for ``key``.
-    """
-    result = _bool_or_none(value)
-    if result is None:
-        raise ConfigError(key, f"got {_show(value)}, must be {_BOOL_ALLOWED}")
-    return result
-
-
-def _validate_strict_bool(value: object) -> bool:
-    result = _bool_or_none(value)
-    if result is None:
-        raise _Invalid()
-    return result
-
-
-def _reject_bool(value: object) -> object:
-    if isinstance(value, bool):
-        raise _Invalid(note="a boolean is not a number")
-    return value
-
-
-def _non_blank(value: str) -> str:
-    if not value.strip():
-        raise _Invalid(f"a non-empty string of at most {MAX_NAME_CHARS} characters")
-    if len(value) > MAX_NAME_CHARS:
-        raise _Invalid(
-            f"a non-empty string of at most {MAX_NAME_CHARS} characters (got {len(value)})"
-        )
-    return value
-
-
-def _check_base_url(value: str | None) -> str | None:
-    if value is None:
-        return value
-    if not value.startswith(("http://", "https://")) or len(value) > MAX_URL_CHARS:
-        raise _Invalid(
-            f"a URL starting with http:// or https:// of at most {MAX_URL_CHARS} characters, "
-            "or null"
-        )
-    return value
-
-
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def _check_env_name(value: str) -> str:
-    if not _ENV_NAME.fullmatch(value):
-        raise _Invalid(
-            "the NAME of an environment variable (like OPENAI_API_KEY), never the key itself",
-            redact=True,
-        )
-    return value
-
-
-_JUDGE_ID = re.compile(r"[A-Za-z0-9_.-]+")
-
-
-def _check_judge_id(value: str) -> str:
-    if not _JUDGE_ID.fullmatch(value) or len(value) > MAX_NAME_CHARS:
-        raise _Invalid(
-            f"a non-empty string of at most {MAX_NAME_CHARS} letters, digits, '_', '.' or '-'"
-        )
-    return value
-
-
-_SIZE = re.compile(r"([1-9][0-9]{0,5})x([1-9][0-9]{0,5})")
-
-
-def _check_size(value: str) -> str:
-    if value == "auto":
-        return value
-    match = _SIZE.fullmatch(value)
-    sides = (int(match.group(1)), int(match.group(2))) if match else ()
-    if not sides or not all(IMAGE_SIDE_MIN <= side <= IMAGE_SIDE_MAX for side in sides):
-        raise _Invalid(
-            f"'WxH' with {IMAGE_SIDE_MIN}..{IMAGE_SIDE_MAX} pixels per side "
-            "(like '1536x1024') or 'auto'"
-        )
-    return value
-
-
-_VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
-
-
-def _non_empty_path(value: object) -> object:
-    if isinstance(value, str) and (not value.strip() or len(value) > MAX_PATH_CHARS):
-        raise _Invalid(f"a non-empty path of at most {MAX_PATH_CHARS} characters")
-    return value
-
-
-def _resolve_path(value: Path, info: ValidationInfo) -> Path:
-    """Expand ``~`` and ``$VAR``/``${VAR}``, then anchor a relative path at the context root.
-
-    ``info.context`` may carry ``root`` (a Path) and ``env`` (a mapping); without a context
-    (a model built in code) ``os.environ`` is used and relative paths stay relative.
-    """
-    context = info.context if isinstance(info.context, Mapping) else {}
-    env: Mapping[str, str] = context.get("env", os.environ)
-    root: Path | None = context.get("root")
-    text = str(value)
-
-    def substitute(match: re.Match[str]) -> str:
-        name = match.group(1) or match.group(2)
-        if name not in env:
-            raise _Invalid(f"a path whose variables are set (${name} is not set)")
-        return env[name]
-
-    try:
-        path = Path(_VAR.sub(substitute, text)).expanduser()
-    except RuntimeError as exc:  # "~someone" where someone has no home directory
-        raise _Invalid(f"a path whose '~' can be expanded ({exc})") from None
-    if len(str(path)) > MAX_PATH_CHARS:
-        raise _Invalid(f"a path of at most {MAX_PATH_CHARS} characters once expanded")
-    if root is not None and not path.is_absolute():
-        path = root / path
-    return path
-
-
-StrictBool = Annotated[bool, BeforeValidator(_validate_strict_bool)]
-"""A bool that accepts only what :func:`parse_strict_bool` accepts."""
-
-_Int = Annotated[int, BeforeValidator(_reject_bool)]
-_Float = Annotated[float, BeforeValidator(_reject_bool)]
-_Text = Annotated[str, AfterValidator(_non_blank)]
-_ConfigPath = Annotated[Path, BeforeValidator(_non_empty_path), AfterValidator(_resolve_path)]
-
-
-# --------------------------------------------------------------------------- models
-
-
-class _Section(BaseModel):
-    """Base of every config model: frozen, unknown keys forbidden, defaults validated.
-
-    A missing sub-section is filled with ``{}`` before validation so that its defaults go
-    through the same validators (path resolution in particular) as explicit values.
-    """
-
-    model_config = ConfigDict(
-        frozen=True, extra="forbid", validate_default=True, allow_inf_nan=False
-    )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _fill_sections(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            missing: dict[str, dict[str, Any]] = {
-                name: {}
-                for name, field in cls.model_fields.items()
-                if name not in data and _is_model(field.annotation)
-            }
-            if missing:
-                data = {**data, **missing}
-        return data
-
-
-class BackendConfig(_Section):
-    """Which model service to talk to and how hard to try."""
-
-    provider: Literal["auto", "openai", "offline"] = "auto"
-    base_url: Annotated[str | None, AfterValidator(_check_base_url)] = None
-    api_key_env: Annotated[_Text, AfterValidator(_check_env_name)] = "OPENAI_API_KEY"
-    text_model: _Text = "gpt-4.1-mini"
-    max_concurrency: _Int = Field(default=8, ge=1, le=256)
-    timeout_s: _Float = Field(default=120.0, gt=0.0, le=3600.0)
-    max_attempts: _Int = Field(default=4, ge=1, le=20)
-    backoff_initial_s: _Float = Field(default=1.0, ge=0.0, le=300.0)
-    backoff_max_s: _Float = Field(default=30.0, ge=0.0, le=3600.0)
-    structured_outputs: StrictBool = True
-
-    @model_validator(mode="after")
-    def _check_backoff(self) -> Self:
-        if self.backoff_max_s < self.backoff_initial_s:
-            raise _KeyedInvalid(
-                "backoff_max_s",
-                f"got {_show(self.backoff_max_s)}, must be >= backoff_initial_s "
-                f"({_show(self.backoff_initial_s)})",
-            )
-        return self
-
-    def effective_provider(self, env: Mapping[str, str]) -> Literal["openai", "offline"]:
-        """``auto`` means openai when ``env[api_key_env]`` is set and non-empty or ``base_url``
-        points at a server (local OpenAI-compatible servers need no key), else offline."""
-        if self.provider != "auto":
-            return self.provider
-        return "openai" if env.get(self.api_key_env, "").strip() or self.base_url else "offline"
-
-
-class RunConfig(_Section):
-    mode: Literal["full", "prompt_only"] = "full"
-    concurrency: Literal["concurrent", "sequential"] = "concurrent"
-    runs: _Int = Field(default=1, ge=1, le=1000)
-
-
-class NoveltyConfig(_Section):
-    enabled: StrictBool = True
-    window: _Int = Field(default=25, ge=0, le=10000)
-
-
-class JudgeConfig(_Section):
-    """One judge of the ensemble; ``None`` fields fall back to the scoring defaults."""
-
-    id: Annotated[str, AfterValidator(_check_judge_id)]
-    model: _Text | None = None
-    temperature: _Float | None = Field(default=None, ge=0.0, le=2.0)
-
-
-MAX_JUDGES = 16
-
-
-def _check_judge_count(value: object) -> object:
-    if isinstance(value, (list, tuple)) and not 1 <= len(value) <= MAX_JUDGES:
-        raise _Invalid(
-            f"a list of 1..{MAX_JUDGES} judges, or null for one judge built from the defaults"
-        )
-    return value
-
-
-@dataclass(frozen=True)
-class EffectiveJudge:
-    """A judge with every fallback applied: what the scoring stage actually runs."""
-
-    id: str
-    model: str
-    temperature: float
-
-
-class ScoringConfig(_Section):
-    """Black-box scoring (SPEC "Black-box scoring")."""
-
-    enabled: StrictBool = False
-    num_ideas: _Int = Field(default=6, ge=2, le=52)
-    exploration_rate: _Float = Field(default=0.15, ge=0.0, le=0.5)
-    judge_temperature: _Float = Field(default=0.0, ge=0.0, le=2.0)
-    judge_model: _Text | None = None
-    generator_temperature: _Float = Field(default=0.9, ge=0.0, le=2.0)
-    generator_profile_abstraction: StrictBool = True
-    max_reasks: _Int = Field(default=1, ge=0, le=5)
-    judges: Annotated[tuple[JudgeConfig, ...] | None, BeforeValidator(_check_judge_count)] = None
-    min_ok_judges: _Int | None = Field(default=None, ge=1, le=MAX_JUDGES)
-    novelty: NoveltyConfig = Field(default_factory=NoveltyConfig)
-
-    @model_validator(mode="after")
-    def _check_judges(self) -> Self:
-        seen: dict[str, int] = {}
-        for index, judge in enumerate(self.judges or ()):
-            if judge.id in seen:
-                raise _KeyedInvalid(
-                    f"judges[{index}].id",
-                    f"got {judge.id!r}, must be unique (judges[{seen[judge.id]}] has it too)",
-                )
-            seen[judge.id] = index
-        count = self.judge_count
-        if self.min_ok_judges is not None and self.min_ok_judges > count:
-            raise _KeyedInvalid(
-                "min_ok_judges",
-                f"got {self.min_ok_judges}, must be an int in 1..{count} "
-                f"(the number of judges) or null",
-            )
-        return self
-
-    @property
-    def judge_count(self) -> int:
-        """How many judges run: ``len(judges)``, or 1 when ``judges`` is omitted."""
-        return len(self.judges) if self.judges is not None else 1
-
-    @property
-    def effective_min_ok_judges(self) -> int:
-        """``min_ok_judges``, or a majority of the ensemble (``len // 2 + 1``) when null."""
-        if self.min_ok_judges is not None:
-            return self.min_ok_judges
-        return self.judge_count // 2 + 1
-
-    def effective_judges(self, text_model: str) -> tuple[EffectiveJudge, ...]:
-        """Each judge's model (own, else ``judge_model``, else ``text_model``) and temperature.
-
-        With ``judges`` omitted, one judge ``"judge"`` built from the defaults.
-        """
-        default_model = self.judge_model or text_model
-        if self.judges is None:
-            return (EffectiveJudge("judge", default_model, self.judge_temperature),)
-        return tuple(
-            EffectiveJudge(
-                judge.id,
-                judge.model or default_model,
-                judge.temperature if judge.temperature is not None else self.judge_temperature,
-            )
-            for judge in self.judges
-        )
-
-
-class PromptConfig(_Section):
-    categories_path: _ConfigPath = Path("config/categories.csv")
-    profile_path: _ConfigPath = Path("config/profile.csv")
-    generations_path: _ConfigPath = Path("output/generations.csv")
-    titles_manifest_path: _ConfigPath | None = None
-    random_seed: _Int | None = Field(default=None, ge=0, le=MAX_RUN_SEED)
-    refinement: Literal["final", "per_stage", "none"] = "final"
-    text_temperature: _Float = Field(default=0.8, ge=0.0, le=2.0)
-    scoring: ScoringConfig = Field(default_factory=ScoringConfig)
-
-
-class ImageConfig(_Section):
-    generation_path: _ConfigPath = Path("output/images")
-    log_path: _ConfigPath = Path("output/logs")
-    model: _Text = "gpt-image-2.6-sunburst"
-    size: Annotated[str, AfterValidator(_check_size)] = "1536x1024"
-    quality: Literal["low", "medium", "high", "xhigh", "max", "auto"] = "high"
-    caption_font_path: _ConfigPath | None = None
-
-
-class AppConfig(_Section):
-    """The whole validated configuration. ``sources``: the files read, in merge order."""
-
-    backend: BackendConfig = Field(default_factory=BackendConfig)
-    run: RunConfig = Field(default_factory=RunConfig)
-    prompt: PromptConfig = Field(default_factory=PromptConfig)
-    image: ImageConfig = Field(default_factory=ImageConfig)
-    sources: tuple[str, ...] = Field(default=(), exclude=True)
-
-    @property
-    def effective_titles_manifest_path(self) -> Path:
-        """``prompt.titles_manifest_path``, or ``<image.generation_path>/titles_manifest.csv``."""
-        if self.prompt.titles_manifest_path is not None:
-            return self.prompt.titles_manifest_path
-        return self.image.generation_path / "titles_manifest.csv"
-
-    @property
-    def effective_judges(self) -> tuple[EffectiveJudge, ...]:
-        return self.prompt.scoring.effective_judges(self.backend.text_model)
-
-
-_INTERNAL_FIELDS = frozenset({"sources"})
 
 
 # --------------------------------------------------------------------------- YAML + merging
@@ -696,10 +282,6 @@ def _kind(value: object) -> str:
     if isinstance(value, list):
         return "a list"
     return "a scalar"
-
-
-def _is_model(annotation: Any) -> bool:
-    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
 
 
 def _section_model(annotation: Any) -> type[BaseModel] | None:

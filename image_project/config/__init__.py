@@ -1,0 +1,59 @@
+"""Strict configuration: pydantic models, YAML loading, ``--set`` overrides.
+
+Import from here; the package re-exports the public names of its two modules:
+
+* :mod:`image_project.config.models`: the frozen pydantic models (:class:`AppConfig` and its
+  sections), their validators, :data:`StrictBool`, :func:`parse_strict_bool` and the bounds
+  every number and string is held to.
+* :mod:`image_project.config.loading`: :func:`load_config` (file choice, YAML, the local
+  overlay via :func:`deep_merge`, ``--set`` overrides) and the translation of every
+  validation problem into ONE :class:`~image_project.errors.ConfigError` naming the full
+  dotted key.
+
+Each module's docstring states its part of the contract.
+"""
+
+from image_project.config.loading import CONFIG_ENV_VAR, MAX_NESTING, deep_merge, load_config
+from image_project.config.models import (
+    IMAGE_SIDE_MAX,
+    IMAGE_SIDE_MIN,
+    MAX_NAME_CHARS,
+    MAX_PATH_CHARS,
+    MAX_RUN_SEED,
+    MAX_URL_CHARS,
+    AppConfig,
+    BackendConfig,
+    EffectiveJudge,
+    ImageConfig,
+    JudgeConfig,
+    NoveltyConfig,
+    PromptConfig,
+    RunConfig,
+    ScoringConfig,
+    StrictBool,
+    parse_strict_bool,
+)
+
+__all__ = [
+    "CONFIG_ENV_VAR",
+    "IMAGE_SIDE_MAX",
+    "IMAGE_SIDE_MIN",
+    "MAX_NAME_CHARS",
+    "MAX_NESTING",
+    "MAX_PATH_CHARS",
+    "MAX_RUN_SEED",
+    "MAX_URL_CHARS",
+    "AppConfig",
+    "BackendConfig",
+    "EffectiveJudge",
+    "ImageConfig",
+    "JudgeConfig",
+    "NoveltyConfig",
+    "PromptConfig",
+    "RunConfig",
+    "ScoringConfig",
+    "StrictBool",
+    "deep_merge",
+    "load_config",
+    "parse_strict_bool",
+]
