@@ -228,7 +228,7 @@ def cost(node: Node, path: str, latency: Mapping[str, float], capacity: int | No
     return bound
 
 
-def paths_by_seed(outcome: RunOutcome) -> dict[int, str]:
+def paths_by_seed(outcome: RunOutcome) -> dict[int | None, str]:
     """Chat step path by the API seed it sent (every step sends its own derived seed)."""
     return {
         s["params"]["seed"]: s["path"] for s in outcome.transcript["steps"] if s["type"] == "chat"

@@ -5,7 +5,6 @@ from pathlib import Path
 
 import pytest
 
-from image_project.artifacts import atomic
 from image_project.artifacts.atomic import (
     append_bytes,
     atomic_write_bytes,
@@ -44,7 +43,7 @@ def test_failed_write_keeps_old_file_and_removes_temp(
     def boom(*args: object, **kwargs: object) -> None:
         raise OSError(f"simulated {failing} failure")
 
-    monkeypatch.setattr(atomic.os, failing, boom)
+    monkeypatch.setattr(os, failing, boom)  # the os module that atomic.py calls into
     with pytest.raises(OSError, match="simulated"):
         atomic_write_text(target, "new content")
     monkeypatch.undo()

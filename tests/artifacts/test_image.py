@@ -22,6 +22,13 @@ def _solid(width: int = 480, height: int = 320, mode: str = "RGB") -> Image.Imag
     return Image.new("RGB", (width, height), BASE_COLOUR).convert(mode)
 
 
+def _rgb(image: Image.Image, xy: tuple[int, int]) -> tuple[int, ...]:
+    """A pixel of an RGB image (``getpixel`` is typed for every mode: a float, None, ...)."""
+    pixel = image.getpixel(xy)
+    assert isinstance(pixel, tuple)
+    return pixel
+
+
 def _png_bytes(image: Image.Image) -> bytes:
     buffer = io.BytesIO()
     image.save(buffer, format="PNG")
@@ -44,7 +51,7 @@ def test_overlay_changes_bottom_pixels_only_and_keeps_size() -> None:
     assert set(top) == {BASE_COLOUR}
     bottom_row = [out.getpixel((x, height - 1)) for x in range(width)]
     assert all(pixel != BASE_COLOUR for pixel in bottom_row)  # the translucent strip
-    strip = [out.getpixel((x, y)) for y in range(height - 18, height) for x in range(width)]
+    strip = [_rgb(out, (x, y)) for y in range(height - 18, height) for x in range(width)]
     assert any(sum(p) > sum(BASE_COLOUR) for p in strip)  # white text is brighter than base
     assert source.getpixel((0, height - 1)) == BASE_COLOUR  # the input is not modified
 

@@ -6,6 +6,7 @@ import asyncio
 import email.utils
 import logging
 import random
+from typing import TypedDict
 
 import pytest
 
@@ -212,6 +213,15 @@ def test_server_requested_wait_is_capped() -> None:
     assert RETRY_AFTER_CEILING_S <= jittered <= RETRY_AFTER_CEILING_S * (1 + RETRY_AFTER_SPREAD)
 
 
+class RetryPolicyOptions(TypedDict, total=False):
+    """The fields of :class:`RetryPolicy`."""
+
+    max_attempts: int
+    initial_wait_s: float
+    max_wait_s: float
+    jitter: bool
+
+
 @pytest.mark.parametrize(
     "kwargs",
     [
@@ -221,9 +231,9 @@ def test_server_requested_wait_is_capped() -> None:
     ],
     ids=repr,
 )
-def test_policy_rejects_nonsense(kwargs: dict[str, float]) -> None:
+def test_policy_rejects_nonsense(kwargs: RetryPolicyOptions) -> None:
     with pytest.raises(ValueError):
-        RetryPolicy(**kwargs)  # type: ignore[arg-type]
+        RetryPolicy(**kwargs)
 
 
 # --- call_with_retry ------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -65,6 +66,9 @@ def build_tree() -> Block:
             capture_key=f"{stage}.critic_{i}",
         )
 
+    def polish(k: str) -> Callable[[Context], str]:
+        return lambda c: f"polish {c.outputs[f'idea.{k}']}"
+
     def stage(stage_name: str) -> Block:
         enclave = fanout_then_reduce(
             "enclave",
@@ -72,8 +76,9 @@ def build_tree() -> Block:
             reduce=[
                 ChatStep(
                     name="consensus",
-                    prompt=lambda c, s=stage_name: (
-                        "merge: " + " | ".join(c.outputs[f"{s}.critic_{i}"] for i in range(5))
+                    prompt=lambda c: (
+                        "merge: "
+                        + " | ".join(c.outputs[f"{stage_name}.critic_{i}"] for i in range(5))
                     ),
                     temperature=0.8,
                 )
@@ -100,7 +105,7 @@ def build_tree() -> Block:
                     ),
                     ChatStep(
                         name="polish",
-                        prompt=lambda c, k=k: f"polish {c.outputs[f'idea.{k}']}",
+                        prompt=polish(k),
                         temperature=0.9,
                     ),
                 ],

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 import anyio
 import anyio.lowlevel
 import pytest
@@ -14,7 +16,7 @@ async def test_results_come_back_in_input_order_not_completion_order() -> None:
     finished: list[int] = []
     events = [anyio.Event() for _ in range(4)]
 
-    def make(i: int):  # type: ignore[no-untyped-def]
+    def make(i: int) -> Callable[[], Awaitable[int]]:
         async def fn() -> int:
             if i < 3:
                 await events[i + 1].wait()  # 3 finishes first, then 2, 1, 0
@@ -32,7 +34,7 @@ async def test_lowest_index_failure_wins_and_others_become_notes() -> None:
     both_started = anyio.Event()
     started = 0
 
-    def make(i: int):  # type: ignore[no-untyped-def]
+    def make(i: int) -> Callable[[], Awaitable[int]]:
         async def fn() -> int:
             nonlocal started
             started += 1

@@ -7,6 +7,7 @@ image, no rows). The real openai client talks to the scripted local server."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,12 +31,15 @@ ENSEMBLE = (
 VALID_SCORES = {"scores": [{"id": c, "score": 50 + i} for i, c in enumerate("ABC")]}
 
 
-def judge(judge_id: str) -> Any:
+Match = Callable[[RecordedRequest], bool]
+
+
+def judge(judge_id: str) -> Match:
     seed = derive_seed(SEED, "step", "judge", judge_id)
     return lambda r: r.schema_name == "idea_scores" and r.seed == seed
 
 
-def idea(card_id: str) -> Any:
+def idea(card_id: str) -> Match:
     seed = derive_seed(SEED, "step", "idea", card_id)
     return lambda r: r.schema_name == "idea_card" and r.seed == seed
 
@@ -51,7 +55,7 @@ async def run(tmp: Path, server: OpenAIServer, *extra: str) -> dict[str, Any]:
     return t
 
 
-def calls(server: OpenAIServer, when: Any) -> list[RecordedRequest]:
+def calls(server: OpenAIServer, when: Match) -> list[RecordedRequest]:
     return [r for r in server.requests if when(r)]
 
 

@@ -3,6 +3,9 @@ ToT enclave, and the dislike rewrite's parser and re-asks."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import cast
+
 import anyio
 import pytest
 
@@ -14,6 +17,7 @@ from image_project.stages.standard import (
     DALLE_PROMPT_KEY,
     STAGES,
     SYSTEM_PROMPT,
+    Refinement,
     dislike_rewrite_step,
     parse_concept_array,
     prompt_pipeline,
@@ -35,15 +39,15 @@ def run_ctx() -> Context:
     return ctx
 
 
-def chat_paths(refinement: str) -> list[str]:
-    tree = prompt_pipeline(run_seed=1, refinement=refinement, temperature=0.8)  # type: ignore[arg-type]
+def chat_paths(refinement: Refinement) -> list[str]:
+    tree = prompt_pipeline(run_seed=1, refinement=refinement, temperature=0.8)
     return [p for p, n in walk(tree) if isinstance(n, ChatStep)]
 
 
 @pytest.mark.parametrize(
     ("refinement", "calls"), [("none", 6), ("final", 6 + 9), ("per_stage", 6 * 10)]
 )
-def test_pipeline_shape_per_refinement(refinement: str, calls: int) -> None:
+def test_pipeline_shape_per_refinement(refinement: Refinement, calls: int) -> None:
     paths = chat_paths(refinement)
     assert len(paths) == calls == len(set(paths))
     assert paths[0] == "pipeline/initial_prompt/draft"
@@ -126,6 +130,11 @@ async def test_only_representative_sees_preferences_and_only_chameleon_sees_conc
         assert ("Baroque" in text) == (name == "chameleon")
 
 
+def concept_parser(expected: int) -> Callable[[str], tuple[str, ...]]:
+    """``parse_concept_array`` is annotated ``-> object``; it returns this parser."""
+    return cast(Callable[[str], tuple[str, ...]], parse_concept_array(expected))
+
+
 @pytest.mark.parametrize(
     "text",
     [
@@ -135,7 +144,7 @@ async def test_only_representative_sees_preferences_and_only_chameleon_sees_conc
     ],
 )
 def test_concept_array_parser_accepts_json_arrays(text: str) -> None:
-    assert parse_concept_array(3)(text) == ("a", "b", "c")  # type: ignore[operator]
+    assert concept_parser(3)(text) == ("a", "b", "c")
 
 
 @pytest.mark.parametrize(
@@ -150,7 +159,7 @@ def test_concept_array_parser_accepts_json_arrays(text: str) -> None:
 )
 def test_concept_array_parser_rejects_bad_answers(text: str, reason: str) -> None:
     with pytest.raises(ValueError, match=reason):
-        parse_concept_array(3)(text)  # type: ignore[operator]
+        concept_parser(3)(text)
 
 
 async def test_dislike_rewrite_reasks_then_captures_concepts() -> None:

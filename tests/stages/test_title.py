@@ -3,6 +3,8 @@ through the real engine with a scripted backend."""
 
 from __future__ import annotations
 
+from typing import TypedDict, Unpack
+
 import pytest
 
 from image_project.backends.base import Message
@@ -184,12 +186,20 @@ def test_title_result_to_dict() -> None:
 # -- the step through the engine ------------------------------------------------------
 
 
+class TitleStepOptions(TypedDict, total=False):
+    """The keyword options of :func:`title_step`."""
+
+    temperature: float
+    max_attempts: int
+    seed: int | None
+
+
 async def run_title(
-    answers: list[str], existing: list[str], **kw: object
+    answers: list[str], existing: list[str], **kw: Unpack[TitleStepOptions]
 ) -> tuple[TitleResult, Context, ScriptedTextBackend]:
     backend = ScriptedTextBackend(answers)
     ctx = Context.with_system("pipeline system prompt")
-    step = title_step(IMAGE_PROMPT, existing, **kw)  # type: ignore[arg-type]
+    step = title_step(IMAGE_PROMPT, existing, **kw)
     await ChatRunner(backend).run(ctx, step)
     backend.assert_all_used()
     result = ctx.outputs["title"]
