@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from image_project.artifacts.locking import DEFAULT_STALE_AFTER_S, DEFAULT_TIMEOUT_S, FileLock
+from image_project.artifacts.locking import DEFAULT_TIMEOUT_S, FileLock
 from image_project.artifacts.manifest import (
     append_csv_row,
     lock_path_for,
@@ -76,7 +76,6 @@ def append_generation_row(
     row: Mapping[str, object],
     *,
     timeout_s: float = DEFAULT_TIMEOUT_S,
-    stale_after_s: float | None = DEFAULT_STALE_AFTER_S,
 ) -> dict[str, str]:
     """Append one run's record under ``<path>.lock``; returns the row as written.
 
@@ -91,7 +90,7 @@ def append_generation_row(
     out = prepare_row(
         path, GENERATIONS_FIELDS, GENERATIONS_REQUIRED_FIELDS, values, kind="generations"
     )
-    with FileLock(lock_path_for(path), timeout_s=timeout_s, stale_after_s=stale_after_s):
+    with FileLock(lock_path_for(path), timeout_s=timeout_s):
         append_csv_row(path, GENERATIONS_FIELDS, out)
     return out
 

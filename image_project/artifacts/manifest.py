@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from image_project.artifacts.atomic import append_bytes
-from image_project.artifacts.locking import DEFAULT_STALE_AFTER_S, DEFAULT_TIMEOUT_S, FileLock
+from image_project.artifacts.locking import DEFAULT_TIMEOUT_S, FileLock
 from image_project.errors import ImageProjectError, InputFileError
 
 __all__ = [
@@ -89,10 +89,9 @@ def manifest_lock(
     path: _PathLike,
     *,
     timeout_s: float = DEFAULT_TIMEOUT_S,
-    stale_after_s: float | None = DEFAULT_STALE_AFTER_S,
 ) -> FileLock:
     """A :class:`FileLock` on ``<path>.lock``; hold it from reading rows to appending one."""
-    return FileLock(lock_path_for(path), timeout_s=timeout_s, stale_after_s=stale_after_s)
+    return FileLock(lock_path_for(path), timeout_s=timeout_s)
 
 
 # --- generic CSV records -------------------------------------------------------------------

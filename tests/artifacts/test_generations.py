@@ -13,6 +13,7 @@ from image_project.artifacts.generations import (
     read_generations,
     read_recent_prompts,
 )
+from image_project.artifacts.locking import FileLock
 from image_project.errors import ImageProjectError, InputFileError
 
 
@@ -44,7 +45,9 @@ def test_header_written_once_and_concepts_round_trip(tmp_path: Path) -> None:
     assert rows[0]["seed"] == "1001"
     assert rows[1]["seed"] == ""
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", rows[1]["created_at"])
-    assert not (tmp_path / "deep" / "generations.csv.lock").exists()
+    # The lock file stays on disk (artifacts/locking.py) and is free again: one attempt takes it.
+    with FileLock(tmp_path / "deep" / "generations.csv.lock", timeout_s=0):
+        pass
 
 
 def test_selected_concepts_must_be_a_list_of_strings(tmp_path: Path) -> None:

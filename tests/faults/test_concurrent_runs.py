@@ -1,7 +1,8 @@
 """Concurrent runs against a slow service: ``--runs 20`` in one process, and four processes
 started together, must give exactly one manifest row (unique, consecutive ``seq``), one
 generations row, one transcript and one image per run, with no torn or interleaved line.
-A lock left behind by a killed process is recovered with a warning."""
+A lock held by a process that is then killed does not block the next run: the kernel drops
+it with the process, and the lock file it leaves behind means nothing."""
 
 from __future__ import annotations
 
@@ -10,9 +11,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from image_project.artifacts import manifest_lock
+import pytest
+
+from image_project.artifacts import FileLock, manifest_lock
 from image_project.artifacts.generations import GENERATIONS_FIELDS
 from image_project.artifacts.manifest import MANIFEST_FIELDS
+from image_project.errors import ImageProjectError
 from image_project.seeding import derive_seed
 from tests.faults.common import (
     REPO,
@@ -58,7 +62,9 @@ def assert_records_consistent(tmp: Path, runs: int) -> None:
     assert len(set(titles)) == runs, "titles are disambiguated under the manifest lock"
     for path in (manifest_path, generations_path):
         assert path.read_bytes().endswith(b"\n")
-        assert not path.with_name(path.name + ".lock").exists()
+        # Every run let go of the lock (its file stays on disk by design): one attempt takes it.
+        with FileLock(path.with_name(path.name + ".lock"), timeout_s=0):
+            pass
 
 
 def test_twenty_runs_in_one_process(tmp_path: Path, allow_loopback: None) -> None:
@@ -133,7 +139,7 @@ def test_four_processes_started_together(tmp_path: Path, allow_loopback: None) -
     assert any(max(v) - min(v) + 1 > len(v) for v in seqs.values()), seqs
 
 
-def test_a_lock_left_by_a_killed_process_is_recovered_with_a_warning(
+def test_a_lock_held_by_a_killed_process_does_not_block_the_next_run(
     tmp_path: Path, allow_loopback: None
 ) -> None:
     manifest = tmp_path / "out" / "images" / "titles_manifest.csv"
@@ -141,9 +147,10 @@ def test_a_lock_left_by_a_killed_process_is_recovered_with_a_warning(
         [
             sys.executable,
             "-c",
-            "import sys, time\n"
+            "import sys\n"
             "from image_project.artifacts import manifest_lock\n"
-            f"manifest_lock({str(manifest)!r}).acquire()\n"
+            # Keep the reference: a lock object that is garbage-collected lets go of its lock.
+            f"lock = manifest_lock({str(manifest)!r}).acquire()\n"
             "print('locked', flush=True)\n"
             "sys.stdin.read()\n",
         ],
@@ -153,17 +160,19 @@ def test_a_lock_left_by_a_killed_process_is_recovered_with_a_warning(
         text=True,
     )
     assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+    with pytest.raises(ImageProjectError, match="Timed out"):  # it really holds the lock
+        manifest_lock(manifest, timeout_s=0).acquire()
     holder.send_signal(signal.SIGKILL)
     holder.wait()
     lock = manifest_lock(manifest).path
-    assert lock.exists(), "the killed process left its lock behind"
+    assert lock.exists(), "the killed process left its lock file behind"
 
     with OpenAIServer(offline=True) as server:
         config = write_config(tmp_path, base_url=server.base_url, prompt=FAST)
         proc = spawn_main(tmp_path, "--config", str(config), "--seed", "9")
         _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
-    assert "Recovered stale lock" in err and str(lock) in err
-    assert f"pid {holder.pid}" in err or str(holder.pid) in err
+    assert str(lock) not in err  # nothing to recover, so nothing to report
     assert [r["seq"] for r in read_rows(manifest)] == ["1"]
-    assert not lock.exists()
+    with manifest_lock(manifest, timeout_s=0):  # free, its file still there
+        pass
