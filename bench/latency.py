@@ -69,7 +69,7 @@ from image_project.engine import (  # noqa: E402
 )
 from image_project.stages.profile import avoid_list, load_profile, render_guidance  # noqa: E402
 from image_project.stages.scoring import NoveltyState, scoring_pipeline  # noqa: E402
-from image_project.stages.standard import prompt_pipeline  # noqa: E402
+from image_project.stages.standard import Brief, prompt_pipeline  # noqa: E402
 
 if TYPE_CHECKING:  # the simulator (and uvicorn) is imported only when it is used
     from simulator import CallRecord, LatencySimulator, RemoteSimulator
@@ -175,11 +175,15 @@ async def run_once(
 
 # --------------------------------------------------------------------------- critical path
 
+BRIEF = Brief(("a", "b", "c"), "Likes:\n- x")
 
-def tree_for(scenario: Scenario) -> Node:
+
+def tree_for(scenario: Scenario, brief: Brief = BRIEF) -> Node:
+    """The scenario's step tree (the brief's words do not change its shape)."""
     cfg = load_config(root=REPO, env={}, overrides=list(scenario.overrides))
     if cfg.prompt.scoring.enabled:
         return scoring_pipeline(
+            brief=brief,
             run_seed=SEED,
             scoring=cfg.prompt.scoring,
             judges=cfg.prompt.scoring.effective_judges("model"),
@@ -189,7 +193,10 @@ def tree_for(scenario: Scenario) -> Node:
             temperature=cfg.prompt.text_temperature,
         ).tree
     return prompt_pipeline(
-        run_seed=SEED, refinement=cfg.prompt.refinement, temperature=cfg.prompt.text_temperature
+        brief=brief,
+        run_seed=SEED,
+        refinement=cfg.prompt.refinement,
+        temperature=cfg.prompt.text_temperature,
     )
 
 
@@ -401,14 +408,14 @@ async def engine_overhead(runs: int = 30) -> float:
     backend = _TimedBackend()
     walls = []
     steps = 0
+    brief = Brief(
+        ("Baroque", "Bird's-Eye View", "Complementary colours"),
+        render_guidance(profile),
+        tuple(avoid_list(profile)),
+    )
     for _ in range(runs):
-        tree = tree_for(scenario)
+        tree = tree_for(scenario, brief)
         ctx = Context.with_system("bench")
-        ctx.outputs.update(
-            concepts=("Baroque", "Bird's-Eye View", "Complementary colours"),
-            preferences=render_guidance(profile),
-            dislikes=avoid_list(profile),
-        )
         runner = ChatRunner(backend, recorder=NullStepRecorder())
         before = backend.spent
         t0 = time.perf_counter()

@@ -1,22 +1,31 @@
 """One generation, end to end: :func:`run_generation`.
 
-Phases, in order (the transcript's ``error.phase`` names the one that failed)::
+The run is a sequence of phases, each one ``async def`` over the run's typed state
+(:class:`RunState`); a short driver owns the phase names, their timing, error attribution,
+interruption and writing the record::
 
     data_load -> concept_selection -> concept_filter -> pipeline -> image -> title -> records
+
+(``error.phase`` names the one that failed; a prompt-only run stops after ``pipeline``.)
 
 Guarantees:
 
 * Every random choice derives from the run seed (:mod:`image_project.seeding`), recorded.
-* The transcript is written on success **and** on failure, with ``error{type, message,
-  phase, step, path, cancelled_paths}`` when the run failed (plus ``status, attempts`` for a
-  transport error, ``reason, output_preview`` for a bad model answer). A cancelled run
-  (Ctrl-C) has ``error.type == "interrupted"`` and the steps that were in flight as
-  ``cancelled_paths``.
+* The run's :class:`~image_project.record.run.RunRecord` is written as the transcript on
+  success **and** on failure, with ``error {type, message, phase, step, path,
+  cancelled_paths}`` when the run failed (plus ``status, attempts`` for a transport error,
+  ``reason, output_preview`` for a bad model answer). A cancelled run (Ctrl-C) has
+  ``error.type == "interrupted"`` and the steps that were in flight as ``cancelled_paths``.
 * A failed run leaves no image, manifest row or generations row: the image is written, the
   manifest row appended and the generations row appended only in the ``records`` phase, the
   whole phase under the manifest lock (which also makes ``seq`` unique across processes); if
   any of it fails, the image is removed and the manifest cut back, so no half is left. The
   records phase is shielded from cancellation, so an interrupt never splits it.
+* Each fact is decided once: the run seed (:func:`image_project.seeding.run_seed`), the judge
+  models (:meth:`~image_project.config.ScoringConfig.effective_judges` with the backend's text
+  model), the image model (the image backend's ``default_model``; the model that answered is
+  recorded), the saved image's size (the file on disk). Progress lines, the log, the record
+  and the CLI summary all read those values.
 """
 
 from __future__ import annotations
@@ -24,11 +33,10 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import anyio
 
@@ -47,7 +55,7 @@ from image_project.artifacts import (
     truncate_back,
     write_transcript,
 )
-from image_project.backends.base import ImageRequest, Usage
+from image_project.backends.base import ImageReply, ImageRequest, Usage
 from image_project.backends.factory import Backends
 from image_project.config import AppConfig
 from image_project.engine import ChatRunner, Context, DefaultStepRecorder, Node
@@ -56,26 +64,61 @@ from image_project.errors import (
     ImageProjectError,
     InputFileError,
     ModelOutputError,
-    RefusalError,
     location_of,
 )
 from image_project.preflight import check_outputs
 from image_project.progress import ProgressRecorder, counted
-from image_project.seeding import derive_seed, fresh_seed
+from image_project.record import (
+    ActionEvent,
+    BackendInfo,
+    ChatEvent,
+    ConceptFilter,
+    ImageEvent,
+    RunError,
+    RunRecord,
+    RunUsage,
+    ScoringOff,
+    Timing,
+    TitleRecord,
+)
+from image_project.seeding import derive_seed, run_seed
 from image_project.stages.concepts import Categories, load_categories, select_concepts
 from image_project.stages.profile import Profile, avoid_list, load_profile, render_guidance
-from image_project.stages.scoring import load_novelty, scoring_pipeline
+from image_project.stages.scoring import ScoringPlan, describe_ensemble, load_novelty
+from image_project.stages.scoring import scoring_pipeline as build_scoring_pipeline
 from image_project.stages.standard import (
+    CONCEPTS_KEY,
     DALLE_PROMPT_KEY,
     SYSTEM_PROMPT,
+    Brief,
     dislike_rewrite_step,
     prompt_pipeline,
 )
-from image_project.stages.title import TitleResult, disambiguate, resolve_collision, title_step
+from image_project.stages.title import TitleResult, resolve_collision, run_title
 
-__all__ = ["Inputs", "RunFailed", "RunResult", "load_inputs", "new_generation_id", "run_generation"]
+__all__ = [
+    "PHASES",
+    "Inputs",
+    "RunFailed",
+    "RunResult",
+    "RunState",
+    "load_inputs",
+    "new_generation_id",
+    "run_generation",
+]
 
 logger = logging.getLogger("image_project.run")
+
+PHASES: tuple[str, ...] = (
+    "data_load",
+    "concept_selection",
+    "concept_filter",
+    "pipeline",
+    "image",
+    "title",
+    "records",
+)
+"""The phases of a full run, in order; a prompt-only run stops after ``pipeline``."""
 
 
 @dataclass(frozen=True)
@@ -109,32 +152,23 @@ def load_inputs(cfg: AppConfig) -> Inputs:
 
 @dataclass(frozen=True)
 class RunResult:
-    generation_id: str
-    seed: int
-    concepts: tuple[str, ...]
-    final_prompt: str
+    """A finished run: its record (what the transcript holds) and where its files are."""
+
+    record: RunRecord
     transcript_path: Path
     log_path: Path
-    image_path: Path | None = None
-    title: str | None = None
-    seq: int | None = None
-    model_calls: int = 0
-    image_calls: int = 0
-    usage: Usage = field(default_factory=Usage)
-    wall_s: float = 0.0
-    scoring: dict[str, Any] | None = None
-    """The transcript's ``blackbox_scoring`` plus ``selected_card`` (None when disabled)."""
 
 
 class RunFailed(ImageProjectError):
-    """A run failed after it started; its transcript was written. The cause is chained."""
+    """A run failed after it started; its transcript was written. The cause is chained;
+    ``error`` is the record's error and ``record`` the whole record."""
 
-    def __init__(
-        self, message: str, *, phase: str, transcript: Path, error: dict[str, Any]
-    ) -> None:
-        self.phase = phase
+    def __init__(self, message: str, *, record: RunRecord, transcript: Path) -> None:
+        assert record.error is not None
+        self.record = record
+        self.error: RunError = record.error
+        self.phase = record.error.phase
         self.transcript_path = transcript
-        self.error = error
         super().__init__(message)
 
 
@@ -169,6 +203,248 @@ class _RunLog:
         self.handler.close()
 
 
+@dataclass(frozen=True)
+class _Saved:
+    """What the records phase wrote: the captioned JPEG and its manifest row."""
+
+    path: Path
+    bytes: int
+    seq: int
+    title: TitleResult
+
+
+@dataclass
+class RunState:
+    """The typed state of one run, filled in phase by phase. Steps that capture values for
+    later steps do so in ``ctx.outputs`` (the engine's captures); everything a phase hands to
+    a later phase is a field here."""
+
+    cfg: AppConfig
+    backends: Backends
+    generation_id: str
+    seed: int
+    prompt_only: bool
+    created_at: str
+    ctx: Context
+    runner: ChatRunner
+    recorder: DefaultStepRecorder
+    say: Callable[[str], None]
+    started: float
+    inputs: Inputs | None = None
+    concepts: tuple[str, ...] = ()
+    concept_filter: ConceptFilter | None = None
+    brief: Brief | None = None
+    scoring: ScoringPlan | None = None
+    final_prompt: str | None = None
+    image: ImageReply | None = None
+    image_event: ImageEvent | None = None
+    title: TitleResult | None = None
+    saved: _Saved | None = None
+    image_order: tuple[int, ...] = ()
+    phase_times: dict[str, float] = field(default_factory=dict)
+
+    async def run_tree(self, node: Node) -> None:
+        if isinstance(self.recorder, ProgressRecorder):
+            self.recorder.watch(node)
+        await self.runner.run(self.ctx, node)
+
+    def announce(self, line: str) -> None:
+        self.say(f"→ {line}")
+
+    def to_record(self, error: RunError | None, wall_s: float) -> RunRecord:
+        """The run's record from whatever it got to."""
+        steps: list[ChatEvent | ActionEvent | ImageEvent] = list(self.ctx.steps)
+        if self.image_event is not None:
+            steps.append(self.image_event)
+        steps.sort(key=lambda event: event.order)
+        chats = [e for e in self.ctx.steps if isinstance(e, ChatEvent)]
+        usage = Usage.total(e.usage for e in chats)
+        saved = self.saved
+        return RunRecord(
+            generation_id=self.generation_id,
+            seed=self.seed,
+            created_at=self.created_at,
+            run_mode="prompt_only" if self.prompt_only else "full",
+            backend=BackendInfo(
+                provider=self.backends.provider,
+                description=self.backends.description,
+                text_model=self.backends.text.default_model,
+                image_model=self.backends.image.default_model,
+                execution_mode=self.cfg.run.concurrency,
+            ),
+            selected_concepts=self.concepts,
+            concept_filter=self.concept_filter,
+            steps=tuple(steps),
+            final_image_prompt=self.final_prompt,
+            image_path=str(saved.path) if saved else None,
+            image_bytes=saved.bytes if saved else None,
+            title_generation=(
+                TitleRecord(
+                    title=saved.title.title,
+                    title_source=saved.title.source,
+                    title_raw=saved.title.raw,
+                    attempts=saved.title.attempts,
+                    seq=saved.seq,
+                    caption=caption_text(saved.seq, saved.title.title),
+                )
+                if saved
+                else None
+            ),
+            blackbox_scoring=self.scoring.record(self.ctx) if self.scoring else ScoringOff(),
+            usage=RunUsage(
+                prompt_tokens=usage.prompt_tokens,
+                completion_tokens=usage.completion_tokens,
+                total_tokens=usage.total_tokens,
+                model_calls=len(chats),
+                image_calls=1 if self.image_event else 0,
+            ),
+            timing=Timing(wall_s=wall_s, phases_s=dict(self.phase_times)),
+            error=error,
+        )
+
+
+# --------------------------------------------------------------------------- phases
+
+
+async def _concept_selection(run: RunState) -> None:
+    assert run.inputs is not None
+    run.concepts = select_concepts(run.inputs.categories, run.seed)
+
+
+async def _concept_filter(run: RunState) -> None:
+    assert run.inputs is not None
+    dislikes = avoid_list(run.inputs.profile)
+    concepts = run.concepts
+    if dislikes:
+        run.announce("concept filter")
+        await run.run_tree(dislike_rewrite_step(concepts, dislikes, run_seed=run.seed))
+        concepts = tuple(run.ctx.outputs[CONCEPTS_KEY])
+    run.concept_filter = ConceptFilter(input=run.concepts, output=concepts, dislikes=dislikes)
+    run.concepts = concepts
+    run.brief = Brief(concepts, render_guidance(run.inputs.profile), tuple(dislikes))
+
+
+async def _pipeline(run: RunState) -> None:
+    assert run.inputs is not None and run.brief is not None
+    cfg, scoring = run.cfg, run.cfg.prompt.scoring
+    if not scoring.enabled:
+        run.announce(f"prompt pipeline (refinement: {cfg.prompt.refinement})")
+        await run.run_tree(
+            prompt_pipeline(
+                brief=run.brief,
+                run_seed=run.seed,
+                refinement=cfg.prompt.refinement,
+                temperature=cfg.prompt.text_temperature,
+            )
+        )
+    else:
+        judges = scoring.effective_judges(run.backends.text.default_model)
+        run.announce(
+            f"black-box scoring ({scoring.num_ideas} ideas x {counted(len(judges), 'judge')}), "
+            f"then the final prompt (refinement: {cfg.prompt.refinement})"
+        )
+        novelty = await anyio.to_thread.run_sync(
+            load_novelty,
+            scoring.novelty.enabled,
+            scoring.novelty.window,
+            Path(cfg.prompt.generations_path),
+        )
+        logger.info("%s", describe_ensemble(scoring, judges, novelty))
+        run.scoring = build_scoring_pipeline(
+            brief=run.brief,
+            run_seed=run.seed,
+            scoring=scoring,
+            judges=judges,
+            likes=run.inputs.profile.taste,
+            novelty=novelty,
+            refinement=cfg.prompt.refinement,
+            temperature=cfg.prompt.text_temperature,
+        )
+        await run.run_tree(run.scoring.tree)
+    run.final_prompt = str(run.ctx.outputs[DALLE_PROMPT_KEY])
+
+
+async def _image(run: RunState) -> None:
+    assert run.final_prompt is not None
+    cfg, image_backend = run.cfg, run.backends.image
+    request = ImageRequest(
+        prompt=run.final_prompt,
+        model=image_backend.default_model,
+        size=cfg.image.size,
+        quality=cfg.image.quality,
+        seed=derive_seed(run.seed, "image"),
+    )
+    run.announce(f"image ({request.model}, {request.size})")
+    # The image is recorded between the prompt trees and the title, whatever finishes first.
+    run.image_order = (run.ctx.roots_run,)
+    run.ctx.roots_run += 1
+    created_at = _utc_iso()
+    started = time.perf_counter()
+    image = await image_backend.generate(request)
+    latency_ms = round((time.perf_counter() - started) * 1000, 3)
+    run.image = image
+    run.image_event = ImageEvent(
+        order=run.image_order,
+        prompt=request.prompt,
+        model=image.model,
+        size=request.size,
+        quality=request.quality,
+        seed=derive_seed(run.seed, "image"),
+        created_at=created_at,
+        latency_ms=latency_ms,
+        attempts=image.attempts,
+        received_bytes=len(image.data),
+        format=image.format,
+        revised_prompt=image.revised_prompt,
+        metadata=dict(image.metadata),
+    )
+    _say_done(run, f"image from {image.model} ({image.format}, {request.size})")
+
+
+async def _title(run: RunState) -> None:
+    assert run.final_prompt is not None
+    run.announce("title")
+    manifest = run.cfg.effective_titles_manifest_path
+    known = existing_titles(await anyio.to_thread.run_sync(read_manifest, manifest))
+    run.title = await run_title(
+        run.runner, run.ctx, run.final_prompt, known, seed=derive_seed(run.seed, "title")
+    )
+
+
+async def _records(run: RunState) -> None:
+    assert run.image is not None and run.title is not None and run.final_prompt is not None
+    assert run.image_event is not None
+    run.announce("records")
+    image_path = Path(run.cfg.image.generation_path) / f"{run.generation_id}_image.jpg"
+    # Shielded: a Ctrl-C that arrives now waits for the local writes (milliseconds) instead
+    # of leaving an image without its rows; the run then counts as finished.
+    with anyio.CancelScope(shield=True):
+        saved = await anyio.to_thread.run_sync(_write_records, run, image_path)
+    run.saved = saved
+    _say_done(run, f"records: image #{saved.seq:03d}, {saved.bytes:,} bytes")
+
+
+def _say_done(run: RunState, what: str) -> None:
+    run.say(f"[{time.perf_counter() - run.started:6.1f}s] ✓ {what}")
+
+
+Phase = Callable[[RunState], Awaitable[None]]
+
+
+def _phases(prompt_only: bool) -> list[tuple[str, Phase]]:
+    phases: list[tuple[str, Phase]] = [
+        ("concept_selection", _concept_selection),
+        ("concept_filter", _concept_filter),
+        ("pipeline", _pipeline),
+    ]
+    if not prompt_only:
+        phases += [("image", _image), ("title", _title), ("records", _records)]
+    return phases
+
+
+# --------------------------------------------------------------------------- driver
+
+
 async def run_generation(
     cfg: AppConfig,
     backends: Backends,
@@ -179,270 +455,85 @@ async def run_generation(
     generation_id: str | None = None,
     emit: Callable[[str], None] | None = None,
 ) -> RunResult:
-    """Run one generation. ``emit`` receives progress lines (None = silent).
+    """Run one generation. ``emit`` receives progress lines (None = silent). ``seed`` None
+    means the configured seed (``prompt.random_seed``) or, without one, a fresh recorded
+    seed.
 
-    Raises :class:`RunFailed` (transcript written, cause chained) when a started run fails,
-    and lets an ``InputFileError`` from loading ``inputs`` through unchanged when it was not
-    given (nothing has been called yet).
+    Raises :class:`RunFailed` (transcript written, cause chained) when a started run fails;
+    an input file that cannot be loaded fails the run in phase ``data_load``.
     """
     started = time.perf_counter()
     generation_id = generation_id or new_generation_id()
-    run_seed = seed if seed is not None else cfg.prompt.random_seed
-    run_seed = run_seed if run_seed is not None else fresh_seed()
     prompt_only = cfg.run.mode == "prompt_only" if prompt_only is None else prompt_only
-    say = emit or (lambda _line: None)
     log_dir = Path(cfg.image.log_path)
     t_path = transcript_path(log_dir, generation_id)
     run_log = _RunLog(log_dir / f"{generation_id}.log")
-    logger.info(
-        "Generation %s started with seed %d (%s)", generation_id, run_seed, backends.description
-    )
-
-    ctx = Context.with_system(SYSTEM_PROMPT)
+    say = emit or (lambda _line: None)
     recorder: DefaultStepRecorder = ProgressRecorder(say) if emit else DefaultStepRecorder()
-    runner = ChatRunner(backends.text, recorder=recorder, mode=cfg.run.concurrency)
-    transcript: dict[str, Any] = {
-        "generation_id": generation_id,
-        "seed": run_seed,
-        "created_at": _utc_iso(),
-        "backend": {
-            "provider": backends.provider,
-            "description": backends.description,
-            "text_model": backends.text.default_model,
-            "image_model": cfg.image.model,
-            "execution_mode": cfg.run.concurrency,
-        },
-        "run_mode": "prompt_only" if prompt_only else "full",
-        "selected_concepts": [],
-        "steps": [],
-        "final_image_prompt": None,
-        "image_path": None,
-        "title_generation": None,
-        "blackbox_scoring": {"enabled": False},
-        "usage": {},
-        "timing": {},
-    }
-    phase = "data_load"
-    phase_times: dict[str, float] = {}
-    phase_start = time.perf_counter()
+    run = RunState(
+        cfg=cfg,
+        backends=backends,
+        generation_id=generation_id,
+        seed=seed if seed is not None else run_seed(cfg.prompt.random_seed),
+        prompt_only=prompt_only,
+        created_at=_utc_iso(),
+        ctx=Context.with_system(SYSTEM_PROMPT),
+        runner=ChatRunner(backends.text, recorder=recorder, mode=cfg.run.concurrency),
+        recorder=recorder,
+        say=say,
+        started=started,
+    )
+    logger.info(
+        "Generation %s started with seed %d (%s)", generation_id, run.seed, backends.description
+    )
+    phase, phase_start = "data_load", time.perf_counter()
 
-    def enter(name: str, line: str | None = None) -> None:
-        nonlocal phase, phase_start
-        now = time.perf_counter()
-        phase_times[phase] = round(now - phase_start, 3)
-        phase, phase_start = name, now
-        if line:
-            say(f"→ {line}")
-
-    async def run_tree(node: Node) -> None:
-        if isinstance(recorder, ProgressRecorder):
-            recorder.watch(node)
-        await runner.run(ctx, node)
-
-    image_calls = 0
-    scoring_summary: dict[str, Any] | None = None
-
-    def finish() -> tuple[int, Usage, float]:
+    def finish(error: RunError | None) -> RunRecord:
         """Write the transcript (success or failure) and close the run log."""
-        usage = Usage.total(record.usage for record in ctx.steps)
-        chat_calls = sum(1 for r in ctx.steps if r.type == "chat")
-        wall = round(time.perf_counter() - started, 3)
-        phase_times.setdefault(phase, round(time.perf_counter() - phase_start, 3))
-        transcript["steps"] = [r.to_dict() for r in ctx.steps]
-        transcript["usage"] = {
-            **usage.to_dict(),
-            "model_calls": chat_calls,
-            "image_calls": image_calls,
-        }
-        transcript["timing"] = {"wall_s": wall, "phases_s": phase_times}
+        run.phase_times.setdefault(phase, round(time.perf_counter() - phase_start, 3))
+        record = run.to_record(error, round(time.perf_counter() - started, 3))
         try:
-            write_transcript(t_path, transcript)
+            write_transcript(t_path, record)
         finally:
             run_log.close()
-        return chat_calls, usage, wall
+        return record
 
     try:
-        data = inputs or load_inputs(cfg)
-        enter("concept_selection")
-        concepts = select_concepts(data.categories, run_seed)
-        transcript["selected_concepts"] = list(concepts)
-        dislikes = avoid_list(data.profile)
-        ctx.outputs.update(
-            concepts=concepts, preferences=render_guidance(data.profile), dislikes=dislikes
-        )
-
-        enter("concept_filter", "concept filter" if dislikes else None)
-        if dislikes:
-            await run_tree(dislike_rewrite_step(concepts, dislikes, run_seed=run_seed))
-        filtered = tuple(ctx.outputs["concepts"])
-        transcript["concept_filter"] = {
-            "input": list(concepts),
-            "output": list(filtered),
-            "dislikes": list(dislikes),
-        }
-        transcript["selected_concepts"] = list(filtered)
-
-        scoring = cfg.prompt.scoring
-        if scoring.enabled:
-            enter(
-                "pipeline",
-                f"black-box scoring ({scoring.num_ideas} ideas x {counted(scoring.judge_count, 'judge')}), "
-                f"then the final prompt (refinement: {cfg.prompt.refinement})",
-            )
-            novelty = await anyio.to_thread.run_sync(
-                load_novelty,
-                scoring.novelty.enabled,
-                scoring.novelty.window,
-                Path(cfg.prompt.generations_path),
-            )
-            plan = scoring_pipeline(
-                run_seed=run_seed,
-                scoring=scoring,
-                judges=scoring.effective_judges(backends.text.default_model),
-                likes=data.profile.taste,
-                novelty=novelty,
-                refinement=cfg.prompt.refinement,
-                temperature=cfg.prompt.text_temperature,
-            )
-            try:
-                await run_tree(plan.tree)
-            finally:
-                transcript["blackbox_scoring"] = plan.record(ctx.outputs)
-            scoring_summary = {
-                **transcript["blackbox_scoring"],
-                "selected_card": plan.selected_card(ctx.outputs),
-            }
-        else:
-            enter("pipeline", f"prompt pipeline (refinement: {cfg.prompt.refinement})")
-            await run_tree(
-                prompt_pipeline(
-                    run_seed=run_seed,
-                    refinement=cfg.prompt.refinement,
-                    temperature=cfg.prompt.text_temperature,
-                )
-            )
-        final_prompt = str(ctx.outputs[DALLE_PROMPT_KEY])
-        transcript["final_image_prompt"] = final_prompt
-
-        image_path: Path | None = None
-        title: TitleResult | None = None
-        seq: int | None = None
-        if not prompt_only:
-            enter("image", f"image ({cfg.image.model}, {cfg.image.size})")
-            image_started = time.perf_counter()
-            image = await backends.image.generate(
-                ImageRequest(
-                    prompt=final_prompt,
-                    model=cfg.image.model,
-                    size=cfg.image.size,
-                    quality=cfg.image.quality,
-                    seed=derive_seed(run_seed, "image"),
-                )
-            )
-            image_calls = 1
-            transcript["image_generation"] = {
-                "model": image.model,
-                "size": cfg.image.size,
-                "quality": cfg.image.quality,
-                "seed": derive_seed(run_seed, "image"),
-                "attempts": image.attempts,
-                "latency_ms": round((time.perf_counter() - image_started) * 1000, 3),
-                "bytes": len(image.data),
-                "revised_prompt": image.revised_prompt,
-            }
-            say(f"[{time.perf_counter() - started:6.1f}s] ✓ image ({len(image.data):,} bytes)")
-
-            enter("title", "title")
-            manifest = cfg.effective_titles_manifest_path
-            known = existing_titles(await anyio.to_thread.run_sync(read_manifest, manifest))
-            try:
-                await run_tree(title_step(final_prompt, known, seed=derive_seed(run_seed, "title")))
-                title = ctx.outputs["title"]
-            except RefusalError as refusal:
-                # A title is never worth failing a finished image for; transport errors are.
-                logger.warning(
-                    "Title step refused (%s); using a deterministic fallback title", refusal
-                )
-                title = TitleResult(
-                    disambiguate("Untitled Work", known), "fallback", refusal.output_preview, 1
-                )
-            assert isinstance(title, TitleResult)
-
-            enter("records", "records")
-            image_path = Path(cfg.image.generation_path) / f"{generation_id}_image.jpg"
-            generations_row = {
-                "generation_id": generation_id,
-                "selected_concepts": list(filtered),
-                "final_image_prompt": final_prompt,
-                "image_path": str(image_path),
-                "created_at": transcript["created_at"],
-                "seed": str(run_seed),
-            }
-            # Shielded: a Ctrl-C that arrives now waits for the local writes (milliseconds)
-            # instead of leaving an image without its rows; the run then counts as finished.
-            with anyio.CancelScope(shield=True):
-                settled, allocated = await anyio.to_thread.run_sync(
-                    _write_records,
-                    cfg,
-                    manifest,
-                    image.data,
-                    image_path,
-                    title,
-                    generation_id,
-                    final_prompt,
-                    run_seed,
-                    generations_row,
-                )
-            title, seq = settled, allocated
-            transcript["image_path"] = str(image_path)
-            transcript["title_generation"] = {
-                **settled.to_dict(),
-                "seq": allocated,
-                "caption": caption_text(allocated, settled.title),
-            }
-        enter("done")
+        run.inputs = inputs or load_inputs(cfg)
+        for name, step in _phases(prompt_only):
+            now = time.perf_counter()
+            run.phase_times[phase] = round(now - phase_start, 3)
+            phase, phase_start = name, now
+            await step(run)
+        run.phase_times[phase] = round(time.perf_counter() - phase_start, 3)
+        phase, phase_start = "done", time.perf_counter()
     except Exception as exc:
-        loc = location_of(exc)
-        error: dict[str, Any] = {
-            "type": type(exc).__name__,
-            "message": str(exc),
-            "phase": phase,
-            "step": loc.name if loc else None,
-            "path": loc.path if loc else None,
-            "cancelled_paths": list(loc.cancelled_paths) if loc else [],
-        }
-        if isinstance(exc, BackendError):
-            error.update(status=exc.status, attempts=exc.attempts)
-        if isinstance(exc, ModelOutputError):
-            error.update(reason=exc.reason, output_preview=exc.output_preview)
-        transcript["error"] = error
+        error = _run_error(exc, phase)
         logger.error(
-            "Generation %s failed in phase %s: %s: %s", generation_id, phase, error["type"], exc
+            "Generation %s failed in phase %s: %s: %s", generation_id, phase, error.type, exc
         )
-        finish()
+        record = finish(error)
         raise RunFailed(
             f"run failed in phase {phase}"
-            + (f" at {error['path']}" if error["path"] else "")
-            + f": {error['type']}: {exc}",
-            phase=phase,
+            + (f" at {error.path}" if error.path else "")
+            + f": {error.type}: {exc}",
+            record=record,
             transcript=t_path,
-            error=error,
         ) from exc
     except BaseException as exc:
         # Cancellation (Ctrl-C / SIGTERM through the CLI) or a KeyboardInterrupt: the steps
         # in flight were cut off; nothing was written but this transcript (records are
         # shielded). Record what we know, then let it propagate.
-        cut_off = recorder.in_flight
-        transcript["error"] = {
-            "type": "interrupted",
-            "message": f"the run was interrupted in phase {phase} ({type(exc).__name__})"
-            + (f"; {len(cut_off)} step(s) in flight were cancelled" if cut_off else ""),
-            "phase": phase,
-            "step": None,
-            "path": None,
-            "cancelled_paths": cut_off,
-        }
-        finish()
+        cut_off = run.recorder.in_flight
+        finish(
+            RunError(
+                type="interrupted",
+                message=f"the run was interrupted in phase {phase} ({type(exc).__name__})"
+                + (f"; {len(cut_off)} step(s) in flight were cancelled" if cut_off else ""),
+                phase=phase,
+                cancelled_paths=tuple(cut_off),
+            )
+        )
         logger.warning(
             "Generation %s interrupted in phase %s; transcript written to %s",
             generation_id,
@@ -450,36 +541,26 @@ async def run_generation(
             t_path,
         )
         raise
-    model_calls, usage, wall = finish()
-    return RunResult(
-        generation_id=generation_id,
-        seed=run_seed,
-        concepts=filtered,
-        final_prompt=final_prompt,
-        transcript_path=t_path,
-        log_path=run_log.path,
-        image_path=image_path,
-        title=title.title if title else None,
-        seq=seq,
-        model_calls=model_calls,
-        image_calls=image_calls,
-        usage=usage,
-        wall_s=wall,
-        scoring=scoring_summary,
+    return RunResult(record=finish(None), transcript_path=t_path, log_path=run_log.path)
+
+
+def _run_error(exc: Exception, phase: str) -> RunError:
+    loc = location_of(exc)
+    return RunError(
+        type=type(exc).__name__,
+        message=str(exc),
+        phase=phase,
+        step=loc.name if loc else None,
+        path=loc.path if loc else None,
+        cancelled_paths=loc.cancelled_paths if loc else (),
+        status=exc.status if isinstance(exc, BackendError) else None,
+        attempts=exc.attempts if isinstance(exc, BackendError) else None,
+        reason=exc.reason if isinstance(exc, ModelOutputError) else None,
+        output_preview=exc.output_preview if isinstance(exc, ModelOutputError) else None,
     )
 
 
-def _write_records(
-    cfg: AppConfig,
-    manifest: Path,
-    image_bytes: bytes,
-    image_path: Path,
-    title: TitleResult,
-    generation_id: str,
-    final_prompt: str,
-    run_seed: int,
-    generations_row: dict[str, object],
-) -> tuple[TitleResult, int]:
+def _write_records(run: RunState, image_path: Path) -> _Saved:
     """The records phase in one call (one thread, so a cancellation cannot split it).
 
     All or nothing, under the manifest lock: allocate seq, settle the title against the
@@ -487,13 +568,16 @@ def _write_records(
     generations row. If anything after the image fails, the image is removed and the manifest
     is cut back to its size before this run (safe: the lock is still held), so a failed
     records phase leaves neither an image nor a row behind."""
+    assert run.image is not None and run.image_event is not None and run.title is not None
+    assert run.final_prompt is not None
+    cfg, manifest = run.cfg, run.cfg.effective_titles_manifest_path
     with manifest_lock(manifest):
         rows = read_manifest(manifest)
         seq = next_seq(rows)
-        title = resolve_collision(title, existing_titles(rows))
+        title = resolve_collision(run.title, existing_titles(rows))
         manifest_before = file_size(manifest)
         save_captioned_jpeg(
-            image_bytes,
+            run.image.data,
             image_path,
             caption_text(seq, title.title),
             font_path=cfg.image.caption_font_path,
@@ -504,19 +588,30 @@ def _write_records(
                 {
                     "seq": str(seq),
                     "title": title.title,
-                    "generation_id": generation_id,
-                    "image_prompt": final_prompt,
+                    "generation_id": run.generation_id,
+                    "image_prompt": run.final_prompt,
                     "image_path": str(image_path),
                     "created_at": "",
-                    "model": cfg.image.model,
-                    "size": cfg.image.size,
-                    "quality": cfg.image.quality,
-                    "seed": str(run_seed),
+                    "model": run.image_event.model,
+                    "size": run.image_event.size,
+                    "quality": run.image_event.quality,
+                    "seed": str(run.seed),
                     "title_source": title.source,
                     "title_raw": title.raw,
                 },
             )
-            append_generation_row(Path(cfg.prompt.generations_path), generations_row)
+            append_generation_row(
+                Path(cfg.prompt.generations_path),
+                {
+                    "generation_id": run.generation_id,
+                    "selected_concepts": list(run.concepts),
+                    "final_image_prompt": run.final_prompt,
+                    "image_path": str(image_path),
+                    "created_at": run.created_at,
+                    "seed": str(run.seed),
+                },
+            )
+            saved_bytes = image_path.stat().st_size
         except BaseException:
             try:
                 image_path.unlink(missing_ok=True)
@@ -529,7 +624,7 @@ def _write_records(
                     undo,
                     image_path,
                     manifest,
-                    generation_id,
+                    run.generation_id,
                 )
             raise
-    return title, seq
+    return _Saved(path=image_path, bytes=saved_bytes, seq=seq, title=title)

@@ -24,7 +24,6 @@ import signal
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import anyio
 
@@ -33,7 +32,8 @@ from image_project.backends.factory import Backends, make_backends
 from image_project.config import AppConfig, load_config
 from image_project.errors import AuthenticationError, ConfigError, InputFileError
 from image_project.progress import counted
-from image_project.seeding import derive_seed
+from image_project.record import ScoringRecord
+from image_project.seeding import run_seed
 
 __all__ = ["build_parser", "main"]
 
@@ -123,72 +123,82 @@ def _setup_logging(verbose: int, quiet: bool) -> None:
     root.propagate = False
 
 
-def _summary(result: RunResult, backends: Backends, cfg: AppConfig) -> str:
-    first_line = next((ln.strip() for ln in result.final_prompt.splitlines() if ln.strip()), "")
+def _summary(result: RunResult) -> str:
+    """The run's summary, read from its record (the transcript's content)."""
+    record = result.record
+    prompt = record.final_image_prompt or ""
+    first_line = next((ln.strip() for ln in prompt.splitlines() if ln.strip()), "")
     if len(first_line) > 100:
         first_line = first_line[:99] + "…"
+    backend = record.backend
     lines = [
-        f"Generation {result.generation_id}  (seed {result.seed}, {backends.provider} backend, {cfg.run.concurrency})",
-        f"  Concepts    {' | '.join(result.concepts)}",
+        f"Generation {record.generation_id}  (seed {record.seed}, {backend.provider} backend, "
+        f"{backend.execution_mode})",
+        f"  Concepts    {' | '.join(record.selected_concepts)}",
     ]
-    if result.title is not None and result.seq is not None:
-        lines.append(f"  Title       #{result.seq:03d} - {result.title}")
-    if result.scoring is not None:
-        lines += _scoring_lines(result.scoring)
+    title = record.title_generation
+    if title is not None:
+        lines.append(f"  Title       #{title.seq:03d} - {title.title}")
+    if isinstance(record.blackbox_scoring, ScoringRecord):
+        lines += _scoring_lines(record.blackbox_scoring)
     lines.append(f"  Prompt      {first_line}")
-    if result.image_path is not None:
-        lines.append(f"  Image       {result.image_path}")
+    if record.image_path is not None:
+        size = f" ({record.image_bytes:,} bytes)" if record.image_bytes is not None else ""
+        lines.append(f"  Image       {record.image_path}{size}")
+    usage = record.usage
     lines += [
         f"  Transcript  {result.transcript_path}",
         f"  Log         {result.log_path}",
-        f"  Model calls {result.model_calls} text + {result.image_calls} image, "
-        f"{result.usage.total_tokens:,} tokens, {result.wall_s:.1f} s",
+        f"  Model calls {usage.model_calls} text + {usage.image_calls} image, "
+        f"{usage.total_tokens:,} tokens, {record.timing.wall_s:.1f} s",
     ]
     return "\n".join(lines)
 
 
-def _scoring_lines(scoring: Mapping[str, Any]) -> list[str]:
+def _scoring_lines(scoring: ScoringRecord) -> list[str]:
     """The selection and the per-judge scores as a small table."""
-    card = scoring.get("selected_card") or {}
-    hook = str(card.get("hook", ""))
+    card = scoring.selected_card
+    hook = card.hook if card is not None else ""
     if len(hook) > 80:
         hook = hook[:79] + "…"
-    roll = scoring.get("exploration_roll")
-    rate = scoring.get("exploration_rate")
-    mode = scoring.get("selection_mode")
+    roll, mode = scoring.exploration_roll, scoring.selection_mode
     why = (
-        f"roll {roll:.3f} {'<' if mode == 'explore' else '>='} rate {rate:g}"
+        f"roll {roll:.3f} {'<' if mode == 'explore' else '>='} rate {scoring.exploration_rate:g}"
         if roll is not None
         else ""
     )
     lines = [
-        f"  Selected    idea {scoring.get('selected_id')}: median {scoring.get('selected_score')}, "
+        f"  Selected    idea {scoring.selected_id}: median {scoring.selected_score}, "
         f"{mode} ({why})",
         f"              {hook!r}",
     ]
-    judges = [j["id"] for j in scoring.get("judges", [])]
-    table = scoring.get("score_table", [])
-    if table:
+    judges = [j.id for j in scoring.judges]
+    if scoring.score_table:
         width = max(5, *(len(j) for j in judges))
         header = (
             "card  " + "".join(f"{j:>{width}} " for j in judges) + " median  penalty  effective"
         )
         lines.append(f"  Scores      {header}")
-        for row in table:
-            cells = "".join(f"{row['judge_scores'].get(j, '-')!s:>{width}} " for j in judges)
-            mark = " <" if row["id"] == scoring.get("selected_id") else ""
+        for row in scoring.score_table:
+            cells = "".join(f"{row.judge_scores.get(j, '-')!s:>{width}} " for j in judges)
+            mark = " <" if row.id == scoring.selected_id else ""
             lines.append(
-                f"              {row['id']:<4}  {cells} {row['median']!s:>6}  "
-                f"{row['novelty_penalty']:>7.1f}  {row['effective_score']:>9.1f}{mark}"
+                f"              {row.id:<4}  {cells} {row.median!s:>6}  "
+                f"{row.novelty_penalty:>7.1f}  {row.effective_score:>9.1f}{mark}"
             )
-    statuses = ", ".join(f"{j['id']} {j['status']}" for j in scoring.get("judges", []))
-    novelty = scoring.get("novelty", {})
-    motifs = ", ".join(m["word"] for m in novelty.get("motifs", [])) or "none"
+    models = {j.model for j in scoring.judges}
+    statuses = ", ".join(
+        f"{j.id} {j.status}" + ("" if len(models) == 1 else f" ({j.model})") for j in scoring.judges
+    )
+    if len(models) == 1:
+        statuses += f" (model {next(iter(models))})"
+    novelty = scoring.novelty
+    motifs = ", ".join(m.word for m in novelty.motifs) or "none"
     lines.append(
         f"  Judges      {statuses}; novelty "
         + (
-            f"on ({counted(int(novelty.get('rows') or 0), 'recent prompt')}, motifs: {motifs})"
-            if novelty.get("used")
+            f"on ({counted(novelty.rows, 'recent prompt')}, motifs: {motifs})"
+            if novelty.used
             else "off"
         )
     )
@@ -241,16 +251,13 @@ async def _cancel_on_signal(work: anyio.CancelScope, received: list[int]) -> Non
 
 
 async def _runs(cfg: AppConfig, backends: Backends, quiet: bool) -> int:
-    base_seed = cfg.prompt.random_seed
     emit = None if quiet else (lambda line: print(line, file=sys.stderr, flush=True))
     failures = 0
     # Input files, output directories and record CSVs, once for all runs and before any
     # model call; an InputFileError leaves through main() as exit 2.
     inputs = load_inputs(cfg)
     for index in range(cfg.run.runs):
-        seed = (
-            base_seed if base_seed is None or index == 0 else derive_seed(base_seed, "run", index)
-        )
+        seed = run_seed(cfg.prompt.random_seed, index)
         if cfg.run.runs > 1 and not quiet:
             print(f"== run {index + 1} of {cfg.run.runs}", file=sys.stderr, flush=True)
         try:
@@ -260,7 +267,7 @@ async def _runs(cfg: AppConfig, backends: Backends, quiet: bool) -> int:
             print(f"error: {exc}", file=sys.stderr)
             print(f"transcript: {exc.transcript_path}", file=sys.stderr)
             continue
-        print(_summary(result, backends, cfg), flush=True)
+        print(_summary(result), flush=True)
     return EXIT_RUN_FAILED if failures else EXIT_OK
 
 

@@ -15,7 +15,8 @@ import logging
 import time
 from collections.abc import Callable
 
-from image_project.engine import Block, Context, DefaultStepRecorder, Node, StepRecord, walk
+from image_project.engine import Block, Context, DefaultStepRecorder, EngineEvent, Node, walk
+from image_project.record.events import ChatEvent
 
 __all__ = ["ProgressRecorder", "counted", "parallel_groups"]
 
@@ -57,7 +58,7 @@ class ProgressRecorder(DefaultStepRecorder):
         """Register the concurrent groups of a tree about to run."""
         self.groups.update(parallel_groups(root))
 
-    def on_step_end(self, ctx: Context, record: StepRecord) -> None:
+    def on_step_end(self, ctx: Context, record: EngineEvent) -> None:
         super().on_step_end(ctx, record)
         innermost = ""
         for group in self.groups:
@@ -69,11 +70,12 @@ class ProgressRecorder(DefaultStepRecorder):
         if innermost:
             name = innermost.rsplit("/", 1)[-1]
             suffix = f"   {self.done[innermost]}/{self.groups[innermost]} of {name}"
-        retried = f"  (attempts: {record.attempts})" if record.attempts > 1 else ""
+        chat = record if isinstance(record, ChatEvent) else None
+        retried = f"  (attempts: {chat.attempts})" if chat and chat.attempts > 1 else ""
         mark = "✓"
-        if record.error is not None:
+        if chat and chat.error is not None:
             mark = "!"
-            retried += f"  (failed, recovered: {record.error.get('type')})"
+            retried += f"  (failed, recovered: {chat.error.type})"
         self.emit(f"[{self.clock() - self.started:6.1f}s] {mark} {record.path}{suffix}{retried}")
 
     def on_step_error(self, ctx: Context, path: str, step_name: str, exc: BaseException) -> None:

@@ -13,7 +13,7 @@ import json
 import random
 import secrets
 
-__all__ = ["MAX_SEED", "derive_seed", "fresh_seed", "rng_for"]
+__all__ = ["MAX_SEED", "derive_seed", "fresh_seed", "rng_for", "run_seed"]
 
 MAX_SEED = 2**31 - 1
 
@@ -32,3 +32,14 @@ def rng_for(run_seed: int, *labels: str | int) -> random.Random:
 def fresh_seed() -> int:
     """A new run seed, for runs whose configuration does not fix one (it is recorded)."""
     return secrets.randbelow(MAX_SEED + 1)
+
+
+def run_seed(base: int | None, index: int = 0) -> int:
+    """The seed of run ``index`` (0-based) of a batch whose configured seed is ``base``.
+
+    The one place that decides a run seed: the first run uses ``base`` itself, later runs
+    derive theirs from it (``derive_seed(base, "run", index)``), and without a configured
+    seed every run gets a :func:`fresh_seed` (recorded in its transcript)."""
+    if base is None:
+        return fresh_seed()
+    return base if index == 0 else derive_seed(base, "run", index)

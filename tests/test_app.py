@@ -45,7 +45,7 @@ def answer(request: TextRequest) -> str:
     system, user = system_text(request), last_user_text(request)
     if "rewrite art concepts" in system:
         start = user.index("[")
-        return user[start : user.index("]", start) + 1]
+        return json.dumps({"concepts": json.loads(user[start : user.index("]", start) + 1])})
     if "title" in system.lower():
         return "Quiet Harbor Light"
     digest = hashlib.sha256(user.encode()).hexdigest()[:10]
@@ -104,18 +104,23 @@ async def test_transcript_has_documented_keys_and_ordered_unique_paths(tmp_path:
         "blackbox_scoring",
         "usage",
         "timing",
+        "schema_version",
+        "image_bytes",
+        "error",
     ):
         assert key in data
-    assert "error" not in data
+    assert data["error"] is None
     assert data["blackbox_scoring"] == {"enabled": False}
     paths = [s["path"] for s in data["steps"]]
     assert len(paths) == len(set(paths))
     assert (
         paths[0] == "dislike_rewrite"
         and paths[1] == "pipeline/initial_prompt/draft"
-        and paths[-1] == "title"
+        and paths[-2:] == ["image", "title"]
     )
-    assert data["usage"]["model_calls"] == len(paths) and data["usage"]["image_calls"] == 1
+    chats = [s for s in data["steps"] if s["type"] == "chat"]
+    assert data["usage"]["model_calls"] == len(chats) == len(paths) - 1
+    assert data["usage"]["image_calls"] == 1
     assert data["title_generation"]["title"] == "Quiet Harbor Light"
 
 
@@ -164,7 +169,7 @@ async def test_prompt_only_makes_no_image_and_no_rows(tmp_path: Path) -> None:
             text=FunctionTextBackend(answer), image=image, provider="offline", description="fake"
         ),
     )
-    assert result.image_path is None and result.final_prompt
+    assert result.record.image_path is None and result.record.final_image_prompt
     assert image.requests == []
     assert not (tmp_path / "generations.csv").exists()
     assert transcript(tmp_path)["run_mode"] == "prompt_only"

@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING
 import pytest
 from PIL import Image
 
-from image_project.backends.base import ImageRequest, JsonSchema, Message, TextRequest
+from image_project.backends.base import ImageRequest, Message, TextRequest
 from image_project.backends.openai_backend import OpenAIBackends, openai_backends
 from image_project.engine import ActionStep, Block, ChatStep
-from image_project.stages.scoring.cards import CARD_SCHEMA, parse_card
+from image_project.stages.scoring.cards import CARD_OUTPUT, parse_card
+from image_project.stages.scoring.judges import judge_output, parse_scores
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 sys.path.insert(0, str(BENCH))
@@ -123,28 +124,20 @@ async def test_simulator_serves_the_real_client_schema_valid_json_and_images(
                     messages=(Message("user", "Pitch a harbour scene at dusk"),),
                     temperature=0.9,
                     seed=5,
-                    json_schema=CARD_SCHEMA,
+                    json_schema=CARD_OUTPUT.schema,
                 )
             )
-            scores_schema = JsonSchema(
-                "s",
-                {
-                    "type": "object",
-                    "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 100}},
-                    "required": ["n"],
-                    "additionalProperties": False,
-                },
-            )
+            scores = judge_output(("B", "A"))
             number = await backends.text.complete(
                 TextRequest(
-                    messages=(Message("user", "score"),), temperature=0, json_schema=scores_schema
+                    messages=(Message("user", "score"),), temperature=0, json_schema=scores.schema
                 )
             )
             image = await backends.image.generate(
                 ImageRequest(prompt="p", model="gpt-image-test", size="64x48", quality="low")
             )
     assert parse_card(card.text or "").hook
-    assert 0 <= json.loads(number.text or "")["n"] <= 100
+    assert set(parse_scores(number.text or "", ("B", "A"))) == {"A", "B"}
     with Image.open(io.BytesIO(image.data)) as img:
         assert img.size == (64, 48)
     assert [r.kind for r in sim.records] == ["chat", "chat", "image"]

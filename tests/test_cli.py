@@ -18,7 +18,7 @@ from image_project.backends.offline import OfflineImageBackend
 from image_project.cli import main
 from image_project.engine import ChatStep, walk
 from image_project.seeding import derive_seed
-from image_project.stages.standard import prompt_pipeline
+from image_project.stages.standard import Brief, prompt_pipeline
 from tests.support.openai_server import OpenAIServer, Reply, chat_completion
 
 REPO = Path(__file__).resolve().parents[1]
@@ -72,9 +72,10 @@ def test_main_runs_offline_end_to_end_twice(tmp_path: Path) -> None:
     data = json.loads(t_path.read_text(encoding="utf-8"))
     assert data["backend"]["provider"] == "offline" and data["seed"] == 7
     paths = [s["path"] for s in data["steps"]]
-    tree = prompt_pipeline(run_seed=7, refinement="final", temperature=0.8)
+    brief = Brief(("a", "b", "c"), "Likes:\n- x")
+    tree = prompt_pipeline(brief=brief, run_seed=7, refinement="final", temperature=0.8)
     declared = [p for p, node in walk(tree) if isinstance(node, ChatStep)]
-    assert paths == ["dislike_rewrite", *declared, "title"]
+    assert paths == ["dislike_rewrite", *declared, "image", "title"]
     assert (logs / f"{data['generation_id']}.log").exists()
 
     image_path = Path(data["image_path"])
@@ -89,7 +90,7 @@ def test_main_runs_offline_end_to_end_twice(tmp_path: Path) -> None:
         OfflineImageBackend().generate,
         ImageRequest(
             prompt=data["final_image_prompt"],
-            model="gpt-image-2.6-sunburst",
+            model="offline-image-1",
             size="1536x1024",
             quality="high",
             seed=derive_seed(7, "image"),
@@ -158,7 +159,7 @@ def test_model_failure_through_http_exits_1_with_transcript(
 ) -> None:
     with OpenAIServer() as server:
         server.script(
-            Reply(body=chat_completion('["a", "b", "c"]')),  # dislike rewrite
+            Reply(body=chat_completion('{"concepts": ["a", "b", "c"]}')),  # dislike rewrite
             Reply(body=chat_completion("four themes")),  # initial_prompt/draft
             Reply(
                 status=400,
@@ -254,7 +255,10 @@ def test_offline_scoring_run_shows_the_selection_and_uses_history(tmp_path: Path
     ]
     assert [r[0] for r in rows] == list("ABCDEF")
     assert [r[0] for r in rows if r[-1] == "<"] == [selected]
-    assert "Judges      strict ok, warm ok, novel ok; novelty off" in first.stdout
+    assert (
+        "Judges      strict ok, warm ok, novel ok (model offline-text-1); novelty off"
+        in first.stdout
+    )
 
     second = run_main(tmp_path, *args, "--seed", "12")
     assert second.returncode == 0, second.stderr

@@ -1,5 +1,8 @@
 """Strict config loading: defaults, strict bools, ranges, unknown keys, judges, overlays,
-``--set`` overrides, file choice, path resolution and the scoring log lines."""
+``--set`` overrides, file choice, path resolution and the judge-temperature warning.
+
+(The provider and key decision is ``backends.factory.choose_provider``, tested in
+``tests/backends/test_factory.py``.)"""
 
 from __future__ import annotations
 
@@ -37,6 +40,11 @@ def make_root(tmp_path: Path, config: object = None, local: object = None) -> Pa
 def load(tmp_path: Path, data: object = None, *overrides: str, **kw: Any) -> AppConfig:
     root = make_root(tmp_path, {} if data is None else data)
     return load_config(root=root, overrides=overrides, env=kw.pop("env", {}), **kw)
+
+
+def judges_of(config: AppConfig) -> tuple[EffectiveJudge, ...]:
+    """The judges of a run on the configured backend's text model."""
+    return config.prompt.scoring.effective_judges(config.backend.text_model)
 
 
 def config_error(tmp_path: Path, data: object = None, *overrides: str) -> ConfigError:
@@ -112,8 +120,9 @@ def test_example_ensemble_overlay_is_valid() -> None:
         env={},
     )
     assert config.prompt.scoring.enabled is True
-    assert [j.id for j in config.effective_judges] == ["strict", "warm", "novel"]
-    assert all(j.temperature == 0.0 for j in config.effective_judges)
+    judges = config.prompt.scoring.effective_judges(config.backend.text_model)
+    assert [j.id for j in judges] == ["strict", "warm", "novel"]
+    assert all(j.temperature == 0.0 for j in judges)
     assert config.prompt.scoring.effective_min_ok_judges == 2
 
 
@@ -383,14 +392,32 @@ def test_effective_judges_apply_fallbacks_per_judge(tmp_path: Path) -> None:
         ],
     }
     config = load(tmp_path, {"prompt": {"scoring": scoring}, "backend": {"text_model": "t"}})
-    assert config.effective_judges == (
+    assert judges_of(config) == (
         EffectiveJudge("a", "judge-m", 0.0),
         EffectiveJudge("b", "own-m", 0.0),
         EffectiveJudge("c", "judge-m", 0.0),
     )
     assert config.prompt.scoring.effective_min_ok_judges == 2
     without_judge_model = load(tmp_path, {"prompt": {"scoring": {"judges": [{"id": "a"}]}}})
-    assert without_judge_model.effective_judges[0].model == "gpt-4.1-mini"
+    assert judges_of(without_judge_model)[0].model == "gpt-4.1-mini"
+
+
+def test_judge_temperatures_apply_the_same_fallbacks_without_a_model() -> None:
+    assert ScoringConfig(judge_temperature=0.3).judge_temperatures() == (("judge", 0.3),)
+    scoring = ScoringConfig.model_validate(
+        {
+            "judge_temperature": 0.2,
+            "judges": [
+                {"id": "a"},
+                {"id": "b", "temperature": 0.5},
+                {"id": "c", "temperature": None, "model": "own-m"},
+            ],
+        }
+    )
+    assert scoring.judge_temperatures() == (("a", 0.2), ("b", 0.5), ("c", 0.2))
+    assert scoring.judge_temperatures() == tuple(
+        (j.id, j.temperature) for j in scoring.effective_judges("any-model")
+    )
 
 
 @pytest.mark.parametrize(("count", "majority"), [(1, 1), (2, 2), (3, 2), (4, 3), (16, 9)])
@@ -414,7 +441,7 @@ def test_set_parses_values_as_yaml(tmp_path: Path) -> None:
     )
     assert config.prompt.scoring.enabled is True
     assert config.run.runs == 3
-    assert [j.id for j in config.effective_judges] == ["a", "b"]
+    assert [j.id for j in judges_of(config)] == ["a", "b"]
     assert config.image.caption_font_path is None
     assert config.backend.base_url == "http://localhost:11434/v1"
 
@@ -429,7 +456,7 @@ def test_set_null_overrides_a_file_value(tmp_path: Path) -> None:
 def test_set_replaces_a_list(tmp_path: Path) -> None:
     data = {"prompt": {"scoring": {"judges": [{"id": "x"}, {"id": "y"}]}}}
     config = load(tmp_path, data, "prompt.scoring.judges=[{id: z}]")
-    assert [j.id for j in config.effective_judges] == ["z"]
+    assert [j.id for j in judges_of(config)] == ["z"]
 
 
 def test_set_later_item_wins(tmp_path: Path) -> None:
@@ -489,7 +516,7 @@ def test_local_overlay_deep_merges(tmp_path: Path) -> None:
     config = load_config(root=root, env={})
     assert (config.run.runs, config.run.mode) == (4, "prompt_only")
     assert config.prompt.random_seed is None
-    assert [j.id for j in config.effective_judges] == ["a"]
+    assert [j.id for j in judges_of(config)] == ["a"]
     assert config.sources == (
         str(root.resolve() / "config" / "config.yaml"),
         str(root.resolve() / "config" / "config.local.yaml"),
@@ -634,50 +661,21 @@ def test_empty_path_is_an_error(tmp_path: Path) -> None:
     assert error.key == "prompt.profile_path"
 
 
-# --------------------------------------------------------------------------- provider
-
-
-@pytest.mark.parametrize(
-    ("provider", "env", "expected"),
-    [
-        ("auto", {}, "offline"),
-        ("auto", {"OPENAI_API_KEY": ""}, "offline"),
-        ("auto", {"OPENAI_API_KEY": "k"}, "openai"),
-        ("offline", {"OPENAI_API_KEY": "k"}, "offline"),
-        ("openai", {}, "openai"),
-    ],
-)
-def test_effective_provider(provider: str, env: dict[str, str], expected: str) -> None:
-    config = AppConfig.model_validate({"backend": {"provider": provider}})
-    assert config.backend.effective_provider(env) == expected
-
-
-def test_auto_provider_uses_a_configured_local_server_without_a_key() -> None:
-    config = AppConfig.model_validate({"backend": {"base_url": "http://127.0.0.1:11434/v1"}})
-    assert config.backend.effective_provider({}) == "openai"
-
-
-def test_auto_provider_follows_the_configured_env_var_name() -> None:
-    config = AppConfig.model_validate({"backend": {"api_key_env": "MY_KEY"}})
-    assert config.backend.effective_provider({"OPENAI_API_KEY": "k"}) == "offline"
-    assert config.backend.effective_provider({"MY_KEY": "k"}) == "openai"
-
-
 # --------------------------------------------------------------------------- logging
 
 
-def test_scoring_settings_logged_only_when_enabled(
+def test_scoring_settings_are_not_logged_at_load(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.INFO, logger="image_project.config"):
+    # Which models the judges use depends on the backend the run picks, so the ensemble is
+    # logged when a run starts, not when the config is loaded.
+    with caplog.at_level(logging.INFO, logger="image_project"):
         load(tmp_path)
     assert not caplog.records
-    with caplog.at_level(logging.INFO, logger="image_project.config"):
+    with caplog.at_level(logging.INFO, logger="image_project"):
         load(tmp_path, None, "prompt.scoring.enabled=true")
-    infos = [r for r in caplog.records if r.levelno == logging.INFO]
-    assert len(infos) == 1
-    assert "num_ideas=6" in infos[0].getMessage()
-    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert not [r for r in caplog.records if "black-box scoring" in r.getMessage()]
+    assert not caplog.records
 
 
 @pytest.mark.parametrize(
@@ -695,6 +693,23 @@ def test_non_zero_judge_temperature_warns(
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1
     assert "TEMPERATURE" in warnings[0].getMessage()
+
+
+def test_judge_temperature_warning_names_the_judges_and_says_when_scoring_is_off(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    judges = "prompt.scoring.judges=[{id: a}, {id: hot, temperature: 0.7}]"
+    with caplog.at_level(logging.WARNING, logger="image_project.config"):
+        load(tmp_path, None, judges)
+    (warning,) = caplog.records
+    message = warning.getMessage()
+    assert "judge 'hot' at 0.7" in message and "'a'" not in message
+    assert "scoring is disabled" in message
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="image_project.config"):
+        load(tmp_path, None, judges, "prompt.scoring.enabled=true")
+    (warning,) = caplog.records
+    assert "scoring is disabled" not in warning.getMessage()
 
 
 def test_zero_temperature_ensemble_does_not_warn(

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from image_project.engine import Block, ChatRunner, ChatStep, Context
+from image_project.backends.base import TextReply, TextRequest
+from image_project.engine import ActionStep, Block, ChatRunner, ChatStep, Context
+from image_project.errors import ServerError
 from image_project.progress import ProgressRecorder, counted, parallel_groups
 from image_project.testing import FunctionTextBackend, last_user_text
 
@@ -43,3 +45,33 @@ async def test_each_finished_step_gets_one_line_with_its_group_count() -> None:
         "3/3 of fan",
     ]
     assert len(lines) == 4
+
+
+async def test_actions_retries_and_recovered_failures_get_their_own_marks() -> None:
+    def answer(request: TextRequest) -> TextReply | str:
+        text = last_user_text(request)
+        if text == "flaky":
+            return TextReply(text="ok", model="m", attempts=3)
+        if text == "broken":
+            raise ServerError("overloaded", status=503, attempts=2)
+        return "fine"
+
+    root = Block(
+        name="root",
+        nodes=[
+            ActionStep(name="prepare", fn=lambda ctx: {"ready": True}),
+            ChatStep(name="flaky", prompt="flaky", temperature=0.0),
+            ChatStep(name="judge", prompt="broken", temperature=0.0, on_failure=lambda exc: None),
+        ],
+    )
+    lines: list[str] = []
+    recorder = ProgressRecorder(lines.append, clock=lambda: 0.0)
+    recorder.watch(root)
+    await ChatRunner(FunctionTextBackend(answer), recorder=recorder).run(
+        Context.with_system("s"), root
+    )
+    assert lines == [
+        "[   0.0s] ✓ root/prepare",
+        "[   0.0s] ✓ root/flaky  (attempts: 3)",
+        "[   0.0s] ! root/judge  (attempts: 2)  (failed, recovered: ServerError)",
+    ]

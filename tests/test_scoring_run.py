@@ -19,15 +19,17 @@ from image_project.app import RunFailed, run_generation
 from image_project.backends.base import TextReply, TextRequest
 from image_project.engine import walk
 from image_project.errors import ServerError
+from image_project.record import ScoringRecord
 from image_project.seeding import derive_seed
 from image_project.stages.profile import load_profile
-from image_project.stages.standard import prompt_pipeline
+from image_project.stages.standard import Brief, prompt_pipeline
 from image_project.testing import FunctionTextBackend, last_user_text
 from tests.test_app import answer, backends, leftover_files, make_cfg, transcript, untimed_steps
 
 pytestmark = pytest.mark.anyio
 
 SEED = 1234
+BRIEF = Brief(("a", "b", "c"), "Likes:\n- x")
 ENSEMBLE = (
     "prompt.scoring.enabled=true",
     "prompt.scoring.judges=[{id: strict}, {id: warm}, {id: novel}]",
@@ -108,6 +110,10 @@ def read_rows(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
+def is_file(path: str) -> bool:
+    return Path(path).is_file()
+
+
 def step_paths(data: dict[str, Any]) -> list[str]:
     return [s["path"] for s in data["steps"]]
 
@@ -117,7 +123,7 @@ async def test_scoring_run_makes_every_artifact_and_records_each_call(tmp_path: 
     result = await run_generation(make_cfg(tmp_path, *ENSEMBLE), backends(text))
     data = transcript(tmp_path)
 
-    assert result.image_path is not None and result.image_path.is_file()
+    assert result.record.image_path is not None and is_file(result.record.image_path)
     assert (tmp_path / "generations.csv").is_file()
     assert (tmp_path / "images" / "titles_manifest.csv").is_file()
     paths = step_paths(data)
@@ -148,6 +154,9 @@ async def test_scoring_run_makes_every_artifact_and_records_each_call(tmp_path: 
     assert bbs["enabled"] is True and bbs["selected_id"] in "ABCDEF"
     assert [c["id"] for c in bbs["candidates"]] == list("ABCDEF")
     assert len({c["direction"] for c in bbs["candidates"]}) == 6
+    assert [j["path"] for j in bbs["judges"]] == [
+        f"pipeline/blackbox_scoring/judges/{j}" for j in ("strict", "warm", "novel")
+    ]
     # Each card's derived seed was sent as the API seed of its own call.
     sent = {s["name"]: s["params"]["seed"] for s in data["steps"] if s["type"] == "chat"}
     assert all(sent[f"idea_{c['id']}"] == c["seed"] for c in bbs["candidates"])
@@ -158,14 +167,16 @@ async def test_scoring_run_makes_every_artifact_and_records_each_call(tmp_path: 
     assert bbs["selected_score"] == row["median"]
     assert row["n_ok"] == 3 and set(row["judge_scores"]) == {"strict", "warm", "novel"}
     assert bbs["novelty"]["used"] is False and "FileNotFoundError" in bbs["novelty"]["warning"]
-    assert (
-        result.scoring is not None and result.scoring["selected_card"]["id"] == bbs["selected_id"]
-    )
+    selected = next(c for c in bbs["candidates"] if c["id"] == bbs["selected_id"])
+    assert all(c["card"] is not None for c in bbs["candidates"])
+    scoring = result.record.blackbox_scoring
+    assert isinstance(scoring, ScoringRecord) and scoring.selected_card is not None
+    assert scoring.selected_card.hook == selected["card"]["hook"]
     # The final prompt stage was given the selected card.
     final = next(
         s for s in data["steps"] if s["path"] == "pipeline/final_prompt_from_selected_idea/draft"
     )
-    assert result.scoring["selected_card"]["hook"] in final["prompt"]
+    assert selected["card"]["hook"] in final["prompt"]
 
 
 async def test_no_judge_prompt_or_answer_reaches_any_later_call(tmp_path: Path) -> None:
@@ -205,9 +216,9 @@ async def test_disabled_scoring_is_exactly_the_standard_pipeline(tmp_path: Path)
     assert untimed_steps(a) == untimed_steps(b)
     assert a["final_image_prompt"] == b["final_image_prompt"]
     assert a["blackbox_scoring"] == b["blackbox_scoring"] == {"enabled": False}
-    tree = prompt_pipeline(run_seed=SEED, refinement="final", temperature=0.8)
+    tree = prompt_pipeline(brief=BRIEF, run_seed=SEED, refinement="final", temperature=0.8)
     chat_paths = [p for p, node in walk(tree) if type(node).__name__ == "ChatStep"]
-    assert step_paths(a) == ["dislike_rewrite", *chat_paths, "title"]
+    assert step_paths(a) == ["dislike_rewrite", *chat_paths, "image", "title"]
     # The artifacts are the same too: rows equal but for the run's id, paths and clock; the
     # captioned images byte for byte.
     volatile = {"generation_id", "created_at", "image_path"}
@@ -236,7 +247,7 @@ async def test_failed_judges_get_statuses_and_the_quorum_carries_the_run(tmp_pat
     steps = {s["name"]: s for s in data["steps"]}
     assert steps["strict"]["error"]["type"] == "RefusalError"
     assert steps["warm"]["error"]["reason"] == "invalid_output"
-    assert len(steps["warm"]["reasks"]) == 2 and "error" not in steps["novel"]
+    assert len(steps["warm"]["reasks"]) == 2 and steps["novel"]["error"] is None
     # Only the ok judge is aggregated.
     assert all(
         r["n_ok"] == 1 and set(r["judge_scores"]) == {"novel"}
@@ -262,9 +273,9 @@ async def test_too_few_ok_judges_fails_with_invalid_judge_output(tmp_path: Path)
     with pytest.raises(RunFailed) as caught:
         await run_generation(make_cfg(tmp_path, *ENSEMBLE), backends(text))
     error = caught.value.error
-    assert error["type"] == "ModelOutputError" and error["phase"] == "pipeline"
-    assert error["path"] == "pipeline/blackbox_scoring/select"
-    message = error["message"]
+    assert error.type == "ModelOutputError" and error.phase == "pipeline"
+    assert error.path == "pipeline/blackbox_scoring/select"
+    message = error.message
     assert message.startswith("invalid_judge_output")
     assert "strict=parse_error" in message and "warm=error" in message and "novel=ok" in message
     assert "pipeline/blackbox_scoring/judges/strict" in message
@@ -294,8 +305,8 @@ async def test_malformed_card_is_reasked_then_fails_at_its_step(tmp_path: Path) 
     text = FunctionTextBackend(fn)
     with pytest.raises(RunFailed) as caught:
         await run_generation(make_cfg(tmp_path, *ENSEMBLE), backends(text))
-    assert caught.value.error["path"] == "pipeline/blackbox_scoring/ideas/idea_B"
-    assert "options" in caught.value.error["message"]
+    assert caught.value.error.path == "pipeline/blackbox_scoring/ideas/idea_B"
+    assert "options" in caught.value.error.message
     assert sum(1 for r in text.requests if r.seed == card_b_seed) == 2  # asked, re-asked once
     assert not any(role(r) == "idea_scores" for r in text.requests)
     assert leftover_files(tmp_path) == []
@@ -315,8 +326,8 @@ async def test_hints_that_leak_the_likes_are_reasked_then_fail(tmp_path: Path) -
     text = FunctionTextBackend(fn)
     with pytest.raises(RunFailed) as caught:
         await run_generation(make_cfg(tmp_path, *ENSEMBLE), backends(text))
-    assert caught.value.error["path"] == "pipeline/blackbox_scoring/profile_abstraction"
-    message = caught.value.error["message"]
+    assert caught.value.error.path == "pipeline/blackbox_scoring/profile_abstraction"
+    message = caught.value.error.message
     assert "names a colour (teal)" in message and "copies words from the likes" in message
     asks = [r for r in text.requests if role(r) == "generator_profile_hints"]
     assert len(asks) == 2  # the answer, then one re-ask (max_reasks 1) carrying the problems

@@ -3,7 +3,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from image_project.seeding import MAX_SEED, derive_seed, rng_for
+import pytest
+
+from image_project import seeding
+from image_project.seeding import MAX_SEED, derive_seed, rng_for, run_seed
 
 
 def test_derive_seed_is_stable_across_processes() -> None:
@@ -23,3 +26,20 @@ def test_labels_and_seed_change_the_value_and_stay_in_range() -> None:
 
 def test_rng_for_is_reproducible() -> None:
     assert rng_for(7, "selection").random() == rng_for(7, "selection").random()
+
+
+def test_run_seed_first_run_uses_the_configured_seed_later_runs_derive_theirs() -> None:
+    assert run_seed(42) == run_seed(42, 0) == 42
+    later = [run_seed(42, i) for i in range(1, 6)]
+    assert later == [derive_seed(42, "run", i) for i in range(1, 6)]
+    assert len({42, *later}) == 6
+    assert all(0 <= s <= MAX_SEED for s in later)
+    assert run_seed(43, 1) != run_seed(42, 1)
+
+
+def test_run_seed_without_a_configured_seed_is_fresh_for_every_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fresh = iter([101, 202, 303])
+    monkeypatch.setattr(seeding, "fresh_seed", lambda: next(fresh))
+    assert [run_seed(None, i) for i in (0, 1, 0)] == [101, 202, 303]

@@ -36,7 +36,7 @@ from image_project.artifacts.manifest import (
     next_seq,
     read_manifest,
 )
-from image_project.artifacts.transcript import to_jsonable, transcript_path, write_transcript
+from image_project.artifacts.transcript import read_transcript, transcript_path, write_transcript
 
 __all__ = [
     "GENERATIONS_FIELDS",
@@ -58,8 +58,8 @@ __all__ = [
     "read_generations",
     "read_manifest",
     "read_recent_prompts",
+    "read_transcript",
     "save_captioned_jpeg",
-    "to_jsonable",
     "transcript_path",
     "truncate_back",
     "write_transcript",

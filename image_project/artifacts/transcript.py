@@ -1,100 +1,25 @@
 """The run transcript: one JSON document per generation, written on success and on failure.
 
-The file is ``<log_dir>/<generation_id>_transcript.json``: UTF-8, ``indent=2``,
-``ensure_ascii=False``, a trailing newline, replaced atomically. A failing run must still
-leave its transcript, so serialisation never raises on content: values JSON cannot hold are
-converted (:func:`to_jsonable`) instead of aborting the write.
+The file is ``<log_dir>/<generation_id>_transcript.json``: the JSON of the run's
+:class:`~image_project.record.run.RunRecord` (UTF-8, ``indent=2``, a trailing newline),
+replaced atomically. :func:`read_transcript` reads any transcript this version writes back
+into the same model. A failing run must still leave its transcript, so writing never fails
+on content: a string JSON cannot encode (a lone surrogate from a model answer) is written
+with a replacement character instead of aborting the write.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import enum
 import json
-import math
 import os
-from collections.abc import Mapping, Sequence, Set
-from datetime import date, datetime, time
-from pathlib import Path, PurePath
-from typing import TypeAlias
+from pathlib import Path
 
-from image_project.artifacts.atomic import atomic_write_text
+from pydantic_core import PydanticSerializationError
 
-__all__ = ["JSONValue", "to_jsonable", "transcript_path", "write_transcript"]
+from image_project.artifacts.atomic import atomic_write_bytes
+from image_project.record.run import RunRecord
 
-JSONValue: TypeAlias = bool | int | float | str | list["JSONValue"] | dict[str, "JSONValue"] | None
-
-
-def _safe_str(value: object) -> str:
-    try:
-        return str(value)
-    except Exception:
-        return f"<unprintable {type(value).__name__}>"
-
-
-def _sort_key(value: object) -> str:
-    try:
-        return repr(value)
-    except Exception:
-        return type(value).__name__
-
-
-def to_jsonable(value: object) -> JSONValue:
-    """A JSON-safe copy of ``value``; never raises.
-
-    Mappings become objects (non-string keys via ``str()``), sequences and sets arrays (sets
-    sorted for stable output), dataclasses and objects with ``model_dump()`` objects,
-    dates ISO strings, paths strings, enums their value, non-finite floats strings, bytes a
-    size summary, a reference cycle ``"<circular reference>"``, anything else ``str()``.
-    """
-    return _convert(value, set())
-
-
-def _convert(value: object, active: set[int]) -> JSONValue:
-    if value is None or isinstance(value, bool | str):
-        return value
-    if isinstance(value, enum.Enum):
-        return _convert(value.value, active)
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value) if math.isfinite(value) else str(value)
-    if isinstance(value, datetime | date | time):
-        return value.isoformat()
-    if isinstance(value, PurePath):
-        return str(value)
-    if isinstance(value, bytes | bytearray | memoryview):
-        return f"<{len(value)} bytes>"
-    if id(value) in active:
-        return "<circular reference>"
-    active.add(id(value))
-    try:
-        if isinstance(value, Mapping):
-            return {
-                k if isinstance(k, str) else _safe_str(k): _convert(v, active)
-                for k, v in value.items()
-            }
-        if isinstance(value, Sequence):
-            return [_convert(item, active) for item in value]
-        if isinstance(value, Set):
-            return [_convert(item, active) for item in sorted(value, key=_sort_key)]
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            return {
-                f.name: _convert(getattr(value, f.name, None), active)
-                for f in dataclasses.fields(value)
-            }
-        model_dump = getattr(value, "model_dump", None)
-        if callable(model_dump) and not isinstance(value, type):
-            try:
-                dumped = model_dump(mode="json")
-            except Exception:
-                return _safe_str(value)
-            return _convert(dumped, active)
-        return _safe_str(value)
-    except Exception:
-        return _safe_str(value)
-    finally:
-        active.discard(id(value))
+__all__ = ["read_transcript", "transcript_path", "write_transcript"]
 
 
 def transcript_path(log_dir: str | os.PathLike[str], generation_id: str) -> Path:
@@ -108,7 +33,19 @@ def transcript_path(log_dir: str | os.PathLike[str], generation_id: str) -> Path
     return Path(log_dir) / f"{generation_id}_transcript.json"
 
 
-def write_transcript(path: str | os.PathLike[str], data: Mapping[str, object]) -> Path:
-    """Write ``data`` as the transcript at ``path`` atomically (parents created)."""
-    text = json.dumps(to_jsonable(data), indent=2, ensure_ascii=False, allow_nan=False)
-    return atomic_write_text(path, text + "\n", encoding="utf-8")
+def write_transcript(path: str | os.PathLike[str], record: RunRecord) -> Path:
+    """Write ``record`` as the transcript at ``path`` atomically (parents created)."""
+    try:
+        data = record.model_dump_json(indent=2).encode("utf-8")
+    except PydanticSerializationError:
+        text = json.dumps(record.model_dump(mode="json"), indent=2, ensure_ascii=False)
+        # Lone surrogates become U+FFFD (a UTF-16 round trip replaces exactly those).
+        cleaned = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        data = cleaned.encode("utf-8")
+    return atomic_write_bytes(path, data + b"\n")
+
+
+def read_transcript(path: str | os.PathLike[str]) -> RunRecord:
+    """The :class:`RunRecord` a transcript file holds (pydantic's ``ValidationError`` when
+    the file is not a transcript of this version)."""
+    return RunRecord.model_validate_json(Path(path).read_bytes())

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 __all__ = [
+    "STRICT_KEYWORDS",
     "ImageBackend",
     "ImageReply",
     "ImageRequest",
@@ -32,8 +33,24 @@ class Message:
     role: Role
     content: str
 
-    def to_dict(self) -> dict[str, str]:
-        return {"role": self.role, "content": self.content}
+
+STRICT_KEYWORDS: frozenset[str] = frozenset(
+    {
+        "type",
+        "properties",
+        "required",
+        "additionalProperties",
+        "items",
+        "minItems",
+        "maxItems",
+        "enum",
+        "minimum",
+        "maximum",
+    }
+)
+"""The JSON-schema keywords of an answer schema (the strict structured-output subset our
+answer models use; :func:`image_project.engine.output.strict_json_schema` emits only these
+and the offline backend answers exactly these)."""
 
 
 @dataclass(frozen=True)
@@ -86,13 +103,6 @@ class Usage:
             if usage is not None:
                 out = out + usage
         return out
-
-    def to_dict(self) -> dict[str, int]:
-        return {
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            "total_tokens": self.total_tokens,
-        }
 
 
 @dataclass(frozen=True)

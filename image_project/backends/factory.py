@@ -24,10 +24,10 @@ from image_project.backends.base import ImageBackend, TextBackend
 from image_project.backends.offline import OfflineImageBackend, OfflineTextBackend
 from image_project.backends.openai_backend import openai_backends
 from image_project.backends.retry import RetryPolicy
-from image_project.config import AppConfig
+from image_project.config import AppConfig, BackendConfig
 from image_project.errors import AuthenticationError
 
-__all__ = ["Backends", "make_backends"]
+__all__ = ["PLACEHOLDER_KEY", "Backends", "ProviderChoice", "choose_provider", "make_backends"]
 
 PLACEHOLDER_KEY = "unused-by-local-server"
 
@@ -38,6 +38,10 @@ async def _nothing() -> None:
 
 @dataclass(frozen=True)
 class Backends:
+    """The backends a run uses. Their ``default_model`` is the model a run asks for:
+    ``text.default_model`` for every text step (and judges without a model of their own),
+    ``image.default_model`` for the image (the offline backend's own names when offline)."""
+
     text: TextBackend
     image: ImageBackend
     provider: Literal["openai", "offline"]
@@ -45,25 +49,56 @@ class Backends:
     aclose: Callable[[], Awaitable[None]] = _nothing
 
 
-def make_backends(cfg: AppConfig, env: Mapping[str, str]) -> Backends:
-    """Build the backends (no network is touched here). A missing key for an explicit
-    ``openai`` provider raises :class:`~image_project.errors.AuthenticationError` naming the
-    environment variable."""
-    b = cfg.backend
-    provider = b.effective_provider(env)
-    if provider == "offline":
-        why = (
-            "backend.provider is offline"
-            if b.provider == "offline"
-            else f"no API key in ${b.api_key_env} and no backend.base_url"
+@dataclass(frozen=True)
+class ProviderChoice:
+    """Which provider a run uses and why; ``api_key`` is the key to send (the placeholder for
+    a local server that needs none; None offline)."""
+
+    provider: Literal["openai", "offline"]
+    api_key: str | None
+    why: str
+    key_set: bool = False
+
+
+def choose_provider(b: BackendConfig, env: Mapping[str, str]) -> ProviderChoice:
+    """The one place that decides the provider and checks the API key.
+
+    ``auto`` means openai when ``env[api_key_env]`` is set and non-empty or ``base_url``
+    points at a server (local OpenAI-compatible servers need no key), else offline. An
+    explicit ``openai`` without either raises
+    :class:`~image_project.errors.AuthenticationError` naming the environment variable.
+    """
+    key = env.get(b.api_key_env, "").strip()
+    if b.provider == "offline":
+        unused = f"; ${b.api_key_env} is set but not used" if key else ""
+        return ProviderChoice("offline", None, f"backend.provider is offline{unused}", bool(key))
+    if not key and not b.base_url:
+        if b.provider == "auto":
+            why = f"no API key in ${b.api_key_env} and no backend.base_url"
+            return ProviderChoice("offline", None, why)
+        raise AuthenticationError(
+            f"backend.provider is openai but the environment variable {b.api_key_env} is not "
+            f"set. Set {b.api_key_env} to your API key, point backend.base_url at an "
+            "OpenAI-compatible server, or use backend.provider: offline.",
+            attempts=0,
         )
+    why = f"${b.api_key_env} is set" if key else f"backend.base_url is {b.base_url}"
+    return ProviderChoice("openai", key or PLACEHOLDER_KEY, why, bool(key))
+
+
+def make_backends(cfg: AppConfig, env: Mapping[str, str]) -> Backends:
+    """Build the backends (no network is touched here); see :func:`choose_provider`."""
+    b = cfg.backend
+    choice = choose_provider(b, env)
+    if choice.api_key is None:
+        hint = "" if choice.key_set else f" Set ${b.api_key_env} for real models."
         return Backends(
             text=OfflineTextBackend(),
             image=OfflineImageBackend(),
             provider="offline",
             description=(
-                f"Using the built-in OFFLINE backend ({why}): deterministic placeholder text "
-                f"and a drawn preview image, no network. Set ${b.api_key_env} for real models."
+                f"Using the built-in OFFLINE backend ({choice.why}): deterministic placeholder "
+                f"text and a drawn preview image, no network.{hint}"
             ),
         )
     retry = RetryPolicy(
@@ -71,15 +106,8 @@ def make_backends(cfg: AppConfig, env: Mapping[str, str]) -> Backends:
         initial_wait_s=b.backoff_initial_s,
         max_wait_s=b.backoff_max_s,
     )
-    key = env.get(b.api_key_env, "").strip()
-    if not key and not b.base_url:
-        raise AuthenticationError(
-            f"backend.provider is openai but the environment variable {b.api_key_env} is not "
-            f"set. Set {b.api_key_env} to your API key, point backend.base_url at an "
-            "OpenAI-compatible server, or use backend.provider: offline."
-        )
     pair = openai_backends(
-        api_key=key or PLACEHOLDER_KEY,
+        api_key=choice.api_key,
         api_key_env=b.api_key_env,
         text_model=b.text_model,
         image_model=cfg.image.model,

@@ -1,63 +1,41 @@
-"""Deterministic, readable instances of a JSON schema (the strict structured-output subset).
+"""Deterministic, readable instances of the strict JSON schemas our answer models produce.
 
 The offline backend answers a structured-output request with an instance of the request's
-schema. :func:`generate_instance` builds one from a ``random.Random`` and a list of words (taken
-from the conversation), so the same inputs always give the same instance and strings read like
-words, not gibberish. It never calls the global ``random`` and does no I/O.
+schema. :func:`generate_instance` builds one from a ``random.Random`` and a list of words
+(taken from the conversation), so the same inputs always give the same instance and strings
+read like words, not gibberish. It never calls the global ``random`` and does no I/O.
 
-Supported (OpenAI strict mode's subset, plus a little):
-
-=====================  ==========================================================================
-keyword                 behaviour
-=====================  ==========================================================================
-``type``                a name or a list of names (object, array, string, integer, number,
-                        boolean, null); a list picks one type with the rng
-``properties``          every property is generated, in declared order (strict mode requires all)
-``required``            checked to name declared properties
-``additionalProperties``  accepted (no extra keys are ever generated)
-``items``               one schema for every item (tuple form is unsupported)
-``minItems/maxItems``   honoured; without ``maxItems`` an array gets at most ``minItems + 3`` items
-``enum`` / ``const``    a seeded choice / the constant
-``minLength/maxLength`` honoured by adding or trimming words
-``pattern``             best effort: a few readable candidates are tried with ``re.search``; when
-                        none matches, :class:`UnsupportedSchemaError` says so
-``minimum/maximum``     honoured, as are numeric ``exclusiveMinimum/exclusiveMaximum``; integers
-                        vary across the whole range, leaning to its upper middle (score-like)
-``anyOf``               a seeded branch (every branch is checked up front)
-``$ref`` / ``$defs``    local references only (``#`` and ``#/...`` JSON pointers); ``definitions``
-                        is accepted as an alias of ``$defs``
-annotations             ``title``, ``description``, ``$comment``, ``examples``, ``default``,
-                        ``deprecated``, ``readOnly``, ``writeOnly`` are ignored; ``$schema`` and
-                        ``$id`` are ignored at the root only
-=====================  ==========================================================================
-
-Everything else (``oneOf``, ``allOf``, ``not``, ``if``, ``format``, ``multipleOf``,
-``uniqueItems``, ``prefixItems``, ``patternProperties``, remote ``$ref``, ``$ref`` with sibling
-constraints, draft-04 boolean exclusive bounds, the ``false`` schema, ...) raises
-:class:`UnsupportedSchemaError` naming the keyword and its location, before anything is generated:
-an answer that silently ignores a constraint would look valid and not be.
+It supports exactly what :func:`image_project.engine.output.strict_json_schema` emits for an
+answer model (:data:`~image_project.backends.base.STRICT_KEYWORDS`): ``type`` (one of
+object, array, string, integer, number, boolean), ``properties`` (every property generated,
+in declared order), ``required``, ``additionalProperties: false``, ``items``,
+``minItems``/``maxItems`` (without ``maxItems`` an array gets at most ``minItems + 3``
+items), ``enum`` (a seeded choice) and ``minimum``/``maximum`` (integers vary across the
+whole range, leaning to its upper middle, score-like). Anything else raises
+:class:`UnsupportedSchemaError` naming the keyword and its location, before anything is
+generated: an answer that silently ignored a constraint would look valid and not be.
 
 One rule covers what strict mode cannot say. A judge's ``{"scores": [{"id": ..., "score": ...}]}``
 must name every candidate exactly once, but strict mode has no ``uniqueItems``. So when an
 array's items are objects with an ``id`` property whose schema is an ``enum``, the ids are
 distinct and in enum order; when ``minItems == maxItems == len(enum)`` every id appears exactly
-once. Arrays of plain enum values are likewise distinct when the enum is long enough.
+once.
 
 Strings are phrases from ``words`` (the offline backend passes the salient phrases of the last
 user message), kept distinct within one array while the vocabulary allows, and follow the
-property name: narrative-like keys (``narrative``, ``description``,
-``rationale``, ``*_prompt``...) get a sentence, hook-like keys (``hook``, ``title``, ``name``...)
-a short phrase, anything else a single phrase.
+property name: narrative-like keys (``narrative``, ``description``, ``rationale``,
+``*_prompt``...) get a sentence, hook-like keys (``hook``, ``title``, ``name``...) a short
+phrase, anything else a single phrase.
 """
 
 from __future__ import annotations
 
-import math
 import random
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from image_project.backends.base import STRICT_KEYWORDS
 from image_project.errors import RequestRejectedError
 
 __all__ = [
@@ -67,47 +45,10 @@ __all__ = [
     "generate_instance",
 ]
 
-_ANNOTATIONS = frozenset(
-    {
-        "title",
-        "description",
-        "$comment",
-        "examples",
-        "default",
-        "deprecated",
-        "readOnly",
-        "writeOnly",
-    }
-)
-_ROOT_ONLY = frozenset({"$schema", "$id"})
-_CONSTRAINTS = frozenset(
-    {
-        "type",
-        "enum",
-        "const",
-        "properties",
-        "required",
-        "additionalProperties",
-        "items",
-        "minItems",
-        "maxItems",
-        "minLength",
-        "maxLength",
-        "pattern",
-        "minimum",
-        "maximum",
-        "exclusiveMinimum",
-        "exclusiveMaximum",
-        "anyOf",
-        "$ref",
-        "$defs",
-        "definitions",
-    }
-)
-SUPPORTED_KEYWORDS: frozenset[str] = _ANNOTATIONS | _ROOT_ONLY | _CONSTRAINTS
-"""Every keyword :func:`check_schema` accepts (``$schema`` / ``$id`` at the root only)."""
+SUPPORTED_KEYWORDS: frozenset[str] = STRICT_KEYWORDS
+"""Every keyword :func:`check_schema` accepts: the strict subset answer models produce."""
 
-_TYPES = frozenset({"object", "array", "string", "integer", "number", "boolean", "null"})
+_TYPES = frozenset({"object", "array", "string", "integer", "number", "boolean"})
 _DEFAULT_WORDS = (
     "light",
     "colour",
@@ -158,146 +99,90 @@ _SENTENCES = (
     "Seen through {a}: {b}, giving way to {c}.",
     "{A} at the centre, {b} around it, and a trace of {c}.",
 )
-_MAX_DEPTH = 32
-_SHALLOW_DEPTH = 8
 
 
 class UnsupportedSchemaError(RequestRejectedError):
     """The offline backend cannot produce an instance of this schema.
 
-    A :class:`~image_project.errors.RequestRejectedError` (never retried): the real API would
-    reject most of these schemas too. ``location`` is a JSON pointer into the schema.
+    A :class:`~image_project.errors.RequestRejectedError` (never retried). ``location`` is a
+    JSON pointer into the schema.
     """
 
     def __init__(self, location: str, message: str) -> None:
         self.location = location or "#"
         super().__init__(
             f"offline backend, schema at {self.location}: {message} "
-            "(supported: the strict structured-output subset; see "
+            "(supported: the strict schemas of answer models; see "
             "image_project.backends.jsonschema_instance)"
         )
 
 
 def check_schema(schema: Mapping[str, Any]) -> None:
-    """Raise :class:`UnsupportedSchemaError` unless every part of ``schema`` is supported.
-
-    Walks the whole schema (every ``anyOf`` branch and every ``$defs`` entry), so an
-    unsupported keyword is reported whichever branch a seed would pick.
-    """
+    """Raise :class:`UnsupportedSchemaError` unless every part of ``schema`` is supported."""
     if not isinstance(schema, Mapping):
         raise UnsupportedSchemaError("#", f"the root schema must be an object, got {schema!r}")
-    _check(schema, schema, "#", is_root=True)
+    _check(schema, "#")
 
 
 def generate_instance(
     schema: Mapping[str, Any], rng: random.Random, words: Sequence[str] = ()
 ) -> Any:
-    """A JSON value (dicts, lists, str, int, float, bool, None) that validates against ``schema``.
+    """A JSON value (dicts, lists, str, int, float, bool) that validates against ``schema``.
 
     ``words`` supplies the vocabulary for strings (a built-in one is used when it is empty);
     ``rng`` makes every choice. Raises :class:`UnsupportedSchemaError` (see the module docstring).
     """
     check_schema(schema)
-    return _Generator(schema, rng, words).value(schema, "#", key=None, depth=0)
+    return _Generator(rng, words).value(schema, key=None)
 
 
-def _check(node: Any, root: Mapping[str, Any], loc: str, *, is_root: bool = False) -> None:
-    if node is True:
-        return
+def _check(node: Any, loc: str) -> None:
     if not isinstance(node, Mapping):
         raise UnsupportedSchemaError(loc, f"expected a schema object, got {node!r}")
     for keyword in node:
-        if keyword in _ANNOTATIONS or keyword in _CONSTRAINTS:
-            continue
-        if keyword in _ROOT_ONLY and is_root:
-            continue
-        where = " below the root" if keyword in _ROOT_ONLY else ""
-        raise UnsupportedSchemaError(loc, f"unsupported keyword {keyword!r}{where}")
-
-    if "$ref" in node:
-        extra = sorted(k for k in node if k in _CONSTRAINTS and k not in {"$ref", "$defs"})
-        if extra:
-            raise UnsupportedSchemaError(loc, f"'$ref' with sibling constraints {extra}")
-        _resolve(root, node["$ref"], loc)
-
-    for defs_key in ("$defs", "definitions"):
-        if defs_key in node:
-            defs = node[defs_key]
-            if not isinstance(defs, Mapping):
-                raise UnsupportedSchemaError(loc, f"{defs_key!r} must be an object")
-            for name, sub in defs.items():
-                _check(sub, root, f"{loc}/{defs_key}/{_escape(name)}")
-
-    types = _types_of(node, loc)
+        if keyword not in STRICT_KEYWORDS:
+            raise UnsupportedSchemaError(loc, f"unsupported keyword {keyword!r}")
+    kind = node.get("type")
+    if not isinstance(kind, str) or kind not in _TYPES:
+        raise UnsupportedSchemaError(loc, f"'type' must be one of {sorted(_TYPES)}, got {kind!r}")
     if "enum" in node and (not isinstance(node["enum"], list) or not node["enum"]):
         raise UnsupportedSchemaError(loc, f"'enum' must be a non-empty list, got {node['enum']!r}")
+    if kind == "object":
+        _check_object(node, loc)
+    elif kind == "array":
+        _check_array(node, loc)
+    _check_bounds(node, loc)
 
-    if "properties" in node:
-        props = node["properties"]
-        if not isinstance(props, Mapping):
-            raise UnsupportedSchemaError(loc, "'properties' must be an object")
-        for name, sub in props.items():
-            _check(sub, root, f"{loc}/properties/{_escape(name)}")
-    if "required" in node:
-        required = node["required"]
-        declared = node.get("properties", {})
-        if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
-            raise UnsupportedSchemaError(loc, f"'required' must be a list of names: {required!r}")
-        missing = [r for r in required if r not in declared]
-        if missing:
-            raise UnsupportedSchemaError(loc, f"'required' names undeclared properties {missing}")
-    extra_props = node.get("additionalProperties", False)
-    if isinstance(extra_props, Mapping):
-        _check(extra_props, root, f"{loc}/additionalProperties")
-    elif not isinstance(extra_props, bool):
-        raise UnsupportedSchemaError(loc, "'additionalProperties' must be a boolean or a schema")
 
-    if "items" in node:
-        if isinstance(node["items"], list):
-            raise UnsupportedSchemaError(loc, "tuple-form 'items' (a list of schemas)")
-        _check(node["items"], root, f"{loc}/items")
-    lo_items = _count(node, "minItems", loc, 0) or 0
-    hi_items = _count(node, "maxItems", loc, None)
-    if hi_items is not None and hi_items < lo_items:
-        raise UnsupportedSchemaError(loc, f"minItems {lo_items} > maxItems {hi_items}")
+def _check_object(node: Mapping[str, Any], loc: str) -> None:
+    props = node.get("properties", {})
+    if not isinstance(props, Mapping):
+        raise UnsupportedSchemaError(loc, "'properties' must be an object")
+    for name, sub in props.items():
+        _check(sub, f"{loc}/properties/{_escape(name)}")
+    required = node.get("required", [])
+    if not isinstance(required, list) or any(r not in props for r in required):
+        raise UnsupportedSchemaError(loc, f"'required' must name declared properties: {required!r}")
+    if node.get("additionalProperties", False) is not False:
+        raise UnsupportedSchemaError(loc, "'additionalProperties' must be false")
 
-    lo_len = _count(node, "minLength", loc, 0) or 0
-    hi_len = _count(node, "maxLength", loc, None)
-    if hi_len is not None and hi_len < lo_len:
-        raise UnsupportedSchemaError(loc, f"minLength {lo_len} > maxLength {hi_len}")
-    if "pattern" in node:
-        try:
-            re.compile(node["pattern"])
-        except (re.error, TypeError) as exc:
-            raise UnsupportedSchemaError(loc, f"bad 'pattern' {node['pattern']!r}: {exc}") from exc
 
-    for keyword in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+def _check_array(node: Mapping[str, Any], loc: str) -> None:
+    if "items" not in node:
+        raise UnsupportedSchemaError(loc, "an array needs 'items'")
+    _check(node["items"], f"{loc}/items")
+    lo, hi = _count(node, "minItems", loc, 0), _count(node, "maxItems", loc, None)
+    if hi is not None and hi < (lo or 0):
+        raise UnsupportedSchemaError(loc, f"minItems {lo} > maxItems {hi}")
+
+
+def _check_bounds(node: Mapping[str, Any], loc: str) -> None:
+    for keyword in ("minimum", "maximum"):
         bound = node.get(keyword)
         if keyword in node and (isinstance(bound, bool) or not isinstance(bound, int | float)):
             raise UnsupportedSchemaError(loc, f"{keyword!r} must be a number, got {bound!r}")
-    if "integer" in types:
-        _int_range(node, loc)
-    if "number" in types:
-        _float_range(node, loc)
-
-    if "anyOf" in node:
-        branches = node["anyOf"]
-        if not isinstance(branches, list) or not branches:
-            raise UnsupportedSchemaError(loc, "'anyOf' must be a non-empty list of schemas")
-        for i, sub in enumerate(branches):
-            _check(sub, root, f"{loc}/anyOf/{i}")
-
-
-def _types_of(node: Mapping[str, Any], loc: str) -> list[str]:
-    raw = node.get("type")
-    if raw is None:
-        return []
-    names = [raw] if isinstance(raw, str) else raw
-    if not isinstance(names, list) or not names or not all(t in _TYPES for t in names):
-        raise UnsupportedSchemaError(
-            loc, f"'type' must be one of {sorted(_TYPES)} or a list, got {raw!r}"
-        )
-    return list(names)
+    if node.get("minimum", float("-inf")) > node.get("maximum", float("inf")):
+        raise UnsupportedSchemaError(loc, "the bounds leave no value")
 
 
 def _count(node: Mapping[str, Any], keyword: str, loc: str, default: int | None) -> int | None:
@@ -313,60 +198,6 @@ def _escape(name: str) -> str:
     return name.replace("~", "~0").replace("/", "~1")
 
 
-def _resolve(root: Mapping[str, Any], ref: Any, loc: str) -> Any:
-    if not isinstance(ref, str) or not ref.startswith("#"):
-        raise UnsupportedSchemaError(
-            loc, f"only local '$ref's ('#/...') are supported, got {ref!r}"
-        )
-    node: Any = root
-    pointer = ref[1:]
-    if pointer and not pointer.startswith("/"):
-        raise UnsupportedSchemaError(loc, f"'$ref' {ref!r} is not a JSON pointer")
-    for part in pointer.split("/")[1:] if pointer else []:
-        token = part.replace("~1", "/").replace("~0", "~")
-        if isinstance(node, Mapping) and token in node:
-            node = node[token]
-        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
-            node = node[int(token)]
-        else:
-            raise UnsupportedSchemaError(loc, f"'$ref' {ref!r} does not resolve")
-    return node
-
-
-def _int_range(node: Mapping[str, Any], loc: str) -> tuple[int | None, int | None]:
-    lo: int | None = None
-    hi: int | None = None
-    if "minimum" in node:
-        lo = math.ceil(node["minimum"])
-    if "exclusiveMinimum" in node:
-        bound = math.floor(node["exclusiveMinimum"]) + 1
-        lo = bound if lo is None else max(lo, bound)
-    if "maximum" in node:
-        hi = math.floor(node["maximum"])
-    if "exclusiveMaximum" in node:
-        bound = math.ceil(node["exclusiveMaximum"]) - 1
-        hi = bound if hi is None else min(hi, bound)
-    if lo is not None and hi is not None and lo > hi:
-        raise UnsupportedSchemaError(loc, "the integer bounds leave no value")
-    return lo, hi
-
-
-def _float_range(node: Mapping[str, Any], loc: str) -> tuple[float, float, bool, bool]:
-    lo, hi = -math.inf, math.inf
-    lo_open = hi_open = False
-    if "minimum" in node:
-        lo = float(node["minimum"])
-    if "exclusiveMinimum" in node and float(node["exclusiveMinimum"]) >= lo:
-        lo, lo_open = float(node["exclusiveMinimum"]), True
-    if "maximum" in node:
-        hi = float(node["maximum"])
-    if "exclusiveMaximum" in node and float(node["exclusiveMaximum"]) <= hi:
-        hi, hi_open = float(node["exclusiveMaximum"]), True
-    if lo > hi or (lo == hi and (lo_open or hi_open)):
-        raise UnsupportedSchemaError(loc, "the number bounds leave no value")
-    return lo, hi, lo_open, hi_open
-
-
 def _key_kind(key: str | None) -> str:
     if not key:
         return "words"
@@ -379,146 +210,75 @@ def _key_kind(key: str | None) -> str:
 
 
 class _Generator:
-    """One generation pass: holds the root (for ``$ref``), the rng and a word cursor."""
+    """One generation pass: the rng and a word cursor."""
 
-    def __init__(self, root: Mapping[str, Any], rng: random.Random, words: Sequence[str]) -> None:
-        self._root = root
+    def __init__(self, rng: random.Random, words: Sequence[str]) -> None:
         self._rng = rng
         vocab = list(dict.fromkeys(w for w in words if w.strip())) or list(_DEFAULT_WORDS)
         self._vocab = vocab
         self._queue: list[str] = []
 
-    def value(self, node: Any, loc: str, *, key: str | None, depth: int) -> Any:
-        if depth > _MAX_DEPTH:
-            raise UnsupportedSchemaError(loc, f"recursion deeper than {_MAX_DEPTH} levels")
-        if node is True:
-            return self._string({}, loc, key)
-        if "$ref" in node:
-            return self.value(
-                _resolve(self._root, node["$ref"], loc), loc, key=key, depth=depth + 1
-            )
-        if "const" in node:
-            return node["const"]
+    def value(self, node: Mapping[str, Any], *, key: str | None) -> Any:
         if "enum" in node:
             return self._rng.choice(node["enum"])
-        if "anyOf" in node:
-            branches: list[Any] = node["anyOf"]
-            index = (
-                self._cheapest(branches)
-                if depth >= _SHALLOW_DEPTH
-                else self._rng.randrange(len(branches))
-            )
-            return self.value(branches[index], f"{loc}/anyOf/{index}", key=key, depth=depth + 1)
-
-        types = _types_of(node, loc) or [_implied_type(node)]
-        if depth >= _SHALLOW_DEPTH:
-            kind = min(types, key=_TYPE_COST.__getitem__)
-        else:
-            kind = self._rng.choice(types)
+        kind = self._rng.choice([node["type"]])  # one draw per value keeps answers stable
         if kind == "object":
-            return self._object(node, loc, depth)
+            props: Mapping[str, Any] = node.get("properties", {})
+            return {name: self.value(sub, key=name) for name, sub in props.items()}
         if kind == "array":
-            return self._array(node, loc, key, depth)
+            return self._array(node, key)
         if kind == "string":
-            return self._string(node, loc, key)
+            return self._phrase(_key_kind(key))
         if kind == "integer":
-            return self._integer(node, loc)
+            return self._integer(node)
         if kind == "number":
-            return self._number(node, loc)
-        if kind == "boolean":
-            return self._rng.random() < 0.5
-        return None
+            lo, hi = float(node.get("minimum", 0.0)), float(node.get("maximum", 1.0))
+            return round(self._rng.uniform(lo, max(lo, hi)), 2)
+        return self._rng.random() < 0.5
 
-    def _cheapest(self, branches: list[Any]) -> int:
-        def cost(branch: Any) -> int:
-            seen = 0
-            while isinstance(branch, Mapping) and "$ref" in branch and seen < _MAX_DEPTH:
-                branch = _resolve(self._root, branch["$ref"], "#")
-                seen += 1
-            if not isinstance(branch, Mapping) or "const" in branch or "enum" in branch:
-                return 0
-            if "anyOf" in branch:
-                return 3
-            types = _types_of(branch, "#") or [_implied_type(branch)]
-            return min(_TYPE_COST[t] for t in types)
-
-        return min(range(len(branches)), key=lambda i: cost(branches[i]))
-
-    def _object(self, node: Mapping[str, Any], loc: str, depth: int) -> dict[str, Any]:
-        props: Mapping[str, Any] = node.get("properties", {})
-        return {
-            name: self.value(sub, f"{loc}/properties/{_escape(name)}", key=name, depth=depth + 1)
-            for name, sub in props.items()
-        }
-
-    def _array(self, node: Mapping[str, Any], loc: str, key: str | None, depth: int) -> list[Any]:
+    def _array(self, node: Mapping[str, Any], key: str | None) -> list[Any]:
         lo: int = node.get("minItems", 0)
         hi: int | None = node.get("maxItems")
         cap = lo + 3 if hi is None else hi
-        if depth >= _SHALLOW_DEPTH:
-            count = lo
-        else:
-            start = max(lo, min(1, cap))
-            count = self._rng.randint(start, min(cap, start + 2))
-        items: Any = node.get("items", True)
-        item_loc = f"{loc}/items"
-        target = self._deref(items, item_loc)
-
-        enum = target.get("enum") if isinstance(target, Mapping) else None
-        if isinstance(enum, list) and "const" not in target and count <= len(enum):
-            return self._distinct(enum, count)
-
-        id_enum = self._id_enum(target, item_loc)
+        start = max(lo, min(1, cap))
+        count = self._rng.randint(start, min(cap, start + 2))
+        items: Mapping[str, Any] = node["items"]
+        id_enum = self._id_enum(items)
         if id_enum is not None and count <= len(id_enum):
-            ids = self._distinct(id_enum, count)
             out = []
-            for ident in ids:
-                item = self.value(target, item_loc, key=key, depth=depth + 1)
+            for ident in self._distinct(id_enum, count):
+                item = self.value(items, key=key)
                 item["id"] = ident
                 out.append(item)
             return out
-
         out = []
         for _ in range(count):
-            item = self.value(items, item_loc, key=key, depth=depth + 1)
+            item = self.value(items, key=key)
             for _retry in range(3):
                 if not isinstance(item, str) or item not in out:
                     break
-                item = self.value(items, item_loc, key=key, depth=depth + 1)
+                item = self.value(items, key=key)
             out.append(item)
         return out
 
     def _distinct(self, values: list[Any], count: int) -> list[Any]:
         """``count`` distinct values in enum order (all of them, in order, when count fits)."""
         if count == len(values):
-            return list(values[:count])
+            return list(values)
         chosen = sorted(self._rng.sample(range(len(values)), count))
         return [values[i] for i in chosen]
 
-    def _id_enum(self, target: Any, loc: str) -> list[Any] | None:
+    @staticmethod
+    def _id_enum(items: Mapping[str, Any]) -> list[Any] | None:
         """The ``id`` enum of an array's item object schema, if any (see the module docstring)."""
-        if not isinstance(target, Mapping) or "properties" not in target:
+        if items.get("type") != "object":
             return None
-        types = _types_of(target, loc)
-        if types and types != ["object"]:
-            return None
-        id_schema = self._deref(target["properties"].get("id"), loc)
-        if not isinstance(id_schema, Mapping) or "const" in id_schema:
-            return None
-        enum = id_schema.get("enum")
+        enum = items.get("properties", {}).get("id", {}).get("enum")
         return list(enum) if isinstance(enum, list) else None
 
-    def _deref(self, node: Any, loc: str) -> Any:
-        seen = 0
-        while isinstance(node, Mapping) and "$ref" in node:
-            seen += 1
-            if seen > _MAX_DEPTH:
-                raise UnsupportedSchemaError(loc, "'$ref' cycle")
-            node = _resolve(self._root, node["$ref"], loc)
-        return node
-
-    def _integer(self, node: Mapping[str, Any], loc: str) -> int:
-        lo, hi = _int_range(node, loc)
+    def _integer(self, node: Mapping[str, Any]) -> int:
+        lo: int | None = node.get("minimum")
+        hi: int | None = node.get("maximum")
         if lo is None and hi is None:
             lo, hi = 0, 100
         elif lo is None:
@@ -530,22 +290,6 @@ class _Generator:
             mode = lo + 0.7 * (hi - lo)
             return min(hi, max(lo, round(self._rng.triangular(lo, hi, mode))))
         return self._rng.randint(lo, hi)
-
-    def _number(self, node: Mapping[str, Any], loc: str) -> float:
-        lo, hi, lo_open, hi_open = _float_range(node, loc)
-        if math.isinf(lo) and math.isinf(hi):
-            lo, hi = 0.0, 1.0
-        elif math.isinf(lo):
-            lo = hi - 1.0
-        elif math.isinf(hi):
-            hi = lo + 1.0
-        x = self._rng.uniform(lo, hi)
-        for candidate in (round(x, 2), x, (lo + hi) / 2):
-            if (lo < candidate or (not lo_open and lo == candidate)) and (
-                candidate < hi or (not hi_open and candidate == hi)
-            ):
-                return candidate
-        return (lo + hi) / 2
 
     def _word(self) -> str:
         """The next vocabulary entry; the vocabulary is reshuffled each time it runs out."""
@@ -570,67 +314,3 @@ class _Generator:
                 text = f"{a} {self._rng.choice(_CONNECTORS)} {self._other(a)}"
             return text[:1].upper() + text[1:]
         return a
-
-    def _string(self, node: Mapping[str, Any], loc: str, key: str | None) -> str:
-        lo: int = node.get("minLength", 0)
-        hi: int | None = node.get("maxLength")
-        base = self._phrase(_key_kind(key))
-        pattern: str | None = node.get("pattern")
-        if pattern is None:
-            return self._fit(base, lo, hi)
-        candidates = [
-            variant for text in (base, self._word(), *_DEFAULT_WORDS) for variant in _variants(text)
-        ]
-        candidates += ["1", "a1", "A1"]
-        compiled = re.compile(pattern)
-        for candidate in candidates:
-            fitted = self._fit(candidate, lo, hi)
-            if compiled.search(fitted):
-                return fitted
-        raise UnsupportedSchemaError(
-            loc,
-            f"cannot satisfy 'pattern' {pattern!r} with plain words; the offline backend only "
-            "handles patterns that simple words match (for example '^[A-Za-z ]+$')",
-        )
-
-    def _fit(self, text: str, lo: int, hi: int | None) -> str:
-        while len(text) < lo:
-            text = f"{text} {self._word()}" if text else self._word()
-        if hi is not None and len(text) > hi:
-            cut = text[:hi]
-            if text[hi] != " " and " " in cut and len(cut.rsplit(" ", 1)[0]) >= lo:
-                cut = cut.rsplit(" ", 1)[0]
-            stripped = cut.rstrip(" ,")
-            text = stripped if len(stripped) >= lo else cut
-        return text
-
-
-def _variants(text: str) -> list[str]:
-    """Readable spellings of ``text`` to try against a ``pattern``, most natural first."""
-    letters = re.sub(r"[^A-Za-z ]+", "", text).strip() or "a"
-    out = []
-    for t in (text, letters):
-        out += [t, t[:1].upper() + t[1:], t.lower(), t.title(), t.upper()]
-        out += [t.replace(" ", "-"), t.replace(" ", "_"), t.replace(" ", "")]
-    return list(dict.fromkeys(out))
-
-
-_TYPE_COST = {
-    "null": 0,
-    "boolean": 0,
-    "integer": 0,
-    "number": 0,
-    "string": 1,
-    "array": 2,
-    "object": 3,
-}
-
-
-def _implied_type(node: Mapping[str, Any]) -> str:
-    if "properties" in node or "required" in node or "additionalProperties" in node:
-        return "object"
-    if "items" in node or "minItems" in node or "maxItems" in node:
-        return "array"
-    if any(k in node for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")):
-        return "number"
-    return "string"

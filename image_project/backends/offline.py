@@ -23,6 +23,9 @@ plus the last user message, salient words come from the last user message withou
 =================================  ===========================================================
 request                            reply
 =================================  ===========================================================
+``json_schema`` whose root holds   that object with the first JSON array of exactly N strings
+one array of exactly N strings     in the user message, unchanged (an offline rewrite keeps
+                                   everything), when there is one
 ``json_schema`` set                JSON text that validates against the schema, strings built
                                    from the salient words (see :mod:`.jsonschema_instance`;
                                    unsupported keywords raise ``UnsupportedSchemaError``)
@@ -360,6 +363,27 @@ def _text_reply(request: TextRequest, rng: random.Random) -> str:
     return _prose(rng, pool, request.max_output_tokens)
 
 
+def _echoed_array(schema: Mapping[str, Any], user_text: str) -> str | None:
+    """For a schema whose root holds one array of exactly N strings (a rewrite that must keep
+    the count, such as the dislike rewrite), the first JSON array of N strings in the user
+    message (the material to rewrite comes before any list of constraints), unchanged: an
+    offline rewrite changes nothing. None when that does not apply."""
+    props = schema.get("properties")
+    if not isinstance(props, Mapping) or len(props) != 1:
+        return None
+    ((key, node),) = props.items()
+    items = node.get("items") if isinstance(node, Mapping) else None
+    count = node.get("minItems") if isinstance(node, Mapping) else None
+    if not (isinstance(items, Mapping) and items.get("type") == "string" and "enum" not in items):
+        return None
+    if count is None or count != node.get("maxItems"):
+        return None
+    arrays = [src for src, n in _string_arrays(user_text) if n == count]
+    if not arrays:
+        return None
+    return json.dumps({key: json.loads(arrays[0])}, ensure_ascii=False)
+
+
 class OfflineTextBackend:
     """A deterministic, network-free :class:`~image_project.backends.base.TextBackend`.
 
@@ -384,7 +408,7 @@ class OfflineTextBackend:
         seed = _derive_seed(
             "text",
             {
-                "messages": [m.to_dict() for m in request.messages],
+                "messages": [{"role": m.role, "content": m.content} for m in request.messages],
                 "model": model,
                 "temperature": request.temperature,
                 "seed": request.seed,
@@ -395,8 +419,11 @@ class OfflineTextBackend:
         )
         rng = random.Random(seed)
         if schema is not None:
-            units = _salient_units(_last_user_text(request.messages))
-            text = json.dumps(generate_instance(schema.schema, rng, units), ensure_ascii=False)
+            user_text = _last_user_text(request.messages)
+            text = _echoed_array(schema.schema, user_text) or json.dumps(
+                generate_instance(schema.schema, rng, _salient_units(user_text)),
+                ensure_ascii=False,
+            )
         else:
             text = _text_reply(request, rng)
         prompt_tokens = sum(estimate_tokens(m.content) for m in request.messages)
@@ -816,7 +843,8 @@ class OfflineImageBackend:
     """A deterministic, network-free :class:`~image_project.backends.base.ImageBackend`.
 
     Draws a PNG from the prompt's colour and composition words (see the module docstring).
-    Raises :class:`~image_project.errors.RequestRejectedError` for a malformed ``size``.
+    The reply's ``model`` is always its own name (``offline-image-1``): whatever model the
+    request named, no such model drew the picture. Raises :class:`~image_project.errors.RequestRejectedError` for a malformed ``size``.
     """
 
     __slots__ = ()
@@ -849,7 +877,7 @@ class OfflineImageBackend:
         data = await anyio.to_thread.run_sync(partial(_render, size, names, layout, rng))
         return ImageReply(
             data=data,
-            model=model,
+            model=self.default_model,
             format="png",
             attempts=1,
             metadata={

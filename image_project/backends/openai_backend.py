@@ -8,7 +8,7 @@
     ├── OpenAITextBackend  TextRequest  -> chat.completions.create -> TextReply
     └── OpenAIImageBackend ImageRequest -> images.generate          -> ImageReply
 
-Both backends usually share one transport (:func:`openai_backends` / :func:`from_env`), so
+Both backends usually share one transport (:func:`openai_backends`), so
 one limiter bounds every call in flight. The limiter is acquired per *attempt*: a call
 waiting out a retry backoff does not hold a slot.
 
@@ -84,7 +84,6 @@ __all__ = [
     "OpenAIImageBackend",
     "OpenAITextBackend",
     "OpenAITransport",
-    "from_env",
     "get_network_policy",
     "openai_backends",
     "set_network_policy",
@@ -498,39 +497,4 @@ def openai_backends(
         ),
         image=OpenAIImageBackend(transport, default_model=image_model),
         transport=transport,
-    )
-
-
-def from_env(
-    env: Mapping[str, str],
-    *,
-    text_model: str,
-    image_model: str,
-    api_key_env: str = DEFAULT_API_KEY_ENV,
-    base_url: str | None = None,
-    timeout_s: float = 120.0,
-    retry: RetryPolicy | None = None,
-    max_concurrency: anyio.CapacityLimiter | int = 8,
-    structured_outputs: bool = True,
-    sleep: SleepFn | None = None,
-) -> OpenAIBackends:
-    """:func:`openai_backends` with the key read from ``env[api_key_env]``.
-
-    Raises :class:`AuthenticationError` naming ``api_key_env`` when the key is missing or
-    blank (before any client is built or any call made).
-    """
-    api_key = env.get(api_key_env, "").strip()
-    if not api_key:
-        raise AuthenticationError(_missing_key_message(api_key_env, base_url), attempts=0)
-    return openai_backends(
-        api_key=api_key,
-        text_model=text_model,
-        image_model=image_model,
-        base_url=base_url,
-        timeout_s=timeout_s,
-        retry=retry,
-        max_concurrency=max_concurrency,
-        structured_outputs=structured_outputs,
-        sleep=sleep,
-        api_key_env=api_key_env,
     )

@@ -329,7 +329,8 @@ def _dotted(loc: Sequence[str | int]) -> str:
     return out
 
 
-def _describe_bounds(metadata: Sequence[Any], number: str) -> str:
+def _bounds(metadata: Sequence[Any]) -> tuple[Any, str, Any, str]:
+    """``(low, its operator, high, its operator)`` from a field's annotated-types bounds."""
     lo: Any = None
     hi: Any = None
     lo_op, hi_op = ">=", "<="
@@ -342,6 +343,11 @@ def _describe_bounds(metadata: Sequence[Any], number: str) -> str:
             hi = item.le
         elif isinstance(item, annotated_types.Lt):
             hi, hi_op = item.lt, "<"
+    return lo, lo_op, hi, hi_op
+
+
+def _describe_bounds(metadata: Sequence[Any], number: str) -> str:
+    lo, lo_op, hi, hi_op = _bounds(metadata)
     fmt = "{:g}".format
     if lo is not None and hi is not None:
         if lo_op == ">=" and hi_op == "<=":
@@ -354,6 +360,9 @@ def _describe_bounds(metadata: Sequence[Any], number: str) -> str:
     if hi is not None:
         return f"{number} {hi_op} {fmt(hi)}"
     return number
+
+
+_PLAIN_KINDS: dict[Any, str] = {bool: _BOOL_ALLOWED, str: "a string", Path: "a path"}
 
 
 def _describe(field: FieldInfo, is_item: bool) -> str:
@@ -369,25 +378,20 @@ def _describe(field: FieldInfo, is_item: bool) -> str:
     model = _section_model(annotation)
     if is_item and model is not None:
         return f"a mapping with keys {', '.join(sorted(model.model_fields))}"
-    if get_origin(annotation) is Literal:
-        text = "one of " + ", ".join(repr(choice) for choice in get_args(annotation))
-    elif annotation is bool:
-        text = _BOOL_ALLOWED
-    elif annotation is int:
-        text = _describe_bounds(field.metadata, "an int")
-    elif annotation is float:
-        text = _describe_bounds(field.metadata, "a number")
-    elif annotation is str:
-        text = "a string"
-    elif annotation is Path:
-        text = "a path"
-    elif model is not None and _is_item_container(annotation):
-        text = f"a list of mappings with keys {', '.join(sorted(model.model_fields))}"
-    elif model is not None:
-        text = "a mapping"
-    else:
-        text = "a valid value"
+    text = _describe_kind(annotation, field, model)
     return f"{text} or null" if nullable and not text.endswith("or null") else text
+
+
+def _describe_kind(annotation: Any, field: FieldInfo, model: type[BaseModel] | None) -> str:
+    if get_origin(annotation) is Literal:
+        return "one of " + ", ".join(repr(choice) for choice in get_args(annotation))
+    if annotation in (int, float):
+        return _describe_bounds(field.metadata, "an int" if annotation is int else "a number")
+    if annotation in _PLAIN_KINDS:
+        return _PLAIN_KINDS[annotation]
+    if model is not None and _is_item_container(annotation):
+        return f"a list of mappings with keys {', '.join(sorted(model.model_fields))}"
+    return "a mapping" if model is not None else "a valid value"
 
 
 def _translate_one(error: Mapping[str, Any]) -> tuple[str, str]:
@@ -493,36 +497,15 @@ def load_config(
 
 
 def _log_scoring(config: AppConfig) -> None:
+    """The loud load-time warning for judges at a non-zero temperature. (Which models the
+    judges use depends on the backend the run picks, so the app logs the ensemble when the
+    run starts.)"""
     scoring = config.prompt.scoring
-    judges = config.effective_judges
-    if scoring.enabled:
-        # A judge without its own model uses backend.text_model, or the offline backend's
-        # model when the run falls back to it.
-        described = ", ".join(f"{j.id}(model={j.model}, t={j.temperature:g})" for j in judges)
-        window = scoring.novelty.window
-        novelty = (
-            f"on, window={window}"
-            if scoring.novelty.enabled and window > 0
-            else "off (window 0)"
-            if scoring.novelty.enabled
-            else "off"
-        )
-        logger.info(
-            "black-box scoring enabled: num_ideas=%d exploration_rate=%g "
-            "generator_temperature=%g max_reasks=%d judges=[%s] min_ok_judges=%d novelty=%s",
-            scoring.num_ideas,
-            scoring.exploration_rate,
-            scoring.generator_temperature,
-            scoring.max_reasks,
-            described,
-            scoring.effective_min_ok_judges,
-            novelty,
-        )
-    warm = [j for j in judges if j.temperature != 0]
+    warm = [(judge_id, t) for judge_id, t in scoring.judge_temperatures() if t != 0]
     if warm:
         logger.warning(
             "NON-ZERO JUDGE TEMPERATURE: %s; judge scores will vary between identical runs, "
             "so selections are not reproducible%s",
-            ", ".join(f"judge {j.id!r} at {j.temperature:g}" for j in warm),
+            ", ".join(f"judge {judge_id!r} at {t:g}" for judge_id, t in warm),
             "" if scoring.enabled else " (scoring is disabled, so no judge runs now)",
         )

@@ -306,13 +306,6 @@ class BackendConfig(_Section):
             )
         return self
 
-    def effective_provider(self, env: Mapping[str, str]) -> Literal["openai", "offline"]:
-        """``auto`` means openai when ``env[api_key_env]`` is set and non-empty or ``base_url``
-        points at a server (local OpenAI-compatible servers need no key), else offline."""
-        if self.provider != "auto":
-            return self.provider
-        return "openai" if env.get(self.api_key_env, "").strip() or self.base_url else "offline"
-
 
 class RunConfig(_Section):
     mode: Literal["full", "prompt_only"] = "full"
@@ -400,17 +393,29 @@ class ScoringConfig(_Section):
         return self.judge_count // 2 + 1
 
     def effective_judges(self, text_model: str) -> tuple[EffectiveJudge, ...]:
-        """Each judge's model (own, else ``judge_model``, else ``text_model``) and temperature.
+        """Each judge's model (own, else ``judge_model``, else ``text_model``: the text model
+        of the backend the run actually uses) and temperature. The app calls this once per
+        run; everything else (log, transcript, summary) reads its result.
 
         With ``judges`` omitted, one judge ``"judge"`` built from the defaults.
         """
         default_model = self.judge_model or text_model
-        if self.judges is None:
-            return (EffectiveJudge("judge", default_model, self.judge_temperature),)
         return tuple(
-            EffectiveJudge(
+            EffectiveJudge(judge_id, model or default_model, temperature)
+            for judge_id, model, temperature in self._judge_settings()
+        )
+
+    def judge_temperatures(self) -> tuple[tuple[str, float], ...]:
+        """``(judge id, temperature)`` per judge, every fallback applied (no model needed)."""
+        return tuple((judge_id, t) for judge_id, _, t in self._judge_settings())
+
+    def _judge_settings(self) -> tuple[tuple[str, str | None, float], ...]:
+        if self.judges is None:
+            return (("judge", None, self.judge_temperature),)
+        return tuple(
+            (
                 judge.id,
-                judge.model or default_model,
+                judge.model,
                 judge.temperature if judge.temperature is not None else self.judge_temperature,
             )
             for judge in self.judges
@@ -452,10 +457,6 @@ class AppConfig(_Section):
         if self.prompt.titles_manifest_path is not None:
             return self.prompt.titles_manifest_path
         return self.image.generation_path / "titles_manifest.csv"
-
-    @property
-    def effective_judges(self) -> tuple[EffectiveJudge, ...]:
-        return self.prompt.scoring.effective_judges(self.backend.text_model)
 
 
 _INTERNAL_FIELDS = frozenset({"sources"})

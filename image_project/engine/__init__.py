@@ -1,7 +1,7 @@
 """The step engine: a tree of chat calls, actions and blocks, run concurrently where the tree
 says so and recorded in declared order. Knows nothing of art, OpenAI or files."""
 
-from image_project.engine.context import Context, StepRecord, json_safe
+from image_project.engine.context import Context, EngineEvent
 from image_project.engine.fanout import ordered_fanout
 from image_project.engine.nodes import (
     MERGE_MODES,
@@ -10,10 +10,13 @@ from image_project.engine.nodes import (
     ChatStep,
     MergeMode,
     Node,
+    PromptFn,
+    PromptSource,
     capture_keys,
     default_name,
     walk,
 )
+from image_project.engine.output import JsonOutput, ReaskPolicy, TextOutput
 from image_project.engine.patterns import fanout_then_reduce, generate_then_select, iterate
 from image_project.engine.recorder import (
     DefaultStepRecorder,
@@ -21,7 +24,7 @@ from image_project.engine.recorder import (
     StepRecorder,
     check_recorder,
 )
-from image_project.engine.runner import ChatRunner, ExecutionMode, NodeOutcome
+from image_project.engine.runner import ChatRunner, ExecutionMode, NodeOutcome, as_json
 
 __all__ = [
     "MERGE_MODES",
@@ -31,20 +34,25 @@ __all__ = [
     "ChatStep",
     "Context",
     "DefaultStepRecorder",
+    "EngineEvent",
     "ExecutionMode",
+    "JsonOutput",
     "MergeMode",
     "Node",
     "NodeOutcome",
     "NullStepRecorder",
-    "StepRecord",
+    "PromptFn",
+    "PromptSource",
+    "ReaskPolicy",
     "StepRecorder",
+    "TextOutput",
+    "as_json",
     "capture_keys",
     "check_recorder",
     "default_name",
     "fanout_then_reduce",
     "generate_then_select",
     "iterate",
-    "json_safe",
     "ordered_fanout",
     "walk",
 ]

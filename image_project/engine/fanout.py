@@ -14,8 +14,8 @@ error contract; it is how the engine's sequential mode shares this code path.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TypeVar
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from typing import Any, TypeVar
 
 import anyio
 
@@ -51,31 +51,50 @@ async def ordered_fanout(
             raise
 
     if sequential:
-        for i in range(len(fns)):
-            try:
-                await run_one(i)
-            except Exception:
-                break
+        await _one_at_a_time(run_one, len(fns))
     else:
-        try:
-            async with anyio.create_task_group() as tg:
-                for i in range(len(fns)):
-                    tg.start_soon(run_one, i)
-        except BaseExceptionGroup as group:
-            _, foreign = group.split(Exception)
-            if not failures or foreign is not None:
-                raise
-
+        await _all_at_once(run_one, len(fns), failures)
     if failures:
-        first = min(failures)
-        primary = failures[first]
-        for index in sorted(failures):
-            if index != first:
-                primary.add_note(
-                    f"also failed concurrently: {names[index]}: "
-                    f"{type(failures[index]).__name__}: {failures[index]}"
-                )
         incomplete = [names[i] for i in range(len(fns)) if i not in results and i not in failures]
-        add_cancelled_paths(primary, incomplete)
-        raise primary
+        raise _first_failure(failures, names, incomplete)
     return [results[i] for i in range(len(fns))]
+
+
+async def _one_at_a_time(run_one: Callable[[int], Coroutine[Any, Any, None]], count: int) -> None:
+    for i in range(count):
+        try:
+            await run_one(i)
+        except Exception:
+            return
+
+
+async def _all_at_once(
+    run_one: Callable[[int], Coroutine[Any, Any, None]],
+    count: int,
+    failures: dict[int, Exception],
+) -> None:
+    try:
+        async with anyio.create_task_group() as tg:
+            for i in range(count):
+                tg.start_soon(run_one, i)
+    except BaseExceptionGroup as group:
+        _, foreign = group.split(Exception)
+        if not failures or foreign is not None:
+            raise
+
+
+def _first_failure(
+    failures: dict[int, Exception], names: Sequence[str], incomplete: list[str]
+) -> Exception:
+    """The failure with the lowest index, the others attached as notes and the callables
+    that never completed attached as cancelled paths."""
+    first = min(failures)
+    primary = failures[first]
+    for index in sorted(failures):
+        if index != first:
+            primary.add_note(
+                f"also failed concurrently: {names[index]}: "
+                f"{type(failures[index]).__name__}: {failures[index]}"
+            )
+    add_cancelled_paths(primary, incomplete)
+    return primary

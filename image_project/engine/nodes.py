@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, get_args
 
-from image_project.backends.base import JsonSchema
+from image_project.engine.output import JsonOutput, Output, ReaskPolicy, TextOutput
 from image_project.errors import PipelineDefinitionError
 
 if TYPE_CHECKING:
@@ -31,6 +31,7 @@ __all__ = [
     "ChatStep",
     "MergeMode",
     "Node",
+    "PromptFn",
     "PromptSource",
     "capture_keys",
     "default_name",
@@ -38,14 +39,11 @@ __all__ = [
 ]
 
 MergeMode = Literal["all_messages", "last_response", "none"]
-ReaskStyle = Literal["conversation", "restate"]
 MERGE_MODES: tuple[str, ...] = get_args(MergeMode)
 
-PromptSource: TypeAlias = "str | Callable[[Context], object]"
+PromptFn: TypeAlias = "Callable[[Context], str]"
+PromptSource: TypeAlias = "str | Callable[[Context], str]"
 ActionFn: TypeAlias = "Callable[[Context], object | Awaitable[object]]"
-ParseFn: TypeAlias = Callable[[str], object]
-ReaskFn: TypeAlias = Callable[[str], str]
-FallbackFn: TypeAlias = Callable[[str, Exception], object]
 FailureFn: TypeAlias = Callable[[Exception], object]
 
 
@@ -69,15 +67,6 @@ def _check_merge(value: object, where: str) -> None:
         )
 
 
-def default_reask(error: str) -> str:
-    return (
-        "Your previous answer was rejected by validation:\n"
-        f"{error}\n"
-        "Answer the original request again, following the required format exactly. "
-        "Output only the answer."
-    )
-
-
 @dataclass(frozen=True, kw_only=True)
 class ChatStep:
     """One model call.
@@ -90,17 +79,15 @@ class ChatStep:
     ``stateless`` runs the call on a fresh conversation (``system_prompt`` + this prompt)
     instead of the inherited one: a judge that must not see the pipeline's history.
 
-    ``parse`` validates the answer; raising ``ValueError`` (pydantic's ``ValidationError``
-    is one) or ``ModelOutputError`` re-asks the model up to ``max_reasks`` times with the
-    error text appended to the conversation (a ``RefusalError`` is never re-asked). The parsed
-    value is what ``capture_key`` stores; the conversation gets the answer's text.
-    ``reask_style`` ``"restate"`` re-asks statelessly instead: the same history plus ONE user
-    message (the original prompt followed by the re-ask text), never the rejected answer as an
-    assistant message (for judges and other strict-JSON steps, so a bad answer cannot anchor
-    the next one).
-    ``fallback(last_answer, last_error)``, when set, is called once the re-asks are exhausted
-    and its return value is accepted instead of raising (for steps that must never fail on
-    a bad answer, e.g. a title with a deterministic fallback); the record keeps every re-ask.
+    ``output`` says how the answer is read (:mod:`image_project.engine.output`): a
+    :class:`~image_project.engine.output.JsonOutput` sends its model's strict JSON schema with
+    the request and validates the answer against the model; a
+    :class:`~image_project.engine.output.TextOutput` parses free text. A rejected answer
+    (``ValueError`` or ``ModelOutputError``) is re-asked as ``reask`` says
+    (:class:`~image_project.engine.output.ReaskPolicy`: how many times, in which style, with
+    which wording, and an optional fallback once they are used up); a ``RefusalError`` is
+    never re-asked. The parsed value is what ``capture_key`` stores; the conversation gets
+    the answer's text. Without ``output`` the answer text itself is captured.
 
     ``on_failure(exc)``, when set, makes the step *recoverable*: any error of the step (a
     transport error after the retries, a refusal, an answer still invalid after the re-asks)
@@ -117,15 +104,11 @@ class ChatStep:
     capture_key: str | None = None
     model: str | None = None
     seed: int | None = None
-    json_schema: JsonSchema | None = None
+    output: Output | None = None
+    reask: ReaskPolicy = field(default_factory=ReaskPolicy)
     max_output_tokens: int | None = None
     stateless: bool = False
     system_prompt: str | None = None
-    parse: ParseFn | None = None
-    max_reasks: int = 0
-    reask_prompt: ReaskFn = default_reask
-    reask_style: ReaskStyle = "conversation"
-    fallback: FallbackFn | None = None
     on_failure: FailureFn | None = None
     allow_empty_prompt: bool = False
     allow_empty_response: bool = False
@@ -151,16 +134,18 @@ class ChatStep:
             raise PipelineDefinitionError(
                 f"{where}: set temperature with the ChatStep.temperature field, not in meta"
             )
-        if isinstance(self.max_reasks, bool) or not isinstance(self.max_reasks, int):
-            raise PipelineDefinitionError(f"{where}: max_reasks must be an int")
-        if self.max_reasks < 0:
-            raise PipelineDefinitionError(f"{where}: max_reasks must be >= 0")
-        if self.reask_style not in ("conversation", "restate"):
+        if self.output is not None and not isinstance(self.output, JsonOutput | TextOutput):
             raise PipelineDefinitionError(
-                f"{where}: reask_style must be 'conversation' or 'restate', got {self.reask_style!r}"
+                f"{where}: output must be a JsonOutput or a TextOutput, got {self.output!r}"
             )
-        if (self.max_reasks or self.fallback) and self.parse is None:
-            raise PipelineDefinitionError(f"{where}: max_reasks and fallback need a parse function")
+        if not isinstance(self.reask, ReaskPolicy):
+            raise PipelineDefinitionError(
+                f"{where}: reask must be a ReaskPolicy, got {self.reask!r}"
+            )
+        if (self.reask.max or self.reask.fallback) and self.output is None:
+            raise PipelineDefinitionError(
+                f"{where}: re-asks and a fallback need an output to validate the answer"
+            )
         if self.on_failure is not None and not callable(self.on_failure):
             raise PipelineDefinitionError(f"{where}: on_failure must be callable")
         if self.system_prompt is not None and not self.stateless:
@@ -172,7 +157,7 @@ class ChatStep:
 @dataclass(frozen=True, kw_only=True)
 class ActionStep:
     """Pure Python glue (sync or async). Produces no messages; ``capture_key`` stores its
-    return value, which is also recorded (JSON-safe and trimmed) in the transcript."""
+    return value, which is also recorded in the transcript (as JSON, in full)."""
 
     fn: ActionFn
     name: str | None = None

@@ -5,7 +5,8 @@ in completion order):
 
 * ``on_step_start(ctx, path, **metrics)`` — before the model call or action; ``metrics``
   always has ``type`` and ``name`` and may grow new keys, so accept ``**metrics``.
-* ``on_step_end(ctx, record)`` — after success, with the :class:`StepRecord`.
+* ``on_step_end(ctx, record)`` — after success, with the step's event
+  (:class:`~image_project.record.events.ChatEvent` or ``ActionEvent``).
 * ``on_step_error(ctx, path, step_name, exc)`` — after a failure (not for cancellation).
 
 :class:`DefaultStepRecorder` logs and inserts records into ``ctx.steps`` at their declared
@@ -22,7 +23,8 @@ import bisect
 import logging
 from typing import Any, Protocol, runtime_checkable
 
-from image_project.engine.context import Context, StepRecord
+from image_project.engine.context import Context, EngineEvent
+from image_project.record.events import ChatEvent
 
 __all__ = [
     "DefaultStepRecorder",
@@ -38,7 +40,7 @@ _REQUIRED = ("on_step_start", "on_step_end", "on_step_error")
 class StepRecorder(Protocol):
     def on_step_start(self, ctx: Context, path: str, **metrics: Any) -> None: ...
 
-    def on_step_end(self, ctx: Context, record: StepRecord) -> None: ...
+    def on_step_end(self, ctx: Context, record: EngineEvent) -> None: ...
 
     def on_step_error(
         self, ctx: Context, path: str, step_name: str, exc: BaseException
@@ -74,17 +76,17 @@ class DefaultStepRecorder:
         detail = " ".join(f"{k}={v}" for k, v in metrics.items() if k not in ("name",))
         self.logger.debug("Step: %s (%s)", path, detail)
 
-    def on_step_end(self, ctx: Context, record: StepRecord) -> None:
+    def on_step_end(self, ctx: Context, record: EngineEvent) -> None:
         self._in_flight.pop(record.path, None)
         bisect.insort(ctx.steps, record, key=lambda r: r.order)
-        if record.error is not None:
+        if isinstance(record, ChatEvent) and record.error is not None:
             self.logger.warning(
                 "Step %s failed and was recovered: %s: %s",
                 record.path,
-                record.error.get("type"),
-                record.error.get("message"),
+                record.error.type,
+                record.error.message,
             )
-        elif record.type == "chat":
+        elif isinstance(record, ChatEvent):
             self.logger.debug(
                 "Received response for %s (%d chars, %.0f ms, attempts=%d)",
                 record.path,
@@ -106,7 +108,7 @@ class NullStepRecorder:
     def on_step_start(self, ctx: Context, path: str, **metrics: Any) -> None:
         return None
 
-    def on_step_end(self, ctx: Context, record: StepRecord) -> None:
+    def on_step_end(self, ctx: Context, record: EngineEvent) -> None:
         return None
 
     def on_step_error(self, ctx: Context, path: str, step_name: str, exc: BaseException) -> None:

@@ -24,17 +24,20 @@ from __future__ import annotations
 import functools
 import inspect
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal, TypeAlias
 
 import anyio
+from pydantic import JsonValue
+from pydantic_core import to_jsonable_python
 
 from image_project.backends.base import Message, TextBackend, TextReply, TextRequest, Usage
-from image_project.engine.context import Context, StepRecord
+from image_project.engine.context import Context
 from image_project.engine.fanout import ordered_fanout
 from image_project.engine.nodes import ActionStep, Block, ChatStep, Node, default_name
+from image_project.engine.output import ReaskPolicy
 from image_project.engine.recorder import DefaultStepRecorder, StepRecorder, check_recorder
 from image_project.errors import (
     BackendError,
@@ -47,8 +50,9 @@ from image_project.errors import (
     locate,
     preview,
 )
+from image_project.record.events import ActionEvent, ChatEvent, ChatParams, Reask, StepError
 
-__all__ = ["ChatRunner", "ExecutionMode", "NodeOutcome"]
+__all__ = ["ChatRunner", "ExecutionMode", "NodeOutcome", "as_json"]
 
 ExecutionMode: TypeAlias = Literal["concurrent", "sequential"]
 Conversation: TypeAlias = tuple[Message, ...]
@@ -220,15 +224,14 @@ class ChatRunner:
             result = step.fn(ctx)
             if inspect.isawaitable(result):
                 result = await result
-            record = StepRecord(
+            record = ActionEvent(
                 order=order,
-                type="action",
                 name=name,
                 path=path,
                 created_at=created_at,
                 latency_ms=round((self.clock() - t0) * 1000, 3),
-                result=result,
-                meta=step.meta,
+                result=as_json(result),
+                meta=_meta(step.meta),
             )
             self.recorder.on_step_end(ctx, record)
         except Exception as exc:
@@ -271,7 +274,7 @@ class ChatRunner:
             )
             t0 = self.clock()
             replies: list[TextReply] = []
-            reasks: list[dict[str, str]] = []
+            reasks: list[Reask] = []
             failure: Exception | None = None
             text: str | None
             try:
@@ -287,25 +290,25 @@ class ChatRunner:
             if isinstance(failure, BackendError):
                 attempts += failure.attempts
             last = replies[-1] if replies else None
-            record = StepRecord(
+            record = ChatEvent(
                 order=order,
-                type="chat",
                 name=name,
                 path=path,
+                prompt=prompt,
+                system_prompt=step.system_prompt if step.stateless else None,
+                response=text,
+                params=ChatParams(temperature=step.temperature, model=model, seed=step.seed),
+                context_messages=len(history),
                 created_at=created_at,
                 latency_ms=round((self.clock() - t0) * 1000, 3),
-                prompt=prompt,
-                response=text,
-                system_prompt=step.system_prompt if step.stateless else None,
-                params={"temperature": step.temperature, "model": model, "seed": step.seed},
                 usage=usage,
                 attempts=attempts,
+                answers=len(replies),
                 system_fingerprint=last.system_fingerprint if last else None,
                 response_model=last.model if last and last.model != model else None,
-                context_messages=len(history),
                 reasks=tuple(reasks),
                 error=None if failure is None else _error_summary(failure),
-                meta=step.meta,
+                meta=_meta(step.meta),
             )
             self.recorder.on_step_end(ctx, record)
         except Exception as exc:
@@ -338,13 +341,15 @@ class ChatRunner:
         model: str,
         path: str,
         replies: list[TextReply],
-        reasks: list[dict[str, str]],
+        reasks: list[Reask],
     ) -> tuple[str, object]:
-        """Call the model, validating with ``step.parse`` and re-asking on bad answers.
+        """Call the model, validating with ``step.output`` and re-asking bad answers as
+        ``step.reask`` says.
 
         ``replies`` and ``reasks`` are filled as the calls happen, so a caller still has
         them when this raises."""
         messages: Conversation = (*history, Message("user", prompt))
+        output, policy = step.output, step.reask
         while True:
             reply = await self._complete(
                 TextRequest(
@@ -352,33 +357,24 @@ class ChatRunner:
                     temperature=float(step.temperature),
                     model=model,
                     seed=step.seed,
-                    json_schema=step.json_schema,
+                    json_schema=output.schema if output is not None else None,
                     max_output_tokens=step.max_output_tokens,
                 )
             )
             replies.append(reply)
-            text = reply.text
-            if reply.refusal and not (text and text.strip()):
-                raise RefusalError(
-                    f"{path}: the model refused: {reply.refusal}", output=reply.refusal
-                )
-            if text is None or not text.strip():
-                if not step.allow_empty_response:
-                    what = "None" if text is None else "a blank response"
-                    raise EmptyResponseError(f"{path}: the model returned {what}")
-                text = text or ""
-            if step.parse is None:
+            text = _answer_text(step, reply, path)
+            if output is None:
                 return text, text
             try:
-                return text, step.parse(text)
+                return text, output.parse(text)
             except RefusalError as exc:
                 raise RefusalError(f"{path}: {exc.detail}", output=exc.output) from exc
             except (ModelOutputError, ValueError) as exc:
                 error = str(exc)[:_REASK_ERROR_CHARS]
-                reasks.append({"response": text, "error": error})
-                if len(reasks) > step.max_reasks:
-                    if step.fallback is not None:
-                        return text, step.fallback(text, exc)
+                reasks.append(Reask(response=text, error=error))
+                if len(reasks) > policy.max:
+                    if policy.fallback is not None:
+                        return text, policy.fallback(text, exc)
                     reason = exc.reason if isinstance(exc, ModelOutputError) else "invalid_output"
                     raise ModelOutputError(
                         reason,
@@ -386,15 +382,7 @@ class ChatRunner:
                         f"attempt(s): {error}",
                         output=text,
                     ) from exc
-                if step.reask_style == "restate":
-                    restated = f"{prompt}\n\n{step.reask_prompt(error)}"
-                    messages = (*history, Message("user", restated))
-                else:
-                    messages = (
-                        *messages,
-                        Message("assistant", text),
-                        Message("user", step.reask_prompt(error)),
-                    )
+                messages = _reask_messages(policy, history, messages, prompt, text, error)
 
     async def _complete(self, request: TextRequest) -> TextReply:
         if self.limiter is None:
@@ -409,12 +397,58 @@ class ChatRunner:
             exc.add_note(f"the step recorder also failed: {recorder_exc!r}")
 
 
-def _error_summary(exc: Exception) -> dict[str, object]:
+def _answer_text(step: ChatStep, reply: TextReply, path: str) -> str:
+    """The answer's text, or the refusal / empty-answer error the step does not allow."""
+    text = reply.text
+    if reply.refusal and not (text and text.strip()):
+        raise RefusalError(f"{path}: the model refused: {reply.refusal}", output=reply.refusal)
+    if text is None or not text.strip():
+        if not step.allow_empty_response:
+            what = "None" if text is None else "a blank response"
+            raise EmptyResponseError(f"{path}: the model returned {what}")
+        return text or ""
+    return text
+
+
+def _reask_messages(
+    policy: ReaskPolicy,
+    history: Conversation,
+    messages: Conversation,
+    prompt: str,
+    answer: str,
+    error: str,
+) -> Conversation:
+    """The conversation of the next re-ask: ``restate`` sends the history plus one user
+    message (the prompt followed by the error); ``conversation`` appends the rejected answer
+    and the error to what was sent."""
+    if policy.style == "restate":
+        return (*history, Message("user", f"{prompt}\n\n{policy.prompt(error)}"))
+    return (*messages, Message("assistant", answer), Message("user", policy.prompt(error)))
+
+
+def _error_summary(exc: Exception) -> StepError:
     """What a recoverable step's record keeps of its error."""
-    out: dict[str, object] = {"type": type(exc).__name__, "message": preview(str(exc), 500)}
-    if isinstance(exc, ModelOutputError):
-        out["reason"] = exc.reason
-        out["output_preview"] = exc.output_preview
-    if isinstance(exc, BackendError):
-        out["status"] = exc.status
-    return out
+    return StepError(
+        type=type(exc).__name__,
+        message=preview(str(exc), 500),
+        reason=exc.reason if isinstance(exc, ModelOutputError) else None,
+        output_preview=exc.output_preview if isinstance(exc, ModelOutputError) else None,
+        status=exc.status if isinstance(exc, BackendError) else None,
+    )
+
+
+def as_json(value: object) -> JsonValue:
+    """``value`` as JSON data for the record: models, dataclasses, mappings and sequences are
+    converted in full (never trimmed); bytes become base64, NaN and infinities ``null``
+    (JSON has neither), anything else JSON cannot hold its ``repr``."""
+    try:
+        converted: JsonValue = to_jsonable_python(
+            value, fallback=repr, inf_nan_mode="null", bytes_mode="base64"
+        )
+    except Exception:  # a value that cannot be walked at all is still recorded
+        return repr(value)
+    return converted
+
+
+def _meta(meta: Mapping[str, object]) -> dict[str, JsonValue]:
+    return {str(key): as_json(value) for key, value in meta.items()}

@@ -1,9 +1,9 @@
 """The standard prompt pipeline: dislike rewrite, six prompt stages, tree-of-thought refinement.
 
-Builds engine trees; knows prompts and policy, not transport or files. Prompt texts read the
-run's inputs from ``ctx.outputs`` (``concepts``, ``preferences``, ``dislikes``), so the same
-tree serves every run and the dislike rewrite can change the concepts before stage 1 reads
-them.
+Builds engine trees; knows prompts and policy, not transport or files. The run's inputs
+reach the prompts as one typed :class:`Brief` (the concepts after the dislike rewrite, the
+rendered profile, the dislikes); ``ctx.outputs`` carries only what steps capture for later
+steps (the enclave's threads and drafts, each stage's output).
 
 Shape (refinement ``final``)::
 
@@ -25,29 +25,51 @@ drafts only. Every chat step carries a seed derived from the run seed and its pa
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Sequence
-from typing import Literal
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, ClassVar, Literal
 
-from image_project.engine import Block, ChatStep, Context, Node, fanout_then_reduce
+from pydantic import ConfigDict, Field, StringConstraints, create_model, model_validator
+
+from image_project.engine import (
+    Block,
+    ChatStep,
+    Context,
+    JsonOutput,
+    Node,
+    PromptFn,
+    PromptSource,
+    ReaskPolicy,
+    fanout_then_reduce,
+)
+from image_project.record.base import RecordModel
 from image_project.seeding import derive_seed
 
 __all__ = [
+    "CONCEPTS_KEY",
     "CRITICS",
     "DALLE_PROMPT_KEY",
     "STAGES",
     "SYSTEM_PROMPT",
+    "Brief",
+    "ConceptRewrite",
     "Refinement",
+    "StagePrompt",
     "concept_lines",
+    "concept_rewrite_output",
     "dislike_rewrite_step",
-    "parse_concept_array",
     "prompt_pipeline",
     "stage_block",
+    "stage_prompt",
     "tot_enclave",
 ]
 
 Refinement = Literal["final", "per_stage", "none"]
 DALLE_PROMPT_KEY = "dalle_prompt"
+CONCEPTS_KEY = "concepts"
+"""The dislike rewrite's capture: the rewritten concepts."""
 
 SYSTEM_PROMPT = (
     "You are an enclave of artists who together design one meaningful, striking image. You "
@@ -57,22 +79,28 @@ SYSTEM_PROMPT = (
 )
 
 
-def concept_lines(ctx: Context) -> str:
-    """The run's concepts as ``- concept`` lines."""
-    return "\n".join(f"- {c}" for c in ctx.outputs["concepts"])
+@dataclass(frozen=True)
+class Brief:
+    """What the prompt stages are about: the concepts (after the dislike rewrite), the
+    person's profile rendered for prompts, and the dislikes."""
+
+    concepts: tuple[str, ...]
+    preferences: str
+    dislikes: tuple[str, ...] = ()
 
 
-def _profile(ctx: Context) -> str:
-    return str(ctx.outputs["preferences"])
+def concept_lines(concepts: Sequence[str]) -> str:
+    """The concepts as ``- concept`` lines."""
+    return "\n".join(f"- {c}" for c in concepts)
 
 
-def _initial(ctx: Context) -> str:
+def _initial(brief: Brief) -> str:
     return (
         "We are creating one artwork for the person whose preferences follow. Treat the "
         "preferences as authoritative: lean into the likes and never depict the dislikes.\n\n"
-        f"Preferences:\n{_profile(ctx)}\n\n"
+        f"Preferences:\n{brief.preferences}\n\n"
         "Blend these three randomly chosen concepts into one image:\n"
-        f"{concept_lines(ctx)}\n\n"
+        f"{concept_lines(brief.concepts)}\n\n"
         "Propose FOUR distinct central themes, each with the story it tells and the message it "
         "carries. Be sophisticated and specific, not cliché or milquetoast; say each with "
         "conviction in two or three sentences."
@@ -111,8 +139,11 @@ _STAGE_PROMPTS: dict[str, str] = {
     ),
 }
 
-# Stage id -> prompt source, in pipeline order. The last one's output is the image prompt.
-STAGES: tuple[tuple[str, str | object], ...] = (
+StagePrompt = str | Callable[[Brief], str]
+"""A stage's prompt: fixed text, or text built from the run's :class:`Brief`."""
+
+# Stage id -> prompt, in pipeline order. The last one's output is the image prompt.
+STAGES: tuple[tuple[str, StagePrompt], ...] = (
     ("initial_prompt", _initial),
     ("section_2_choice", _STAGE_PROMPTS["section_2_choice"]),
     ("section_2b_title_and_story", _STAGE_PROMPTS["section_2b_title_and_story"]),
@@ -120,6 +151,13 @@ STAGES: tuple[tuple[str, str | object], ...] = (
     ("section_4_concise_description", _STAGE_PROMPTS["section_4_concise_description"]),
     ("dalle_prompt_creation", _STAGE_PROMPTS[DALLE_PROMPT_KEY]),
 )
+
+
+def stage_prompt(stage: str, brief: Brief) -> str:
+    """The prompt of ``stage`` (one of :data:`STAGES`) for this run's brief."""
+    prompt = dict(STAGES)[stage]
+    return prompt if isinstance(prompt, str) else prompt(brief)
+
 
 # Critic personas of the tree-of-thought enclave: (name, label, persona, sees).
 CRITICS: tuple[tuple[str, str, str, str | None], ...] = (
@@ -152,21 +190,17 @@ CRITICS: tuple[tuple[str, str, str, str | None], ...] = (
 CONSENSUS_DRAFTS = 3
 
 
-def _critic_prompt(label: str, persona: str, sees: str | None) -> object:
-    def render(ctx: Context) -> str:
-        extra = ""
-        if sees == "preferences":
-            extra = f"\n\nThe viewer's preferences (authoritative):\n{_profile(ctx)}"
-        elif sees == "concepts":
-            extra = f"\n\nThe concepts this artwork blends:\n{concept_lines(ctx)}"
-        return (
-            f"You are {label}. Persona: {persona}. You are one voice in a critique circle and "
-            "cannot see the others. Critique and refine ONLY the last assistant response above. "
-            "Reply with '## Issues' and '## Edits' sections, at most 1000 characters in total."
-            + extra
-        )
-
-    return render
+def _critic_prompt(label: str, persona: str, sees: str | None, brief: Brief) -> str:
+    extra = ""
+    if sees == "preferences":
+        extra = f"\n\nThe viewer's preferences (authoritative):\n{brief.preferences}"
+    elif sees == "concepts":
+        extra = f"\n\nThe concepts this artwork blends:\n{concept_lines(brief.concepts)}"
+    return (
+        f"You are {label}. Persona: {persona}. You are one voice in a critique circle and "
+        "cannot see the others. Critique and refine ONLY the last assistant response above. "
+        "Reply with '## Issues' and '## Edits' sections, at most 1000 characters in total." + extra
+    )
 
 
 def _critiques(ctx: Context, stage: str) -> str:
@@ -180,7 +214,7 @@ def _critiques(ctx: Context, stage: str) -> str:
     return "\n\n".join(parts)
 
 
-def _consensus_prompt(stage: str) -> object:
+def _consensus_prompt(stage: str) -> PromptFn:
     def render(ctx: Context) -> str:
         return (
             "Five critics reviewed the last assistant response. Weigh them: the "
@@ -192,7 +226,7 @@ def _consensus_prompt(stage: str) -> object:
     return render
 
 
-def _final_prompt(stage: str) -> object:
+def _final_prompt(stage: str) -> PromptFn:
     def render(ctx: Context) -> str:
         drafts = []
         for i in range(1, CONSENSUS_DRAFTS + 1):
@@ -211,7 +245,7 @@ def _final_prompt(stage: str) -> object:
     return render
 
 
-def tot_enclave(stage: str, *, run_seed: int, temperature: float) -> Block:
+def tot_enclave(stage: str, *, brief: Brief, run_seed: int, temperature: float) -> Block:
     """Five critics concurrently, three consensus drafts concurrently, one synthesis."""
 
     def seed(*labels: str) -> int:
@@ -220,7 +254,7 @@ def tot_enclave(stage: str, *, run_seed: int, temperature: float) -> Block:
     critics: list[Node] = [
         ChatStep(
             name=name,
-            prompt=_critic_prompt(label, persona, sees),  # type: ignore[arg-type]
+            prompt=_critic_prompt(label, persona, sees, brief),
             temperature=temperature,
             merge="none",
             capture_key=f"enclave.{stage}.{name}",
@@ -235,7 +269,7 @@ def tot_enclave(stage: str, *, run_seed: int, temperature: float) -> Block:
         nodes=[
             ChatStep(
                 name=f"consensus_{i}",
-                prompt=_consensus_prompt(stage),  # type: ignore[arg-type]
+                prompt=_consensus_prompt(stage),
                 temperature=temperature,
                 merge="none",
                 capture_key=f"enclave.{stage}.consensus_{i}",
@@ -246,7 +280,7 @@ def tot_enclave(stage: str, *, run_seed: int, temperature: float) -> Block:
     )
     final = ChatStep(
         name="final_consensus",
-        prompt=_final_prompt(stage),  # type: ignore[arg-type]
+        prompt=_final_prompt(stage),
         temperature=temperature,
         seed=seed("final_consensus"),
     )
@@ -254,24 +288,32 @@ def tot_enclave(stage: str, *, run_seed: int, temperature: float) -> Block:
 
 
 def stage_block(
-    stage: str, prompt: str | object, *, refine: bool, run_seed: int, temperature: float
+    stage: str,
+    prompt: PromptSource,
+    *,
+    brief: Brief,
+    refine: bool,
+    run_seed: int,
+    temperature: float,
 ) -> Block:
     """One stage: a draft, then (``refine``) the ToT enclave; merges its last response and
     captures it as ``stage.<stage>`` (``dalle_prompt`` for the last stage)."""
     draft = ChatStep(
         name="draft",
-        prompt=prompt,  # type: ignore[arg-type]
+        prompt=prompt,
         temperature=temperature,
         seed=derive_seed(run_seed, "step", stage, "draft"),
     )
     nodes: list[Node] = [draft]
     if refine:
-        nodes.append(tot_enclave(stage, run_seed=run_seed, temperature=temperature))
+        nodes.append(tot_enclave(stage, brief=brief, run_seed=run_seed, temperature=temperature))
     capture = DALLE_PROMPT_KEY if stage == "dalle_prompt_creation" else f"stage.{stage}"
     return Block(name=stage, merge="last_response", capture_key=capture, nodes=nodes)
 
 
-def prompt_pipeline(*, run_seed: int, refinement: Refinement, temperature: float) -> Block:
+def prompt_pipeline(
+    *, brief: Brief, run_seed: int, refinement: Refinement, temperature: float
+) -> Block:
     """The six prompt stages; the last captures ``dalle_prompt``."""
     last = len(STAGES) - 1
     return Block(
@@ -280,12 +322,13 @@ def prompt_pipeline(*, run_seed: int, refinement: Refinement, temperature: float
         nodes=[
             stage_block(
                 stage,
-                prompt,
+                stage_prompt(stage, brief),
+                brief=brief,
                 refine=refinement == "per_stage" or (refinement == "final" and i == last),
                 run_seed=run_seed,
                 temperature=temperature,
             )
-            for i, (stage, prompt) in enumerate(STAGES)
+            for i, (stage, _) in enumerate(STAGES)
         ],
     )
 
@@ -295,52 +338,70 @@ def prompt_pipeline(*, run_seed: int, refinement: Refinement, temperature: float
 _DISLIKE_SYSTEM = (
     "You rewrite art concepts so that none conflicts with a person's dislikes. Rewrite only a "
     "concept that clearly conflicts; keep the others exactly as given. Keep variety, keep the "
-    "count and the order, and do not over-censor. Reply with ONLY a JSON array of strings."
+    "count and the order, and do not over-censor. Reply with ONLY a JSON object whose "
+    '"concepts" key holds the concepts as an array of strings.'
 )
 
+_Concept = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=2000)]
 
-def parse_concept_array(expected: int) -> object:
-    """A parser for the rewrite: a JSON array of ``expected`` non-empty strings. Code
-    fences and prose around the array are tolerated; anything else is a ValueError."""
 
-    def parse(text: str) -> tuple[str, ...]:
-        body = text.strip()
-        if body.startswith("```"):
-            body = body.strip("`")
-            body = body.split("\n", 1)[1] if "\n" in body else body
-        start, end = body.find("["), body.rfind("]")
-        if start < 0 or end <= start:
-            raise ValueError("expected a JSON array of strings, found no [...] in the answer")
-        try:
-            value = json.loads(body[start : end + 1])
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"the array is not valid JSON: {exc}") from exc
-        if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
-            raise ValueError("every element must be a non-empty string")
-        if len(value) != expected:
-            raise ValueError(f"expected {expected} concepts, got {len(value)}")
-        return tuple(v.strip() for v in value)
+class ConceptRewrite(RecordModel):
+    """The dislike rewrite's answer: the concepts, same count and order (an object holding
+    the array, since strict structured outputs need an object at the root)."""
 
-    return parse
+    model_config = ConfigDict(title="concept_rewrite", strict=True)
+    expected: ClassVar[int] = 0
+
+    concepts: list[_Concept]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _count(cls, data: Any) -> Any:
+        concepts = data.get("concepts") if isinstance(data, dict) else None
+        if cls.expected and isinstance(concepts, list) and len(concepts) != cls.expected:
+            raise ValueError(f"expected {cls.expected} concepts, got {len(concepts)}")
+        return data
+
+
+@functools.lru_cache(maxsize=16)
+def _rewrite_model(count: int) -> type[ConceptRewrite]:
+    model = create_model(
+        "ConceptRewrite",
+        __base__=ConceptRewrite,
+        concepts=(list[_Concept], Field(min_length=count, max_length=count)),
+    )
+    model.expected = count
+    return model
+
+
+def concept_rewrite_output(count: int) -> JsonOutput:
+    """The rewrite's output: ``count`` non-empty concepts, captured as a tuple."""
+
+    def concepts(answer: ConceptRewrite) -> tuple[str, ...]:
+        return tuple(answer.concepts)
+
+    return JsonOutput(_rewrite_model(count), check=concepts)
 
 
 def dislike_rewrite_step(
     concepts: Sequence[str], dislikes: Sequence[str], *, run_seed: int, max_reasks: int = 2
 ) -> ChatStep:
-    """One stateless call that rewrites only the concepts that conflict with a dislike."""
+    """One stateless call that rewrites only the concepts that conflict with a dislike; it
+    captures the concepts as ``concepts`` (:data:`CONCEPTS_KEY`)."""
     return ChatStep(
         name="dislike_rewrite",
         prompt=(
             f"Concepts (JSON): {json.dumps(list(concepts), ensure_ascii=False)}\n"
             f"Dislikes (JSON): {json.dumps(list(dislikes), ensure_ascii=False)}\n"
-            f"Return ONLY a JSON array of exactly {len(concepts)} strings, same order."
+            f'Return ONLY {{"concepts": [...]}} with exactly {len(concepts)} strings, '
+            "same order."
         ),
         temperature=0.25,
         stateless=True,
         system_prompt=_DISLIKE_SYSTEM,
         merge="none",
-        parse=parse_concept_array(len(concepts)),  # type: ignore[arg-type]
-        max_reasks=max_reasks,
-        capture_key="concepts",
+        output=concept_rewrite_output(len(concepts)),
+        reask=ReaskPolicy(max=max_reasks),
+        capture_key=CONCEPTS_KEY,
         seed=derive_seed(run_seed, "step", "dislike_rewrite"),
     )

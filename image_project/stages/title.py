@@ -24,37 +24,45 @@ Because the manifest may change between the call and the moment the title is wri
 
 from __future__ import annotations
 
+import logging
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Literal, TypeAlias
+from typing import TYPE_CHECKING
 
 from image_project.engine.nodes import ChatStep
-from image_project.errors import EmptyPromptError
+from image_project.engine.output import ReaskPolicy, TextOutput
+from image_project.engine.runner import ChatRunner
+from image_project.errors import EmptyPromptError, RefusalError
+from image_project.record.run import TitleSource
 
 if TYPE_CHECKING:
     from image_project.engine.context import Context
+
+logger = logging.getLogger("image_project.title")
 
 __all__ = [
     "FALLBACK_TITLE",
     "MAX_AVOID_TITLES_IN_PROMPT",
     "ROMAN_NUMERALS",
+    "TITLE_KEY",
     "TITLE_SYSTEM_PROMPT",
     "TitleCollisionError",
     "TitleResult",
-    "TitleSource",
     "build_title_prompt",
     "disambiguate",
     "resolve_collision",
+    "run_title",
     "sanitize_title",
     "title_step",
     "validate_title",
 ]
 
-TitleSource: TypeAlias = Literal["llm", "llm_disambiguated", "fallback"]
 
 FALLBACK_TITLE = "Untitled Work"
+TITLE_KEY = "title"
+"""The title step's capture: a :class:`TitleResult`."""
 MAX_AVOID_TITLES_IN_PROMPT = 25
 
 TITLE_SYSTEM_PROMPT = (
@@ -93,15 +101,6 @@ class TitleResult:
     source: TitleSource
     raw: str
     attempts: int
-
-    def to_dict(self) -> dict[str, object]:
-        """The transcript's ``title_generation`` object."""
-        return {
-            "title": self.title,
-            "title_source": self.source,
-            "title_raw": self.raw,
-            "attempts": self.attempts,
-        }
 
 
 class TitleCollisionError(ValueError):
@@ -392,14 +391,39 @@ def title_step(
         prompt=prompt,
         temperature=temperature,
         merge="none",
-        capture_key="title",
+        capture_key=TITLE_KEY,
         seed=seed,
         stateless=True,
         system_prompt=TITLE_SYSTEM_PROMPT,
-        parse=parse,
-        max_reasks=max_attempts - 1,
-        reask_prompt=_title_reask,
-        fallback=fallback,
+        output=TextOutput(parse),
+        reask=ReaskPolicy(max=max_attempts - 1, prompt=_title_reask, fallback=fallback),
         allow_empty_response=True,
         meta={"max_attempts": max_attempts, "existing_titles": len(avoid)},
     )
+
+
+async def run_title(
+    runner: ChatRunner,
+    ctx: Context,
+    image_prompt: str,
+    existing: Sequence[str],
+    *,
+    seed: int | None = None,
+) -> TitleResult:
+    """The title of a finished image: :func:`title_step` run on ``ctx``.
+
+    A title is never worth failing a finished image for: a refusal gives a deterministic
+    fallback (``Untitled Work``, made unique) with ``source="fallback"`` and the refusal as
+    ``raw``; bad answers already end in the step's own fallback. Transport errors propagate.
+    """
+    try:
+        await runner.run(ctx, title_step(image_prompt, existing, seed=seed))
+    except RefusalError as refusal:
+        logger.warning("Title step refused (%s); using a deterministic fallback title", refusal)
+        return TitleResult(
+            disambiguate(FALLBACK_TITLE, existing), "fallback", refusal.output_preview, 1
+        )
+    result = ctx.outputs[TITLE_KEY]
+    if not isinstance(result, TitleResult):
+        raise TypeError(f"the title step captured {type(result).__name__}, not a TitleResult")
+    return result

@@ -87,7 +87,7 @@ for _ in range(n):
 """
 
 
-def _spawn(script: str, *args: str | Path) -> subprocess.Popen[str]:
+def _spawn(script: str, *args: str | Path | int) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-c", script, *map(str, args)],
         stdin=subprocess.PIPE,

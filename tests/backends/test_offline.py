@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import importlib
 import importlib.util
 import io
@@ -9,14 +10,16 @@ import json
 import math
 import random
 import re
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Literal
 
 import anyio
 import pytest
 from PIL import Image, ImageStat
+from pydantic import BaseModel, ConfigDict, Field
 
 from image_project.backends.base import (
+    STRICT_KEYWORDS,
     ImageBackend,
     ImageRequest,
     JsonSchema,
@@ -26,6 +29,7 @@ from image_project.backends.base import (
     TextRequest,
 )
 from image_project.backends.jsonschema_instance import (
+    SUPPORTED_KEYWORDS,
     UnsupportedSchemaError,
     check_schema,
     generate_instance,
@@ -35,7 +39,18 @@ from image_project.backends.offline import (
     OfflineImageBackend,
     OfflineTextBackend,
 )
+from image_project.engine import ChatRunner, Context
+from image_project.engine.output import JsonOutput, strict_json_schema
 from image_project.errors import RequestRejectedError
+from image_project.record import IdeaCard
+from image_project.stages.scoring.cards import CARD_OUTPUT
+from image_project.stages.scoring.hints import ProfileHints, hints_output
+from image_project.stages.scoring.judges import judge_output
+from image_project.stages.standard import (
+    CONCEPTS_KEY,
+    concept_rewrite_output,
+    dislike_rewrite_step,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -46,144 +61,105 @@ USER = (
 MESSAGES = (Message("system", "You are a careful art director."), Message("user", USER))
 
 
-def _strings(items: int) -> dict[str, Any]:
-    return {"type": "array", "minItems": items, "items": {"type": "string"}}
+# --------------------------------------------------------------------------- answer schemas
+# Every schema below is generated from a pydantic answer model by strict_json_schema, the
+# only way the package builds an answer schema. Two small models cover every strict keyword;
+# the rest are the package's real answer models.
 
 
-IDEA_CARD: dict[str, Any] = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["hook", "narrative", "options", "avoid"],
-    "properties": {
-        "hook": {"type": "string"},
-        "narrative": {"type": "string"},
-        "options": {
-            "type": "object",
-            "additionalProperties": False,
-            "required": ["composition", "palette", "medium", "mood"],
-            "properties": {
-                "composition": _strings(2),
-                "palette": _strings(2),
-                "medium": _strings(1),
-                "mood": _strings(1),
-            },
-        },
-        "avoid": {"type": "array", "items": {"type": "string"}},
-    },
-}
+class Swatch(BaseModel):
+    model_config = ConfigDict(title="swatch")
+
+    warmth: Literal["warm", "cool", "neutral"]
+    strength: float = Field(ge=0.0, le=1.0)
+    layers: int = Field(ge=1, le=3)
+
+
+class Sketch(BaseModel):
+    model_config = ConfigDict(title="sketch")
+
+    title: str
+    description: str
+    offset: int = Field(ge=-3, le=3)
+    score: int = Field(ge=0, le=100)
+    count: int
+    framed: bool
+    tilt: float
+    main: Swatch
+    swatches: list[Swatch] = Field(min_length=1)
+    tags: list[str] = Field(min_length=2, max_length=5)
+    notes: list[str]
+
+
 JUDGE_IDS = ["A", "B", "C", "D", "E", "F"]
-JUDGE: dict[str, Any] = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["scores"],
-    "properties": {
-        "scores": {
-            "type": "array",
-            "minItems": 6,
-            "maxItems": 6,
-            "items": {
-                "type": "object",
-                "additionalProperties": False,
-                "required": ["id", "score"],
-                "properties": {
-                    "id": {"type": "string", "enum": JUDGE_IDS},
-                    "score": {"type": "integer", "minimum": 0, "maximum": 100},
-                },
-            },
-        }
-    },
+JUDGE_ORDER = ["D", "A", "F", "C", "E", "B"]  # a judge sees the cards shuffled
+JudgeModel = judge_output(JUDGE_IDS).model
+RewriteModel = concept_rewrite_output(3).model
+
+MODELS: dict[str, type[BaseModel]] = {
+    "sketch": Sketch,
+    "idea_card": IdeaCard,
+    "profile_hints": ProfileHints,
+    "judge": JudgeModel,
+    "concept_rewrite": RewriteModel,
 }
-REFS_AND_UNIONS: dict[str, Any] = {
-    "$defs": {
-        "tag": {"type": "string", "minLength": 3, "maxLength": 24, "pattern": "^[A-Za-z' -]+$"},
-        "node": {
-            "type": "object",
-            "additionalProperties": False,
-            "required": ["name", "children"],
-            "properties": {
-                "name": {"$ref": "#/$defs/tag"},
-                "children": {"type": "array", "maxItems": 2, "items": {"$ref": "#/$defs/node"}},
-            },
-        },
-    },
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["tree", "maybe", "kind", "fixed", "ratio", "count", "flag", "nothing"],
-    "properties": {
-        "tree": {"$ref": "#/$defs/node"},
-        "maybe": {"anyOf": [{"type": "integer", "exclusiveMinimum": 0}, {"type": "null"}]},
-        "kind": {"type": ["string", "null"], "enum": ["warm", "cool", None]},
-        "fixed": {"const": "v1"},
-        "ratio": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 0.5},
-        "count": {"type": "integer", "minimum": -3, "maximum": 3},
-        "flag": {"type": "boolean"},
-        "nothing": {"type": "null"},
-    },
-}
-SCHEMAS = {"idea_card": IDEA_CARD, "judge": JUDGE, "refs_and_unions": REFS_AND_UNIONS}
 
 
-def _validate(value: Any, schema: Any, root: Mapping[str, Any], where: str = "$") -> None:
-    """A small validator for the subset the offline backend supports (jsonschema may be absent)."""
-    if schema is True:
-        return
-    if "$ref" in schema:
-        target: Any = root
-        for part in schema["$ref"].lstrip("#").split("/")[1:]:
-            target = target[part]
-        _validate(value, target, root, where)
-        return
-    if "anyOf" in schema:
-        errors = []
-        for branch in schema["anyOf"]:
-            try:
-                _validate(value, branch, root, where)
-                return
-            except AssertionError as exc:
-                errors.append(str(exc))
-        raise AssertionError(f"{where}: no anyOf branch matched: {errors}")
-    if "const" in schema:
-        assert value == schema["const"], where
+def schema_of(model: type[BaseModel]) -> JsonSchema:
+    return strict_json_schema(model)
+
+
+IDEA_CARD = schema_of(IdeaCard)
+JUDGE = schema_of(JudgeModel)
+HINTS = schema_of(ProfileHints)
+REWRITE = schema_of(RewriteModel)
+
+
+def keywords(node: Any) -> Iterator[str]:
+    """Every keyword used anywhere in a schema."""
+    if isinstance(node, Mapping):
+        yield from node
+        for name, sub in node.items():
+            if name == "properties":
+                for prop in sub.values():
+                    yield from keywords(prop)
+            elif name == "items":
+                yield from keywords(sub)
+
+
+def _validate(value: Any, schema: Mapping[str, Any], where: str = "$") -> None:
+    """A small validator for the strict subset (jsonschema may be absent)."""
+    assert set(schema) <= STRICT_KEYWORDS, f"{where}: {sorted(set(schema) - STRICT_KEYWORDS)}"
     if "enum" in schema:
         assert value in schema["enum"], f"{where}: {value!r} not in enum"
-    if "type" in schema:
-        types = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
-        checks = {
-            "object": lambda v: isinstance(v, dict),
-            "array": lambda v: isinstance(v, list),
-            "string": lambda v: isinstance(v, str),
-            "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
-            "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
-            "boolean": lambda v: isinstance(v, bool),
-            "null": lambda v: v is None,
-        }
-        assert any(checks[t](value) for t in types), f"{where}: {value!r} is not {types}"
+    checks: dict[str, Callable[[Any], bool]] = {
+        "object": lambda v: isinstance(v, dict),
+        "array": lambda v: isinstance(v, list),
+        "string": lambda v: isinstance(v, str),
+        "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+        "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+        "boolean": lambda v: isinstance(v, bool),
+    }
+    assert checks[schema["type"]](value), f"{where}: {value!r} is not {schema['type']}"
     if isinstance(value, dict):
         props = schema.get("properties", {})
         assert set(schema.get("required", [])) <= value.keys(), f"{where}: missing keys"
-        if schema.get("additionalProperties") is False:
-            assert value.keys() <= props.keys(), f"{where}: extra keys"
+        assert schema.get("additionalProperties") is False, f"{where}: not a strict object"
+        assert value.keys() <= props.keys(), f"{where}: extra keys"
         for key, sub in value.items():
-            if key in props:
-                _validate(sub, props[key], root, f"{where}.{key}")
+            _validate(sub, props[key], f"{where}.{key}")
     if isinstance(value, list):
         assert len(value) >= schema.get("minItems", 0), f"{where}: too few items"
         assert len(value) <= schema.get("maxItems", math.inf), f"{where}: too many items"
         for i, item in enumerate(value):
-            _validate(item, schema.get("items", True), root, f"{where}[{i}]")
-    if isinstance(value, str):
-        assert schema.get("minLength", 0) <= len(value) <= schema.get("maxLength", math.inf)
-        if "pattern" in schema:
-            assert re.search(schema["pattern"], value), f"{where}: {value!r} !~ pattern"
+            _validate(item, schema["items"], f"{where}[{i}]")
     if isinstance(value, int | float) and not isinstance(value, bool):
         assert value >= schema.get("minimum", -math.inf), where
         assert value <= schema.get("maximum", math.inf), where
-        assert value > schema.get("exclusiveMinimum", -math.inf), where
-        assert value < schema.get("exclusiveMaximum", math.inf), where
 
 
 def assert_valid(value: Any, schema: Mapping[str, Any]) -> None:
-    _validate(value, schema, schema)
+    _validate(value, schema)
     if importlib.util.find_spec("jsonschema") is not None:  # a second opinion when installed
         importlib.import_module("jsonschema").validate(value, schema)
 
@@ -193,14 +169,14 @@ def text_request(
     *,
     seed: int | None = 7,
     temperature: float = 0.9,
-    schema: Mapping[str, Any] | None = None,
+    schema: JsonSchema | None = None,
     max_output_tokens: int | None = None,
 ) -> TextRequest:
     return TextRequest(
         messages=messages,
         temperature=temperature,
         seed=seed,
-        json_schema=None if schema is None else JsonSchema("answer", schema),
+        json_schema=schema,
         max_output_tokens=max_output_tokens,
     )
 
@@ -251,14 +227,14 @@ async def test_reply_reports_offline_metadata_and_usage() -> None:
 
 
 @pytest.mark.parametrize("schema", [None, IDEA_CARD], ids=["prose", "schema"])
-async def test_same_request_gives_the_same_reply(schema: Mapping[str, Any] | None) -> None:
+async def test_same_request_gives_the_same_reply(schema: JsonSchema | None) -> None:
     first = await complete(text_request(schema=schema))
     again = await OfflineTextBackend().complete(text_request(schema=schema))
     assert again.text == first
 
 
 @pytest.mark.parametrize("schema", [None, IDEA_CARD, JUDGE], ids=["prose", "card", "judge"])
-async def test_different_seeds_give_different_replies(schema: Mapping[str, Any] | None) -> None:
+async def test_different_seeds_give_different_replies(schema: JsonSchema | None) -> None:
     replies = {await complete(text_request(seed=seed, schema=schema)) for seed in range(5)}
     assert len(replies) == 5
 
@@ -289,19 +265,80 @@ def test_generation_does_not_touch_the_global_random() -> None:
     random.seed(1234)
     expected = random.random()
     random.seed(1234)
-    generate_instance(IDEA_CARD, random.Random(1), ["teal harbour"])
+    generate_instance(IDEA_CARD.schema, random.Random(1), ["teal harbour"])
+    generate_instance(schema_of(Sketch).schema, random.Random(1), ["teal harbour"])
     assert random.random() == expected
 
 
 # --------------------------------------------------------------------------- structured output
 
 
-@pytest.mark.parametrize("name", sorted(SCHEMAS))
+def test_supported_keywords_are_the_strict_keywords() -> None:
+    assert SUPPORTED_KEYWORDS == STRICT_KEYWORDS
+
+
+def test_the_test_schemas_use_every_strict_keyword() -> None:
+    used = {k for model in MODELS.values() for k in keywords(schema_of(model).schema)}
+    assert used == STRICT_KEYWORDS
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
 async def test_schema_replies_validate(name: str) -> None:
-    schema = SCHEMAS[name]
+    model = MODELS[name]
+    schema = schema_of(model)
     for seed in range(25):
         value = json.loads(await complete(text_request(seed=seed, schema=schema)))
-        assert_valid(value, schema)
+        assert_valid(value, schema.schema)
+        model.model_validate(value)  # string lengths too, which the schema cannot say
+
+
+LIKES = ["Misty coastal landscapes at dawn", "teal and burnt-orange palettes", "cats in sunlight"]
+HINTS_USER = (
+    "Summarise this taste as broad hints, in a register such as: quiet, intimate, weathered, "
+    "luminous, tactile, airy, contemplative.\n\n<do_not_copy>\nLoves:\n- "
+    + "\n- ".join(LIKES)
+    + "\n</do_not_copy>"
+)
+REWRITE_USER = (
+    f"Concepts (JSON): {json.dumps(['Baroque', 'Bird-Eye View', 'Harbour'])}\n"
+    'Return ONLY {"concepts": [...]} with exactly 3 strings, same order.'
+)
+# (output, user message, what its parse must give)
+REAL_OUTPUTS: dict[str, tuple[JsonOutput, str, Callable[[object], bool]]] = {
+    "idea_card": (CARD_OUTPUT, USER, lambda v: isinstance(v, IdeaCard)),
+    "profile_hints": (hints_output(LIKES), HINTS_USER, lambda v: isinstance(v, ProfileHints)),
+    "judge": (
+        judge_output(JUDGE_ORDER),
+        USER,
+        lambda v: isinstance(v, dict) and list(v) == JUDGE_ORDER,
+    ),
+    "concept_rewrite": (
+        concept_rewrite_output(3),
+        REWRITE_USER,
+        lambda v: v == ("Baroque", "Bird-Eye View", "Harbour"),
+    ),
+    "concept_rewrite_generated": (
+        concept_rewrite_output(3),
+        USER,
+        lambda v: isinstance(v, tuple) and len(v) == 3,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REAL_OUTPUTS))
+async def test_offline_answers_are_valid_model_answers(name: str) -> None:
+    """What the package's own parse accepts, so an offline run never re-asks."""
+    output, prompt, expected = REAL_OUTPUTS[name]
+    for seed in range(20):
+        for temperature in (0.0, 1.0):
+            request = text_request(
+                (Message("system", "Answer in JSON."), Message("user", prompt)),
+                seed=seed,
+                temperature=temperature,
+                schema=output.schema,
+            )
+            value = output.parse(await complete(request))
+            assert expected(value), value
 
 
 async def test_idea_card_strings_come_from_the_conversation() -> None:
@@ -324,7 +361,7 @@ async def test_judge_scores_name_every_id_once_in_order_and_vary() -> None:
 
 
 def test_id_enum_arrays_shorter_than_the_enum_are_distinct() -> None:
-    schema = json.loads(json.dumps(JUDGE))
+    schema = copy.deepcopy(dict(JUDGE.schema))
     schema["properties"]["scores"].update(minItems=3, maxItems=4)
     for seed in range(20):
         ids = [s["id"] for s in generate_instance(schema, random.Random(seed))["scores"]]
@@ -332,39 +369,197 @@ def test_id_enum_arrays_shorter_than_the_enum_are_distinct() -> None:
         assert ids == sorted(ids)
 
 
+# --------------------------------------------------------------------------- the rewrite echo
+
+
+async def test_rewrite_echoes_the_first_array_of_n_strings_unchanged() -> None:
+    kept = ["Café at dusk", 'a "quoted" harbour', "東京 skyline", "tabs\tand\\slashes"]
+    prompt = (
+        f"Shorter: {json.dumps(['x', 'y'])} and not an array: [1, 2, 3, 4]\n"
+        f"Concepts (JSON): {json.dumps(kept, ensure_ascii=False)}\n"
+        f"Dislikes (JSON): {json.dumps(['one', 'two', 'three', 'four'])}\n"
+        'Return ONLY {"concepts": [...]} with exactly 4 strings, same order.'
+    )
+    output = concept_rewrite_output(4)
+    for seed in range(5):
+        for temperature in (0.0, 1.0):
+            request = text_request(
+                user(prompt), seed=seed, temperature=temperature, schema=output.schema
+            )
+            text = await complete(request)
+            assert json.loads(text) == {"concepts": kept}
+            assert output.parse(text) == tuple(kept)
+
+
+async def test_without_an_array_of_n_strings_the_rewrite_is_generated() -> None:
+    prompt = f"Concepts (JSON): {json.dumps(['teal harbour', 'gulls'])}. Keep 3, same order."
+    value = json.loads(await complete(text_request(user(prompt), schema=REWRITE)))
+    assert list(value) == ["concepts"]
+    assert len(value["concepts"]) == 3
+
+
 @pytest.mark.parametrize(
-    ("fragment", "keyword"),
+    "prop",
     [
-        ({"type": "string", "format": "email"}, "format"),
-        ({"oneOf": [{"type": "string"}, {"type": "integer"}]}, "oneOf"),
-        ({"type": "array", "items": {"type": "string"}, "uniqueItems": True}, "uniqueItems"),
-        ({"type": "integer", "multipleOf": 5}, "multipleOf"),
-        ({"$ref": "https://example.com/schema.json"}, "local"),
+        # not exactly N: a range of counts
+        {"type": "array", "minItems": 2, "maxItems": 4, "items": {"type": "string"}},
+        # items that are not free strings
+        {"type": "array", "minItems": 3, "maxItems": 3, "items": {"type": "integer"}},
+        {
+            "type": "array",
+            "minItems": 3,
+            "maxItems": 3,
+            "items": {"type": "string", "enum": ["a", "b", "c"]},
+        },
     ],
 )
-async def test_unsupported_keywords_raise_a_clear_error(
-    fragment: dict[str, Any], keyword: str
+async def test_only_an_exactly_n_string_array_is_echoed(prop: dict[str, Any]) -> None:
+    schema = JsonSchema(
+        "answer",
+        {
+            "type": "object",
+            "properties": {"concepts": prop},
+            "required": ["concepts"],
+            "additionalProperties": False,
+        },
+    )
+    prompt = f"Concepts (JSON): {json.dumps(['p', 'q', 'r'])}"
+    for seed in range(5):
+        value = json.loads(await complete(text_request(user(prompt), seed=seed, schema=schema)))
+        assert value["concepts"] != ["p", "q", "r"]
+        assert_valid(value, schema.schema)
+
+
+async def test_a_schema_with_more_than_the_array_is_not_echoed() -> None:
+    prompt = f"Concepts (JSON): {json.dumps(['p', 'q', 'r'])}"
+    for seed in range(5):
+        value = json.loads(await complete(text_request(user(prompt), seed=seed, schema=HINTS)))
+        assert_valid(value, HINTS.schema)
+        assert value["adjectives"] != ["p", "q", "r"]
+
+
+async def test_offline_dislike_rewrite_keeps_the_concepts() -> None:
+    concepts = ["Baroque", "Bird's-Eye View", "Harbour at dusk"]
+    step = dislike_rewrite_step(concepts, ["gore", "clowns", "neon signs"], run_seed=1)
+    ctx = Context.with_system("s")
+    await ChatRunner(OfflineTextBackend()).run(ctx, step)
+    assert ctx.outputs[CONCEPTS_KEY] == tuple(concepts)
+
+
+# --------------------------------------------------------------------------- unsupported schemas
+
+UNSUPPORTED: list[tuple[str, dict[str, Any]]] = [
+    ("$ref", {"$ref": "#/$defs/tag"}),
+    ("anyOf", {"anyOf": [{"type": "string"}, {"type": "integer"}]}),
+    ("oneOf", {"oneOf": [{"type": "string"}, {"type": "integer"}]}),
+    ("allOf", {"allOf": [{"type": "string"}]}),
+    ("const", {"type": "string", "const": "v1"}),
+    ("pattern", {"type": "string", "pattern": "^[a-z]+$"}),
+    ("minLength", {"type": "string", "minLength": 3}),
+    ("maxLength", {"type": "string", "maxLength": 24}),
+    ("format", {"type": "string", "format": "email"}),
+    ("exclusiveMinimum", {"type": "number", "exclusiveMinimum": 0}),
+    ("exclusiveMaximum", {"type": "integer", "exclusiveMaximum": 5}),
+    ("multipleOf", {"type": "integer", "multipleOf": 5}),
+    ("uniqueItems", {"type": "array", "items": {"type": "string"}, "uniqueItems": True}),
+    ("prefixItems", {"type": "array", "items": {"type": "string"}, "prefixItems": []}),
+    ("title", {"type": "string", "title": "Tag"}),
+    ("description", {"type": "string", "description": "a tag"}),
+    ("default", {"type": "string", "default": "x"}),
+]
+
+
+@pytest.mark.parametrize(("keyword", "fragment"), UNSUPPORTED, ids=[k for k, _ in UNSUPPORTED])
+async def test_unsupported_keywords_are_rejected_by_name(
+    keyword: str, fragment: dict[str, Any]
 ) -> None:
     schema = {
         "type": "object",
         "additionalProperties": False,
         "required": ["ok", "bad"],
-        "properties": {"ok": {"type": "string"}, "bad": {"anyOf": [{"type": "null"}, fragment]}},
+        "properties": {"ok": {"type": "string"}, "bad": fragment},
     }
-    with pytest.raises(UnsupportedSchemaError, match=keyword) as info:
-        await complete(text_request(schema=schema))
+    with pytest.raises(UnsupportedSchemaError, match=re.escape(repr(keyword))) as info:
+        await complete(text_request(schema=JsonSchema("answer", schema)))
     assert isinstance(info.value, RequestRejectedError)
-    assert info.value.location == "#/properties/bad/anyOf/1"
-    assert "#/properties/bad/anyOf/1" in str(info.value)
+    assert info.value.location == "#/properties/bad"
+    assert "#/properties/bad" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("keyword", "value"),
+    [
+        ("$defs", {}),
+        ("$schema", "https://json-schema.org/draft/2020-12/schema"),
+        ("nullable", True),
+    ],
+)
+def test_unsupported_keywords_are_rejected_at_the_root_and_in_items(
+    keyword: str, value: object
+) -> None:
+    root = {"type": "object", "properties": {}, "required": [], "additionalProperties": False}
+    with pytest.raises(UnsupportedSchemaError, match=re.escape(repr(keyword))) as info:
+        check_schema({**root, keyword: value})
+    assert info.value.location == "#"
+    nested = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["xs"],
+        "properties": {"xs": {"type": "array", "items": {"type": "string", keyword: value}}},
+    }
+    with pytest.raises(UnsupportedSchemaError, match=re.escape(repr(keyword))) as info:
+        check_schema(nested)
+    assert info.value.location == "#/properties/xs/items"
+
+
+@pytest.mark.parametrize(
+    ("schema", "message"),
+    [
+        pytest.param(
+            {"type": ["string", "null"]},
+            "'type' must be one of",
+            id="type-list",
+        ),
+        ({"type": "null"}, "'type' must be one of"),
+        ({"enum": ["a", "b"]}, "'type' must be one of"),
+        ({"type": "string", "enum": []}, "'enum' must be a non-empty list"),
+        ({"type": "array"}, "an array needs 'items'"),
+        ({"type": "array", "items": [{"type": "string"}]}, "expected a schema object"),
+        (
+            {"type": "object", "properties": {}, "required": [], "additionalProperties": True},
+            "'additionalProperties' must be false",
+        ),
+        (
+            {
+                "type": "object",
+                "properties": {},
+                "required": [],
+                "additionalProperties": {"type": "string"},
+            },
+            "'additionalProperties' must be false",
+        ),
+        (
+            {"type": "object", "properties": {}, "required": ["ghost"]},
+            "'required' must name declared properties",
+        ),
+        ({"type": "integer", "minimum": "0"}, "'minimum' must be a number"),
+        ({"type": "array", "items": {"type": "string"}, "minItems": -1}, "'minItems' must be"),
+    ],
+)
+def test_schemas_outside_the_strict_subset_are_rejected(
+    schema: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(UnsupportedSchemaError, match=re.escape(message)):
+        check_schema(schema)
 
 
 def test_unsatisfiable_constraints_raise() -> None:
     with pytest.raises(UnsupportedSchemaError, match="pattern"):
         generate_instance({"type": "string", "pattern": r"^\d{3}-\d{4}$"}, random.Random(0))
     with pytest.raises(UnsupportedSchemaError, match="minItems"):
-        check_schema({"type": "array", "minItems": 3, "maxItems": 2})
+        check_schema({"type": "array", "items": {"type": "string"}, "minItems": 3, "maxItems": 2})
     with pytest.raises(UnsupportedSchemaError, match="no value"):
-        check_schema({"type": "integer", "exclusiveMinimum": 1, "exclusiveMaximum": 2})
+        check_schema({"type": "integer", "minimum": 3, "maximum": 2})
 
 
 # --------------------------------------------------------------------------- plain text rules
@@ -486,6 +681,17 @@ async def test_every_layout_renders(layout: str) -> None:
     assert Image.open(io.BytesIO(reply.data)).size == (160, 120)
 
 
+@pytest.mark.parametrize("model", [None, "gpt-image-1", "dall-e-3", "offline-image-1"])
+async def test_image_reply_names_the_offline_model_whatever_the_request_asked_for(
+    model: str | None,
+) -> None:
+    # No such model drew the picture, so the reply (and the run's record) must not say so.
+    request = ImageRequest("a teal harbour", model=model, size="64x48", seed=1)
+    reply = await OfflineImageBackend().generate(request)
+    assert reply.model == "offline-image-1"
+    assert Image.open(io.BytesIO(reply.data)).size == (64, 48)
+
+
 @pytest.mark.parametrize("size", ["big", "0x100", "100x99999", "1536 by 1024"])
 async def test_malformed_size_is_rejected(size: str) -> None:
     with pytest.raises(RequestRejectedError, match="size"):
@@ -499,21 +705,7 @@ async def test_do_not_copy_sections_never_reach_the_reply(schema: str | None) ->
         "Summarise the taste below as hints: quiet, intimate, weathered, luminous, airy.\n"
         f"<do_not_copy>\n{secret}\n</do_not_copy>"
     )
-    json_schema = (
-        JsonSchema(
-            "hints",
-            {
-                "type": "object",
-                "properties": {
-                    "adjectives": {"type": "array", "items": {"type": "string"}, "minItems": 6}
-                },
-                "required": ["adjectives"],
-                "additionalProperties": False,
-            },
-        )
-        if schema
-        else None
-    )
+    json_schema = HINTS if schema else None
     secret_words = {"misty", "coastal", "landscapes", "dawn", "teal", "burnt", "orange", "cats"}
     for seed in range(20):
         reply = await OfflineTextBackend().complete(

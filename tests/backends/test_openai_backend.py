@@ -28,7 +28,6 @@ from image_project.backends.base import (
 from image_project.backends.openai_backend import (
     OpenAIBackends,
     OpenAITransport,
-    from_env,
     openai_backends,
     set_network_policy,
 )
@@ -534,26 +533,6 @@ def test_set_network_policy_returns_the_previous_policy() -> None:
         set_network_policy(previous)
     with pytest.raises(ValueError):
         set_network_policy("sometimes")  # type: ignore[arg-type]
-
-
-def test_from_env_without_a_key_names_the_env_var() -> None:
-    with pytest.raises(AuthenticationError) as info:
-        from_env({"OTHER": "x"}, text_model="t", image_model="i", api_key_env="IMG_OPENAI_KEY")
-    assert "IMG_OPENAI_KEY" in str(info.value)
-    assert info.value.attempts == 0
-    with pytest.raises(AuthenticationError):
-        from_env(
-            {"IMG_OPENAI_KEY": "  "}, text_model="t", image_model="i", api_key_env="IMG_OPENAI_KEY"
-        )
-
-
-async def test_from_env_builds_backends_sharing_one_transport() -> None:
-    backends = from_env({"OPENAI_API_KEY": "sk-test"}, text_model="t", image_model="i")
-    try:
-        assert backends.text.transport is backends.image.transport is backends.transport
-        assert (backends.text.default_model, backends.image.default_model) == ("t", "i")
-    finally:
-        await backends.aclose()
 
 
 def test_transport_rejects_a_blank_key() -> None:

@@ -27,6 +27,7 @@ from image_project.engine import (
 )
 from image_project.engine.runner import ExecutionMode
 from image_project.errors import location_of
+from image_project.record.events import TIMING_FIELDS
 from image_project.testing import FunctionTextBackend, last_user_text
 
 pytestmark = pytest.mark.anyio
@@ -138,8 +139,8 @@ async def run_once(
 def comparable(ctx: Context) -> dict[str, Any]:
     steps = []
     for record in ctx.steps:
-        data = record.to_dict()
-        for key in record.TIMING_FIELDS:
+        data = record.model_dump(mode="json")
+        for key in TIMING_FIELDS:
             data.pop(key)
         steps.append(data)
     return {"steps": steps, "messages": ctx.messages, "outputs": dict(ctx.outputs)}
@@ -172,11 +173,18 @@ async def test_transcript_is_in_declared_preorder() -> None:
 
 
 async def test_parallel_merges_apply_in_declared_order() -> None:
-    # Make idea_A the slowest so it finishes last; its message must still come first.
+    # idea_A answers only once B and C have answered, so it finishes last; its message must
+    # still come first.
+    answered: list[str] = []
+    others_done = anyio.Event()
+
     async def answer(request: TextRequest) -> str:
         text = last_user_text(request)
         if text == "idea A":
-            await anyio.sleep(0.01)
+            await others_done.wait()
+        answered.append(text)
+        if len(answered) == 2:
+            others_done.set()
         return f"ans({text})"
 
     block = Block(
@@ -189,8 +197,10 @@ async def test_parallel_merges_apply_in_declared_order() -> None:
     )
     ctx = Context.with_system("s")
     backend = FunctionTextBackend(answer)
-    await ChatRunner(backend).run(ctx, block)
+    with anyio.fail_after(HANG_GUARD_S):
+        await ChatRunner(backend).run(ctx, block)
     assert last_user_text(backend.requests[0]) == "idea A"
+    assert answered[-1] == "idea A"
     assert [m.content for m in ctx.messages[1:]] == ["ans(idea A)", "ans(idea B)", "ans(idea C)"]
 
 

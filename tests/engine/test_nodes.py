@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from image_project.engine import ActionStep, Block, ChatStep, capture_keys
+from image_project.engine import (
+    ActionStep,
+    Block,
+    ChatStep,
+    ReaskPolicy,
+    TextOutput,
+    capture_keys,
+)
 from image_project.errors import PipelineDefinitionError
 
 
@@ -86,12 +93,12 @@ def test_capture_keys_collects_the_whole_subtree() -> None:
     assert capture_keys(tree) == {"top", "a", "b"}
 
 
-def test_reask_needs_a_parser_and_system_prompt_needs_stateless() -> None:
-    with pytest.raises(PipelineDefinitionError, match="parse"):
-        chat(max_reasks=1)
+def test_reask_needs_an_output_and_system_prompt_needs_stateless() -> None:
+    with pytest.raises(PipelineDefinitionError, match="need an output"):
+        chat(reask=ReaskPolicy(max=1))
     with pytest.raises(PipelineDefinitionError, match="stateless"):
         chat(system_prompt="sys")
-    chat(stateless=True, system_prompt="sys", parse=str, max_reasks=2)
+    chat(stateless=True, system_prompt="sys", output=TextOutput(str), reask=ReaskPolicy(max=2))
 
 
 def test_children_must_be_nodes() -> None:

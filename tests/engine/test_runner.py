@@ -14,8 +14,10 @@ from image_project.engine import (
     ChatStep,
     Context,
     DefaultStepRecorder,
+    EngineEvent,
     NullStepRecorder,
-    StepRecord,
+    ReaskPolicy,
+    TextOutput,
 )
 from image_project.errors import (
     EmptyPromptError,
@@ -27,6 +29,7 @@ from image_project.errors import (
     StepFailedError,
     location_of,
 )
+from image_project.record.events import ActionEvent, ChatEvent, ChatParams, StepError
 from image_project.testing import FunctionTextBackend, ScriptedTextBackend, last_user_text
 
 pytestmark = pytest.mark.anyio
@@ -42,6 +45,13 @@ def ctx0() -> Context:
 
 def roles(ctx: Context) -> list[tuple[str, str]]:
     return [(m.role, m.content) for m in ctx.messages]
+
+
+def chats(ctx: Context) -> list[ChatEvent]:
+    """The recorded events, every one of which must be a chat step's."""
+    events = [ev for ev in ctx.steps if isinstance(ev, ChatEvent)]
+    assert len(events) == len(ctx.steps), ctx.steps
+    return events
 
 
 # -- merge modes ----------------------------------------------------------------------
@@ -152,9 +162,42 @@ async def test_capture_keys_for_step_block_and_action() -> None:
     )
     await ChatRunner(echo_backend()).run(ctx, tree)
     assert ctx.outputs == {"stage_out": "re:x", "upper": "RE:X", "count": {"n": 2}}
-    action_records = [r.to_dict() for r in ctx.steps if r.type == "action"]
+    action_records = [r.model_dump(mode="json") for r in ctx.steps if r.type == "action"]
     assert action_records[1]["result"] == {"n": 2}
     assert "prompt" not in action_records[0]
+
+
+async def test_action_result_and_meta_are_recorded_in_full() -> None:
+    """Action results are recorded whole: the old record trimmed them to 25 items and depth 4
+    (a bug the typed record fixes), so a long or deep result used to lose its tail."""
+    deep: object = "leaf"
+    for _ in range(8):
+        deep = {"next": deep}
+    result = {"items": list(range(40)), "deep": deep, "pair": (1, "a")}
+    ctx = Context()
+    step = ActionStep(name="big", fn=lambda c: result, meta={"ids": list(range(30))})
+    await ChatRunner(echo_backend()).run(ctx, step)
+    (event,) = ctx.steps
+    assert isinstance(event, ActionEvent)
+    assert event.result == {"items": list(range(40)), "deep": deep, "pair": [1, "a"]}
+    assert event.meta == {"ids": list(range(30))}
+    dumped = event.model_dump(mode="json")
+    assert dumped["result"]["items"][-1] == 39
+    assert set(dumped) == {"type", "name", "path", "created_at", "latency_ms", "result", "meta"}
+
+
+async def test_action_result_json_cannot_hold_is_recorded_as_its_repr() -> None:
+    class Opaque:
+        def __repr__(self) -> str:
+            return "<opaque>"
+
+    ctx = Context()
+    await ChatRunner(echo_backend()).run(
+        ctx, ActionStep(name="odd", fn=lambda c: {"x": Opaque(), "b": b"ab", "s": {3}})
+    )
+    (event,) = ctx.steps
+    assert isinstance(event, ActionEvent)
+    assert event.result == {"x": "<opaque>", "b": "YWI=", "s": [3]}
 
 
 async def test_block_capture_without_output_is_an_error() -> None:
@@ -180,10 +223,14 @@ async def test_allow_empty_prompt_permits_blank_but_not_none() -> None:
         ctx0(), ChatStep(name="s", prompt="", temperature=0, allow_empty_prompt=True)
     )
     assert len(backend.requests) == 1
+
+    def returns_none(c: Context) -> Any:  # not a PromptFn: the runner checks at run time
+        return None
+
     with pytest.raises(EmptyPromptError):
         await ChatRunner(backend).run(
             ctx0(),
-            ChatStep(name="s", prompt=lambda c: None, temperature=0, allow_empty_prompt=True),
+            ChatStep(name="s", prompt=returns_none, temperature=0, allow_empty_prompt=True),
         )
 
 
@@ -197,7 +244,7 @@ async def test_empty_response_fails_unless_allowed(answer: str | None) -> None:
     await ChatRunner(backend).run(
         ctx, ChatStep(name="s", prompt="p", temperature=0, allow_empty_response=True)
     )
-    assert ctx.steps[0].response == (answer or "")
+    assert chats(ctx)[0].response == (answer or "")
 
 
 # -- re-asks and refusals -------------------------------------------------------------
@@ -211,7 +258,12 @@ async def test_bad_answer_is_reasked_with_the_error_then_accepted() -> None:
     backend = ScriptedTextBackend(["seven", "7"])
     ctx = ctx0()
     step = ChatStep(
-        name="n", prompt="a number", temperature=0, parse=parse_int, max_reasks=1, capture_key="n"
+        name="n",
+        prompt="a number",
+        temperature=0,
+        output=TextOutput(parse_int),
+        reask=ReaskPolicy(max=1),
+        capture_key="n",
     )
     await ChatRunner(backend).run(ctx, step)
     backend.assert_all_used()
@@ -219,16 +271,22 @@ async def test_bad_answer_is_reasked_with_the_error_then_accepted() -> None:
     reask = backend.requests[1].messages
     assert [m.role for m in reask[-3:]] == ["user", "assistant", "user"]
     assert "seven" in reask[-2].content and "invalid literal" in reask[-1].content
-    record = ctx.steps[0]
+    record = chats(ctx)[0]
     assert record.attempts == 2 and record.response == "7"
-    assert record.reasks[0]["response"] == "seven"
+    assert record.reasks[0].response == "seven"
     # Only the accepted exchange reaches the conversation.
     assert roles(ctx)[-2:] == [("user", "a number"), ("assistant", "7")]
 
 
 async def test_reasks_are_bounded_then_raise_with_path_and_preview() -> None:
     backend = ScriptedTextBackend(["x" * 500, "still bad"])
-    step = ChatStep(name="n", prompt="a number", temperature=0, parse=parse_int, max_reasks=1)
+    step = ChatStep(
+        name="n",
+        prompt="a number",
+        temperature=0,
+        output=TextOutput(parse_int),
+        reask=ReaskPolicy(max=1),
+    )
     with pytest.raises(ModelOutputError) as info:
         await ChatRunner(backend).run(ctx0(), Block(name="root", nodes=[step]))
     err = info.value
@@ -244,7 +302,7 @@ async def test_parser_reason_is_kept() -> None:
     def strict(text: str) -> str:
         raise ModelOutputError("invalid_judge_output", "scores missing", output=text)
 
-    step = ChatStep(name="j", prompt="p", temperature=0, parse=strict)
+    step = ChatStep(name="j", prompt="p", temperature=0, output=TextOutput(strict))
     with pytest.raises(ModelOutputError) as info:
         await ChatRunner(echo_backend()).run(ctx0(), step)
     assert info.value.reason == "invalid_judge_output"
@@ -254,7 +312,9 @@ async def test_refusal_is_never_reasked() -> None:
     backend = ScriptedTextBackend(
         [TextReply(text=None, model="m", refusal="I can't help with that.")]
     )
-    step = ChatStep(name="j", prompt="p", temperature=0, parse=parse_int, max_reasks=3)
+    step = ChatStep(
+        name="j", prompt="p", temperature=0, output=TextOutput(parse_int), reask=ReaskPolicy(max=3)
+    )
     with pytest.raises(RefusalError, match="refused"):
         await ChatRunner(backend).run(ctx0(), step)
     assert len(backend.requests) == 1
@@ -265,7 +325,9 @@ async def test_refusal_raised_by_parser_is_not_reasked() -> None:
         raise RefusalError("refusal phrase found", output=text)
 
     backend = echo_backend()
-    step = ChatStep(name="j", prompt="p", temperature=0, parse=parse, max_reasks=3)
+    step = ChatStep(
+        name="j", prompt="p", temperature=0, output=TextOutput(parse), reask=ReaskPolicy(max=3)
+    )
     with pytest.raises(RefusalError):
         await ChatRunner(backend).run(ctx0(), step)
     assert len(backend.requests) == 1
@@ -295,8 +357,8 @@ async def test_stateless_step_sees_only_its_system_prompt_and_prompt() -> None:
         Message("system", "judge sys"),
         Message("user", "score"),
     )
-    record = ctx.steps[1].to_dict()
-    assert record["system_prompt"] == "judge sys" and record["context_messages"] == 1
+    record = chats(ctx)[1]
+    assert record.system_prompt == "judge sys" and record.context_messages == 1
 
 
 async def test_request_and_record_carry_temperature_model_and_seed() -> None:
@@ -308,12 +370,9 @@ async def test_request_and_record_carry_temperature_model_and_seed() -> None:
     await ChatRunner(backend).run(ctx, ChatStep(name="t", prompt="q", temperature=0.9))
     req = backend.requests[0]
     assert (req.temperature, req.model, req.seed) == (0.3, "judge-model", 1234)
-    assert ctx.steps[0].to_dict()["params"] == {
-        "temperature": 0.3,
-        "model": "judge-model",
-        "seed": 1234,
-    }
-    assert ctx.steps[1].to_dict()["params"]["model"] == backend.default_model
+    first, second = chats(ctx)
+    assert first.params == ChatParams(temperature=0.3, model="judge-model", seed=1234)
+    assert second.params.model == backend.default_model
 
 
 async def test_record_has_the_documented_keys() -> None:
@@ -322,7 +381,7 @@ async def test_record_has_the_documented_keys() -> None:
         lambda r: TextReply(text="ok", model="m-2024", system_fingerprint="fp_1", attempts=3)
     )
     await ChatRunner(backend).run(ctx, ChatStep(name="s", prompt="p", temperature=0, model="m"))
-    rec = ctx.steps[0].to_dict()
+    rec = chats(ctx)[0].model_dump(mode="json")
     for key in (
         "type",
         "name",
@@ -339,6 +398,40 @@ async def test_record_has_the_documented_keys() -> None:
     assert rec["system_fingerprint"] == "fp_1" and rec["attempts"] == 3
     assert rec["response_model"] == "m-2024"
     assert rec["created_at"].endswith("Z")
+
+
+async def test_record_dump_has_every_key_with_none_for_what_did_not_happen() -> None:
+    """A dump holds every documented key, None/empty included (the old ``to_dict`` left
+    ``system_prompt``, ``system_fingerprint``, ``response_model``, ``reasks``, ``error`` and
+    ``meta`` out when unset); ``order`` is never serialised."""
+    ctx = ctx0()
+    await ChatRunner(echo_backend()).run(ctx, ChatStep(name="s", prompt="p", temperature=0))
+    rec = chats(ctx)[0].model_dump(mode="json")
+    assert set(rec) == {
+        "type",
+        "name",
+        "path",
+        "prompt",
+        "system_prompt",
+        "response",
+        "params",
+        "context_messages",
+        "created_at",
+        "latency_ms",
+        "usage",
+        "attempts",
+        "answers",
+        "system_fingerprint",
+        "response_model",
+        "reasks",
+        "error",
+        "meta",
+    }
+    assert rec["type"] == "chat" and rec["answers"] == 1
+    for key in ("system_prompt", "system_fingerprint", "response_model", "error"):
+        assert rec[key] is None, key
+    assert rec["reasks"] == [] and rec["meta"] == {}
+    assert rec["usage"] == {"prompt_tokens": 2, "completion_tokens": 1, "total_tokens": 3}
 
 
 async def test_run_step_returns_the_text() -> None:
@@ -415,7 +508,7 @@ class ListRecorder:
     def on_step_start(self, ctx: Context, path: str, **metrics: Any) -> None:
         self.events.append(("start", path, metrics))
 
-    def on_step_end(self, ctx: Context, record: StepRecord) -> None:
+    def on_step_end(self, ctx: Context, record: EngineEvent) -> None:
         self.events.append(("end", record.path, {}))
 
     def on_step_error(self, ctx: Context, path: str, step_name: str, exc: BaseException) -> None:
@@ -476,7 +569,7 @@ async def test_default_recorder_appends_and_logs(caplog: pytest.LogCaptureFixtur
 
 async def test_recorder_exception_fails_the_step_and_keeps_the_path() -> None:
     class Exploding(ListRecorder):
-        def on_step_end(self, ctx: Context, record: StepRecord) -> None:
+        def on_step_end(self, ctx: Context, record: EngineEvent) -> None:
             raise RuntimeError("disk full")
 
     with pytest.raises(RuntimeError, match="disk full") as info:
@@ -494,15 +587,15 @@ async def test_fallback_is_accepted_after_reasks_and_everything_is_recorded() ->
         name="n",
         prompt="a number",
         temperature=0,
-        parse=parse_int,
-        max_reasks=1,
-        fallback=lambda text, exc: f"fallback({text})",
+        output=TextOutput(parse_int),
+        reask=ReaskPolicy(max=1, fallback=lambda text, exc: f"fallback({text})"),
         capture_key="n",
     )
     await ChatRunner(backend).run(ctx, step)
     assert ctx.outputs["n"] == "fallback(two)"
-    assert [r["response"] for r in ctx.steps[0].reasks] == ["one", "two"]
-    assert ctx.steps[0].attempts == 2
+    record = chats(ctx)[0]
+    assert [r.response for r in record.reasks] == ["one", "two"]
+    assert record.attempts == 2
 
 
 async def test_successive_root_runs_record_in_run_order() -> None:
@@ -541,7 +634,7 @@ async def test_recoverable_step_failure_is_recorded_and_siblings_continue() -> N
                 name=name,
                 prompt=name,
                 temperature=0,
-                parse=parse_int,
+                output=TextOutput(parse_int),
                 on_failure=lambda exc: ("failed", type(exc).__name__),
                 capture_key=f"out.{name}",
             )
@@ -551,11 +644,11 @@ async def test_recoverable_step_failure_is_recorded_and_siblings_continue() -> N
     await ChatRunner(FunctionTextBackend(fn)).run(ctx, block)
     assert ctx.outputs["out.good"] == 7
     assert ctx.outputs["out.bad"] == ("failed", "ServerError")
-    good, bad = ctx.steps
+    good, bad = chats(ctx)
     assert good.error is None and bad.response is None
-    assert bad.error == {"type": "ServerError", "message": "503 upstream", "status": 503}
+    assert bad.error == StepError(type="ServerError", message="503 upstream", status=503)
     assert bad.attempts == 3
-    assert bad.to_dict()["error"]["status"] == 503
+    assert bad.model_dump(mode="json")["error"]["status"] == 503
     assert roles(ctx) == [("system", "sys")]
 
 
@@ -566,17 +659,17 @@ async def test_recoverable_step_keeps_the_last_bad_answer_and_reasks() -> None:
         name="n",
         prompt="a number",
         temperature=0,
-        parse=parse_int,
-        max_reasks=1,
+        output=TextOutput(parse_int),
+        reask=ReaskPolicy(max=1),
         on_failure=lambda exc: None,
         capture_key="n",
     )
     outcome = await ChatRunner(backend).run(ctx, step)
-    record = ctx.steps[0]
+    record = chats(ctx)[0]
     assert ctx.outputs["n"] is None and outcome.last_response is None
-    assert record.response == "two" and [r["response"] for r in record.reasks] == ["one", "two"]
-    assert record.error is not None and record.error["reason"] == "invalid_output"
-    assert "two" in str(record.error["output_preview"])
+    assert record.response == "two" and [r.response for r in record.reasks] == ["one", "two"]
+    assert record.error is not None and record.error.reason == "invalid_output"
+    assert "two" in str(record.error.output_preview)
     assert roles(ctx) == [("system", "sys")]  # a recovered failure merges nothing
 
 
@@ -587,14 +680,15 @@ async def test_recoverable_refusal_is_recorded_without_reask() -> None:
         name="n",
         prompt="p",
         temperature=0,
-        parse=parse_int,
-        max_reasks=3,
+        output=TextOutput(parse_int),
+        reask=ReaskPolicy(max=3),
         on_failure=lambda exc: "recovered",
         capture_key="n",
     )
     await ChatRunner(backend).run(ctx, step)
     assert ctx.outputs["n"] == "recovered"
-    assert ctx.steps[0].error is not None and ctx.steps[0].error["type"] == "RefusalError"
+    error = chats(ctx)[0].error
+    assert error is not None and error.type == "RefusalError"
     assert len(backend.requests) == 1
 
 
@@ -617,9 +711,8 @@ async def test_restate_reask_sends_one_fresh_user_message() -> None:
         temperature=0,
         stateless=True,
         system_prompt="judge",
-        parse=parse_int,
-        max_reasks=1,
-        reask_style="restate",
+        output=TextOutput(parse_int),
+        reask=ReaskPolicy(max=1, style="restate"),
         capture_key="n",
     )
     await ChatRunner(backend).run(ctx, step)
@@ -632,5 +725,10 @@ async def test_restate_reask_sends_one_fresh_user_message() -> None:
 
 
 def test_reask_style_is_checked_when_the_step_is_built() -> None:
-    with pytest.raises(PipelineDefinitionError, match="reask_style"):
-        ChatStep(prompt="p", temperature=0, reask_style="loud")  # type: ignore[arg-type]
+    with pytest.raises(PipelineDefinitionError, match=r"ReaskPolicy\.style"):
+        ChatStep(
+            prompt="p",
+            temperature=0,
+            output=TextOutput(parse_int),
+            reask=ReaskPolicy(max=1, style="loud"),  # type: ignore[arg-type]
+        )

@@ -95,13 +95,13 @@ async def test_a_bad_judge_answer_gets_its_status_and_the_quorum_carries_the_run
     assert statuses == {"strict": "ok", "warm": status, "novel": "ok"}
     step = next(s for s in t["steps"] if s["path"] == "pipeline/blackbox_scoring/judges/warm")
     if status == "ok":
-        assert "error" not in step
+        assert step["error"] is None
     else:
         error = step["error"]
         assert error["type"] in ("ModelOutputError", "RefusalError", "EmptyResponseError")
         assert "pipeline/blackbox_scoring/judges/warm" in error["message"]
         assert len(error.get("output_preview") or "") <= 200
-    assert "error" not in t and len(images(tmp_path)) == 1  # the run completed
+    assert t["error"] is None and len(images(tmp_path)) == 1  # the run completed
 
 
 async def test_the_api_refusal_field_is_a_refusal_and_never_reasked(
@@ -141,7 +141,7 @@ async def test_a_card_in_prose_is_reasked_and_then_accepted(
     # Stateless re-ask: the same system prompt, and the original prompt restated.
     assert [m["role"] for m in second.body["messages"]] == ["system", "user"]
     assert second.body["messages"][1]["content"].startswith(first.body["messages"][1]["content"])
-    assert "error" not in t
+    assert t["error"] is None
 
 
 async def test_a_card_that_stays_broken_fails_at_its_step_with_a_short_preview(

@@ -48,7 +48,7 @@ def assert_records_consistent(tmp: Path, runs: int) -> None:
     assert len(ids) == runs
     assert {r["generation_id"] for r in generations} == ids
     ts = transcripts(tmp)
-    assert len(ts) == runs and all("error" not in t for t in ts)
+    assert len(ts) == runs and all(t["error"] is None for t in ts)
     assert {t["generation_id"] for t in ts} == ids
     by_id = {r["generation_id"]: r for r in manifest}
     for t in ts:  # the transcript and the manifest agree on seq and title

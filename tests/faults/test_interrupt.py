@@ -131,11 +131,13 @@ async def test_cancel_during_records_finishes_the_records(tmp_path: Path) -> Non
         lock.release()
 
     (result,) = results
-    assert result.seq == 1 and result.image_path is not None and result.image_path.exists()
+    record = result.record
+    assert record.title_generation is not None and record.title_generation.seq == 1
+    assert [str(p) for p in images(tmp_path)] == [record.image_path]
     (t,) = transcripts(tmp_path)
-    assert "error" not in t
+    assert t["error"] is None
     assert [r["generation_id"] for r in read_rows(tmp_path / "out" / "generations.csv")] == [
-        result.generation_id
+        record.generation_id
     ]
     manifest = read_rows(cfg.effective_titles_manifest_path)
-    assert [(r["seq"], r["generation_id"]) for r in manifest] == [("1", result.generation_id)]
+    assert [(r["seq"], r["generation_id"]) for r in manifest] == [("1", record.generation_id)]

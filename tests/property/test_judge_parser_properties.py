@@ -4,9 +4,9 @@ The contract under test: whatever a model writes, a parser returns a valid value
 the answer in one of two documented ways:
 
 * a plain ``ValueError`` with a short message: the engine's re-ask signal, which the runner
-  turns into a :class:`ModelOutputError` once ``max_reasks`` is used up (so no subclass such
-  as ``UnicodeError`` or ``json.JSONDecodeError`` may leak, and the message must fit in the
-  re-ask);
+  turns into a :class:`ModelOutputError` once the step's re-asks (``ReaskPolicy.max``) are
+  used up (so no subclass such as ``UnicodeError`` or ``json.JSONDecodeError`` may leak, and
+  the message must fit in the re-ask);
 * a :class:`ModelOutputError` (a :class:`RefusalError` for a refusal) whose
   ``output_preview`` is at most 200 characters.
 
@@ -21,19 +21,20 @@ import json
 import string
 from collections.abc import Callable
 from functools import partial
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import anyio
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from image_project.engine import ChatRunner, ChatStep, Context
+from image_project.engine import ChatRunner, ChatStep, Context, ReaskPolicy
+from image_project.engine.output import extract_json_object, looks_like_refusal
 from image_project.errors import PREVIEW_CHARS, ModelOutputError, RefusalError
-from image_project.stages.scoring.cards import IdeaCard, card_ids, parse_card
-from image_project.stages.scoring.hints import ProfileHints, parse_hints
-from image_project.stages.scoring.judges import SCORE_MAX, SCORE_MIN, judge_schema, parse_scores
-from image_project.stages.scoring.parsing import extract_json_object, looks_like_refusal
+from image_project.record import IdeaCard
+from image_project.stages.scoring.cards import CARD_OUTPUT, card_ids, parse_card
+from image_project.stages.scoring.hints import parse_hints
+from image_project.stages.scoring.judges import SCORE_MAX, SCORE_MIN, judge_output, parse_scores
 from image_project.testing import FunctionTextBackend
 
 T = TypeVar("T")
@@ -57,16 +58,12 @@ def _rejects_cleanly(parse: Callable[[str], T], text: str) -> T | None:
     return None
 
 
-def _hints_parser() -> Callable[[str], ProfileHints]:
-    return cast(Callable[[str], ProfileHints], parse_hints(LIKES))
-
-
 PARSERS: dict[str, Callable[[str], object]] = {
     "extract_json_object": extract_json_object,
     "parse_scores": partial(parse_scores, ids=IDS),
     "parse_scores_one_id": partial(parse_scores, ids=("A",)),
     "parse_card": parse_card,
-    "parse_hints": _hints_parser(),
+    "parse_hints": parse_hints(LIKES),
 }
 
 
@@ -256,7 +253,7 @@ def test_valid_scores_parse_back_exactly(case: tuple[str, list[str], dict[str, i
 
 @given(judge_ids)
 def test_judge_schema_lists_every_id_once(ids: list[str]) -> None:
-    schema = judge_schema(ids)
+    schema = judge_output(ids).schema
     scores = json.loads(json.dumps(schema.schema))["properties"]["scores"]
     assert scores["items"]["properties"]["id"]["enum"] == ids
     assert scores["minItems"] == scores["maxItems"] == len(ids)
@@ -275,13 +272,13 @@ _WORDS = st.text(string.ascii_letters + string.digits + " -',", min_size=1, max_
             "narrative": _WORDS,
             "options": st.fixed_dictionaries(
                 {
-                    "composition": st.lists(_WORDS, min_size=2, max_size=6),
-                    "palette": st.lists(_WORDS, min_size=2, max_size=6),
-                    "medium": st.lists(_WORDS, min_size=1, max_size=4),
-                    "mood": st.lists(_WORDS, min_size=1, max_size=4),
+                    "composition": st.lists(_WORDS, min_size=2, max_size=4),
+                    "palette": st.lists(_WORDS, min_size=2, max_size=4),
+                    "medium": st.lists(_WORDS, min_size=1, max_size=3),
+                    "mood": st.lists(_WORDS, min_size=1, max_size=3),
                 }
             ),
-            "avoid": st.lists(_WORDS, max_size=8),
+            "avoid": st.lists(_WORDS, max_size=4),
         }
     ),
     st.sampled_from([("", ""), ("```json\n", "\n```")]),
@@ -291,6 +288,26 @@ def test_valid_cards_parse_back_exactly(data: dict[str, Any], fence: tuple[str, 
     expected = IdeaCard.model_validate(json.loads(json.dumps(data)))
     assert card == expected
     assert card.hook == data["hook"].strip()
+
+
+@pytest.mark.parametrize("too_long", [False, True], ids=["too-short", "too-long"])
+@pytest.mark.parametrize(
+    ("name", "lo", "hi"),
+    [("composition", 2, 4), ("palette", 2, 4), ("medium", 1, 3), ("mood", 1, 3)],
+)
+def test_card_lists_outside_the_schema_bounds_are_rejected(
+    name: str, lo: int, hi: int, too_long: bool
+) -> None:
+    """The card model is also its schema, so it accepts exactly the list sizes the schema
+    announces (the old validator accepted up to 6/6/4/4 items while the schema said 4/4/3/3)."""
+    options = {"composition": ["a", "b"], "palette": ["c", "d"], "medium": ["e"], "mood": ["f"]}
+    options[name] = [f"item {i}" for i in range(hi + 1 if too_long else lo - 1)]
+    bounds = CARD_OUTPUT.schema.schema["properties"]["options"]["properties"][name]
+    assert (bounds["minItems"], bounds["maxItems"]) == (lo, hi)
+    text = json.dumps({"hook": "h", "narrative": "n", "options": options, "avoid": []})
+    with pytest.raises(ValueError, match=rf"invalid idea card: options\.{name}: ") as info:
+        parse_card(text)
+    assert type(info.value) is ValueError
 
 
 # -- (d) refusals and previews -----------------------------------------------------------
@@ -323,10 +340,8 @@ def test_judge_step_ends_in_scores_or_model_output_error(text: str) -> None:
         name="judge",
         prompt="score the cards",
         temperature=0.0,
-        json_schema=judge_schema(ids),
-        parse=partial(parse_scores, ids=ids),
-        max_reasks=1,
-        reask_style="restate",
+        output=judge_output(ids),
+        reask=ReaskPolicy(max=1, style="restate"),
         allow_empty_response=True,
         capture_key="scores",
         merge="none",

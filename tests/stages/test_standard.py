@@ -1,25 +1,26 @@
 """The standard prompt pipeline: shape per refinement mode, context hygiene, the concurrent
-ToT enclave, and the dislike rewrite's parser and re-asks."""
+ToT enclave, and the dislike rewrite's structured answer and re-asks."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import cast
+import json
 
 import anyio
 import pytest
 
 from image_project.backends.base import TextRequest
-from image_project.engine import ChatRunner, ChatStep, Context, walk
+from image_project.engine import ChatRunner, ChatStep, Context, JsonOutput, walk
 from image_project.errors import ModelOutputError
 from image_project.stages.standard import (
+    CONCEPTS_KEY,
     CRITICS,
     DALLE_PROMPT_KEY,
     STAGES,
     SYSTEM_PROMPT,
+    Brief,
     Refinement,
+    concept_rewrite_output,
     dislike_rewrite_step,
-    parse_concept_array,
     prompt_pipeline,
 )
 from image_project.testing import FunctionTextBackend, ScriptedTextBackend, last_user_text
@@ -33,14 +34,20 @@ CONCEPTS = (
 )
 
 
+BRIEF = Brief(concepts=CONCEPTS, preferences="Likes:\n- lighthouses", dislikes=("clowns",))
+
+
 def run_ctx() -> Context:
-    ctx = Context.with_system(SYSTEM_PROMPT)
-    ctx.outputs.update(concepts=CONCEPTS, preferences="Likes:\n- lighthouses", dislikes=("clowns",))
-    return ctx
+    return Context.with_system(SYSTEM_PROMPT)
+
+
+def rewrite_answer(*concepts: str) -> str:
+    """The dislike rewrite's structured answer."""
+    return json.dumps({"concepts": list(concepts)})
 
 
 def chat_paths(refinement: Refinement) -> list[str]:
-    tree = prompt_pipeline(run_seed=1, refinement=refinement, temperature=0.8)
+    tree = prompt_pipeline(brief=BRIEF, run_seed=1, refinement=refinement, temperature=0.8)
     return [p for p, n in walk(tree) if isinstance(n, ChatStep)]
 
 
@@ -63,7 +70,7 @@ def test_final_refinement_wraps_only_the_last_stage() -> None:
 
 def test_every_step_has_a_distinct_seed_derived_from_the_run_seed() -> None:
     def seeds(run_seed: int) -> list[int | None]:
-        tree = prompt_pipeline(run_seed=run_seed, refinement="final", temperature=0.8)
+        tree = prompt_pipeline(brief=BRIEF, run_seed=run_seed, refinement="final", temperature=0.8)
         return [n.seed for _, n in walk(tree) if isinstance(n, ChatStep)]
 
     assert seeds(5) == seeds(5)
@@ -75,7 +82,7 @@ async def test_context_holds_only_stage_outputs_and_prompt_is_captured() -> None
     backend = FunctionTextBackend(lambda r: f"answer to: {last_user_text(r)[:30]}")
     ctx = run_ctx()
     await ChatRunner(backend).run(
-        ctx, prompt_pipeline(run_seed=1, refinement="final", temperature=0.8)
+        ctx, prompt_pipeline(brief=BRIEF, run_seed=1, refinement="final", temperature=0.8)
     )
     assert [m.role for m in ctx.messages] == ["system"] + ["assistant"] * len(STAGES)
     assert ctx.outputs[DALLE_PROMPT_KEY] == ctx.messages[-1].content
@@ -108,7 +115,7 @@ async def test_enclave_critics_and_consensus_drafts_run_concurrently() -> None:
 
     with anyio.fail_after(10):
         await ChatRunner(FunctionTextBackend(answer)).run(
-            run_ctx(), prompt_pipeline(run_seed=1, refinement="final", temperature=0.8)
+            run_ctx(), prompt_pipeline(brief=BRIEF, run_seed=1, refinement="final", temperature=0.8)
         )
     assert waiting == {"critic": 5, "consensus": 3}
 
@@ -116,7 +123,7 @@ async def test_enclave_critics_and_consensus_drafts_run_concurrently() -> None:
 async def test_only_representative_sees_preferences_and_only_chameleon_sees_concepts() -> None:
     backend = FunctionTextBackend(lambda r: "fine")
     await ChatRunner(backend).run(
-        run_ctx(), prompt_pipeline(run_seed=1, refinement="final", temperature=0.8)
+        run_ctx(), prompt_pipeline(brief=BRIEF, run_seed=1, refinement="final", temperature=0.8)
     )
     critic_prompts = {
         name: last_user_text(r)
@@ -130,40 +137,68 @@ async def test_only_representative_sees_preferences_and_only_chameleon_sees_conc
         assert ("Baroque" in text) == (name == "chameleon")
 
 
-def concept_parser(expected: int) -> Callable[[str], tuple[str, ...]]:
-    """``parse_concept_array`` is annotated ``-> object``; it returns this parser."""
-    return cast(Callable[[str], tuple[str, ...]], parse_concept_array(expected))
+def rewrite_parse(expected: int, text: str) -> object:
+    """The dislike rewrite's answer read the way the runner reads it."""
+    return concept_rewrite_output(expected).parse(text)
 
 
 @pytest.mark.parametrize(
     "text",
     [
-        '["a", "b", "c"]',
-        '```json\n["a", "b", "c"]\n```',
-        'Sure! Here: ["a", "b", "c"] hope it helps',
+        '{"concepts": ["a", "b", "c"]}',
+        '  \n{"concepts": [" a ", "b", "c"]}\n ',
+        '```json\n{"concepts": ["a", "b", "c"]}\n```',
+        '```\n{"concepts": ["a", "b", "c"]}\n```',
     ],
 )
-def test_concept_array_parser_accepts_json_arrays(text: str) -> None:
-    assert concept_parser(3)(text) == ("a", "b", "c")
+def test_concept_rewrite_accepts_the_object_alone_or_in_one_fence(text: str) -> None:
+    assert rewrite_parse(3, text) == ("a", "b", "c")
 
 
 @pytest.mark.parametrize(
     ("text", "reason"),
     [
-        ("no array here", "no \\[...\\]"),
-        ('["a", "b"]', "expected 3"),
-        ('["a", 2, "c"]', "non-empty string"),
-        ('["a", "b", ', "no \\[...\\]"),
-        ('["a" "b" "c"]', "not valid JSON"),
+        ("no array here", "expected a JSON object, found no"),
+        ('{"concepts": ["a", "b"]}', "expected 3 concepts, got 2"),
+        ('{"concepts": ["a", "b", "c", "d"]}', "expected 3 concepts, got 4"),
+        ('{"concepts": ["a", 2, "c"]}', "concepts\\.1: Input should be a valid string"),
+        ('{"concepts": ["a", "  ", "c"]}', "concepts\\.1: String should have at least 1"),
+        ('{"concepts": ["a", "b", ', "expected a JSON object, found no"),
+        ('{"concepts": ["a" "b" "c"]}', "not valid JSON"),
+        # Behaviour change: the old free-text parser dug the array out of prose; a structured
+        # answer must be the object alone (prose around it is rejected, like every JSON answer).
+        ('Sure! Here: {"concepts": ["a", "b", "c"]} hope it helps', "ONLY the JSON object"),
+        ('["a", "b", "c"]', "expected a JSON object, found no"),
+        ('{"concepts": ["a", "b", "c"], "note": "x"}', "note: unexpected key"),
     ],
 )
-def test_concept_array_parser_rejects_bad_answers(text: str, reason: str) -> None:
+def test_concept_rewrite_rejects_bad_answers(text: str, reason: str) -> None:
     with pytest.raises(ValueError, match=reason):
-        concept_parser(3)(text)
+        rewrite_parse(3, text)
+
+
+@pytest.mark.parametrize("count", [1, 3, 4])
+async def test_dislike_rewrite_sends_a_strict_schema_for_exactly_n_concepts(count: int) -> None:
+    concepts = tuple(f"concept {i}" for i in range(count))
+    backend = ScriptedTextBackend([rewrite_answer(*concepts)])
+    step = dislike_rewrite_step(concepts, ("clowns",), run_seed=3)
+    assert isinstance(step.output, JsonOutput)
+    ctx = run_ctx()
+    await ChatRunner(backend).run(ctx, step)
+    assert ctx.outputs[CONCEPTS_KEY] == concepts
+    [request] = backend.requests
+    schema = request.json_schema
+    assert schema is not None
+    assert (schema.name, schema.strict) == ("concept_rewrite", True)
+    assert schema.schema["required"] == ["concepts"]
+    assert schema.schema["additionalProperties"] is False
+    array = schema.schema["properties"]["concepts"]
+    assert array["items"] == {"type": "string"}
+    assert array["minItems"] == array["maxItems"] == count
 
 
 async def test_dislike_rewrite_reasks_then_captures_concepts() -> None:
-    backend = ScriptedTextBackend(['["only one"]', '["x", "y", "z"]'])
+    backend = ScriptedTextBackend([rewrite_answer("only one"), rewrite_answer("x", "y", "z")])
     ctx = run_ctx()
     await ChatRunner(backend).run(ctx, dislike_rewrite_step(CONCEPTS, ("clowns",), run_seed=3))
     assert ctx.outputs["concepts"] == ("x", "y", "z")

@@ -1,22 +1,26 @@
-"""Title sanitising, validation, deterministic disambiguation, and the title ChatStep run
-through the real engine with a scripted backend."""
+"""Title sanitising, validation, deterministic disambiguation, the title ChatStep run
+through the real engine with a scripted backend, and ``run_title``'s refusal fallback."""
 
 from __future__ import annotations
 
+import logging
 from typing import TypedDict, Unpack
 
 import pytest
 
-from image_project.backends.base import Message
-from image_project.engine import ChatRunner, Context
-from image_project.errors import EmptyPromptError, location_of
+from image_project.backends.base import Message, TextReply
+from image_project.engine import ChatRunner, Context, TextOutput
+from image_project.errors import EmptyPromptError, ServerError, location_of
+from image_project.record.events import ChatEvent
 from image_project.stages.title import (
     ROMAN_NUMERALS,
+    TITLE_KEY,
     TITLE_SYSTEM_PROMPT,
     TitleCollisionError,
     TitleResult,
     disambiguate,
     resolve_collision,
+    run_title,
     sanitize_title,
     title_step,
     validate_title,
@@ -174,15 +178,6 @@ def test_resolve_collision() -> None:
     assert resolve_collision(fallback, ["Untitled Work"]).source == "fallback"
 
 
-def test_title_result_to_dict() -> None:
-    assert TitleResult("Salt Moon", "llm", '"Salt Moon"', 2).to_dict() == {
-        "title": "Salt Moon",
-        "title_source": "llm",
-        "title_raw": '"Salt Moon"',
-        "attempts": 2,
-    }
-
-
 # -- the step through the engine ------------------------------------------------------
 
 
@@ -194,7 +189,7 @@ class TitleStepOptions(TypedDict, total=False):
     seed: int | None
 
 
-async def run_title(
+async def run_title_step(
     answers: list[str], existing: list[str], **kw: Unpack[TitleStepOptions]
 ) -> tuple[TitleResult, Context, ScriptedTextBackend]:
     backend = ScriptedTextBackend(answers)
@@ -207,9 +202,16 @@ async def run_title(
     return result, ctx, backend
 
 
+def chat_event(ctx: Context) -> ChatEvent:
+    """The one step event of a context that ran one chat step."""
+    [record] = ctx.steps
+    assert isinstance(record, ChatEvent)
+    return record
+
+
 @pytest.mark.anyio
 async def test_step_valid_first_answer() -> None:
-    result, ctx, backend = await run_title(['"Turquoise Citadel"'], ["Salt Moon"], seed=7)
+    result, ctx, backend = await run_title_step(['"Turquoise Citadel"'], ["Salt Moon"], seed=7)
     assert result == TitleResult("Turquoise Citadel", "llm", '"Turquoise Citadel"', 1)
     request = backend.requests[0]
     assert [m.role for m in request.messages] == ["system", "user"]
@@ -220,15 +222,15 @@ async def test_step_valid_first_answer() -> None:
     assert request.seed == 7
     # merge="none": the pipeline conversation is untouched.
     assert ctx.messages == (Message("system", "pipeline system prompt"),)
-    [record] = ctx.steps
+    record = chat_event(ctx)
     assert (record.name, record.path, record.type) == ("title", "title", "chat")
-    assert record.params is not None and record.params["seed"] == 7
+    assert record.params.seed == 7
 
 
 @pytest.mark.anyio
 async def test_step_prompt_lists_only_the_first_25_existing_titles() -> None:
     existing = [f"Title {chr(65 + i // 26)}{chr(97 + i % 26)}" for i in range(30)]
-    _, _, backend = await run_title(["Turquoise Citadel"], existing)
+    _, _, backend = await run_title_step(["Turquoise Citadel"], existing)
     prompt = last_user_text(backend.requests[0])
     assert sum(line.startswith("- Title ") for line in prompt.splitlines()) == 25
     assert existing[24] in prompt and existing[25] not in prompt
@@ -236,7 +238,7 @@ async def test_step_prompt_lists_only_the_first_25_existing_titles() -> None:
 
 @pytest.mark.anyio
 async def test_step_invalid_then_valid_reasks_with_the_error() -> None:
-    result, ctx, backend = await run_title(
+    result, ctx, backend = await run_title_step(
         ["Turquoise Citadel!\nBecause of the sea.", "Turquoise Citadel"], []
     )
     assert result == TitleResult("Turquoise Citadel", "llm", "Turquoise Citadel", 2)
@@ -244,20 +246,20 @@ async def test_step_invalid_then_valid_reasks_with_the_error() -> None:
     reask = last_user_text(backend.requests[1])
     assert "2 non-empty lines" in reask
     assert backend.requests[1].messages[-2].role == "assistant"
-    [record] = ctx.steps
+    record = chat_event(ctx)
     assert len(record.reasks) == 1
 
 
 @pytest.mark.anyio
 async def test_step_always_invalid_falls_back_and_is_recorded() -> None:
     answers = ["turquoise citadel", "Turquoise Citadel 2", "The sea, the lighthouse & dawn"]
-    result, ctx, backend = await run_title(answers, ["The Sea The Lighthouse"])
+    result, ctx, backend = await run_title_step(answers, ["The Sea The Lighthouse"])
     assert result.source == "fallback"
     assert result.attempts == 3
     assert result.raw == answers[-1]
     assert result.title == "The Sea The Lighthouse-II"
     validate_title(result.title, ["The Sea The Lighthouse"])
-    [record] = ctx.steps
+    record = chat_event(ctx)
     assert record.path == "title"
     assert len(record.reasks) == 3
     assert "not Title Case" in last_user_text(backend.requests[1])
@@ -266,14 +268,14 @@ async def test_step_always_invalid_falls_back_and_is_recorded() -> None:
 
 @pytest.mark.anyio
 async def test_step_blank_answers_fall_back_instead_of_failing() -> None:
-    result, _, _ = await run_title(["", "  "], [], max_attempts=2)
+    result, _, _ = await run_title_step(["", "  "], [], max_attempts=2)
     assert (result.title, result.source, result.attempts) == ("Untitled Work", "fallback", 2)
 
 
 @pytest.mark.anyio
 async def test_step_colliding_answers_are_disambiguated() -> None:
     existing = ["Turquoise Citadel", "Salt Moon"]
-    result, ctx, backend = await run_title(
+    result, ctx, backend = await run_title_step(
         ["Turquoise Citadel", "salt moon", "Turquoise Citadel"], existing
     )
     assert result == TitleResult(
@@ -285,13 +287,13 @@ async def test_step_colliding_answers_are_disambiguated() -> None:
 
 @pytest.mark.anyio
 async def test_step_earlier_collision_wins_over_a_later_invalid_answer() -> None:
-    result, _, _ = await run_title(["Salt Moon", "nope"], ["Salt Moon"], max_attempts=2)
+    result, _, _ = await run_title_step(["Salt Moon", "nope"], ["Salt Moon"], max_attempts=2)
     assert result == TitleResult("Salt Moon II", "llm_disambiguated", "Salt Moon", 2)
 
 
 @pytest.mark.anyio
 async def test_step_single_attempt_never_reasks() -> None:
-    result, _, backend = await run_title(["Salt Moon"], ["Salt Moon"], max_attempts=1)
+    result, _, backend = await run_title_step(["Salt Moon"], ["Salt Moon"], max_attempts=1)
     assert (result.title, result.attempts) == ("Salt Moon II", 1)
     assert len(backend.requests) == 1
 
@@ -322,11 +324,70 @@ def test_step_shape() -> None:
     step = title_step(IMAGE_PROMPT, ["A B"], temperature=0.4, max_attempts=4, seed=3)
     assert (step.name, step.merge, step.capture_key) == ("title", "none", "title")
     assert step.stateless and step.system_prompt == TITLE_SYSTEM_PROMPT
-    assert (step.temperature, step.max_reasks, step.seed) == (0.4, 3, 3)
-    assert step.parse is not None and step.fallback is not None
+    assert (step.temperature, step.reask.max, step.seed) == (0.4, 3, 3)
+    assert isinstance(step.output, TextOutput) and step.reask.fallback is not None
 
 
 @pytest.mark.parametrize("bad", [0, -1, True, 2.0])
 def test_step_rejects_bad_max_attempts(bad: object) -> None:
     with pytest.raises(ValueError, match="max_attempts"):
         title_step(IMAGE_PROMPT, [], max_attempts=bad)  # type: ignore[arg-type]
+
+
+# -- run_title: the app's entry point ---------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_run_title_returns_the_steps_title() -> None:
+    backend = ScriptedTextBackend(['"Turquoise Citadel"'])
+    ctx = Context.with_system("pipeline system prompt")
+    result = await run_title(ChatRunner(backend), ctx, IMAGE_PROMPT, ["Salt Moon"], seed=11)
+    assert result == TitleResult("Turquoise Citadel", "llm", '"Turquoise Citadel"', 1)
+    assert ctx.outputs[TITLE_KEY] is result
+    assert backend.requests[0].seed == 11
+    assert chat_event(ctx).path == "title"
+    backend.assert_all_used()
+
+
+@pytest.mark.anyio
+async def test_run_title_keeps_the_steps_own_fallback_for_bad_answers() -> None:
+    backend = ScriptedTextBackend(["turquoise citadel", "Salt Moon!", "42"])
+    result = await run_title(ChatRunner(backend), Context(), IMAGE_PROMPT, [])
+    assert (result.title, result.source, result.raw, result.attempts) == (
+        "Untitled Work",
+        "fallback",
+        "42",
+        3,
+    )
+    backend.assert_all_used()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("existing", "title"),
+    [([], "Untitled Work"), (["untitled work", "Salt Moon"], "Untitled Work II")],
+)
+async def test_run_title_refusal_gives_the_deterministic_fallback(
+    existing: list[str], title: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    refusal = TextReply(text=None, model="scripted-model", refusal="I can't title this image.")
+    backend = ScriptedTextBackend([refusal])
+    caplog.set_level(logging.WARNING, logger="image_project.title")
+    result = await run_title(ChatRunner(backend), Context(), IMAGE_PROMPT, existing)
+    assert result == TitleResult(title, "fallback", "I can't title this image.", 1)
+    validate_title(result.title, existing)
+    # A refusal is never re-asked: one call only.
+    assert len(backend.requests) == 1
+    assert any("refused" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.anyio
+async def test_run_title_transport_error_propagates() -> None:
+    backend = ScriptedTextBackend([ServerError("HTTP 500", status=500, attempts=3)])
+    ctx = Context()
+    with pytest.raises(ServerError, match="HTTP 500") as info:
+        await run_title(ChatRunner(backend), ctx, IMAGE_PROMPT, [])
+    location = location_of(info.value)
+    assert location is not None and location.path == "title"
+    assert TITLE_KEY not in ctx.outputs
+    assert len(backend.requests) == 1

@@ -14,8 +14,11 @@ Shape (``pipeline`` is the root; paths are the transcript's)::
       dalle_prompt_creation                     capture dalle_prompt (+ ToT with per_stage)
 
 Isolation (FR7): every scoring step is stateless and the scoring block merges ``none``, so no
-scoring prompt or answer is in the conversation afterwards; the final stages read the
-selected card from ``ctx.outputs["selected_idea_card"]`` only, never the scores.
+scoring prompt or answer is in the conversation afterwards; the final stages read only the
+selected card (``ScoringOutcome.card`` of the ``select`` step's capture), never the scores.
+
+The cards, judges, score table and selection are recorded by :meth:`ScoringPlan.record` as a
+typed :class:`~image_project.record.scoring.ScoringRecord`.
 """
 
 from __future__ import annotations
@@ -23,43 +26,38 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from image_project.artifacts import read_recent_prompts
 from image_project.config import EffectiveJudge, ScoringConfig
-from image_project.engine import ActionStep, Block, ChatStep, Context, Node
+from image_project.engine import ActionStep, Block, ChatStep, Context, Node, PromptFn, ReaskPolicy
 from image_project.errors import ImageProjectError, ModelOutputError, preview
-from image_project.seeding import derive_seed, rng_for
-from image_project.stages.scoring.cards import (
-    CARD_SCHEMA,
-    Candidate,
+from image_project.record.events import ChatEvent
+from image_project.record.scoring import (
+    CandidateRecord,
     IdeaCard,
-    card_ids,
-    card_text,
-    card_to_dict,
-    directions_for,
-    parse_card,
-)
-from image_project.stages.scoring.hints import HINTS_SCHEMA, ProfileHints, parse_hints, render_hints
-from image_project.stages.scoring.judges import (
     JudgeResult,
     JudgeStatus,
-    judge_schema,
-    parse_scores,
-    require_quorum,
-    status_of,
+    NoveltyRecord,
+    ScoreRow,
+    ScoringRecord,
 )
+from image_project.seeding import derive_seed, rng_for
+from image_project.stages.scoring.cards import CARD_OUTPUT, card_ids, card_text, directions_for
+from image_project.stages.scoring.hints import ProfileHints, hints_output, render_hints
+from image_project.stages.scoring.judges import judge_output, require_quorum, status_of
 from image_project.stages.scoring.novelty import NoveltySummary, novelty_penalty, recent_motifs
-from image_project.stages.scoring.selection import ScoreRow, Selection, aggregate, select
-from image_project.stages.standard import STAGES, concept_lines, stage_block
+from image_project.stages.scoring.selection import Selection, aggregate, select
+from image_project.stages.standard import Brief, concept_lines, stage_block, stage_prompt
 
 __all__ = [
     "HINTS_KEY",
-    "SELECTED_KEY",
+    "OUTCOME_KEY",
     "NoveltyState",
+    "ScoringOutcome",
     "ScoringPlan",
+    "describe_ensemble",
     "load_novelty",
     "scoring_pipeline",
 ]
@@ -67,11 +65,10 @@ __all__ = [
 logger = logging.getLogger("image_project.scoring")
 
 HINTS_KEY = "generator_profile_hints"
-SELECTED_KEY = "selected_idea_card"
-_CARD_KEY = "idea_cards"
+OUTCOME_KEY = "scoring_outcome"
+"""The select step's capture: a :class:`ScoringOutcome`."""
+_CARD_KEY = "idea_card"
 _JUDGE_KEY = "judge_results"
-_SELECTION_KEY = "scoring.selection"
-_TABLE_KEY = "scoring.score_table"
 
 
 # --------------------------------------------------------------------------- novelty input
@@ -91,15 +88,15 @@ class NoveltyState:
     def used(self) -> bool:
         return self.summary is not None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "enabled": self.enabled,
-            "used": self.used,
-            "window": self.window,
-            "rows": self.summary.rows if self.summary else 0,
-            "motifs": [m.to_dict() for m in self.summary.motifs] if self.summary else [],
-            "warning": self.warning,
-        }
+    def to_record(self) -> NoveltyRecord:
+        return NoveltyRecord(
+            enabled=self.enabled,
+            used=self.used,
+            window=self.window,
+            rows=self.summary.rows if self.summary else 0,
+            motifs=self.summary.motifs if self.summary else (),
+            warning=self.warning,
+        )
 
 
 def load_novelty(enabled: bool, window: int, history_path: Path) -> NoveltyState:
@@ -123,6 +120,26 @@ def load_novelty(enabled: bool, window: int, history_path: Path) -> NoveltyState
         logger.warning("%s", warning)
         return NoveltyState(enabled=True, window=window, warning=warning)
     return NoveltyState(enabled=True, window=window, summary=recent_motifs(prompts))
+
+
+def describe_ensemble(
+    scoring: ScoringConfig, judges: Sequence[EffectiveJudge], novelty: NoveltyState
+) -> str:
+    """The run log's one line about the scoring setup, with the judges' effective models."""
+    described = ", ".join(f"{j.id}(model={j.model}, t={j.temperature:g})" for j in judges)
+    if novelty.used:
+        state = f"on, window={novelty.window}"
+    elif novelty.enabled:
+        state = "off (no history)" if novelty.warning else "off"
+    else:
+        state = "off (window 0)" if scoring.novelty.enabled else "off"
+    return (
+        f"black-box scoring: num_ideas={scoring.num_ideas} "
+        f"exploration_rate={scoring.exploration_rate:g} "
+        f"generator_temperature={scoring.generator_temperature:g} "
+        f"max_reasks={scoring.max_reasks} judges=[{described}] "
+        f"min_ok_judges={scoring.effective_min_ok_judges} novelty={state}"
+    )
 
 
 # --------------------------------------------------------------------------- prompts
@@ -154,25 +171,25 @@ _JUDGE_SYSTEM = (
 )
 
 
-def _hints_prompt(ctx: Context) -> str:
+def _hints_prompt(brief: Brief) -> str:
     return (
         "Summarise this taste as broad hints, in a register such as: quiet, intimate, "
         "weathered, luminous, tactile, airy, contemplative, handmade, nocturnal, serene.\n\n"
-        f"<do_not_copy>\n{ctx.outputs['preferences']}\n</do_not_copy>"
+        f"<do_not_copy>\n{brief.preferences}\n</do_not_copy>"
     )
 
 
-def _idea_prompt(candidate: Candidate, use_hints: bool) -> object:
+def _idea_prompt(candidate: CandidateRecord, brief: Brief, use_hints: bool) -> PromptFn:
     def render(ctx: Context) -> str:
         if use_hints:
             hints = ctx.outputs[HINTS_KEY]
             assert isinstance(hints, ProfileHints)
             taste = f"What the viewer enjoys, in broad strokes:\n{render_hints(hints)}"
         else:
-            dislikes = "; ".join(ctx.outputs.get("dislikes") or ()) or "nothing in particular"
+            dislikes = "; ".join(brief.dislikes) or "nothing in particular"
             taste = f"Never depict:\n<do_not_copy>\n{dislikes}\n</do_not_copy>"
         return (
-            f"Concepts to blend:\n{concept_lines(ctx)}\n\n"
+            f"Concepts to blend:\n{concept_lines(brief.concepts)}\n\n"
             f"Your direction, which sets your pitch apart from the others: "
             f"{candidate.direction}.\n\n{taste}"
         )
@@ -180,13 +197,17 @@ def _idea_prompt(candidate: Candidate, use_hints: bool) -> object:
     return render
 
 
-def _judge_prompt(order: Sequence[str], novelty: NoveltyState) -> object:
+def _card_key(card_id: str) -> str:
+    return f"{_CARD_KEY}.{card_id}"
+
+
+def _card_line(card_id: str, card: IdeaCard) -> str:
+    return json.dumps({"id": card_id, **card.model_dump()}, ensure_ascii=False)
+
+
+def _judge_prompt(order: Sequence[str], brief: Brief, novelty: NoveltyState) -> PromptFn:
     def render(ctx: Context) -> str:
-        cards = ctx.outputs[_CARD_KEY]
-        shown = "\n".join(
-            json.dumps(card_to_dict(card_id, cards[card_id]), ensure_ascii=False)
-            for card_id in order
-        )
+        shown = "\n".join(_card_line(card_id, ctx.outputs[_card_key(card_id)]) for card_id in order)
         history = ""
         if novelty.summary is not None:
             history = (
@@ -194,8 +215,8 @@ def _judge_prompt(order: Sequence[str], novelty: NoveltyState) -> object:
                 "lean on these.\n"
             )
         return (
-            f"Concepts:\n{concept_lines(ctx)}\n\n"
-            f"The viewer's profile (authoritative):\n{ctx.outputs['preferences']}\n"
+            f"Concepts:\n{concept_lines(brief.concepts)}\n\n"
+            f"The viewer's profile (authoritative):\n{brief.preferences}\n"
             f"{history}\n"
             f"Idea cards, one JSON object per line:\n{shown}\n\n"
             f"Score every card id exactly once ({', '.join(order)}), integers 0-100. "
@@ -205,109 +226,52 @@ def _judge_prompt(order: Sequence[str], novelty: NoveltyState) -> object:
     return render
 
 
-def _card_summary(card: Mapping[str, Any]) -> str:
-    o = card["options"]
+def _card_summary(card: IdeaCard) -> str:
+    o = card.options
     lines = [
-        f"Hook: {card['hook']}",
-        f"Narrative: {card['narrative']}",
-        f"Composition options: {' | '.join(o['composition'])}",
-        f"Palette options: {' | '.join(o['palette'])}",
-        f"Medium: {' | '.join(o['medium'])}",
-        f"Mood: {' | '.join(o['mood'])}",
+        f"Hook: {card.hook}",
+        f"Narrative: {card.narrative}",
+        f"Composition options: {' | '.join(o.composition)}",
+        f"Palette options: {' | '.join(o.palette)}",
+        f"Medium: {' | '.join(o.medium)}",
+        f"Mood: {' | '.join(o.mood)}",
     ]
-    if card.get("avoid"):
-        lines.append(f"Avoid: {'; '.join(card['avoid'])}")
+    if card.avoid:
+        lines.append(f"Avoid: {'; '.join(card.avoid)}")
     return "\n".join(lines)
 
 
-def _final_from_card(ctx: Context) -> str:
-    card = ctx.outputs[SELECTED_KEY]
-    return (
-        "We are creating one artwork for the person whose preferences follow. Treat the "
-        "preferences as authoritative: lean into the likes and never depict the dislikes.\n\n"
-        f"Preferences:\n{ctx.outputs['preferences']}\n\n"
-        f"The concepts it blends:\n{concept_lines(ctx)}\n\n"
-        f"The chosen idea, to develop rather than replace:\n{_card_summary(card)}\n\n"
-        "Pick ONE option from each list (composition, palette, medium, mood) and write a "
-        "concise, detailed description of the final image for an image-generation model: "
-        "most important details first, the story shown through visual details and symbolism, "
-        "style, medium and palette stated explicitly, one coherent scene."
-    )
+def _final_from_card(brief: Brief) -> PromptFn:
+    def render(ctx: Context) -> str:
+        outcome = ctx.outputs[OUTCOME_KEY]
+        assert isinstance(outcome, ScoringOutcome)
+        return (
+            "We are creating one artwork for the person whose preferences follow. Treat the "
+            "preferences as authoritative: lean into the likes and never depict the "
+            "dislikes.\n\n"
+            f"Preferences:\n{brief.preferences}\n\n"
+            f"The concepts it blends:\n{concept_lines(brief.concepts)}\n\n"
+            f"The chosen idea, to develop rather than replace:\n{_card_summary(outcome.card)}\n\n"
+            "Pick ONE option from each list (composition, palette, medium, mood) and write a "
+            "concise, detailed description of the final image for an image-generation model: "
+            "most important details first, the story shown through visual details and "
+            "symbolism, style, medium and palette stated explicitly, one coherent scene."
+        )
+
+    return render
 
 
 # --------------------------------------------------------------------------- plan
 
 
-@dataclass
-class ScoringPlan:
-    """The scoring tree of one run and what is needed to record it."""
+@dataclass(frozen=True)
+class ScoringOutcome:
+    """What the select step decided: the score table, the selection and the selected card
+    (the only part of scoring that later steps read)."""
 
-    tree: Block
-    scoring: ScoringConfig
-    candidates: tuple[Candidate, ...]
-    judges: tuple[EffectiveJudge, ...]
-    orders: Mapping[str, tuple[str, ...]]
-    judge_paths: Mapping[str, str]
-    novelty: NoveltyState
-    min_ok_judges: int
-    answers: dict[str, int] = field(default_factory=dict)
-
-    def record(self, outputs: Mapping[str, Any]) -> dict[str, Any]:
-        """The transcript's ``blackbox_scoring`` object from whatever the run got to."""
-        s = self.scoring
-        selection: Selection | None = outputs.get(_SELECTION_KEY)
-        table: list[ScoreRow] = outputs.get(_TABLE_KEY) or []
-        return {
-            "enabled": True,
-            "config_snapshot": {
-                **s.model_dump(mode="json", exclude={"judges"}),
-                "judges": [
-                    {"id": j.id, "model": j.model, "temperature": j.temperature}
-                    for j in self.judges
-                ],
-                "min_ok_judges": self.min_ok_judges,
-            },
-            "candidates": [c.to_dict() for c in self.candidates],
-            "judges": [r.to_dict() for r in self.judge_results(outputs)],
-            "score_table": [row.to_dict() for row in table],
-            "selected_id": selection.selected_id if selection else None,
-            "selected_score": selection.selected_score if selection else None,
-            "exploration_rate": s.exploration_rate,
-            "exploration_roll": selection.exploration_roll if selection else None,
-            "selection_mode": selection.mode if selection else None,
-            "selection": selection.to_dict() if selection else None,
-            "novelty": self.novelty.to_dict(),
-        }
-
-    def judge_results(self, outputs: Mapping[str, Any]) -> list[JudgeResult]:
-        """The structured result of each judge that ran, in ensemble order (none before the
-        judges' block has finished, e.g. when an idea card failed)."""
-        results = []
-        for judge in self.judges:
-            key = f"{_JUDGE_KEY}.{judge.id}"
-            if key not in outputs:
-                continue
-            value = outputs[key]
-            failure = value if isinstance(value, _JudgeFailure) else None
-            results.append(
-                JudgeResult(
-                    judge_id=judge.id,
-                    status=failure.status if failure else "ok",
-                    scores=None if failure else value,
-                    attempts=max(1, self.answers.get(judge.id, 0)),
-                    model=judge.model,
-                    temperature=judge.temperature,
-                    order=self.orders[judge.id],
-                    path=self.judge_paths[judge.id],
-                    error=failure.error if failure else None,
-                    output_preview=failure.output_preview if failure else None,
-                )
-            )
-        return results
-
-    def selected_card(self, outputs: Mapping[str, Any]) -> dict[str, Any] | None:
-        card = outputs.get(SELECTED_KEY)
-        return dict(card) if isinstance(card, Mapping) else None
+    table: tuple[ScoreRow, ...]
+    selection: Selection
+    card: IdeaCard
 
 
 @dataclass(frozen=True)
@@ -317,40 +281,114 @@ class _JudgeFailure:
     output_preview: str | None
 
 
+@dataclass(frozen=True)
+class ScoringPlan:
+    """The scoring tree of one run and what is needed to record it."""
+
+    tree: Block
+    scoring: ScoringConfig
+    candidates: tuple[CandidateRecord, ...]
+    judges: tuple[EffectiveJudge, ...]
+    orders: Mapping[str, tuple[str, ...]]
+    judge_paths: Mapping[str, str]
+    novelty: NoveltyState
+    min_ok_judges: int
+
+    def outcome(self, ctx: Context) -> ScoringOutcome | None:
+        """The select step's decision, once it has run."""
+        value = ctx.outputs.get(OUTCOME_KEY)
+        return value if isinstance(value, ScoringOutcome) else None
+
+    def record(self, ctx: Context) -> ScoringRecord:
+        """The scoring record from whatever the run got to."""
+        s = self.scoring
+        outcome = self.outcome(ctx)
+        selection = outcome.selection if outcome else None
+        return ScoringRecord(
+            config_snapshot={
+                **s.model_dump(mode="json", exclude={"judges"}),
+                "judges": [
+                    {"id": j.id, "model": j.model, "temperature": j.temperature}
+                    for j in self.judges
+                ],
+                "min_ok_judges": self.min_ok_judges,
+            },
+            candidates=tuple(
+                c.model_copy(update={"card": self._card(ctx, c.id)}) for c in self.candidates
+            ),
+            judges=tuple(self.judge_results(ctx)),
+            score_table=outcome.table if outcome else (),
+            selected_id=selection.selected_id if selection else None,
+            selected_score=selection.selected_score if selection else None,
+            exploration_rate=s.exploration_rate,
+            exploration_roll=selection.exploration_roll if selection else None,
+            selection_mode=selection.mode if selection else None,
+            selection=selection.detail if selection else None,
+            novelty=self.novelty.to_record(),
+        )
+
+    @staticmethod
+    def _card(ctx: Context, card_id: str) -> IdeaCard | None:
+        card = ctx.outputs.get(_card_key(card_id))
+        return card if isinstance(card, IdeaCard) else None
+
+    def judge_results(self, ctx: Context) -> list[JudgeResult]:
+        """The structured result of each judge that ran, in ensemble order (none before the
+        judges' block has finished, e.g. when an idea card failed). ``attempts`` is the
+        number of answers the judge's step received (at least 1)."""
+        answers = {e.path: e.answers for e in ctx.steps if isinstance(e, ChatEvent) and e.path}
+        results = []
+        for judge in self.judges:
+            key = f"{_JUDGE_KEY}.{judge.id}"
+            if key not in ctx.outputs:
+                continue
+            value = ctx.outputs[key]
+            failure = value if isinstance(value, _JudgeFailure) else None
+            path = self.judge_paths[judge.id]
+            results.append(
+                JudgeResult(
+                    id=judge.id,
+                    model=judge.model,
+                    temperature=judge.temperature,
+                    status=failure.status if failure else "ok",
+                    attempts=max(1, answers.get(path, 0)),
+                    order=self.orders[judge.id],
+                    path=path,
+                    scores=None if failure else value,
+                    error=failure.error if failure else None,
+                    output_preview=failure.output_preview if failure else None,
+                )
+            )
+        return results
+
+
+def _judge_failure(exc: Exception) -> _JudgeFailure:
+    output = exc.output_preview if isinstance(exc, ModelOutputError) else None
+    return _JudgeFailure(status_of(exc), preview(str(exc), 300), output or None)
+
+
 def _judge_step(
-    plan_answers: dict[str, int],
     judge: EffectiveJudge,
     order: tuple[str, ...],
+    brief: Brief,
     novelty: NoveltyState,
     *,
     run_seed: int,
     max_reasks: int,
 ) -> ChatStep:
-    def parse(text: str) -> dict[str, int]:
-        plan_answers[judge.id] = plan_answers.get(judge.id, 0) + 1
-        if not text.strip():
-            raise ValueError("the answer is empty; expected the scores JSON object")
-        return parse_scores(text, order)
-
-    def on_failure(exc: Exception) -> _JudgeFailure:
-        output = exc.output_preview if isinstance(exc, ModelOutputError) else None
-        return _JudgeFailure(status_of(exc), preview(str(exc), 300), output or None)
-
     return ChatStep(
         name=judge.id,
-        prompt=_judge_prompt(order, novelty),  # type: ignore[arg-type]
+        prompt=_judge_prompt(order, brief, novelty),
         temperature=judge.temperature,
         model=judge.model,
         seed=derive_seed(run_seed, "step", "judge", judge.id),
-        json_schema=judge_schema(order),
+        output=judge_output(order),
+        reask=ReaskPolicy(max=max_reasks, style="restate"),
         stateless=True,
         system_prompt=_JUDGE_SYSTEM,
         merge="none",
-        parse=parse,
-        max_reasks=max_reasks,
-        reask_style="restate",
         allow_empty_response=True,
-        on_failure=on_failure,
+        on_failure=_judge_failure,
         capture_key=f"{_JUDGE_KEY}.{judge.id}",
         meta={"role": "judge", "judge_id": judge.id, "order": list(order)},
     )
@@ -358,6 +396,7 @@ def _judge_step(
 
 def scoring_pipeline(
     *,
+    brief: Brief,
     run_seed: int,
     scoring: ScoringConfig,
     judges: Sequence[EffectiveJudge],
@@ -376,23 +415,21 @@ def scoring_pipeline(
         rng_for(run_seed, "judge_order", judge.id).shuffle(order)
         orders[judge.id] = tuple(order)
     use_hints = scoring.generator_profile_abstraction
-    answers: dict[str, int] = {}
+    reask = ReaskPolicy(max=scoring.max_reasks, style="restate")
 
     scoring_nodes: list[Node] = []
     if use_hints:
         scoring_nodes.append(
             ChatStep(
                 name="profile_abstraction",
-                prompt=_hints_prompt,
+                prompt=_hints_prompt(brief),
                 temperature=0.0,
                 seed=derive_seed(run_seed, "step", "profile_abstraction"),
-                json_schema=HINTS_SCHEMA,
+                output=hints_output(likes),
+                reask=reask,
                 stateless=True,
                 system_prompt=_HINTS_SYSTEM,
                 merge="none",
-                parse=parse_hints(likes),  # type: ignore[arg-type]
-                max_reasks=scoring.max_reasks,
-                reask_style="restate",
                 capture_key=HINTS_KEY,
             )
         )
@@ -404,28 +441,21 @@ def scoring_pipeline(
             nodes=[
                 ChatStep(
                     name=f"idea_{c.id}",
-                    prompt=_idea_prompt(c, use_hints),  # type: ignore[arg-type]
+                    prompt=_idea_prompt(c, brief, use_hints),
                     temperature=scoring.generator_temperature,
                     seed=c.seed,
-                    json_schema=CARD_SCHEMA,
+                    output=CARD_OUTPUT,
+                    reask=reask,
                     stateless=True,
                     system_prompt=_IDEA_SYSTEM,
                     merge="none",
-                    parse=parse_card,
-                    max_reasks=scoring.max_reasks,
-                    reask_style="restate",
-                    capture_key=f"idea_card.{c.id}",
+                    capture_key=_card_key(c.id),
                     meta={"role": "idea", "card_id": c.id, "direction": c.direction},
                 )
                 for c in candidates
             ],
         )
     )
-
-    def collect_cards(ctx: Context) -> dict[str, IdeaCard]:
-        return {card_id: ctx.outputs[f"idea_card.{card_id}"] for card_id in ids}
-
-    scoring_nodes.append(ActionStep(name="collect_cards", fn=collect_cards, capture_key=_CARD_KEY))
     scoring_nodes.append(
         Block(
             name="judges",
@@ -433,9 +463,9 @@ def scoring_pipeline(
             parallel=True,
             nodes=[
                 _judge_step(
-                    answers,
                     judge,
                     orders[judge.id],
+                    brief,
                     novelty,
                     run_seed=run_seed,
                     max_reasks=scoring.max_reasks,
@@ -445,29 +475,25 @@ def scoring_pipeline(
         )
     )
 
-    def choose(ctx: Context) -> dict[str, Any]:
-        results = plan.judge_results(ctx.outputs)
-        ok = require_quorum(results, plan.min_ok_judges)
-        cards: Mapping[str, IdeaCard] = ctx.outputs[_CARD_KEY]
+    def choose(ctx: Context) -> ScoringOutcome:
+        ok = require_quorum(plan.judge_results(ctx), plan.min_ok_judges)
+        cards = {card_id: ctx.outputs[_card_key(card_id)] for card_id in ids}
         penalties: dict[str, float] = {}
         if novelty.summary is not None:
             for card_id in ids:
                 penalties[card_id] = novelty_penalty(card_text(cards[card_id]), novelty.summary)[0]
-        table = aggregate(ids, {r.judge_id: r.scores or {} for r in ok}, penalties)
-        ctx.outputs[_TABLE_KEY] = table
+        table = aggregate(ids, {r.id: r.scores or {} for r in ok}, penalties)
         selection = select(table, exploration_rate=scoring.exploration_rate, run_seed=run_seed)
-        ctx.outputs[_SELECTION_KEY] = selection
         logger.info(
             "Selected candidate: id=%s, score=%s, selection_mode=%s",
             selection.selected_id,
             selection.selected_score,
             selection.mode,
         )
-        return card_to_dict(selection.selected_id, cards[selection.selected_id])
+        return ScoringOutcome(tuple(table), selection, cards[selection.selected_id])
 
-    scoring_nodes.append(ActionStep(name="select", fn=choose, capture_key=SELECTED_KEY))
+    scoring_nodes.append(ActionStep(name="select", fn=choose, capture_key=OUTCOME_KEY))
 
-    dalle_prompt = dict(STAGES)["dalle_prompt_creation"]
     tree = Block(
         name="pipeline",
         merge="all_messages",
@@ -475,14 +501,16 @@ def scoring_pipeline(
             Block(name="blackbox_scoring", merge="none", nodes=scoring_nodes),
             stage_block(
                 "final_prompt_from_selected_idea",
-                _final_from_card,
+                _final_from_card(brief),
+                brief=brief,
                 refine=refinement != "none",
                 run_seed=run_seed,
                 temperature=temperature,
             ),
             stage_block(
                 "dalle_prompt_creation",
-                dalle_prompt,
+                stage_prompt("dalle_prompt_creation", brief),
+                brief=brief,
                 refine=refinement == "per_stage",
                 run_seed=run_seed,
                 temperature=temperature,
@@ -498,6 +526,5 @@ def scoring_pipeline(
         judge_paths={j.id: f"pipeline/blackbox_scoring/judges/{j.id}" for j in judges},
         novelty=novelty,
         min_ok_judges=scoring.effective_min_ok_judges,
-        answers=answers,
     )
     return plan

@@ -24,20 +24,20 @@ A failing answer is re-asked with the violations listed, then the run fails (the
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import ConfigDict, Field, StringConstraints
 
-from image_project.backends.base import JsonSchema
-from image_project.stages.scoring.parsing import describe_validation_error, extract_json_object
+from image_project.engine import JsonOutput
+from image_project.record.base import RecordModel
 
 __all__ = [
     "COLOUR_WORDS",
-    "HINTS_SCHEMA",
     "ProfileHints",
     "check_hints",
     "content_tokens",
+    "hints_output",
     "parse_hints",
     "render_hints",
     "tokens",
@@ -104,39 +104,16 @@ def _copied_grams(phrase: str, like_grams: set[tuple[str, ...]]) -> list[tuple[s
 _Hint = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=120)]
 
 
-class ProfileHints(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+class ProfileHints(RecordModel):
+    """The abstraction step's answer: broad adjectives and avoid-constraints."""
+
+    model_config = ConfigDict(title="generator_profile_hints", strict=True)
 
     adjectives: list[_Hint] = Field(min_length=3, max_length=8)
-    avoid: list[_Hint] = Field(default_factory=list, max_length=6)
+    avoid: list[_Hint] = Field(default_factory=list, min_length=0, max_length=6)
 
     def phrases(self) -> tuple[str, ...]:
         return (*self.adjectives, *self.avoid)
-
-
-HINTS_SCHEMA = JsonSchema(
-    name="generator_profile_hints",
-    schema={
-        "type": "object",
-        "properties": {
-            "adjectives": {
-                "type": "array",
-                "items": {"type": "string"},
-                "minItems": 3,
-                "maxItems": 8,
-            },
-            "avoid": {
-                "type": "array",
-                "items": {"type": "string"},
-                "minItems": 0,
-                "maxItems": 6,
-            },
-        },
-        "required": ["adjectives", "avoid"],
-        "additionalProperties": False,
-    },
-    strict=True,
-)
 
 
 def check_hints(phrases: Iterable[str], likes: Iterable[str]) -> list[str]:
@@ -154,16 +131,11 @@ def check_hints(phrases: Iterable[str], likes: Iterable[str]) -> list[str]:
     return problems
 
 
-def parse_hints(likes: Sequence[str]) -> object:
-    """A parse function for the abstraction step: valid JSON shape, then :func:`check_hints`.
-    Raises ``ValueError`` (re-asked) listing every problem."""
+def hints_output(likes: Sequence[str]) -> JsonOutput:
+    """The abstraction step's output: valid :class:`ProfileHints`, then :func:`check_hints`
+    (a violation is a ``ValueError`` listing every problem, so it is re-asked)."""
 
-    def parse(text: str) -> ProfileHints:
-        data = extract_json_object(text)
-        try:
-            hints = ProfileHints.model_validate(data)
-        except ValidationError as exc:
-            raise ValueError(f"invalid hints: {describe_validation_error(exc)}") from exc
+    def check(hints: ProfileHints) -> ProfileHints:
         problems = check_hints(hints.phrases(), likes)
         if problems:
             raise ValueError(
@@ -171,7 +143,12 @@ def parse_hints(likes: Sequence[str]) -> object:
             )
         return hints
 
-    return parse
+    return JsonOutput(ProfileHints, check=check, what="hints")
+
+
+def parse_hints(likes: Sequence[str]) -> Callable[[str], object]:
+    """:func:`hints_output`'s parse function: an answer in, :class:`ProfileHints` out."""
+    return hints_output(likes).parse
 
 
 def render_hints(hints: ProfileHints) -> str:

@@ -7,7 +7,7 @@ a :class:`JudgeResult` whose ``status`` is one of
 ``ok``           the answer (possibly after re-asks) parsed; ``scores`` holds it
 ``parse_error``  the answer was still malformed after ``max_reasks`` re-asks (or was empty)
 ``refused``      the API reported a refusal, or the answer holds no JSON object at all and
-                 reads like one (:data:`~image_project.stages.scoring.parsing.REFUSAL_PATTERNS`);
+                 reads like one (:data:`~image_project.engine.output.REFUSAL_PATTERNS`);
                  never re-asked
 ``error``        the call itself failed (transport error after the retries, ...)
 
@@ -17,71 +17,147 @@ can go on (:func:`require_quorum`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+import functools
+from collections.abc import Sequence
+from typing import Any, ClassVar
 
-from image_project.backends.base import JsonSchema
+from pydantic import ConfigDict, Field, create_model, model_validator
+
+from image_project.engine import JsonOutput
+from image_project.engine.output import list_of, literal_of
 from image_project.errors import (
     EmptyResponseError,
     ModelOutputError,
     RefusalError,
     preview,
-)
-from image_project.stages.scoring.parsing import (
-    extract_json_object,
-    has_json_object,
-    looks_like_refusal,
     short_repr,
 )
+from image_project.record.base import RecordModel
+from image_project.record.scoring import JUDGE_STATUSES, JudgeResult, JudgeStatus
 
 __all__ = [
     "JUDGE_STATUSES",
+    "SCORE_MAX",
+    "SCORE_MIN",
+    "JudgeAnswer",
     "JudgeResult",
+    "JudgeScore",
     "JudgeStatus",
-    "judge_schema",
+    "judge_output",
     "parse_scores",
     "require_quorum",
     "status_of",
 ]
 
-JudgeStatus = Literal["ok", "parse_error", "refused", "error"]
-JUDGE_STATUSES: tuple[JudgeStatus, ...] = ("ok", "parse_error", "refused", "error")
 SCORE_MIN, SCORE_MAX = 0, 100
 
 
-def judge_schema(ids: Sequence[str]) -> JsonSchema:
-    """The structured-output schema of one judge: one entry per id, ids from an enum."""
-    n = len(ids)
-    return JsonSchema(
-        name="idea_scores",
-        schema={
-            "type": "object",
-            "properties": {
-                "scores": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "properties": {
-                            "id": {"type": "string", "enum": list(ids)},
-                            "score": {
-                                "type": "integer",
-                                "minimum": SCORE_MIN,
-                                "maximum": SCORE_MAX,
-                            },
-                        },
-                        "required": ["id", "score"],
-                        "additionalProperties": False,
-                    },
-                    "minItems": n,
-                    "maxItems": n,
-                }
-            },
-            "required": ["scores"],
-            "additionalProperties": False,
-        },
-        strict=True,
+class JudgeScore(RecordModel):
+    """One card's score in a judge's answer."""
+
+    model_config = ConfigDict(strict=True)
+
+    id: str
+    score: int = Field(ge=SCORE_MIN, le=SCORE_MAX)
+
+
+class JudgeAnswer(RecordModel):
+    """A judge's answer: ``{"scores": [{"id": ..., "score": 0..100}, ...]}``, every card id
+    exactly once. The model for one run's ids is built by :func:`judge_output` (the ids
+    become an ``enum`` in the schema, the count ``minItems``/``maxItems``); its validator
+    checks what a schema cannot say (each id once, none missing) and words every problem
+    for the re-ask."""
+
+    model_config = ConfigDict(title="idea_scores", strict=True)
+    ids: ClassVar[tuple[str, ...]] = ()
+
+    scores: list[JudgeScore]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _check(cls, data: Any) -> Any:
+        if cls.ids:
+            _check_answer(data, cls.ids)
+        return data
+
+    def as_dict(self) -> dict[str, int]:
+        """The scores keyed by id, in the order the ids were given."""
+        found = {item.id: item.score for item in self.scores}
+        return {i: found[i] for i in type(self).ids}
+
+
+def _check_answer(data: Any, ids: Sequence[str]) -> None:
+    """Raise ``ValueError`` naming the first problem of a judge answer (already a JSON
+    object), worded for the re-ask."""
+    if not isinstance(data, dict):
+        raise ValueError(f"expected a JSON object at the top level, got {type(data).__name__}")
+    extra = sorted(set(data) - {"scores"})
+    if extra:
+        raise ValueError(
+            f"unexpected top-level key(s) {short_repr(extra)}; only 'scores' is allowed"
+        )
+    items = data.get("scores")
+    if not isinstance(items, list):
+        raise ValueError('\'scores\' must be a list of {"id": ..., "score": ...} objects')
+    found: set[str] = set()
+    for index, item in enumerate(items):
+        found.add(_check_item(f"scores[{index}]", item, ids, found))
+    missing_ids = [i for i in ids if i not in found]
+    if missing_ids:
+        raise ValueError(f"no score for id(s) {missing_ids}; score every id exactly once")
+
+
+def _check_item(where: str, item: Any, ids: Sequence[str], found: set[str]) -> str:
+    """The id of one ``{"id": ..., "score": ...}`` entry, or ``ValueError``."""
+    if not isinstance(item, dict):
+        raise ValueError(f"{where} must be an object with 'id' and 'score'")
+    keys = set(item)
+    if keys != {"id", "score"}:
+        missing = sorted({"id", "score"} - keys)
+        unexpected = sorted(keys - {"id", "score"})
+        detail = [f"missing {missing}"] if missing else []
+        if unexpected:
+            detail.append(f"unexpected {short_repr(unexpected)} (no explanations or other keys)")
+        raise ValueError(f"{where}: {', '.join(detail)}")
+    card_id, score = item["id"], item["score"]
+    if not isinstance(card_id, str) or card_id not in ids:
+        raise ValueError(f"{where}: unknown id {short_repr(card_id)}; the ids are {list(ids)}")
+    if card_id in found:
+        raise ValueError(f"{where}: id {card_id!r} is scored twice")
+    if isinstance(score, bool) or not isinstance(score, int):
+        raise ValueError(
+            f"{where}: score for {card_id!r} must be an integer, got {short_repr(score)}"
+        )
+    if not SCORE_MIN <= score <= SCORE_MAX:
+        raise ValueError(
+            f"{where}: score for {card_id!r} must be in {SCORE_MIN}..{SCORE_MAX}, "
+            f"got {short_repr(score)}"
+        )
+    return card_id
+
+
+@functools.lru_cache(maxsize=1024)
+def _answer_model(ids: tuple[str, ...]) -> type[JudgeAnswer]:
+    item = create_model("JudgeScore", __base__=JudgeScore, id=(literal_of(ids), ...))
+    count = len(ids)
+    model = create_model(
+        "JudgeAnswer",
+        __base__=JudgeAnswer,
+        scores=(list_of(item), Field(min_length=count, max_length=count)),
     )
+    model.ids = ids
+    return model
+
+
+def _scores(answer: JudgeAnswer) -> dict[str, int]:
+    return answer.as_dict()
+
+
+def judge_output(ids: Sequence[str]) -> JsonOutput:
+    """A judge's output for cards shown in the order ``ids``: the schema lists the ids in that
+    order, the captured value is ``{id: score}`` in that order. An answer with no JSON object
+    that reads like a refusal is a refusal (never re-asked)."""
+    return JsonOutput(_answer_model(tuple(ids)), check=_scores, refusals=True)
 
 
 def parse_scores(text: str, ids: Sequence[str]) -> dict[str, int]:
@@ -92,85 +168,9 @@ def parse_scores(text: str, ids: Sequence[str]) -> dict[str, int]:
     wrong. An answer that tried (a ``{...}`` with an apology around it) is malformed, not a
     refusal: a re-ask can fix it.
     """
-    try:
-        data = extract_json_object(text)
-    except ValueError:
-        if not has_json_object(text) and looks_like_refusal(text):
-            raise RefusalError("the judge declined to score", output=text) from None
-        raise
-    extra = sorted(set(data) - {"scores"})
-    if extra:
-        raise ValueError(
-            f"unexpected top-level key(s) {short_repr(extra)}; only 'scores' is allowed"
-        )
-    items = data.get("scores")
-    if not isinstance(items, list):
-        raise ValueError('\'scores\' must be a list of {"id": ..., "score": ...} objects')
-    known = set(ids)
-    found: dict[str, int] = {}
-    for index, item in enumerate(items):
-        where = f"scores[{index}]"
-        if not isinstance(item, dict):
-            raise ValueError(f"{where} must be an object with 'id' and 'score'")
-        keys = set(item)
-        if keys != {"id", "score"}:
-            missing = sorted({"id", "score"} - keys)
-            unexpected = sorted(keys - {"id", "score"})
-            detail = []
-            if missing:
-                detail.append(f"missing {missing}")
-            if unexpected:
-                detail.append(
-                    f"unexpected {short_repr(unexpected)} (no explanations or other keys)"
-                )
-            raise ValueError(f"{where}: {', '.join(detail)}")
-        card_id, score = item["id"], item["score"]
-        if not isinstance(card_id, str) or card_id not in known:
-            raise ValueError(f"{where}: unknown id {short_repr(card_id)}; the ids are {list(ids)}")
-        if card_id in found:
-            raise ValueError(f"{where}: id {card_id!r} is scored twice")
-        if isinstance(score, bool) or not isinstance(score, int):
-            raise ValueError(
-                f"{where}: score for {card_id!r} must be an integer, got {short_repr(score)}"
-            )
-        if not SCORE_MIN <= score <= SCORE_MAX:
-            raise ValueError(
-                f"{where}: score for {card_id!r} must be in {SCORE_MIN}..{SCORE_MAX}, "
-                f"got {short_repr(score)}"
-            )
-        found[card_id] = score
-    missing_ids = [i for i in ids if i not in found]
-    if missing_ids:
-        raise ValueError(f"no score for id(s) {missing_ids}; score every id exactly once")
-    return {i: found[i] for i in ids}
-
-
-@dataclass(frozen=True)
-class JudgeResult:
-    """One judge's outcome. ``attempts`` = the judge's answers that were checked (the first
-    answer plus the answers to re-asks; at least 1, also for a refusal or transport error)."""
-
-    judge_id: str
-    status: JudgeStatus
-    scores: Mapping[str, int] | None
-    attempts: int
-    model: str
-    temperature: float
-    order: tuple[str, ...]
-    path: str
-    error: str | None = None
-    output_preview: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The transcript's ``judges[]`` entry."""
-        return {
-            "id": self.judge_id,
-            "model": self.model,
-            "temperature": self.temperature,
-            "status": self.status,
-            "attempts": self.attempts,
-            "order": list(self.order),
-        }
+    scores = judge_output(ids).parse(text)
+    assert isinstance(scores, dict)
+    return scores
 
 
 def status_of(exc: Exception) -> JudgeStatus:
@@ -188,7 +188,7 @@ def require_quorum(results: Sequence[JudgeResult], min_ok: int) -> list[JudgeRes
     ok = [r for r in results if r.status == "ok"]
     if len(ok) >= min_ok:
         return ok
-    statuses = ", ".join(f"{r.judge_id}={r.status}" for r in results)
+    statuses = ", ".join(f"{r.id}={r.status}" for r in results)
     paths = ", ".join(r.path for r in results if r.status != "ok")
     bad = next((r for r in results if r.status != "ok" and r.output_preview), None)
     first_error = next((r.error for r in results if r.status != "ok" and r.error), None)

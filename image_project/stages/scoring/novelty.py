@@ -17,11 +17,11 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from image_project.record.scoring import Motif
 from image_project.stages.scoring.hints import content_tokens
 
-__all__ = ["MAX_PENALTY", "Motif", "NoveltySummary", "novelty_penalty", "recent_motifs"]
+__all__ = ["MAX_PENALTY", "NoveltySummary", "novelty_penalty", "recent_motifs"]
 
 MAX_PENALTY = 25.0
 PENALTY_PER_SHARE = 10.0
@@ -36,16 +36,6 @@ _FORMAT_WORDS_TEXT = """
     one two three lines line shot view frame
     """
 _FORMAT_WORDS = frozenset(_FORMAT_WORDS_TEXT.split())
-
-
-@dataclass(frozen=True)
-class Motif:
-    word: str
-    prompts: int
-    share: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"word": self.word, "prompts": self.prompts, "share": self.share}
 
 
 @dataclass(frozen=True)
@@ -79,7 +69,7 @@ def recent_motifs(prompts: Sequence[str]) -> NoveltySummary:
     )[:MAX_MOTIFS]
     return NoveltySummary(
         rows=rows,
-        motifs=tuple(Motif(word, n, round(n / rows, 3)) for word, n in frequent),
+        motifs=tuple(Motif(word=word, prompts=n, share=round(n / rows, 3)) for word, n in frequent),
     )
 
 

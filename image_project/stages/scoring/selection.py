@@ -16,36 +16,12 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
+from image_project.record.scoring import ScoreRow, SelectionDetail
 from image_project.seeding import rng_for
 
 __all__ = ["ScoreRow", "Selection", "aggregate", "explore_pool_size", "select"]
-
-
-@dataclass(frozen=True)
-class ScoreRow:
-    id: str
-    judge_scores: Mapping[str, int]
-    median: float
-    spread: int
-    n_ok: int
-    novelty_penalty: float = 0.0
-
-    @property
-    def effective_score(self) -> float:
-        return max(0.0, round(self.median - self.novelty_penalty, 3))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "judge_scores": dict(self.judge_scores),
-            "median": self.median,
-            "spread": self.spread,
-            "n_ok": self.n_ok,
-            "novelty_penalty": self.novelty_penalty,
-            "effective_score": self.effective_score,
-        }
 
 
 def _number(x: float) -> float | int:
@@ -79,14 +55,17 @@ def aggregate(
     for card_id in ids:
         per_judge = {j: scores[card_id] for j, scores in judge_scores.items()}
         values = list(per_judge.values())
+        median = _number(statistics.median(values))
+        penalty = float(penalties.get(card_id, 0.0))
         rows.append(
             ScoreRow(
                 id=card_id,
                 judge_scores=per_judge,
-                median=_number(statistics.median(values)),
+                median=median,
                 spread=max(values) - min(values),
                 n_ok=len(values),
-                novelty_penalty=float(penalties.get(card_id, 0.0)),
+                novelty_penalty=penalty,
+                effective_score=max(0.0, round(median - penalty, 3)),
             )
         )
     return rows
@@ -107,13 +86,12 @@ class Selection:
     explore_pool: tuple[str, ...]
     explore_roll: float | None
 
-    def to_dict(self) -> dict[str, Any]:
+    @property
+    def detail(self) -> SelectionDetail:
         """The derived values behind the choice (the transcript's ``selection``)."""
-        return {
-            "ranking": list(self.ranking),
-            "explore_pool": list(self.explore_pool),
-            "explore_roll": self.explore_roll,
-        }
+        return SelectionDetail(
+            ranking=self.ranking, explore_pool=self.explore_pool, explore_roll=self.explore_roll
+        )
 
 
 def select(rows: Sequence[ScoreRow], *, exploration_rate: float, run_seed: int) -> Selection:

@@ -1,5 +1,5 @@
-"""Idea cards: strict parsing of one card per answer, code-assigned ids, and the seeded
-diversity directions of the generators."""
+"""Idea cards: strict parsing of one card per answer, the answer schema generated from the
+card model, code-assigned ids, and the seeded diversity directions of the generators."""
 
 from __future__ import annotations
 
@@ -9,14 +9,19 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
+from image_project.engine.output import strict_json_schema
+from image_project.record import CandidateRecord, CardOptions, IdeaCard
 from image_project.seeding import derive_seed
 from image_project.stages.scoring.cards import (
+    CARD_OUTPUT,
     DIRECTIONS,
     card_ids,
     directions_for,
     parse_card,
 )
+from tests.stages.scoring.schema_checks import array_bounds, assert_strict, field_length_bounds
 
 GOOD: dict[str, Any] = {
     "hook": "  A lighthouse keeper's last night  ",
@@ -206,6 +211,60 @@ def test_duplicate_nested_keys_are_rejected() -> None:
         parse_card(text)
 
 
+# -- the answer schema comes from the model ---------------------------------------------
+
+OPTION_BOUNDS = {"composition": (2, 4), "palette": (2, 4), "medium": (1, 3), "mood": (1, 3)}
+AVOID_BOUNDS = (0, 4)
+
+
+def test_card_schema_is_generated_from_the_idea_card_model() -> None:
+    js = CARD_OUTPUT.schema
+    assert CARD_OUTPUT.model is IdeaCard
+    assert js == strict_json_schema(IdeaCard)
+    assert (js.name, js.strict) == ("idea_card", True)
+    schema = js.schema
+    assert_strict(schema)
+    assert schema["required"] == ["hook", "narrative", "options", "avoid"]
+    assert schema["properties"]["hook"] == schema["properties"]["narrative"] == {"type": "string"}
+    options = schema["properties"]["options"]
+    assert options["required"] == list(OPTION_BOUNDS)
+    for name, bounds in OPTION_BOUNDS.items():
+        node = options["properties"][name]
+        assert node["items"] == {"type": "string"}
+        assert array_bounds(node) == bounds == field_length_bounds(CardOptions, name), name
+    avoid = schema["properties"]["avoid"]
+    assert array_bounds(avoid) == AVOID_BOUNDS == field_length_bounds(IdeaCard, "avoid")
+
+
+@pytest.mark.parametrize("field", list(OPTION_BOUNDS))
+def test_option_bounds_of_the_schema_are_what_the_parser_enforces(field: str) -> None:
+    low, high = OPTION_BOUNDS[field]
+    at_max = parse_card(_card(lambda d: d["options"].__setitem__(field, ["x"] * high)))
+    assert len(getattr(at_max.options, field)) == high
+    at_min = parse_card(_card(lambda d: d["options"].__setitem__(field, ["x"] * low)))
+    assert len(getattr(at_min.options, field)) == low
+    with pytest.raises(ValueError, match=f"options\\.{field}: List should have at most {high}"):
+        parse_card(_card(lambda d: d["options"].__setitem__(field, ["x"] * (high + 1))))
+
+
+def test_avoid_bounds_of_the_schema_are_what_the_parser_enforces() -> None:
+    low, high = AVOID_BOUNDS
+    assert len(parse_card(_card(lambda d: d.__setitem__("avoid", ["x"] * high))).avoid) == high
+    assert len(parse_card(_card(lambda d: d.__setitem__("avoid", ["x"] * low))).avoid) == low
+    with pytest.raises(ValueError, match=f"avoid: List should have at most {high}"):
+        parse_card(_card(lambda d: d.__setitem__("avoid", ["x"] * (high + 1))))
+
+
+def test_idea_card_rejects_five_composition_items() -> None:
+    # The model used to allow 6 while the schema asked for at most 4.
+    data = copy.deepcopy(GOOD)
+    data["options"]["composition"] = ["a", "b", "c", "d", "e"]
+    with pytest.raises(ValidationError, match="at most 4"):
+        IdeaCard.model_validate(data)
+    data["options"]["composition"] = ["a", "b", "c", "d"]
+    assert IdeaCard.model_validate(data).options.composition == ["a", "b", "c", "d"]
+
+
 # -- card_ids --------------------------------------------------------------------------
 
 
@@ -268,8 +327,10 @@ def test_candidate_seeds_are_derived_per_id(run_seed: int) -> None:
     cands = directions_for(run_seed, ids)
     assert [c.seed for c in cands] == [derive_seed(run_seed, "step", "idea", i) for i in ids]
     assert len({c.seed for c in cands}) == 5
-    assert cands[0].to_dict() == {
+    assert all(isinstance(c, CandidateRecord) and c.card is None for c in cands)
+    assert cands[0].model_dump() == {
         "id": "A",
         "seed": derive_seed(run_seed, "step", "idea", "A"),
         "direction": cands[0].direction,
+        "card": None,
     }

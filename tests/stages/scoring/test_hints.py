@@ -1,5 +1,6 @@
 """Generator-safe profile hints: the code check (no colour words, no 3-gram copied from the
-likes) and the hints parser used by the abstraction step."""
+likes), the hints parser used by the abstraction step, and its schema generated from the
+hints model."""
 
 from __future__ import annotations
 
@@ -9,14 +10,17 @@ from typing import cast
 
 import pytest
 
+from image_project.engine.output import strict_json_schema
 from image_project.stages.scoring.hints import (
     ProfileHints,
     check_hints,
     content_tokens,
+    hints_output,
     parse_hints,
     render_hints,
     tokens,
 )
+from tests.stages.scoring.schema_checks import array_bounds, assert_strict, field_length_bounds
 
 LIKES = ["Misty coastal landscapes at dawn", "Teal cats sleeping on windowsills"]
 
@@ -220,3 +224,36 @@ def test_parse_hints_lists_every_violation() -> None:
 def test_parse_hints_rejects_prose() -> None:
     with pytest.raises(ValueError, match="ONLY the JSON object"):
         _parser()('Sure! {"adjectives": ["a", "b", "c"], "avoid": []}')
+
+
+# -- the answer schema comes from the model ---------------------------------------------
+
+HINT_BOUNDS = {"adjectives": (3, 8), "avoid": (0, 6)}
+SAFE_WORDS = ["quiet", "tactile", "airy", "calm", "soft", "spare", "still", "gentle", "warm"]
+
+
+def test_hints_schema_is_generated_from_the_hints_model() -> None:
+    output = hints_output(LIKES)
+    js = output.schema
+    assert output.model is ProfileHints
+    assert js == strict_json_schema(ProfileHints)
+    assert (js.name, js.strict) == ("generator_profile_hints", True)
+    schema = js.schema
+    assert_strict(schema)
+    assert schema["required"] == list(HINT_BOUNDS)
+    for name, bounds in HINT_BOUNDS.items():
+        node = schema["properties"][name]
+        assert node["items"] == {"type": "string"}
+        assert array_bounds(node) == bounds == field_length_bounds(ProfileHints, name), name
+
+
+@pytest.mark.parametrize("field", list(HINT_BOUNDS))
+def test_hint_bounds_of_the_schema_are_what_the_parser_enforces(field: str) -> None:
+    low, high = HINT_BOUNDS[field]
+    base = {"adjectives": SAFE_WORDS[:3], "avoid": []}
+    at_max = _parser()(json.dumps({**base, field: SAFE_WORDS[:high]}))
+    assert len(getattr(at_max, field)) == high
+    at_min = _parser()(json.dumps({**base, field: SAFE_WORDS[:low]}))
+    assert len(getattr(at_min, field)) == low
+    with pytest.raises(ValueError, match=f"{field}: List should have at most {high}"):
+        _parser()(json.dumps({**base, field: SAFE_WORDS[: high + 1]}))

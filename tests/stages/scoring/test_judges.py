@@ -1,11 +1,12 @@
 """Judge answers: strict numeric-only parsing, refusal detection, statuses, the quorum and
-the structured-output schema."""
+the structured-output schema generated from the answer model."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+import annotated_types
 import pytest
 
 from image_project.errors import (
@@ -15,14 +16,20 @@ from image_project.errors import (
     RefusalError,
     ServerError,
 )
+from image_project.record import JudgeResult as RecordJudgeResult
 from image_project.stages.scoring.judges import (
+    SCORE_MAX,
+    SCORE_MIN,
+    JudgeAnswer,
     JudgeResult,
+    JudgeScore,
     JudgeStatus,
-    judge_schema,
+    judge_output,
     parse_scores,
     require_quorum,
     status_of,
 )
+from tests.stages.scoring.schema_checks import array_bounds, assert_strict
 
 IDS = ("A", "B", "C")
 
@@ -244,7 +251,7 @@ def _result(
     output_preview: str | None = None,
 ) -> JudgeResult:
     return JudgeResult(
-        judge_id=judge_id,
+        id=judge_id,
         status=status,
         scores={"A": 50, "B": 60} if status == "ok" else None,
         attempts=1,
@@ -264,7 +271,7 @@ def test_quorum_met_returns_only_ok_results() -> None:
         _result("j3", "ok"),
     ]
     ok = require_quorum(results, 2)
-    assert [r.judge_id for r in ok] == ["j1", "j3"]
+    assert [r.id for r in ok] == ["j1", "j3"]
 
 
 def test_quorum_all_ok() -> None:
@@ -311,12 +318,15 @@ def test_quorum_with_no_results() -> None:
     assert info.value.output_preview == ""
 
 
-# -- judge_schema ----------------------------------------------------------------------
+# -- judge_output(...).schema ----------------------------------------------------------
 
 
-@pytest.mark.parametrize("ids", [("A",), ("C", "A", "B"), tuple("ABCDEFGH")])
+SINGLE_ID = pytest.param(("A",), id="single-id")  # a one-value Literal is a one-value enum
+
+
+@pytest.mark.parametrize("ids", [SINGLE_ID, ("C", "A", "B"), tuple("ABCDEFGH")])
 def test_judge_schema(ids: tuple[str, ...]) -> None:
-    js = judge_schema(ids)
+    js = judge_output(ids).schema
     assert js.strict is True
     schema = js.schema
     assert schema["additionalProperties"] is False
@@ -328,3 +338,32 @@ def test_judge_schema(ids: tuple[str, ...]) -> None:
     assert item["additionalProperties"] is False
     assert item["required"] == ["id", "score"]
     assert item["properties"]["score"] == {"type": "integer", "minimum": 0, "maximum": 100}
+
+
+def test_judge_result_is_the_record_model() -> None:
+    assert JudgeResult is RecordJudgeResult
+    assert _result("j1", "ok").model_dump()["id"] == "j1"
+
+
+@pytest.mark.parametrize("ids", [("A", "B"), ("C", "A", "B")])
+def test_judge_schema_is_generated_from_the_answer_model(ids: tuple[str, ...]) -> None:
+    output = judge_output(ids)
+    assert issubclass(output.model, JudgeAnswer)
+    js = output.schema
+    assert js.name == "idea_scores"
+    schema = js.schema
+    assert_strict(schema)
+    scores = schema["properties"]["scores"]
+    assert array_bounds(scores) == (len(ids), len(ids))
+    # The score bounds are the answer model's own field constraints.
+    score = scores["items"]["properties"]["score"]
+    metadata = JudgeScore.model_fields["score"].metadata
+    ge = next(m.ge for m in metadata if isinstance(m, annotated_types.Ge))
+    le = next(m.le for m in metadata if isinstance(m, annotated_types.Le))
+    assert (score["minimum"], score["maximum"]) == (ge, le) == (SCORE_MIN, SCORE_MAX) == (0, 100)
+    # What the schema says is what the parser enforces: every id, in range, nothing else.
+    answer = json.dumps({"scores": [{"id": i, "score": SCORE_MAX} for i in ids]})
+    assert parse_scores(answer, ids) == dict.fromkeys(ids, SCORE_MAX)
+    too_many = json.dumps({"scores": [{"id": i, "score": 1} for i in (*ids, "Z")]})
+    with pytest.raises(ValueError, match="unknown id 'Z'"):
+        parse_scores(too_many, ids)

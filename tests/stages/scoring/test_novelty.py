@@ -13,9 +13,9 @@ from image_project.artifacts.generations import (
     append_generation_row,
     read_recent_prompts,
 )
+from image_project.record import Motif, NoveltyRecord
 from image_project.stages.scoring.flow import NoveltyState, load_novelty
 from image_project.stages.scoring.novelty import (
-    Motif,
     NoveltySummary,
     novelty_penalty,
     recent_motifs,
@@ -30,6 +30,10 @@ PROMPTS = [
 ]
 
 LOGGER = "image_project.scoring"
+
+
+def motif(word: str, prompts: int, share: float) -> Motif:
+    return Motif(word=word, prompts=prompts, share=share)
 
 
 def _write_history(path: Path, prompts: list[str] = PROMPTS) -> Path:
@@ -60,8 +64,8 @@ def test_motifs_from_the_history(history: Path) -> None:
     summary = recent_motifs(prompts)
     assert summary.rows == 5
     assert summary.motifs == (
-        Motif("lighthouse", 4, 0.8),
-        Motif("sunset", 3, 0.6),
+        motif("lighthouse", 4, 0.8),
+        motif("sunset", 3, 0.6),
     )
     assert summary.describe() == (
         "Motifs repeated across the last 5 images: lighthouse (4/5), sunset (3/5)."
@@ -72,7 +76,7 @@ def test_motifs_are_deterministic(history: Path) -> None:
     first = recent_motifs(read_recent_prompts(history, 5))
     second = recent_motifs(read_recent_prompts(history, 5))
     assert first == second
-    assert [m.to_dict() for m in first.motifs] == [m.to_dict() for m in second.motifs]
+    assert [m.model_dump() for m in first.motifs] == [m.model_dump() for m in second.motifs]
 
 
 def test_window_keeps_only_the_last_rows(history: Path) -> None:
@@ -85,7 +89,7 @@ def test_window_keeps_only_the_last_rows(history: Path) -> None:
 
     last_three = recent_motifs(read_recent_prompts(history, 3))
     assert last_three.rows == 3
-    assert last_three.motifs == (Motif("lighthouse", 2, 0.667),)
+    assert last_three.motifs == (motif("lighthouse", 2, 0.667),)
 
 
 def test_word_counts_once_per_prompt_and_format_words_ignored() -> None:
@@ -96,7 +100,7 @@ def test_word_counts_once_per_prompt_and_format_words_ignored() -> None:
             "Subject: fox. Lighting: dim. Composition: wide shot.",
         ]
     )
-    assert summary.motifs == (Motif("owl", 2, 0.667), Motif("wide", 2, 0.667))
+    assert summary.motifs == (motif("owl", 2, 0.667), motif("wide", 2, 0.667))
 
 
 def test_motifs_sorted_by_count_then_word_and_capped_at_12() -> None:
@@ -105,7 +109,7 @@ def test_motifs_sorted_by_count_then_word_and_capped_at_12() -> None:
     prompts = [" ".join(words), " ".join(words), "zulu zulu", "zulu"]
     summary = recent_motifs(prompts)
     assert len(summary.motifs) == 12
-    assert summary.motifs[0] == Motif("alpha", 2, 0.5)
+    assert summary.motifs[0] == motif("alpha", 2, 0.5)
     assert [m.word for m in summary.motifs] == sorted([*words, "zulu"])[:12]
 
 
@@ -142,9 +146,9 @@ def test_penalty_is_capped_at_25() -> None:
     summary = NoveltySummary(
         rows=4,
         motifs=(
-            Motif("castle", 4, 1.0),
-            Motif("dragon", 4, 1.0),
-            Motif("moon", 3, 0.75),
+            motif("castle", 4, 1.0),
+            motif("dragon", 4, 1.0),
+            motif("moon", 3, 0.75),
         ),
     )
     assert novelty_penalty("castle dragon", summary) == (20.0, ("castle", "dragon"))
@@ -155,7 +159,7 @@ def test_penalty_is_capped_at_25() -> None:
 
 
 def test_penalty_rounded_to_one_decimal() -> None:
-    summary = NoveltySummary(rows=3, motifs=(Motif("owl", 2, 0.667),))
+    summary = NoveltySummary(rows=3, motifs=(motif("owl", 2, 0.667),))
     assert novelty_penalty("owl", summary) == (6.7, ("owl",))
 
 
@@ -267,14 +271,16 @@ def test_good_history_is_used(history: Path, caplog: pytest.LogCaptureFixture) -
 
 def test_window_applies_in_load_novelty(history: Path) -> None:
     state = load_novelty(True, 3, history)
-    assert state.summary == NoveltySummary(rows=3, motifs=(Motif("lighthouse", 2, 0.667),))
+    assert state.summary == NoveltySummary(rows=3, motifs=(motif("lighthouse", 2, 0.667),))
 
 
-# -- NoveltyState.to_dict --------------------------------------------------------------
+# -- NoveltyState.to_record -------------------------------------------------------------
 
 
-def test_to_dict_when_used(history: Path) -> None:
-    assert load_novelty(True, 5, history).to_dict() == {
+def test_to_record_when_used(history: Path) -> None:
+    record = load_novelty(True, 5, history).to_record()
+    assert isinstance(record, NoveltyRecord)
+    assert record.model_dump(mode="json") == {
         "enabled": True,
         "used": True,
         "window": 5,
@@ -287,8 +293,8 @@ def test_to_dict_when_used(history: Path) -> None:
     }
 
 
-def test_to_dict_when_unavailable(tmp_path: Path) -> None:
-    data = load_novelty(True, 7, tmp_path / "missing.csv").to_dict()
+def test_to_record_when_unavailable(tmp_path: Path) -> None:
+    data = load_novelty(True, 7, tmp_path / "missing.csv").to_record().model_dump(mode="json")
     assert set(data) == {"enabled", "used", "window", "rows", "motifs", "warning"}
     assert data["enabled"] is True
     assert data["used"] is False

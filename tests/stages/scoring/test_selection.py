@@ -72,7 +72,7 @@ def test_novelty_penalty_applied_with_floor_zero(
     (row,) = aggregate(["A"], {"j1": {"A": s1}, "j2": {"A": s2}}, {"A": penalty})
     assert row.novelty_penalty == penalty
     assert row.effective_score == effective
-    assert row.to_dict()["effective_score"] == effective
+    assert row.model_dump()["effective_score"] == effective
 
 
 def test_penalties_default_to_zero_for_unlisted_ids() -> None:
@@ -81,9 +81,9 @@ def test_penalties_default_to_zero_for_unlisted_ids() -> None:
     assert [r.effective_score for r in rows] == [40.0, 55.0]
 
 
-def test_row_to_dict() -> None:
+def test_row_model_dump() -> None:
     (row,) = aggregate(["A"], {"j1": {"A": 60}, "j2": {"A": 71}}, {"A": 3.5})
-    assert row.to_dict() == {
+    assert row.model_dump() == {
         "id": "A",
         "judge_scores": {"j1": 60, "j2": 71},
         "median": 65.5,
@@ -118,6 +118,7 @@ def test_no_ids_raises() -> None:
 
 
 def _row(card_id: str, median: float, penalty: float = 0.0) -> ScoreRow:
+    """A row as :func:`aggregate` builds it (``effective_score`` is a field it computes)."""
     return ScoreRow(
         id=card_id,
         judge_scores={"j": int(median)},
@@ -125,7 +126,13 @@ def _row(card_id: str, median: float, penalty: float = 0.0) -> ScoreRow:
         spread=0,
         n_ok=1,
         novelty_penalty=penalty,
+        effective_score=max(0.0, round(median - penalty, 3)),
     )
+
+
+def test_row_helper_matches_aggregate() -> None:
+    (row,) = aggregate(["A"], {"j": {"A": 80}}, {"A": 8.0})
+    assert _row("A", 80, penalty=8.0) == row
 
 
 def _rows(n: int) -> list[ScoreRow]:
@@ -255,6 +262,22 @@ def test_weighted_pick_matches_the_second_roll() -> None:
         sel = select(rows, exploration_rate=1.0, run_seed=seed)
         assert sel.explore_roll is not None
         assert sel.selected_id == ("A" if sel.explore_roll < 0.75 else "B")
+
+
+def test_selection_detail() -> None:
+    explore = select(_rows(9), exploration_rate=1.0, run_seed=5)
+    assert explore.detail.model_dump(mode="json") == {
+        "ranking": list(explore.ranking),
+        "explore_pool": ["I", "H", "G"],
+        "explore_roll": explore.explore_roll,
+    }
+    assert explore.explore_roll is not None
+    exploit = select(_rows(2), exploration_rate=0.0, run_seed=5)
+    assert exploit.detail.model_dump(mode="json") == {
+        "ranking": ["B", "A"],
+        "explore_pool": ["B", "A"],
+        "explore_roll": None,
+    }
 
 
 def test_duplicate_ids_raise() -> None:

@@ -1,0 +1,84 @@
+"""The typed record of a run: one pydantic model for everything a run produces.
+
+* :mod:`.events` — every step as a typed event (``chat``, ``action``, ``image``);
+* :mod:`.scoring` — the black-box scoring record (cards, judges, score table, selection,
+  novelty);
+* :mod:`.run` — :class:`RunRecord`, the whole run.
+
+The transcript file is ``RunRecord``'s JSON (``RunRecord.model_validate_json`` reads any
+transcript this version writes back); the CLI summary reads it; the run store writes it.
+"""
+
+from image_project.record.events import (
+    TIMING_FIELDS,
+    ActionEvent,
+    ChatEvent,
+    ChatParams,
+    ImageEvent,
+    Reask,
+    StepError,
+    StepEvent,
+)
+from image_project.record.run import (
+    SCHEMA_VERSION,
+    BackendInfo,
+    ConceptFilter,
+    RunError,
+    RunRecord,
+    RunUsage,
+    Timing,
+    TitleRecord,
+    TitleSource,
+)
+from image_project.record.schema import transcript_json_schema
+from image_project.record.scoring import (
+    JUDGE_STATUSES,
+    CandidateRecord,
+    CardOptions,
+    IdeaCard,
+    JudgeResult,
+    JudgeStatus,
+    Motif,
+    NoveltyRecord,
+    ScoreRow,
+    ScoringOff,
+    ScoringRecord,
+    ScoringSection,
+    SelectionDetail,
+    SelectionMode,
+)
+
+__all__ = [
+    "JUDGE_STATUSES",
+    "SCHEMA_VERSION",
+    "TIMING_FIELDS",
+    "ActionEvent",
+    "BackendInfo",
+    "CandidateRecord",
+    "CardOptions",
+    "ChatEvent",
+    "ChatParams",
+    "ConceptFilter",
+    "IdeaCard",
+    "ImageEvent",
+    "JudgeResult",
+    "JudgeStatus",
+    "Motif",
+    "NoveltyRecord",
+    "Reask",
+    "RunError",
+    "RunRecord",
+    "RunUsage",
+    "ScoreRow",
+    "ScoringOff",
+    "ScoringRecord",
+    "ScoringSection",
+    "SelectionDetail",
+    "SelectionMode",
+    "StepError",
+    "StepEvent",
+    "Timing",
+    "TitleRecord",
+    "TitleSource",
+    "transcript_json_schema",
+]

@@ -1,0 +1,14 @@
+"""The base every record model shares: frozen, strict about keys."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+__all__ = ["RecordModel"]
+
+
+class RecordModel(BaseModel):
+    """A frozen pydantic model that rejects unknown keys, so a transcript written by another
+    version (or edited by hand) fails loudly when read back instead of losing fields."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")

@@ -1,0 +1,124 @@
+"""Every step of a run as a typed event, discriminated by ``type``: ``chat`` (one model call,
+re-asks included), ``action`` (pure Python in the step tree) and ``image`` (the image call).
+
+The engine produces :class:`ChatEvent` and :class:`ActionEvent`; the app adds the
+:class:`ImageEvent`. ``order`` is an event's position in the step tree (its index path,
+root run first): sorting by it gives declared pre-order whatever order concurrent steps
+completed in. It is not serialised. ``created_at`` and ``latency_ms`` are the only fields
+allowed to differ between a sequential and a concurrent run of the same tree with the same
+answers (:data:`TIMING_FIELDS`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, TypeAlias
+
+from pydantic import Field, JsonValue
+
+from image_project.backends.base import Usage
+from image_project.record.base import RecordModel
+
+__all__ = [
+    "TIMING_FIELDS",
+    "ActionEvent",
+    "ChatEvent",
+    "ChatParams",
+    "ImageEvent",
+    "Reask",
+    "StepError",
+    "StepEvent",
+]
+
+TIMING_FIELDS: tuple[str, ...] = ("created_at", "latency_ms")
+
+
+class ChatParams(RecordModel):
+    """What the request asked for: the temperature, the model and the API seed."""
+
+    temperature: float
+    model: str
+    seed: int | None
+
+
+class Reask(RecordModel):
+    """One rejected answer and the validation error it was re-asked with."""
+
+    response: str
+    error: str
+
+
+class StepError(RecordModel):
+    """The error of a *recoverable* step (one that failed without failing the run, such as a
+    judge): what went wrong, and for a bad answer its reason code and a preview."""
+
+    type: str
+    message: str
+    reason: str | None = None
+    output_preview: str | None = None
+    status: int | None = None
+
+
+class ChatEvent(RecordModel):
+    """One model call. ``response`` is the last answer (None when there was none);
+    ``attempts`` counts transport attempts over all answers, ``answers`` the answers received
+    (1 + the re-asks that were answered); ``reasks`` lists every rejected answer."""
+
+    type: Literal["chat"] = "chat"
+    name: str
+    path: str
+    prompt: str
+    system_prompt: str | None = None
+    response: str | None
+    params: ChatParams
+    context_messages: int
+    created_at: str
+    latency_ms: float
+    usage: Usage = Field(default_factory=Usage)
+    attempts: int
+    answers: int
+    system_fingerprint: str | None = None
+    response_model: str | None = None
+    reasks: tuple[Reask, ...] = ()
+    error: StepError | None = None
+    meta: dict[str, JsonValue] = Field(default_factory=dict)
+    order: tuple[int, ...] = Field(default=(), exclude=True)
+
+
+class ActionEvent(RecordModel):
+    """Pure Python glue; ``result`` is its return value as JSON (never trimmed)."""
+
+    type: Literal["action"] = "action"
+    name: str
+    path: str
+    created_at: str
+    latency_ms: float
+    result: JsonValue = None
+    meta: dict[str, JsonValue] = Field(default_factory=dict)
+    order: tuple[int, ...] = Field(default=(), exclude=True)
+
+
+class ImageEvent(RecordModel):
+    """The image call. ``model`` is the model that made the image (the offline backend
+    records its own name); ``received_bytes`` is the size of the encoded image the backend
+    returned, before the caption was added and it was saved as JPEG."""
+
+    type: Literal["image"] = "image"
+    name: str = "image"
+    path: str = "image"
+    prompt: str
+    model: str
+    size: str
+    quality: str
+    seed: int
+    created_at: str
+    latency_ms: float
+    attempts: int
+    received_bytes: int
+    format: str
+    revised_prompt: str | None = None
+    metadata: dict[str, JsonValue] = Field(default_factory=dict)
+    order: tuple[int, ...] = Field(default=(), exclude=True)
+
+
+StepEvent: TypeAlias = Annotated[ChatEvent | ActionEvent | ImageEvent, Field(discriminator="type")]
+"""Any step of a run, told apart by its ``type``."""

@@ -1,0 +1,142 @@
+"""The record of one run: what it was asked to do, every step it took, what it produced and
+how it ended. The transcript file is this model's JSON; the CLI summary reads it.
+
+``schema_version`` changes whenever a field changes meaning or is removed;
+``docs/transcript.schema.json`` is generated from :class:`RunRecord` (``python -m
+image_project.record``) and a test fails when it is stale.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+from pydantic import Field
+
+from image_project.record.base import RecordModel
+from image_project.record.events import ChatEvent, ImageEvent, StepEvent
+from image_project.record.scoring import ScoringOff, ScoringSection
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "BackendInfo",
+    "ConceptFilter",
+    "RunError",
+    "RunRecord",
+    "RunUsage",
+    "Timing",
+    "TitleRecord",
+    "TitleSource",
+]
+
+SCHEMA_VERSION: Final = 2
+"""Version 1 was the hand-built transcript of the first wave (no ``schema_version`` key)."""
+
+TitleSource = Literal["llm", "llm_disambiguated", "fallback"]
+
+
+class BackendInfo(RecordModel):
+    """Which backend answered: ``text_model`` is the default text model and ``image_model``
+    the image model the run asks for (what actually answered is on each step)."""
+
+    provider: str
+    description: str
+    text_model: str
+    image_model: str
+    execution_mode: Literal["concurrent", "sequential"]
+
+
+class ConceptFilter(RecordModel):
+    """The dislike rewrite: the concepts before and after, and the dislikes it applied."""
+
+    input: tuple[str, ...]
+    output: tuple[str, ...]
+    dislikes: tuple[str, ...]
+
+
+class TitleRecord(RecordModel):
+    """The title as captioned: where it came from (``llm``, ``llm_disambiguated``,
+    ``fallback``), the answer it came from, how many answers the title step saw, the
+    manifest ``seq`` and the caption text."""
+
+    title: str
+    title_source: TitleSource
+    title_raw: str
+    attempts: int
+    seq: int
+    caption: str
+
+
+class RunUsage(RecordModel):
+    """Token usage summed over every chat step, and the number of calls."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+    model_calls: int = 0
+    image_calls: int = 0
+
+
+class Timing(RecordModel):
+    """Wall time of the run and of each phase that ran (seconds)."""
+
+    wall_s: float = 0.0
+    phases_s: dict[str, float] = Field(default_factory=dict)
+
+
+class RunError(RecordModel):
+    """How a run ended when it did not succeed. ``type`` is the exception's class name, or
+    ``interrupted`` after Ctrl-C / SIGTERM; ``phase`` the phase it happened in; ``step`` and
+    ``path`` the innermost failing step; ``cancelled_paths`` the steps cut off. ``status`` /
+    ``attempts`` are set for a transport error, ``reason`` / ``output_preview`` for a bad
+    model answer."""
+
+    type: str
+    message: str
+    phase: str
+    step: str | None = None
+    path: str | None = None
+    cancelled_paths: tuple[str, ...] = ()
+    status: int | None = None
+    attempts: int | None = None
+    reason: str | None = None
+    output_preview: str | None = None
+
+
+class RunRecord(RecordModel):
+    """Everything one run produced, successful, failed or interrupted.
+
+    ``steps`` holds every step in declared order (the chat and action steps of the step
+    trees, the image call). ``image_path`` and ``image_bytes`` describe the captioned JPEG
+    that was saved (None for a prompt-only or failed run); ``error`` is None exactly when the
+    run succeeded.
+    """
+
+    schema_version: Literal[2] = SCHEMA_VERSION
+    generation_id: str
+    seed: int
+    created_at: str
+    run_mode: Literal["full", "prompt_only"]
+    backend: BackendInfo
+    selected_concepts: tuple[str, ...] = ()
+    concept_filter: ConceptFilter | None = None
+    steps: tuple[StepEvent, ...] = ()
+    final_image_prompt: str | None = None
+    image_path: str | None = None
+    image_bytes: int | None = None
+    title_generation: TitleRecord | None = None
+    blackbox_scoring: ScoringSection = Field(default_factory=ScoringOff)
+    usage: RunUsage = Field(default_factory=RunUsage)
+    timing: Timing = Field(default_factory=Timing)
+    error: RunError | None = None
+
+    @property
+    def succeeded(self) -> bool:
+        return self.error is None
+
+    @property
+    def chat_steps(self) -> tuple[ChatEvent, ...]:
+        return tuple(s for s in self.steps if isinstance(s, ChatEvent))
+
+    @property
+    def image_step(self) -> ImageEvent | None:
+        return next((s for s in self.steps if isinstance(s, ImageEvent)), None)
