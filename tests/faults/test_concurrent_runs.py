@@ -137,7 +137,7 @@ def test_a_lock_left_by_a_killed_process_is_recovered_with_a_warning(
     tmp_path: Path, allow_loopback: None
 ) -> None:
     manifest = tmp_path / "out" / "images" / "titles_manifest.csv"
-    holder = subprocess.Popen(
+    with subprocess.Popen(  # the with closes its pipes
         [
             sys.executable,
             "-c",
@@ -151,10 +151,10 @@ def test_a_lock_left_by_a_killed_process_is_recovered_with_a_warning(
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
-    )
-    assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
-    holder.send_signal(signal.SIGKILL)
-    holder.wait()
+    ) as holder:
+        assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
     lock = manifest_lock(manifest).path
     assert lock.exists(), "the killed process left its lock behind"
 
