@@ -41,7 +41,7 @@ from image_project.errors import AuthenticationError, ConfigError, InputFileErro
 from image_project.progress import counted
 from image_project.seeding import derive_seed
 
-__all__ = ["build_parser", "main"]
+__all__ = ["EXIT_CONFIG", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_RUN_FAILED", "build_parser", "main"]
 
 EXIT_OK, EXIT_RUN_FAILED, EXIT_CONFIG, EXIT_INTERRUPTED = 0, 1, 2, 130
 _INTERRUPT_SIGNALS = (signal.SIGINT, signal.SIGTERM)

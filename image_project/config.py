@@ -50,8 +50,11 @@ from image_project.errors import ConfigError, preview, short_repr
 
 __all__ = [
     "CONFIG_ENV_VAR",
+    "DEFAULT_CONFIG",
     "IMAGE_SIDE_MAX",
     "IMAGE_SIDE_MIN",
+    "LOCAL_CONFIG",
+    "MAX_JUDGES",
     "MAX_NAME_CHARS",
     "MAX_NESTING",
     "MAX_PATH_CHARS",

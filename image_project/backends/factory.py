@@ -27,7 +27,7 @@ from image_project.backends.retry import RetryPolicy
 from image_project.config import AppConfig
 from image_project.errors import AuthenticationError
 
-__all__ = ["Backends", "make_backends"]
+__all__ = ["PLACEHOLDER_KEY", "Backends", "make_backends"]
 
 PLACEHOLDER_KEY = "unused-by-local-server"
 

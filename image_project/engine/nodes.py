@@ -29,11 +29,17 @@ __all__ = [
     "ActionStep",
     "Block",
     "ChatStep",
+    "FailureFn",
+    "FallbackFn",
     "MergeMode",
     "Node",
+    "ParseFn",
     "PromptSource",
+    "ReaskFn",
+    "ReaskStyle",
     "capture_keys",
     "default_name",
+    "default_reask",
     "walk",
 ]
 

@@ -48,7 +48,7 @@ from image_project.errors import (
     preview,
 )
 
-__all__ = ["ChatRunner", "ExecutionMode", "NodeOutcome"]
+__all__ = ["ChatRunner", "Conversation", "ExecutionMode", "NodeOutcome"]
 
 ExecutionMode: TypeAlias = Literal["concurrent", "sequential"]
 Conversation: TypeAlias = tuple[Message, ...]

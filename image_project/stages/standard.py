@@ -33,6 +33,7 @@ from image_project.engine import Block, ChatStep, Context, Node, fanout_then_red
 from image_project.seeding import derive_seed
 
 __all__ = [
+    "CONSENSUS_DRAFTS",
     "CRITICS",
     "DALLE_PROMPT_KEY",
     "STAGES",

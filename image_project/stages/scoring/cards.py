@@ -30,6 +30,7 @@ __all__ = [
     "CARD_SCHEMA",
     "DIRECTIONS",
     "Candidate",
+    "CardOptions",
     "IdeaCard",
     "card_ids",
     "card_text",

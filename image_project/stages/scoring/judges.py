@@ -37,6 +37,8 @@ from image_project.stages.scoring.parsing import (
 
 __all__ = [
     "JUDGE_STATUSES",
+    "SCORE_MAX",
+    "SCORE_MIN",
     "JudgeResult",
     "JudgeStatus",
     "judge_schema",

@@ -21,7 +21,17 @@ from typing import Any
 
 from image_project.stages.scoring.hints import content_tokens
 
-__all__ = ["MAX_PENALTY", "Motif", "NoveltySummary", "novelty_penalty", "recent_motifs"]
+__all__ = [
+    "MAX_MOTIFS",
+    "MAX_PENALTY",
+    "MIN_PROMPTS",
+    "MIN_SHARE",
+    "PENALTY_PER_SHARE",
+    "Motif",
+    "NoveltySummary",
+    "novelty_penalty",
+    "recent_motifs",
+]
 
 MAX_PENALTY = 25.0
 PENALTY_PER_SHARE = 10.0
