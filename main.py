@@ -1,11 +1,13 @@
-"""image_project command line: ``python main.py --help``."""
+"""``python main.py [generate] [options]``: the ``image-project`` command line, run from a
+checkout. ``config/`` is read next to this file, wherever it is run from (the console script
+``image-project`` and ``python -m image_project`` read it from the current directory).
+Python puts this file's directory on ``sys.path``, so the checkout's ``image_project`` is
+imported without installing it."""
 
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from image_project.cli import main
 
 if __name__ == "__main__":
-    sys.exit(main(root=Path(__file__).resolve().parent))
+    sys.exit(main(root=Path(__file__).resolve().parent, prog="python main.py"))

@@ -209,8 +209,8 @@ class RemoteSimulator:
 
     @contextlib.contextmanager
     def serve(self) -> Iterator[str]:
-        """Start the server process, yield its base URL, stop it."""
-        proc = subprocess.Popen(
+        """Start the server process, yield its base URL, stop it (and close its pipe)."""
+        with subprocess.Popen(
             [
                 sys.executable,
                 __file__,
@@ -220,17 +220,17 @@ class RemoteSimulator:
             ],
             stdout=subprocess.PIPE,
             text=True,
-        )
-        try:
-            assert proc.stdout is not None
-            line = proc.stdout.readline().strip()
-            if not line.startswith("http://"):
-                raise RuntimeError(f"the latency simulator did not start (said {line!r})")
-            self.base_url = line
-            yield line
-        finally:
-            proc.terminate()
-            proc.wait(timeout=10)
+        ) as proc:
+            try:
+                assert proc.stdout is not None
+                line = proc.stdout.readline().strip()
+                if not line.startswith("http://"):
+                    raise RuntimeError(f"the latency simulator did not start (said {line!r})")
+                self.base_url = line
+                yield line
+            finally:
+                proc.terminate()
+                proc.wait(timeout=10)
 
     def _call(self, method: str, path: str, payload: dict[str, Any] | None = None) -> Any:
         data = None if payload is None else json.dumps(payload).encode()

@@ -428,11 +428,11 @@ def _say_done(run: RunState, what: str) -> None:
     run.say(f"[{time.perf_counter() - run.started:6.1f}s] ✓ {what}")
 
 
-Phase = Callable[[RunState], Awaitable[None]]
+_Phase = Callable[[RunState], Awaitable[None]]
 
 
-def _phases(prompt_only: bool) -> list[tuple[str, Phase]]:
-    phases: list[tuple[str, Phase]] = [
+def _phases(prompt_only: bool) -> list[tuple[str, _Phase]]:
+    phases: list[tuple[str, _Phase]] = [
         ("concept_selection", _concept_selection),
         ("concept_filter", _concept_filter),
         ("pipeline", _pipeline),

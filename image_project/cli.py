@@ -1,4 +1,10 @@
-"""The command line: ``python main.py [options]``.
+"""The command line: ``image-project [generate] [options]``.
+
+One CLI, three ways in, each naming itself in ``--help`` and errors: the console script
+``image-project`` and ``python -m image_project`` read ``config/`` from the current
+directory; ``python main.py`` reads it from the checkout that holds ``main.py``. The only
+subcommand so far is ``generate``; with no subcommand the options mean ``generate``, so
+``image-project --seed 42`` is ``image-project generate --seed 42``.
 
 Exit codes: 0 success; 1 a run failed (its transcript was written, the error attributed to a
 phase and step path); 2 a configuration or input-file error, raised before any model call;
@@ -35,21 +41,57 @@ from image_project.progress import counted
 from image_project.record import ScoringRecord
 from image_project.seeding import run_seed
 
-__all__ = ["build_parser", "main"]
+__all__ = ["EXIT_CONFIG", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_RUN_FAILED", "build_parser", "main"]
 
 EXIT_OK, EXIT_RUN_FAILED, EXIT_CONFIG, EXIT_INTERRUPTED = 0, 1, 2, 130
 _INTERRUPT_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
-def build_parser() -> argparse.ArgumentParser:
+_PROG = "image-project"
+_DEFAULT_COMMAND = "generate"
+_DESCRIPTION = (
+    "Turn three random art concepts and your taste profile into a captioned image "
+    "through a concurrent LLM prompt pipeline. Every model call is recorded in a "
+    "transcript. Without an API key the built-in offline backend is used."
+)
+
+
+def build_parser(prog: str = _PROG) -> argparse.ArgumentParser:
+    """The top-level parser. Its options are the ``generate`` options, listed here too so that
+    ``--help`` shows them; :func:`main` routes arguments without a subcommand to ``generate``
+    (see :func:`_with_command`), so they are always parsed by the subcommand's parser."""
     parser = argparse.ArgumentParser(
-        prog="python main.py",
-        description=(
-            "Turn three random art concepts and your taste profile into a captioned image "
-            "through a concurrent LLM prompt pipeline. Every model call is recorded in a "
-            "transcript. Without an API key the built-in offline backend is used."
+        prog=prog,
+        usage=f"{prog} [{_DEFAULT_COMMAND}] [options]",
+        description=_DESCRIPTION,
+        epilog=(
+            f"With no command, the options mean '{_DEFAULT_COMMAND}': '{prog} --seed 42' is "
+            f"'{prog} {_DEFAULT_COMMAND} --seed 42'."
         ),
     )
+    _add_generate_options(parser)
+    commands = parser.add_subparsers(dest="command", title="commands", metavar="COMMAND")
+    generate = commands.add_parser(
+        _DEFAULT_COMMAND,
+        prog=f"{prog} {_DEFAULT_COMMAND}",
+        help="make one or more generations (the default when no command is given)",
+        description=_DESCRIPTION,
+    )
+    _add_generate_options(generate)
+    return parser
+
+
+def _with_command(argv: Sequence[str]) -> list[str]:
+    """``argv`` with ``generate`` put in front when it names no command: when it is empty or
+    starts with an option other than ``-h`` / ``--help`` (which then shows the top-level help).
+    A leading word that is no command is left alone, for argparse to reject it."""
+    args = list(argv)
+    if not args or (args[0].startswith("-") and args[0] not in ("-h", "--help")):
+        return [_DEFAULT_COMMAND, *args]
+    return args
+
+
+def _add_generate_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config",
         type=Path,
@@ -90,7 +132,6 @@ def build_parser() -> argparse.ArgumentParser:
     verbosity.add_argument(
         "-v", "--verbose", action="count", default=0, help="more logging on stderr (-vv for debug)"
     )
-    return parser
 
 
 def _overrides(args: argparse.Namespace) -> list[str]:
@@ -276,10 +317,13 @@ def main(
     env: Mapping[str, str] | None = None,
     *,
     root: Path | None = None,
+    prog: str = _PROG,
 ) -> int:
     """``root`` is the project directory holding ``config/``; relative config paths resolve
-    against it (``main.py`` passes its own directory; the default is the current one)."""
-    args = build_parser().parse_args(argv)
+    against it (``main.py`` passes its own directory; the default is the current one).
+    ``prog`` is the command as the user typed it, for ``--help`` and usage errors (the console
+    script's default; ``python -m image_project`` and ``main.py`` pass their own)."""
+    args = build_parser(prog).parse_args(_with_command(sys.argv[1:] if argv is None else argv))
     env = os.environ if env is None else env
     _setup_logging(args.verbose, args.quiet)
     root = (root or Path.cwd()).resolve()

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 __all__ = [
+    "PREVIEW_CHARS",
     "AuthenticationError",
     "BackendConnectionError",
     "BackendError",

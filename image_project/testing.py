@@ -43,8 +43,10 @@ from image_project.errors import preview
 __all__ = [
     "FakeImageBackend",
     "FunctionTextBackend",
+    "ReplyLike",
     "ScriptEntry",
     "ScriptedTextBackend",
+    "TextFn",
     "UnexpectedCallError",
     "last_user_text",
     "offline_chat_completion",

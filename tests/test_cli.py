@@ -15,7 +15,7 @@ from PIL import Image, ImageChops, ImageStat
 
 from image_project.backends.base import ImageRequest
 from image_project.backends.offline import OfflineImageBackend
-from image_project.cli import main
+from image_project.cli import _with_command, build_parser, main
 from image_project.engine import ChatStep, walk
 from image_project.seeding import derive_seed
 from image_project.stages.standard import Brief, prompt_pipeline
@@ -265,3 +265,45 @@ def test_offline_scoring_run_shows_the_selection_and_uses_history(tmp_path: Path
     assert "history unavailable" not in second.stderr
     assert "novelty on (1 recent prompt," in second.stdout
     assert len(read_csv(tmp_path / "out" / "generations.csv")) == 2
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        ([], "generate"),
+        (["--seed", "3"], "generate"),
+        (["-q"], "generate"),
+        (["generate", "--seed", "3"], "generate"),
+    ],
+)
+def test_no_subcommand_means_generate(argv: list[str], expected: str) -> None:
+    args = build_parser().parse_args(_with_command(argv))
+    assert args.command == expected
+    assert args.seed == (3 if "--seed" in argv else None)
+
+
+def test_top_level_help_lists_generate_and_its_options(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["--help"], env={}, root=REPO, prog="python -m image_project")
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: python -m image_project [generate] [options]\n")
+    assert "generate" in out.split("commands:")[1] and "--prompt-only" in out
+
+
+def test_generate_help_and_errors_name_the_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["generate", "--help"], env={}, root=REPO, prog="python main.py")
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.startswith("usage: python main.py generate [-h]")
+    with pytest.raises(SystemExit) as exit_:
+        main(["generat"], env={}, root=REPO)
+    assert exit_.value.code == 2
+    assert "image-project: error: argument COMMAND: invalid choice: 'generat'" in (
+        capsys.readouterr().err
+    )
+    # Options go after the subcommand: before it they mean `generate` already.
+    with pytest.raises(SystemExit) as exit_:
+        main(["--seed", "3", "generate"], env={}, root=REPO)
+    assert exit_.value.code == 2
+    assert "image-project: error: unrecognized arguments: generate" in (capsys.readouterr().err)

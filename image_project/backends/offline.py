@@ -83,6 +83,7 @@ from image_project.errors import RequestRejectedError
 __all__ = [
     "COLOURS",
     "LAYOUTS",
+    "RGB",
     "OfflineImageBackend",
     "OfflineTextBackend",
     "estimate_tokens",

@@ -77,6 +77,7 @@ from image_project.errors import (
 
 __all__ = [
     "DEFAULT_API_KEY_ENV",
+    "LABEL",
     "LOOPBACK_HOSTS",
     "OPENAI_BASE_URL",
     "NetworkPolicy",

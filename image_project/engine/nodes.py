@@ -29,6 +29,7 @@ __all__ = [
     "ActionStep",
     "Block",
     "ChatStep",
+    "FailureFn",
     "MergeMode",
     "Node",
     "PromptFn",

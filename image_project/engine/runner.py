@@ -52,7 +52,7 @@ from image_project.errors import (
 )
 from image_project.record.events import ActionEvent, ChatEvent, ChatParams, Reask, StepError
 
-__all__ = ["ChatRunner", "ExecutionMode", "NodeOutcome", "as_json"]
+__all__ = ["ChatRunner", "Conversation", "ExecutionMode", "NodeOutcome", "as_json"]
 
 ExecutionMode: TypeAlias = Literal["concurrent", "sequential"]
 Conversation: TypeAlias = tuple[Message, ...]

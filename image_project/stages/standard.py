@@ -49,6 +49,7 @@ from image_project.seeding import derive_seed
 
 __all__ = [
     "CONCEPTS_KEY",
+    "CONSENSUS_DRAFTS",
     "CRITICS",
     "DALLE_PROMPT_KEY",
     "STAGES",

@@ -143,7 +143,7 @@ def test_a_lock_held_by_a_killed_process_does_not_block_the_next_run(
     tmp_path: Path, allow_loopback: None
 ) -> None:
     manifest = tmp_path / "out" / "images" / "titles_manifest.csv"
-    holder = subprocess.Popen(
+    with subprocess.Popen(  # the with closes its pipes
         [
             sys.executable,
             "-c",
@@ -158,12 +158,12 @@ def test_a_lock_held_by_a_killed_process_does_not_block_the_next_run(
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
-    )
-    assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
-    with pytest.raises(ImageProjectError, match="Timed out"):  # it really holds the lock
-        manifest_lock(manifest, timeout_s=0).acquire()
-    holder.send_signal(signal.SIGKILL)
-    holder.wait()
+    ) as holder:
+        assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+        with pytest.raises(ImageProjectError, match="Timed out"):  # it really holds the lock
+            manifest_lock(manifest, timeout_s=0).acquire()
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
     lock = manifest_lock(manifest).path
     assert lock.exists(), "the killed process left its lock file behind"
 

@@ -21,7 +21,16 @@ from dataclasses import dataclass
 from image_project.record.scoring import Motif
 from image_project.stages.scoring.hints import content_tokens
 
-__all__ = ["MAX_PENALTY", "NoveltySummary", "novelty_penalty", "recent_motifs"]
+__all__ = [
+    "MAX_MOTIFS",
+    "MAX_PENALTY",
+    "MIN_PROMPTS",
+    "MIN_SHARE",
+    "PENALTY_PER_SHARE",
+    "NoveltySummary",
+    "novelty_penalty",
+    "recent_motifs",
+]
 
 MAX_PENALTY = 25.0
 PENALTY_PER_SHARE = 10.0
