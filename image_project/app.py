@@ -69,6 +69,7 @@ from image_project.errors import (
 from image_project.preflight import check_outputs
 from image_project.progress import ProgressRecorder, counted
 from image_project.record import (
+    SCHEMA_VERSION,
     ActionEvent,
     BackendInfo,
     ChatEvent,
@@ -176,8 +177,8 @@ def new_generation_id() -> str:
     return f"{datetime.now(UTC):%Y%m%d_%H%M%S}_{uuid.uuid4().hex[:8]}"
 
 
-def _utc_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+def _utc_iso(timespec: str = "seconds") -> str:
+    return datetime.now(UTC).isoformat(timespec=timespec).replace("+00:00", "Z")
 
 
 class _RunLog:
@@ -261,6 +262,7 @@ class RunState:
         usage = Usage.total(e.usage for e in chats)
         saved = self.saved
         return RunRecord(
+            schema_version=SCHEMA_VERSION,
             generation_id=self.generation_id,
             seed=self.seed,
             created_at=self.created_at,
@@ -378,7 +380,7 @@ async def _image(run: RunState) -> None:
     # The image is recorded between the prompt trees and the title, whatever finishes first.
     run.image_order = (run.ctx.roots_run,)
     run.ctx.roots_run += 1
-    created_at = _utc_iso()
+    created_at = _utc_iso("milliseconds")
     started = time.perf_counter()
     image = await image_backend.generate(request)
     latency_ms = round((time.perf_counter() - started) * 1000, 3)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from pydantic import ValidationError
 
 from image_project.app import RunFailed, run_generation
 from image_project.backends.base import TextRequest
@@ -175,7 +176,11 @@ async def test_a_transcript_of_another_schema_version_is_refused(tmp_path: Path)
     result = await run_generation(cfg, make_backends(cfg, {}))
     data = json.loads(result.transcript_path.read_text(encoding="utf-8"))
     data["schema_version"] = 1
-    with pytest.raises(ValueError, match="schema_version"):
+    with pytest.raises(ValidationError, match="schema_version") as caught:
+        RunRecord.model_validate(data)
+    assert caught.value.error_count() == 1  # one clear error, not dozens
+    del data["schema_version"]
+    with pytest.raises(ValueError, match=r"no schema_version \(version 1\)"):
         RunRecord.model_validate(data)
     data["schema_version"] = 2
     data["surprise"] = True

@@ -11,7 +11,9 @@ Contract:
 * Unknown keys are errors, with the nearest valid key at that level suggested.
 * Keys must be strings; a file that is not UTF-8, not YAML, nested too deeply or holding an
   unreadable value is a :class:`ConfigError` as well.
-* The effective scoring settings are logged at load time (logger ``image_project.config``).
+* A judge at a non-zero temperature is warned about loudly at load time (logger
+  ``image_project.config``). The judges' models depend on the backend a run picks, so the
+  run logs the ensemble when it starts.
 """
 
 from __future__ import annotations

@@ -9,6 +9,10 @@ __all__ = ["RecordModel"]
 
 class RecordModel(BaseModel):
     """A frozen pydantic model that rejects unknown keys, so a transcript written by another
-    version (or edited by hand) fails loudly when read back instead of losing fields."""
+    version (or edited by hand) fails loudly when read back instead of losing fields. Every
+    field is always written (None included), so the generated JSON Schema marks every key of
+    a serialised record as required."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", json_schema_serialization_defaults_required=True
+    )

@@ -8,9 +8,9 @@ image_project.record``) and a test fails when it is stale.
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from image_project.record.base import RecordModel
 from image_project.record.events import ChatEvent, ImageEvent, StepEvent
@@ -111,7 +111,7 @@ class RunRecord(RecordModel):
     run succeeded.
     """
 
-    schema_version: Literal[2] = SCHEMA_VERSION
+    schema_version: Literal[2]
     generation_id: str
     seed: int
     created_at: str
@@ -128,6 +128,21 @@ class RunRecord(RecordModel):
     usage: RunUsage = Field(default_factory=RunUsage)
     timing: Timing = Field(default_factory=Timing)
     error: RunError | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _version_first(cls, data: Any) -> Any:
+        """A transcript of another version fails with one clear message (reading a version 1
+        transcript would otherwise report dozens of unrelated field errors)."""
+        if isinstance(data, dict) and "generation_id" in data:
+            version = data.get("schema_version")
+            if version != SCHEMA_VERSION:
+                found = "no schema_version (version 1)" if version is None else f"{version!r}"
+                raise ValueError(
+                    f"schema_version: this reads transcripts of schema_version "
+                    f"{SCHEMA_VERSION}, the file has {found}"
+                )
+        return data
 
     @property
     def succeeded(self) -> bool:

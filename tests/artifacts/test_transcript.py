@@ -60,6 +60,7 @@ def chat(name: str, response: str | None, **fields: object) -> ChatEvent:
 def record(**fields: object) -> RunRecord:
     """A small successful run: a chat step, an action, the image, a title."""
     base: dict[str, object] = {
+        "schema_version": 2,
         "generation_id": "20240501_abc",
         "seed": 42,
         "created_at": CREATED,
