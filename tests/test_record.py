@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import csv
+import importlib
 import json
 import logging
 import re
@@ -295,3 +296,14 @@ def test_no_type_ignore_and_no_hand_written_answer_schema_in_the_stages() -> Non
         # from models through image_project.engine.output.strict_json_schema.
         for keyword in ('"additionalProperties"', '"properties"', '"minItems"', "JsonSchema("):
             assert keyword not in source, f"{path}: {keyword}"
+
+
+def test_the_schema_command_writes_the_schema_and_importing_it_runs_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    module = importlib.reload(importlib.import_module("image_project.record.__main__"))
+    assert list(tmp_path.iterdir()) == []  # importing (as the __all__ test does) writes nothing
+    assert module.main([str(tmp_path / "schema.json")]) == 0
+    assert (tmp_path / "schema.json").read_text(encoding="utf-8") == transcript_json_schema_text()
+    assert "wrote" in capsys.readouterr().out

@@ -4,10 +4,20 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from image_project.record.schema import transcript_json_schema_text
 
-path = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/transcript.schema.json")
-path.write_text(transcript_json_schema_text(), encoding="utf-8")
-print(f"wrote {path}")
+__all__ = ["main"]
+
+
+def main(argv: Sequence[str]) -> int:
+    path = Path(argv[0] if argv else "docs/transcript.schema.json")
+    path.write_text(transcript_json_schema_text(), encoding="utf-8")
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
