@@ -196,8 +196,11 @@ def _summary(result: RunResult) -> str:
     return "\n".join(lines)
 
 
+_AGGREGATE_LABELS = {"median": "median", "weighted_median": "w.median", "mean": "mean"}
+
+
 def _scoring_lines(scoring: ScoringRecord) -> list[str]:
-    """The selection and the per-judge scores as a small table."""
+    """The selection, the per-judge scores as a small table, and the panel."""
     card = scoring.selected_card
     hook = card.hook if card is not None else ""
     if len(hook) > 80:
@@ -208,41 +211,58 @@ def _scoring_lines(scoring: ScoringRecord) -> list[str]:
         if roll is not None
         else ""
     )
+    label = _AGGREGATE_LABELS.get(scoring.aggregation, "trimmed")
     lines = [
-        f"  Selected    idea {scoring.selected_id}: median {scoring.selected_score}, "
+        f"  Selected    idea {scoring.selected_id}: {label} {scoring.selected_score}, "
         f"{mode} ({why})",
         f"              {hook!r}",
     ]
-    judges = [j.id for j in scoring.judges]
     if scoring.score_table:
-        width = max(5, *(len(j) for j in judges))
-        header = (
-            "card  " + "".join(f"{j:>{width}} " for j in judges) + " median  penalty  effective"
-        )
-        lines.append(f"  Scores      {header}")
-        for row in scoring.score_table:
-            cells = "".join(f"{row.judge_scores.get(j, '-')!s:>{width}} " for j in judges)
-            mark = " <" if row.id == scoring.selected_id else ""
-            lines.append(
-                f"              {row.id:<4}  {cells} {row.median!s:>6}  "
-                f"{row.novelty_penalty:>7.1f}  {row.effective_score:>9.1f}{mark}"
-            )
-    models = {j.model for j in scoring.judges}
-    statuses = ", ".join(
-        f"{j.id} {j.status}" + ("" if len(models) == 1 else f" ({j.model})") for j in scoring.judges
-    )
-    if len(models) == 1:
-        statuses += f" (model {next(iter(models))})"
+        lines += _score_table(scoring, label)
+    lines += _panel_lines(scoring)
     novelty = scoring.novelty
     motifs = ", ".join(m.word for m in novelty.motifs) or "none"
     lines.append(
-        f"  Judges      {statuses}; novelty "
+        "  Novelty     "
         + (
             f"on ({counted(novelty.rows, 'recent prompt')}, motifs: {motifs})"
             if novelty.used
             else "off"
         )
     )
+    return lines
+
+
+def _score_table(scoring: ScoringRecord, label: str) -> list[str]:
+    """One column per judge (``-`` where a judge is not ``ok``), the aggregate, the penalty
+    and the effective score; ``<`` marks the selected card."""
+    judges = [j.id for j in scoring.judges]
+    width = max(5, *(len(j) for j in judges))
+    header = (
+        "card  " + "".join(f"{j:>{width}} " for j in judges) + f" {label:>8}  penalty  effective"
+    )
+    lines = [f"  Scores      {header}"]
+    for row in scoring.score_table:
+        cells = "".join(f"{row.judge_scores.get(j, '-')!s:>{width}} " for j in judges)
+        mark = " <" if row.id == scoring.selected_id else ""
+        lines.append(
+            f"              {row.id:<4}  {cells} {row.aggregate!s:>8}  "
+            f"{row.novelty_penalty:>7.1f}  {row.effective_score:>9.1f}{mark}"
+        )
+    return lines
+
+
+def _panel_lines(scoring: ScoringRecord) -> list[str]:
+    """One line per judge: its status and what it judged by (rubric, profile view, weight,
+    model)."""
+    id_width = max(len(j.id) for j in scoring.judges) if scoring.judges else 0
+    lines = []
+    for index, j in enumerate(scoring.judges):
+        lead = "  Judges      " if index == 0 else " " * 14
+        lines.append(
+            f"{lead}{j.id:<{id_width}}  {j.status:<11} rubric {j.rubric:<13} "
+            f"profile {j.profile:<13} weight {j.weight:g}  {j.model}"
+        )
     return lines
 
 

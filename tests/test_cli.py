@@ -255,15 +255,21 @@ def test_offline_scoring_run_shows_the_selection_and_uses_history(tmp_path: Path
     ]
     assert [r[0] for r in rows] == list("ABCDEF")
     assert [r[0] for r in rows if r[-1] == "<"] == [selected]
-    assert (
-        "Judges      strict ok, warm ok, novel ok (model offline-text-1); novelty off"
-        in first.stdout
-    )
+    panel = [
+        line.split()
+        for line in first.stdout.splitlines()
+        if "  rubric " in line and " profile " in line
+    ]
+    assert [p[-9:] for p in panel] == [
+        [j, "ok", "rubric", "default", "profile", "raw", "weight", "1", "offline-text-1"]
+        for j in ("strict", "warm", "novel")
+    ]
+    assert "  Novelty     off" in first.stdout
 
     second = run_main(tmp_path, *args, "--seed", "12")
     assert second.returncode == 0, second.stderr
     assert "history unavailable" not in second.stderr
-    assert "novelty on (1 recent prompt," in second.stdout
+    assert "  Novelty     on (1 recent prompt," in second.stdout
     assert len(read_csv(tmp_path / "out" / "generations.csv")) == 2
 
 
@@ -307,3 +313,39 @@ def test_generate_help_and_errors_name_the_subcommand(capsys: pytest.CaptureFixt
         main(["--seed", "3", "generate"], env={}, root=REPO)
     assert exit_.value.code == 2
     assert "image-project: error: unrecognized arguments: generate" in (capsys.readouterr().err)
+
+
+def test_the_example_panel_runs_offline_with_three_rubrics_that_disagree(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    code = main(
+        [
+            "--config",
+            str(REPO / "config" / "scoring_ensemble.example.yaml"),
+            "--seed",
+            "42",
+            "--set",
+            f"image.log_path={out / 'logs'}",
+            "--set",
+            f"image.generation_path={out / 'images'}",
+            "--set",
+            f"prompt.generations_path={out / 'generations.csv'}",
+        ],
+        env={},
+        root=REPO,
+    )
+    stdout = capsys.readouterr().out
+    assert code == 0
+    panel = [line.split()[-9:] for line in stdout.splitlines() if "  rubric " in line]
+    assert [(p[0], p[3]) for p in panel] == [
+        ("strict", "strict"),
+        ("warm", "profile_fit"),
+        ("novel", "novelty_heavy"),
+    ]
+    (t_path,) = (out / "logs").glob("*_transcript.json")
+    judges = json.loads(t_path.read_text(encoding="utf-8"))["blackbox_scoring"]["judges"]
+    rankings = {
+        j["id"]: tuple(sorted(j["scores"], key=lambda i: (-j["scores"][i], i))) for j in judges
+    }
+    assert len(set(rankings.values())) > 1, rankings  # the panel disagrees

@@ -16,6 +16,7 @@ import yaml
 from image_project.config import (
     AppConfig,
     EffectiveJudge,
+    RubricSpec,
     ScoringConfig,
     deep_merge,
     load_config,
@@ -739,3 +740,421 @@ def test_all_is_complete_and_exact() -> None:
             and callable(value)
         }
         assert public <= set(module.__all__), module.__name__
+
+
+# --------------------------------------------------------------------------- judge panels
+# rubric, weight and profile view per judge; aggregation and trim of the panel's scores
+
+
+def scoring(**values: Any) -> dict[str, Any]:
+    """A config holding ``prompt.scoring`` = ``values``."""
+    return {"prompt": {"scoring": values}}
+
+
+def panel_error(tmp_path: Path, *judges: dict[str, Any], **values: Any) -> ConfigError:
+    """The ConfigError of a panel of ``judges`` (and more ``prompt.scoring`` values)."""
+    return config_error(tmp_path, scoring(judges=list(judges), **values))
+
+
+RUBRIC_MUST = "must be one of 'default', 'strict', 'novelty_heavy', 'profile_fit'"
+
+
+@pytest.mark.parametrize(
+    ("rubric", "suggestion"),
+    [
+        ("strct", "strict"),
+        ("Strict", "strict"),
+        ("novelty-heavy", "novelty_heavy"),
+        ("profile_fitt", "profile_fit"),
+        ("defualt", "default"),
+    ],
+)
+def test_near_miss_rubric_names_the_key_and_suggests(
+    rubric: str, suggestion: str, tmp_path: Path
+) -> None:
+    error = panel_error(tmp_path, {"id": "a", "rubric": rubric})
+    assert error.key == "prompt.scoring.judges[0].rubric"
+    assert f"got {rubric!r}" in error.message
+    assert RUBRIC_MUST in error.message
+    assert f"did you mean {suggestion!r}?" in error.message
+    assert str(error).startswith(f"prompt.scoring.judges[0].rubric: got {rubric!r}, ")
+
+
+@pytest.mark.parametrize("rubric", ["harsh", "", 5, True, ["strict"]])
+def test_unknown_rubric_names_the_key_and_lists_the_choices(rubric: object, tmp_path: Path) -> None:
+    error = panel_error(tmp_path, {"id": "a"}, {"id": "b", "rubric": rubric})
+    assert error.key == "prompt.scoring.judges[1].rubric"
+    assert RUBRIC_MUST in error.message
+    assert "text" in error.message and "file" in error.message
+    assert "did you mean" not in error.message
+
+
+def test_missing_rubric_file_is_an_error_naming_the_resolved_path(tmp_path: Path) -> None:
+    error = panel_error(tmp_path, {"id": "a", "rubric": {"file": "rubrics/nope.md"}})
+    assert error.key == "prompt.scoring.judges[0].rubric"
+    assert "cannot read" in error.message
+    assert str(tmp_path.resolve() / "rubrics" / "nope.md") in error.message
+    assert "FileNotFoundError" in error.message
+
+
+def test_rubric_file_that_is_a_directory_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "rubrics").mkdir()
+    error = panel_error(tmp_path, {"id": "a", "rubric": {"file": "rubrics"}})
+    assert error.key == "prompt.scoring.judges[0].rubric"
+    assert "cannot read" in error.message
+
+
+@pytest.mark.parametrize("content", [b"", b"   \n\t\n", b"\xef\xbb\xbf\n"])
+def test_empty_rubric_file_is_an_error(content: bytes, tmp_path: Path) -> None:
+    (tmp_path / "empty.md").write_bytes(content)
+    error = panel_error(tmp_path, {"id": "a", "rubric": {"file": "empty.md"}})
+    assert error.key == "prompt.scoring.judges[0].rubric"
+    assert f"{tmp_path.resolve() / 'empty.md'} is empty" in error.message
+
+
+@pytest.mark.parametrize("content", [b"caf\xe9 rubric\n", b"\xff\xfeb\x00a\x00d\x00"])
+def test_non_utf8_rubric_file_is_an_error(content: bytes, tmp_path: Path) -> None:
+    (tmp_path / "latin1.md").write_bytes(content)
+    error = panel_error(tmp_path, {"id": "a", "rubric": {"file": "latin1.md"}})
+    assert error.key == "prompt.scoring.judges[0].rubric"
+    assert f"{tmp_path.resolve() / 'latin1.md'} is not UTF-8 text" in error.message
+
+
+def test_overlong_rubric_file_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "long.md").write_text("x" * 20_001, encoding="utf-8")
+    error = panel_error(tmp_path, {"id": "a", "rubric": {"file": "long.md"}})
+    assert error.key == "prompt.scoring.judges[0].rubric"
+    assert "20001 characters, at most 20000" in error.message
+
+
+@pytest.mark.parametrize("text", ["", "   ", "\n\n", None, 7])
+def test_empty_rubric_text_is_an_error(text: object, tmp_path: Path) -> None:
+    error = panel_error(tmp_path, {"id": "a", "rubric": {"text": text}})
+    assert error.key == "prompt.scoring.judges[0].rubric"
+    assert RUBRIC_MUST in error.message
+    assert "text is empty" in error.message
+
+
+def test_overlong_rubric_text_is_an_error(tmp_path: Path) -> None:
+    error = panel_error(tmp_path, {"id": "a", "rubric": {"text": "y" * 20_001}})
+    assert error.key == "prompt.scoring.judges[0].rubric"
+    assert "text has 20001 characters, at most 20000" in error.message
+
+
+@pytest.mark.parametrize(
+    "rubric",
+    [
+        {"text": "be harsh", "file": "r.md"},
+        {"text": "be harsh", "name": "strict"},
+        {"path": "r.md"},
+        {"name": "strict"},
+        {},
+    ],
+)
+def test_rubric_mapping_needs_exactly_one_key_text_or_file(
+    rubric: dict[str, str], tmp_path: Path
+) -> None:
+    (tmp_path / "r.md").write_text("a rubric", encoding="utf-8")
+    error = panel_error(tmp_path, {"id": "a", "rubric": rubric})
+    assert error.key == "prompt.scoring.judges[0].rubric"
+    assert "a mapping with one key: text (the rubric itself) or file" in error.message
+
+
+@pytest.mark.parametrize(("weight", "shown"), [(-1, "-1"), (-0.5, "-0.5"), (1001, "1001")])
+def test_judge_weight_out_of_range_names_the_key(weight: float, shown: str, tmp_path: Path) -> None:
+    error = panel_error(tmp_path, {"id": "a", "weight": weight})
+    assert error.key == "prompt.scoring.judges[0].weight"
+    assert f"got {shown}, must be a number in [0, 1000]" in error.message
+
+
+@pytest.mark.parametrize("weight", [".nan", ".inf", "true", "heavy"])
+def test_judge_weight_must_be_a_finite_number(weight: str, tmp_path: Path) -> None:
+    error = config_error(
+        tmp_path, None, f"prompt.scoring.judges=[{{id: a}}, {{id: b, weight: {weight}}}]"
+    )
+    assert error.key == "prompt.scoring.judges[1].weight"
+    assert "must be" in error.message
+
+
+@pytest.mark.parametrize(
+    ("judges", "min_ok", "trim", "quorum"),
+    [
+        (3, None, 1, 2),
+        (4, None, 2, 3),
+        (5, 4, 2, 4),
+        (1, None, 1, 1),
+        (16, 1, 1, 1),
+    ],
+)
+def test_trim_too_large_for_the_panel_is_an_error(
+    judges: int, min_ok: int | None, trim: int, quorum: int, tmp_path: Path
+) -> None:
+    error = config_error(
+        tmp_path,
+        scoring(
+            judges=[{"id": f"j{i}"} for i in range(judges)],
+            min_ok_judges=min_ok,
+            aggregation="trimmed_mean",
+            trim=trim,
+        ),
+    )
+    assert error.key == "prompt.scoring.trim"
+    assert f"got {trim}, too large for the panel" in error.message
+    assert f"2*trim must be < min_ok_judges ({quorum}," in error.message
+
+
+def test_trim_too_large_without_judges_is_an_error(tmp_path: Path) -> None:
+    error = config_error(tmp_path, scoring(aggregation="trimmed_mean", trim=1))
+    assert error.key == "prompt.scoring.trim"
+    assert "min_ok_judges (1," in error.message
+
+
+@pytest.mark.parametrize(("judges", "min_ok", "trim"), [(3, 3, 1), (5, None, 1), (5, 5, 2)])
+def test_trim_that_the_quorum_leaves_scores_for_is_valid(
+    judges: int, min_ok: int | None, trim: int, tmp_path: Path
+) -> None:
+    config = load(
+        tmp_path,
+        scoring(
+            judges=[{"id": f"j{i}"} for i in range(judges)],
+            min_ok_judges=min_ok,
+            aggregation="trimmed_mean",
+            trim=trim,
+        ),
+    )
+    assert (config.prompt.scoring.aggregation, config.prompt.scoring.trim) == (
+        "trimmed_mean",
+        trim,
+    )
+
+
+@pytest.mark.parametrize("aggregation", ["median", "weighted_median", "mean", None])
+def test_trim_without_trimmed_mean_is_an_error(aggregation: str | None, tmp_path: Path) -> None:
+    values: dict[str, Any] = {"judges": [{"id": f"j{i}"} for i in range(5)], "trim": 1}
+    if aggregation is not None:
+        values["aggregation"] = aggregation
+    error = config_error(tmp_path, scoring(**values))
+    assert error.key == "prompt.scoring.trim"
+    assert "must be 0 unless aggregation is 'trimmed_mean'" in error.message
+    assert f"(aggregation is {aggregation or 'median'!r})" in error.message
+
+
+@pytest.mark.parametrize("value", [-1, 17, 1.5, "one"])
+def test_trim_must_be_a_small_int(value: object, tmp_path: Path) -> None:
+    error = config_error(tmp_path, scoring(aggregation="trimmed_mean", trim=value))
+    assert error.key == "prompt.scoring.trim"
+    assert f"got {value!r}" in error.message
+
+
+def test_unknown_aggregation_names_the_key_and_the_choices(tmp_path: Path) -> None:
+    error = config_error(tmp_path, scoring(aggregation="average"))
+    assert error.key == "prompt.scoring.aggregation"
+    assert "got 'average'" in error.message
+    assert "'median', 'weighted_median', 'mean', 'trimmed_mean'" in error.message
+
+
+@pytest.mark.parametrize("aggregation", ["mean", "weighted_median", "trimmed_mean"])
+def test_all_zero_weights_with_a_weighted_aggregation_is_an_error(
+    aggregation: str, tmp_path: Path
+) -> None:
+    judges = [{"id": "a", "weight": 0}, {"id": "b", "weight": 0.0}, {"id": "c", "weight": 0}]
+    error = config_error(tmp_path, scoring(judges=judges, aggregation=aggregation, min_ok_judges=3))
+    assert error.key == "prompt.scoring.judges"
+    assert "3 judge(s) have weight 0" in error.message
+    assert f"aggregation {aggregation!r} would have no weighted score" in error.message
+
+
+@pytest.mark.parametrize(
+    ("weights", "extra"),
+    [
+        ([1, 0, 0], {"aggregation": "mean"}),  # a fails: b and c meet the quorum of 2
+        ([1, 0, 1], {"aggregation": "trimmed_mean", "trim": 1, "min_ok_judges": 3}),
+    ],
+    ids=["quorum-of-zero-weights", "trimmed-to-zero-weights"],
+)
+def test_a_panel_that_could_be_left_with_only_zero_weights_is_an_error(
+    weights: list[float], extra: dict[str, object], tmp_path: Path
+) -> None:
+    """Checked at load, not after the model calls: the ok judges a run may be left with
+    (or the scores left after trimming) could all weigh 0."""
+    judges = [{"id": name, "weight": w} for name, w in zip("abc", weights, strict=True)]
+    error = config_error(tmp_path, scoring(judges=judges, **extra))
+    assert error.key == "prompt.scoring.judges"
+    assert "could all weigh 0" in error.message
+
+
+def test_zero_weights_are_valid_with_the_median_or_with_one_weighted_judge(
+    tmp_path: Path,
+) -> None:
+    zero = [{"id": "a", "weight": 0}, {"id": "b", "weight": 0}]
+    assert load(tmp_path, scoring(judges=zero)).prompt.scoring.aggregation == "median"
+    some = [{"id": "a", "weight": 0}, {"id": "b", "weight": 0.5}]
+    config = load(tmp_path, scoring(judges=some, aggregation="mean"))
+    assert [j.weight for j in judges_of(config)] == [0.0, 0.5]
+
+
+def test_hints_profile_without_the_abstraction_is_an_error(tmp_path: Path) -> None:
+    error = panel_error(
+        tmp_path,
+        {"id": "a", "profile": "raw"},
+        {"id": "b", "profile": "hints"},
+        generator_profile_abstraction=False,
+    )
+    assert error.key == "prompt.scoring.judges[1].profile"
+    assert "got 'hints'" in error.message
+    assert "generator_profile_abstraction: true" in error.message
+
+
+def test_hints_profile_with_the_abstraction_is_valid(tmp_path: Path) -> None:
+    config = load(tmp_path, scoring(judges=[{"id": "a", "profile": "hints"}]))
+    assert judges_of(config)[0].profile == "hints"
+    off = load(
+        tmp_path,
+        scoring(
+            judges=[{"id": "a", "profile": "dislikes_only"}, {"id": "b"}],
+            generator_profile_abstraction=False,
+        ),
+    )
+    assert [j.profile for j in judges_of(off)] == ["dislikes_only", "raw"]
+
+
+@pytest.mark.parametrize("profile", ["hint", "full", "RAW", "", None])
+def test_unknown_profile_view_names_the_key_and_the_choices(
+    profile: object, tmp_path: Path
+) -> None:
+    error = panel_error(tmp_path, {"id": "a", "profile": profile})
+    assert error.key == "prompt.scoring.judges[0].profile"
+    assert f"got {profile!r}" in error.message
+    assert "'raw', 'dislikes_only', 'hints'" in error.message
+
+
+def test_relative_rubric_file_resolves_against_the_root_and_is_read_at_load(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "rubrics").mkdir()
+    rubric = tmp_path / "rubrics" / "harsh.md"
+    rubric.write_text("\n  Score 0-100; be harsh.\n- craft: +0 to +20\n\n", encoding="utf-8")
+    config = load(tmp_path, scoring(judges=[{"id": "a", "rubric": {"file": "rubrics/harsh.md"}}]))
+    (judge,) = judges_of(config)
+    assert judge.rubric == RubricSpec(
+        name="harsh",
+        source="file",
+        text="Score 0-100; be harsh.\n- craft: +0 to +20",
+        path=str(tmp_path.resolve() / "rubrics" / "harsh.md"),
+    )
+    # read once, at load: a later change of the file does not reach the loaded config
+    rubric.write_text("changed", encoding="utf-8")
+    assert judges_of(config)[0].rubric.text == "Score 0-100; be harsh.\n- craft: +0 to +20"
+
+
+def test_rubric_file_path_expands_variables_and_accepts_a_bom(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "bom.md").write_bytes("\ufeffBe kind.".encode())
+    config = load(
+        tmp_path,
+        scoring(judges=[{"id": "a", "rubric": {"file": "${RUBRICS}/bom.md"}}]),
+        env={"RUBRICS": str(elsewhere)},
+    )
+    rubric = judges_of(config)[0].rubric
+    assert (rubric.name, rubric.source, rubric.text) == ("bom", "file", "Be kind.")
+    assert rubric.path == str(elsewhere / "bom.md")
+
+
+def test_rubric_text_and_builtin_names_are_valid(tmp_path: Path) -> None:
+    judges = [
+        {"id": "t", "rubric": {"text": "  Reward bold colour.  "}},
+        {"id": "s", "rubric": "strict"},
+        {"id": "n", "rubric": "novelty_heavy"},
+        {"id": "p", "rubric": "profile_fit"},
+        {"id": "d", "rubric": "default"},
+        {"id": "z", "rubric": None},
+    ]
+    rubrics = [j.rubric for j in judges_of(load(tmp_path, scoring(judges=judges)))]
+    assert rubrics == [
+        RubricSpec(name="custom", source="text", text="Reward bold colour."),
+        RubricSpec(name="strict"),
+        RubricSpec(name="novelty_heavy"),
+        RubricSpec(name="profile_fit"),
+        RubricSpec(name="default"),
+        RubricSpec(name="default"),
+    ]
+    assert all(r.source == "builtin" and r.text is None for r in rubrics[1:])
+
+
+def test_effective_judges_carry_rubric_weight_and_profile_with_defaults(tmp_path: Path) -> None:
+    judges = [
+        {"id": "plain"},
+        {"id": "taste", "rubric": "profile_fit", "weight": 2.5, "profile": "dislikes_only"},
+        {"id": "hinted", "weight": 0, "profile": "hints", "model": "own-m"},
+    ]
+    config = load(
+        tmp_path, scoring(judges=judges, aggregation="weighted_median", judge_model="judge-m")
+    )
+    assert config.prompt.scoring.aggregation == "weighted_median"
+    assert config.prompt.scoring.trim == 0
+    assert judges_of(config) == (
+        EffectiveJudge("plain", "judge-m", 0.0, RubricSpec(name="default"), 1.0, "raw"),
+        EffectiveJudge(
+            "taste", "judge-m", 0.0, RubricSpec(name="profile_fit"), 2.5, "dislikes_only"
+        ),
+        EffectiveJudge("hinted", "own-m", 0.0, RubricSpec(name="default"), 0.0, "hints"),
+    )
+    plain = judges_of(config)[0]
+    assert (plain.rubric.name, plain.rubric.source, plain.weight, plain.profile) == (
+        "default",
+        "builtin",
+        1.0,
+        "raw",
+    )
+
+
+def test_the_one_default_judge_has_the_default_rubric_weight_and_profile(tmp_path: Path) -> None:
+    (judge,) = judges_of(load(tmp_path))
+    assert judge == EffectiveJudge("judge", "gpt-4.1-mini", 0.0)
+    assert (judge.rubric, judge.weight, judge.profile) == (RubricSpec(name="default"), 1.0, "raw")
+    scoring_config = load(tmp_path).prompt.scoring
+    assert (scoring_config.aggregation, scoring_config.trim) == ("median", 0)
+
+
+def test_panel_settings_can_be_set_from_the_command_line(tmp_path: Path) -> None:
+    config = load(
+        tmp_path,
+        None,
+        "prompt.scoring.judges=[{id: a, rubric: strict, weight: 3}, {id: b}, {id: c}]",
+        "prompt.scoring.aggregation=trimmed_mean",
+        "prompt.scoring.min_ok_judges=3",
+        "prompt.scoring.trim=1",
+    )
+    assert [(j.id, j.rubric.name, j.weight) for j in judges_of(config)] == [
+        ("a", "strict", 3.0),
+        ("b", "default", 1.0),
+        ("c", "default", 1.0),
+    ]
+    error = config_error(tmp_path, None, "prompt.scoring.judges=[{id: a, rubric: strct}]")
+    assert error.key == "prompt.scoring.judges[0].rubric"
+
+
+@pytest.mark.parametrize(
+    ("rubric", "expected"),
+    [
+        ("strct", "got 'strct', " + RUBRIC_MUST),
+        ({"file": "rubrics/missing.md"}, "cannot read"),
+    ],
+)
+def test_cli_rubric_error_exits_2_naming_the_key(
+    rubric: object, expected: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from image_project.cli import main
+    from tests.faults.common import write_config
+
+    config = write_config(
+        tmp_path, prompt={"scoring": {"enabled": True, "judges": [{"id": "a", "rubric": rubric}]}}
+    )
+    code = main(["--config", str(config)], env={}, root=tmp_path)
+    assert code == 2
+    captured = capsys.readouterr()
+    assert "configuration error: prompt.scoring.judges[0].rubric: " in captured.err
+    assert expected in captured.err
+    assert "Traceback" not in captured.err
+    assert not (tmp_path / "out").exists()

@@ -261,7 +261,8 @@ def test_offline_scoring_run_states_each_fact_once(
     logged = re.findall(r"\w+\(model=([^,]+), t=", log)
     assert logged == [text_model] * 3
     assert "gpt-4.1-mini" not in log
-    assert f"novel ok (model {text_model})" in captured.out
+    panel = [line for line in captured.out.splitlines() if "  rubric " in line]
+    assert len(panel) == 3 and all(line.endswith(f"  {text_model}") for line in panel)
 
     # The image model: the offline backend's own name everywhere.
     image = record.image_step

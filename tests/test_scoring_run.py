@@ -140,7 +140,7 @@ async def test_scoring_run_makes_every_artifact_and_records_each_call(tmp_path: 
 
     bbs = data["blackbox_scoring"]
     assert set(bbs) == {
-        "enabled", "config_snapshot", "candidates", "judges", "score_table", "selected_id",
+        "enabled", "config_snapshot", "aggregation", "candidates", "judges", "score_table", "selected_id",
         "selected_score", "exploration_rate", "exploration_roll", "selection_mode", "novelty",
         "selection",
     }  # fmt: skip
@@ -418,3 +418,115 @@ async def test_each_call_gets_its_own_model_temperature_seed_and_direction(
         ("a", "judge-default", 0.0),
         ("b", "judge-b", 0.4),
     ]
+
+
+# --------------------------------------------------------------------------- the panel
+
+PANEL = (
+    "prompt.scoring.enabled=true",
+    "prompt.scoring.judges=[{id: strict, rubric: strict}, "
+    "{id: taste, rubric: profile_fit, profile: dislikes_only, weight: 2}, "
+    "{id: novel, rubric: {file: RUBRIC}, profile: hints}, {id: plain}]",
+)
+
+
+def panel_cfg(tmp_path: Path, *extra: str) -> Any:
+    rubric = tmp_path / "rubric.md"
+    rubric.write_text("Reward the most unusual card.\n- novelty: +0 to +30\n", encoding="utf-8")
+    return make_cfg(tmp_path, *(o.replace("RUBRIC", str(rubric)) for o in PANEL), *extra)
+
+
+def system_of(request: TextRequest) -> str:
+    return next(m.content for m in request.messages if m.role == "system")
+
+
+async def test_each_judge_gets_its_own_rubric_and_view_of_the_profile(tmp_path: Path) -> None:
+    text = FunctionTextBackend(scoring_answer)
+    await run_generation(panel_cfg(tmp_path), backends(text))
+    judges = {r.seed: r for r in text.requests if role(r) == "idea_scores"}
+    strict, taste, novel, plain = (
+        judges[judge_seed(j)] for j in ("strict", "taste", "novel", "plain")
+    )
+    profile = load_profile(Path(__file__).parents[1] / "config" / "profile.csv")
+    likes, dislikes = profile.likes, profile.dislikes
+    assert len(likes) >= 5 and len(dislikes) >= 5
+
+    # Rubrics: each judge's system prompt holds its own, and only its own.
+    assert "Rubric (strict):" in system_of(strict) and "Be harsh" in system_of(strict)
+    assert "Rubric (profile_fit):" in system_of(taste)
+    assert "Rubric (rubric, custom):" in system_of(novel)
+    assert "Reward the most unusual card." in system_of(novel)
+    assert "Rubric" not in system_of(plain)  # default: the first wave's instruction
+    assert "suits the viewer's taste and stays fresh" in system_of(plain)
+    assert len({system_of(r) for r in (strict, taste, novel, plain)}) == 4
+
+    # Profile views: raw shows the likes; dislikes_only shows no like at all; hints show the
+    # generator-safe hints instead of the profile.
+    for request in (strict, plain):
+        assert all(like in last_user_text(request) for like in likes)
+    for request in (taste, novel):
+        for message in request.messages:
+            assert not any(like in message.content for like in likes)
+    assert all(d in last_user_text(taste) for d in dislikes)
+    assert "The viewer's dislikes" in last_user_text(taste)
+    assert "quiet, tactile, airy" in last_user_text(novel)  # the hints of scoring_answer
+
+
+async def test_the_record_says_what_each_judge_saw_and_weighed(tmp_path: Path) -> None:
+    text = FunctionTextBackend(scoring_answer)
+    await run_generation(panel_cfg(tmp_path), backends(text))
+    bbs = transcript(tmp_path)["blackbox_scoring"]
+    seen = {j["id"]: (j["rubric"], j["profile"], j["weight"]) for j in bbs["judges"]}
+    assert seen == {
+        "strict": ("strict", "raw", 1.0),
+        "taste": ("profile_fit", "dislikes_only", 2.0),
+        "novel": ("rubric", "hints", 1.0),
+        "plain": ("default", "raw", 1.0),
+    }
+    snapshot = {j["id"]: j for j in bbs["config_snapshot"]["judges"]}
+    assert snapshot["novel"]["rubric"]["source"] == "file"
+    assert snapshot["novel"]["rubric"]["text"].startswith("Reward the most unusual card.")
+    assert snapshot["strict"]["rubric"] == {"name": "strict", "source": "builtin"}
+    assert bbs["aggregation"] == "median"
+    steps = {s["name"]: s for s in transcript(tmp_path)["steps"] if "/judges/" in s["path"]}
+    assert steps["taste"]["meta"]["rubric"] == "profile_fit"
+    assert steps["taste"]["meta"]["profile"] == "dislikes_only"
+
+
+async def test_the_configured_aggregation_decides_the_selection(tmp_path: Path) -> None:
+    """Two judges: ``heavy`` (weight 3) prefers card B, ``light`` prefers card A. The median
+    of two scores ties them (broken by id: A); the weighted ones follow the heavier judge."""
+    prefers = {"heavy": "B", "light": "A"}
+
+    def fn(request: TextRequest) -> str:
+        if role(request) != "idea_scores":
+            return scoring_answer(request)
+        assert request.json_schema is not None
+        ids = request.json_schema.schema["properties"]["scores"]["items"]["properties"]["id"]
+        judge = next(j for j in prefers if request.seed == judge_seed(j))
+        return json.dumps(
+            {"scores": [{"id": i, "score": 90 if i == prefers[judge] else 20} for i in ids["enum"]]}
+        )
+
+    chosen = {}
+    for method in ("median", "weighted_median", "mean"):
+        tmp = tmp_path / method
+        await run_generation(
+            make_cfg(
+                tmp,
+                "prompt.scoring.enabled=true",
+                "prompt.scoring.num_ideas=3",
+                "prompt.scoring.exploration_rate=0",
+                "prompt.scoring.judges=[{id: heavy, weight: 3}, {id: light}]",
+                "prompt.scoring.min_ok_judges=2",
+                f"prompt.scoring.aggregation={method}",
+            ),
+            backends(FunctionTextBackend(fn)),
+        )
+        bbs = transcript(tmp)["blackbox_scoring"]
+        rows = {r["id"]: r for r in bbs["score_table"]}
+        chosen[method] = (bbs["selected_id"], rows["A"]["aggregate"], rows["B"]["aggregate"])
+        assert rows["A"]["median"] == rows["B"]["median"] == 55
+    assert chosen["median"] == ("A", 55, 55)  # a tie, broken by id
+    assert chosen["weighted_median"] == ("B", 20, 90)
+    assert chosen["mean"] == ("B", 37.5, 72.5)

@@ -22,6 +22,7 @@ the full dotted key. :func:`parse_strict_bool` raises :class:`ConfigError` itsel
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 from collections.abc import Mapping
@@ -42,20 +43,26 @@ from pydantic import (
 from image_project.errors import ConfigError, short_repr
 
 __all__ = [
+    "BUILTIN_RUBRICS",
+    "DEFAULT_RUBRIC",
     "IMAGE_SIDE_MAX",
     "IMAGE_SIDE_MIN",
     "MAX_JUDGES",
     "MAX_NAME_CHARS",
     "MAX_PATH_CHARS",
+    "MAX_RUBRIC_CHARS",
     "MAX_RUN_SEED",
     "MAX_URL_CHARS",
+    "Aggregation",
     "AppConfig",
     "BackendConfig",
     "EffectiveJudge",
     "ImageConfig",
     "JudgeConfig",
     "NoveltyConfig",
+    "ProfileView",
     "PromptConfig",
+    "RubricSpec",
     "RunConfig",
     "ScoringConfig",
     "StrictBool",
@@ -318,12 +325,99 @@ class NoveltyConfig(_Section):
     window: _Int = Field(default=25, ge=0, le=10000)
 
 
+BUILTIN_RUBRICS: tuple[str, ...] = ("default", "strict", "novelty_heavy", "profile_fit")
+"""The built-in judge rubrics (their texts: ``image_project.stages.scoring.rubrics``)."""
+ProfileView = Literal["raw", "dislikes_only", "hints"]
+Aggregation = Literal["median", "weighted_median", "mean", "trimmed_mean"]
+MAX_RUBRIC_CHARS = 20_000
+
+
+class RubricSpec(BaseModel):
+    """A judge's rubric: a built-in one by ``name`` (``text`` None), or a custom one whose
+    ``text`` came from the config (``source: text``) or from a file read when the config was
+    loaded (``source: file``, ``path`` absolute)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    source: Literal["builtin", "text", "file"] = "builtin"
+    text: str | None = None
+    path: str | None = None
+
+
+DEFAULT_RUBRIC = RubricSpec(name="default")
+"""The rubric of a judge that names none: the original judging instruction."""
+
+_RUBRIC_MUST = (
+    f"one of {', '.join(repr(n) for n in BUILTIN_RUBRICS)}, or a mapping with one key: "
+    "text (the rubric itself) or file (a UTF-8 file holding it)"
+)
+
+
+def _rubric_text(text: object, what: str) -> str:
+    if not isinstance(text, str) or not text.strip():
+        raise _Invalid(_RUBRIC_MUST, note=f"{what} is empty")
+    if len(text) > MAX_RUBRIC_CHARS:
+        raise _Invalid(
+            _RUBRIC_MUST, note=f"{what} has {len(text)} characters, at most {MAX_RUBRIC_CHARS}"
+        )
+    return text.strip()
+
+
+def _read_rubric_file(value: object, info: ValidationInfo) -> RubricSpec:
+    raw = _non_empty_path(value)
+    if not isinstance(raw, str):
+        raise _Invalid(_RUBRIC_MUST, note="file must be a path")
+    path = _resolve_path(Path(raw), info)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise _Invalid(
+            _RUBRIC_MUST, note=f"cannot read {path}: {type(exc).__name__}: {exc}"
+        ) from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise _Invalid(_RUBRIC_MUST, note=f"{path} is not UTF-8 text") from None
+    return RubricSpec(
+        name=path.stem, source="file", text=_rubric_text(text, str(path)), path=str(path)
+    )
+
+
+def _parse_rubric(value: object, info: ValidationInfo) -> object:
+    """A rubric name or ``{text: ...}`` / ``{file: ...}``, checked (the file read) now, at
+    load, so that a missing or empty rubric fails before any model call."""
+    if value is None or isinstance(value, RubricSpec):
+        return value
+    if isinstance(value, str):
+        if value not in BUILTIN_RUBRICS:
+            close = difflib.get_close_matches(value, BUILTIN_RUBRICS, n=1, cutoff=0.6)
+            note = f"did you mean {close[0]!r}?" if close else ""
+            raise _Invalid(_RUBRIC_MUST, note=note)
+        return RubricSpec(name=value)
+    if isinstance(value, Mapping) and len(value) == 1:
+        ((key, content),) = value.items()
+        if key == "text":
+            return RubricSpec(name="custom", source="text", text=_rubric_text(content, "text"))
+        if key == "file":
+            return _read_rubric_file(content, info)
+    raise _Invalid(_RUBRIC_MUST)
+
+
 class JudgeConfig(_Section):
-    """One judge of the ensemble; ``None`` fields fall back to the scoring defaults."""
+    """One judge of the ensemble; ``None`` fields fall back to the scoring defaults.
+
+    ``rubric`` is what the judge scores by (default: ``default``, the original judging
+    instruction); ``weight`` its weight in the weighted aggregations; ``profile`` which view
+    of the person's profile it is shown: ``raw`` (the whole rendered profile), ``dislikes_only``
+    or ``hints`` (the generator-safe hints)."""
 
     id: Annotated[str, AfterValidator(_check_judge_id)]
     model: _Text | None = None
     temperature: _Float | None = Field(default=None, ge=0.0, le=2.0)
+    rubric: Annotated[RubricSpec | None, BeforeValidator(_parse_rubric)] = None
+    weight: _Float = Field(default=1.0, ge=0.0, le=1000.0)
+    profile: ProfileView = "raw"
 
 
 MAX_JUDGES = 16
@@ -344,6 +438,9 @@ class EffectiveJudge:
     id: str
     model: str
     temperature: float
+    rubric: RubricSpec = DEFAULT_RUBRIC
+    weight: float = 1.0
+    profile: ProfileView = "raw"
 
 
 class ScoringConfig(_Section):
@@ -359,6 +456,8 @@ class ScoringConfig(_Section):
     max_reasks: _Int = Field(default=1, ge=0, le=5)
     judges: Annotated[tuple[JudgeConfig, ...] | None, BeforeValidator(_check_judge_count)] = None
     min_ok_judges: _Int | None = Field(default=None, ge=1, le=MAX_JUDGES)
+    aggregation: Aggregation = "median"
+    trim: _Int = Field(default=0, ge=0, le=MAX_JUDGES)
     novelty: NoveltyConfig = Field(default_factory=NoveltyConfig)
 
     @model_validator(mode="after")
@@ -378,7 +477,44 @@ class ScoringConfig(_Section):
                 f"got {self.min_ok_judges}, must be an int in 1..{count} "
                 f"(the number of judges) or null",
             )
+        self._check_panel()
         return self
+
+    def _check_panel(self) -> None:
+        """Trim, weights and profile views that no run could honour fail now."""
+        if self.trim and self.aggregation != "trimmed_mean":
+            raise _KeyedInvalid(
+                "trim",
+                f"got {self.trim}, must be 0 unless aggregation is 'trimmed_mean' "
+                f"(aggregation is {self.aggregation!r})",
+            )
+        quorum = self.effective_min_ok_judges
+        if 2 * self.trim >= quorum:
+            raise _KeyedInvalid(
+                "trim",
+                f"got {self.trim}, too large for the panel: 2*trim must be < min_ok_judges "
+                f"({quorum}, the fewest ok judges a run goes on with), so that every card "
+                "keeps a score after trimming",
+            )
+        judges = self.judges or ()
+        zero = sum(1 for j in judges if j.weight == 0)
+        kept = quorum - 2 * self.trim  # the fewest scores a card can be aggregated from
+        if self.aggregation != "median" and zero and zero >= kept:
+            raise _KeyedInvalid(
+                "judges",
+                f"{zero} judge(s) have weight 0, so the {kept} score(s) a card can be left "
+                f"with (min_ok_judges {quorum}"
+                + (f", trim {self.trim}" if self.trim else "")
+                + f") could all weigh 0 and aggregation {self.aggregation!r} would have no "
+                "weighted score; give fewer judges weight 0 or raise min_ok_judges",
+            )
+        for index, judge in enumerate(judges):
+            if judge.profile == "hints" and not self.generator_profile_abstraction:
+                raise _KeyedInvalid(
+                    f"judges[{index}].profile",
+                    "got 'hints', which needs generator_profile_abstraction: true (the hints "
+                    "are made by the profile abstraction step)",
+                )
 
     @property
     def judge_count(self) -> int:
@@ -400,9 +536,18 @@ class ScoringConfig(_Section):
         With ``judges`` omitted, one judge ``"judge"`` built from the defaults.
         """
         default_model = self.judge_model or text_model
+        if self.judges is None:
+            return (EffectiveJudge("judge", default_model, self.judge_temperature),)
         return tuple(
-            EffectiveJudge(judge_id, model or default_model, temperature)
-            for judge_id, model, temperature in self._judge_settings()
+            EffectiveJudge(
+                judge.id,
+                judge.model or default_model,
+                temperature,
+                judge.rubric or DEFAULT_RUBRIC,
+                judge.weight,
+                judge.profile,
+            )
+            for judge, (_, _, temperature) in zip(self.judges, self._judge_settings(), strict=True)
         )
 
     def judge_temperatures(self) -> tuple[tuple[str, float], ...]:

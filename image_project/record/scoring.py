@@ -74,13 +74,18 @@ class CandidateRecord(RecordModel):
 
 
 class JudgeResult(RecordModel):
-    """One judge's outcome. ``attempts`` = the judge's answers that were checked (at least 1,
-    also for a refusal or a transport error); ``order`` = the card ids in the order this
-    judge was shown them; ``scores`` only when ``status`` is ``ok``."""
+    """One judge's outcome and what it saw. ``rubric`` names the rubric it scored by,
+    ``profile`` the view of the profile it was shown (``raw``, ``dislikes_only``, ``hints``),
+    ``weight`` its weight in a weighted aggregation. ``attempts`` = the judge's answers that
+    were checked (at least 1, also for a refusal or a transport error); ``order`` = the card
+    ids in the order this judge was shown them; ``scores`` only when ``status`` is ``ok``."""
 
     id: str
     model: str
     temperature: float
+    rubric: str = "default"
+    profile: str = "raw"
+    weight: float = 1.0
     status: JudgeStatus
     attempts: int
     order: tuple[str, ...]
@@ -91,13 +96,15 @@ class JudgeResult(RecordModel):
 
 
 class ScoreRow(RecordModel):
-    """One card's row of the score table: each ok judge's score, their median (an int when it
-    is whole), the spread (max - min), how many judges scored it, the novelty penalty and
-    ``effective_score = max(0, median - penalty)``."""
+    """One card's row of the score table: each ok judge's score, their median, the
+    ``aggregate`` by the configured aggregation (the median itself by default; numbers are
+    ints when whole), the spread (max - min), how many judges scored it, the novelty penalty
+    and ``effective_score = max(0, aggregate - penalty)``."""
 
     id: str
     judge_scores: dict[str, int]
     median: int | float
+    aggregate: int | float
     spread: int
     n_ok: int
     novelty_penalty: float = 0.0
@@ -105,11 +112,11 @@ class ScoreRow(RecordModel):
 
     @model_validator(mode="after")
     def _effective(self) -> Self:
-        expected = max(0.0, round(self.median - self.novelty_penalty, 3))
+        expected = max(0.0, round(self.aggregate - self.novelty_penalty, 3))
         if self.effective_score != expected:
             raise ValueError(
                 f"effective_score {self.effective_score} of card {self.id!r} must be "
-                f"max(0, median - novelty_penalty) = {expected}"
+                f"max(0, aggregate - novelty_penalty) = {expected}"
             )
         return self
 
@@ -149,6 +156,7 @@ class ScoringRecord(RecordModel):
 
     enabled: Literal[True] = True
     config_snapshot: dict[str, JsonValue]
+    aggregation: str = "median"
     candidates: tuple[CandidateRecord, ...]
     judges: tuple[JudgeResult, ...] = ()
     score_table: tuple[ScoreRow, ...] = ()

@@ -149,6 +149,7 @@ def scoring() -> ScoringRecord:
                 id="A",
                 judge_scores={"judge": 80},
                 median=80,
+                aggregate=80,
                 spread=0,
                 n_ok=1,
                 effective_score=80.0,

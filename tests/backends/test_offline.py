@@ -10,7 +10,8 @@ import json
 import math
 import random
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any, Literal
 
 import anyio
@@ -18,6 +19,7 @@ import pytest
 from PIL import Image, ImageStat
 from pydantic import BaseModel, ConfigDict, Field
 
+from image_project.app import run_generation
 from image_project.backends.base import (
     STRICT_KEYWORDS,
     ImageBackend,
@@ -28,6 +30,7 @@ from image_project.backends.base import (
     TextReply,
     TextRequest,
 )
+from image_project.backends.factory import Backends
 from image_project.backends.jsonschema_instance import (
     SUPPORTED_KEYWORDS,
     UnsupportedSchemaError,
@@ -38,16 +41,24 @@ from image_project.backends.offline import (
     LAYOUTS,
     OfflineImageBackend,
     OfflineTextBackend,
+    _derive_seed,
+    _last_user_text,
+    _salient_units,
 )
+from image_project.config import ProfileView, RubricSpec, load_config
 from image_project.engine import ChatRunner, Context
 from image_project.engine.output import JsonOutput, strict_json_schema
 from image_project.errors import RequestRejectedError
 from image_project.record import IdeaCard
 from image_project.stages.scoring.cards import CARD_OUTPUT
+from image_project.stages.scoring.flow import HINTS_KEY, NoveltyState, _card_key, _judge_prompt
 from image_project.stages.scoring.hints import ProfileHints, hints_output
 from image_project.stages.scoring.judges import judge_output
+from image_project.stages.scoring.novelty import recent_motifs
+from image_project.stages.scoring.rubrics import judge_system_prompt
 from image_project.stages.standard import (
     CONCEPTS_KEY,
+    Brief,
     concept_rewrite_output,
     dislike_rewrite_step,
 )
@@ -723,3 +734,366 @@ async def test_do_not_copy_sections_never_reach_the_reply(schema: str | None) ->
         TextRequest(messages=(Message("user", secret),), temperature=1.0, seed=1)
     )
     assert set(re.findall(r"[a-z]+", (reply.text or "").lower())) & secret_words
+
+
+# --------------------------------------------------------------------------- rubric judges
+# Judge requests are built by the scoring stage's own code: the system prompt by
+# judge_system_prompt, the user message by the flow's judge prompt function, the schema by
+# judge_output, so these tests follow the real prompt format.
+
+RUBRIC_CONCEPTS = ("Baroque cathedral", "Tidal harbour", "Clockwork birds")
+RUBRIC_DISLIKES = ("Clowns", "Spiders and insects in close-up")
+RUBRIC_BRIEF = Brief(
+    concepts=RUBRIC_CONCEPTS,
+    preferences=(
+        "Likes:\n- Misty coastal mornings\n- Cats dozing in sunlight\n"
+        "- Lighthouses and fishing boats\n- Teal and burnt-orange palettes\n\n"
+        "Dislikes:\n- " + "\n- ".join(RUBRIC_DISLIKES)
+    ),
+    dislikes=RUBRIC_DISLIKES,
+)
+RUBRIC_HINTS = ProfileHints(adjectives=["quiet", "misty", "coastal"], avoid=["no clowns"])
+BUILTIN_RUBRICS = ("strict", "novelty_heavy", "profile_fit")
+NOVELTY_RUBRIC = RubricSpec(
+    name="fresh", source="text", text="- novelty: +0 to +30 for an idea unlike the other cards."
+)
+NO_NOVELTY = NoveltyState(enabled=False, window=0)
+REPO = Path(__file__).resolve().parents[2]
+
+
+def idea(
+    hook: str, narrative: str, composition: Sequence[str] = ("low horizon", "diagonal")
+) -> IdeaCard:
+    return IdeaCard.model_validate(
+        {
+            "hook": hook,
+            "narrative": narrative,
+            "options": {
+                "composition": list(composition),
+                "palette": ["brass and umber", "pale stone"],
+                "medium": ["oil on linen"],
+                "mood": ["solemn"],
+            },
+            "avoid": ["crowds"],
+        }
+    )
+
+
+# A copies the concepts' words, B the likes' words, C touches a dislike, D is plain.
+PANEL_CARDS = {
+    "A": idea(
+        "A baroque cathedral rises from a tidal harbour",
+        "Clockwork birds circle the baroque cathedral while the tidal harbour drains at dusk; "
+        "brass wings catch the last glow above the cathedral domes and the wet harbour stones.",
+    ),
+    "B": idea(
+        "Cats dozing in sunlight on a misty coastal morning",
+        "Lighthouses and fishing boats rest in a misty coastal morning while cats doze in "
+        "sunlight; teal water and burnt-orange sails frame the quiet shore.",
+        ("wide horizon", "centered lighthouse"),
+    ),
+    "C": idea(
+        "A clown juggles spiders in a baroque cathedral",
+        "Spiders and insects crawl in close-up over a clown's painted face inside the "
+        "baroque cathedral, lit by a single bare bulb.",
+        ("close-up", "centered"),
+    ),
+    "D": idea(
+        "A quiet study of an empty stairwell",
+        "An empty stairwell winds upward through a plain concrete tower, one window open "
+        "to a grey afternoon, nothing moving but the dust in the air.",
+    ),
+}
+PANEL_ORDER = ("C", "A", "D", "B")  # a judge sees the cards shuffled
+
+
+def judge_request(
+    rubric: RubricSpec,
+    cards: Mapping[str, IdeaCard] = PANEL_CARDS,
+    order: Sequence[str] = PANEL_ORDER,
+    *,
+    view: ProfileView = "raw",
+    novelty: NoveltyState = NO_NOVELTY,
+    seed: int | None = 7,
+    temperature: float = 0.0,
+) -> TextRequest:
+    ctx = Context(outputs={HINTS_KEY: RUBRIC_HINTS})
+    ctx.outputs.update({_card_key(card_id): card for card_id, card in cards.items()})
+    user_text = _judge_prompt(order, RUBRIC_BRIEF, novelty, view)(ctx)
+    assert isinstance(user_text, str)
+    return TextRequest(
+        messages=(Message("system", judge_system_prompt(rubric)), Message("user", user_text)),
+        temperature=temperature,
+        seed=seed,
+        json_schema=judge_output(order).schema,
+    )
+
+
+def generic_answer(request: TextRequest) -> str:
+    """The offline answer to a schema request before rubric judges existed: a seeded schema
+    instance, from the rng the backend derives from the request."""
+    schema = request.json_schema
+    assert schema is not None
+    seed = _derive_seed(
+        "text",
+        {
+            "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+            "model": request.model or "offline-text-1",
+            "temperature": request.temperature,
+            "seed": request.seed,
+            "schema": {"name": schema.name, "schema": schema.schema, "strict": schema.strict},
+        },
+    )
+    units = _salient_units(_last_user_text(request.messages))
+    return json.dumps(
+        generate_instance(schema.schema, random.Random(seed), units), ensure_ascii=False
+    )
+
+
+async def judge_scores(request: TextRequest) -> dict[str, int]:
+    text = await complete(request)
+    assert request.json_schema is not None
+    order = request.json_schema.schema["properties"]["scores"]["items"]["properties"]["id"]["enum"]
+    scores = judge_output(order).parse(text)
+    assert isinstance(scores, dict)
+    return scores
+
+
+def ranking(scores: Mapping[str, int]) -> list[str]:
+    return sorted(scores, key=lambda card_id: (-scores[card_id], card_id))
+
+
+@pytest.mark.parametrize("view", ["raw", "dislikes_only", "hints"])
+async def test_default_rubric_judge_answer_is_unchanged(view: ProfileView) -> None:
+    default = judge_request(RubricSpec(name="default"), view=view)
+    assert "Rubric (" not in default.messages[0].content
+    for seed in range(6):
+        for temperature in (0.0, 0.7):
+            request = judge_request(
+                RubricSpec(name="default"), view=view, seed=seed, temperature=temperature
+            )
+            assert await complete(request) == generic_answer(request)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Be kind to every card.",
+        "Start every card at 70, then judge the craft.\n- craft: the more the better.",
+    ],
+    ids=["no-lines", "no-points"],
+)
+async def test_a_rubric_without_readable_points_gets_the_generic_answer(text: str) -> None:
+    request = judge_request(RubricSpec(name="vague", source="text", text=text))
+    assert "Rubric (vague, custom):" in request.messages[0].content
+    assert await complete(request) == generic_answer(request)
+
+
+async def test_only_the_judge_schema_is_answered_by_rubric() -> None:
+    request = judge_request(RubricSpec(name="strict"))
+    assert request.json_schema is not None
+    renamed = JsonSchema("other_scores", request.json_schema.schema)
+    other = TextRequest(request.messages, request.temperature, seed=7, json_schema=renamed)
+    assert await complete(other) == generic_answer(other)
+    assert await complete(request) != generic_answer(request)
+
+
+RUBRICS_UNDER_TEST = [
+    *(RubricSpec(name=name) for name in BUILTIN_RUBRICS),
+    NOVELTY_RUBRIC,
+    RubricSpec(name="sparkle", source="text", text="- sparkle: +0 to +20\n- dislikes: -10 or -40"),
+]
+
+
+@pytest.mark.parametrize("rubric", RUBRICS_UNDER_TEST, ids=lambda r: r.name)
+@pytest.mark.parametrize("view", ["raw", "dislikes_only", "hints"])
+async def test_rubric_judge_answers_are_valid_judge_answers(
+    rubric: RubricSpec, view: ProfileView
+) -> None:
+    for seed in range(8):
+        for temperature in (0.0, 1.0):
+            request = judge_request(rubric, view=view, seed=seed, temperature=temperature)
+            text = await complete(request)
+            assert text != generic_answer(request)
+            value = json.loads(text)
+            assert [s["id"] for s in value["scores"]] == list(PANEL_ORDER)  # enum order
+            assert all(type(s["score"]) is int and 0 <= s["score"] <= 100 for s in value["scores"])
+            assert_valid(value, judge_output(PANEL_ORDER).schema.schema)
+            scores = judge_output(PANEL_ORDER).parse(text)
+            assert isinstance(scores, dict) and list(scores) == list(PANEL_ORDER)
+
+
+async def test_rubric_judges_are_deterministic_and_safe_concurrently() -> None:
+    requests = [
+        judge_request(RubricSpec(name=name), seed=seed, temperature=1.0)
+        for name in BUILTIN_RUBRICS
+        for seed in range(3)
+    ]
+    backend = OfflineTextBackend()
+    sequential = [(await backend.complete(r)).text for r in requests]
+    assert sequential == [(await OfflineTextBackend().complete(r)).text for r in requests]
+    concurrent: list[str | None] = [None] * len(requests)
+
+    async def run(i: int) -> None:
+        concurrent[i] = (await backend.complete(requests[i])).text
+
+    async with anyio.create_task_group() as tg:
+        for i in range(len(requests)):
+            tg.start_soon(run, i)
+    assert concurrent == sequential
+
+
+async def test_rubric_judges_do_not_touch_the_global_random() -> None:
+    before = random.getstate()  # noqa: TID251
+    for rubric in RUBRICS_UNDER_TEST:
+        await complete(judge_request(rubric, temperature=1.0))
+    assert random.getstate() == before  # noqa: TID251
+
+
+async def test_the_jitter_is_small_and_seeded() -> None:
+    # Only the jitter depends on the seed: at most +-1 at temperature 0, +-3 at 1.
+    for temperature, bound in ((0.0, 1), (1.0, 3)):
+        runs = [
+            await judge_scores(
+                judge_request(RubricSpec(name="strict"), seed=seed, temperature=temperature)
+            )
+            for seed in range(12)
+        ]
+        for card_id in PANEL_ORDER:
+            values = [r[card_id] for r in runs if 0 < r[card_id] < 100]
+            if values:
+                assert max(values) - min(values) <= 2 * bound + 1, (card_id, values)
+        assert len({tuple(r.values()) for r in runs}) > 1
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+async def test_built_in_rubrics_disagree_the_way_their_rubrics_say(temperature: float) -> None:
+    for seed in range(5):
+        panel = {
+            name: await judge_scores(
+                judge_request(RubricSpec(name=name), seed=seed, temperature=temperature)
+            )
+            for name in BUILTIN_RUBRICS
+        }
+        strict, taste = panel["strict"], panel["profile_fit"]
+        # strict weighs the concepts, profile_fit the likes.
+        assert strict["A"] > strict["B"] + 10, strict
+        assert taste["B"] > taste["A"] + 10, taste
+        # Both punish the card that touches a dislike hardest.
+        assert ranking(strict)[-1] == "C" and ranking(taste)[-1] == "C", panel
+        assert strict["C"] < 40 and taste["C"] < 40, panel
+        # Not one ordering shared by the whole panel.
+        assert len({tuple(ranking(scores)) for scores in panel.values()}) > 1, panel
+
+
+@pytest.mark.parametrize("view", ["dislikes_only", "hints"])
+async def test_dislikes_are_punished_in_every_profile_view(view: ProfileView) -> None:
+    for name in ("strict", "profile_fit"):
+        scores = await judge_scores(judge_request(RubricSpec(name=name), view=view))
+        assert ranking(scores)[-1] == "C", (name, scores)
+
+
+async def test_hints_view_rewards_the_hinted_taste() -> None:
+    # The hints say "quiet, misty, coastal": B uses them, A does not.
+    scores = await judge_scores(judge_request(RubricSpec(name="profile_fit"), view="hints"))
+    assert scores["B"] > scores["A"], scores
+
+
+async def test_a_custom_novelty_rubric_ranks_the_most_distinct_card_first() -> None:
+    def harbour(word: str) -> IdeaCard:
+        return idea(
+            f"A lantern-lit harbour with {word} boats at night",
+            f"Lanterns sway over the harbour as {word} boats knock together at night and the "
+            "keeper walks the pier with a lamp.",
+        )
+
+    cards = {
+        "A": harbour("fishing"),
+        "B": harbour("rowing"),
+        "C": idea(
+            "A desert observatory under a comet",
+            "Astronomers in a sandstone dome track a green comet over the dunes, their "
+            "brass telescope tilted toward the rising moon.",
+            ("spiral", "symmetry"),
+        ),
+        "D": harbour("sailing"),
+    }
+    for seed in range(5):
+        request = judge_request(NOVELTY_RUBRIC, cards, ("B", "D", "C", "A"), seed=seed)
+        assert "Rubric (fresh, custom):" in request.messages[0].content
+        scores = await judge_scores(request)
+        assert ranking(scores)[0] == "C", scores
+        assert scores["C"] >= max(scores[i] for i in "ABD") + 10, scores
+
+
+async def test_the_start_sets_the_level_and_rewards_never_pass_100() -> None:
+    low = RubricSpec(name="low", source="text", text="Start every card at 10.\n- novelty: +0 to +5")
+    high = RubricSpec(
+        name="high", source="text", text="Start every card at 95.\n- concepts: +0 to +25"
+    )
+    low_scores = await judge_scores(judge_request(low))
+    high_scores = await judge_scores(judge_request(high))
+    assert all(9 <= v <= 16 for v in low_scores.values()), low_scores
+    # Twenty-five points above 95 are scaled into the five left: A (all the concepts'
+    # words) lands near 100, D (none of them) near 95, nothing is clamped flat.
+    assert high_scores["A"] >= 98 and 94 <= high_scores["D"] <= 96, high_scores
+
+
+async def test_novelty_heavy_takes_points_for_recent_motifs() -> None:
+    history = recent_motifs(
+        [f"A lantern over the cathedral harbour, version {i}." for i in ("one", "two", "three")]
+    )
+    assert {"cathedral", "harbour"} <= {m.word for m in history.motifs}
+    with_history = NoveltyState(enabled=True, window=3, summary=history)
+    rubric = RubricSpec(name="novelty_heavy")
+    before = await judge_scores(judge_request(rubric))
+    after = await judge_scores(judge_request(rubric, novelty=with_history))
+    assert "Recent history:" in judge_request(rubric, novelty=with_history).messages[1].content
+    assert before["A"] - after["A"] >= 20  # A reuses two motifs found in every prompt
+    assert abs(before["B"] - after["B"]) <= 2  # B uses none (only the jitter differs)
+
+
+async def test_an_offline_scoring_run_shows_a_panel_that_disagrees(tmp_path: Path) -> None:
+    cfg = load_config(
+        root=REPO,
+        env={},
+        overrides=[
+            f"image.generation_path={tmp_path / 'images'}",
+            f"image.log_path={tmp_path / 'logs'}",
+            f"prompt.generations_path={tmp_path / 'generations.csv'}",
+            "prompt.random_seed=1234",
+            "run.mode=prompt_only",
+            "prompt.scoring.enabled=true",
+            "prompt.scoring.judges=[{id: strict, rubric: strict}, "
+            "{id: warm, rubric: profile_fit}, {id: novel, rubric: novelty_heavy}]",
+        ],
+    )
+    asked: list[tuple[TextRequest, str]] = []
+
+    class Recording(OfflineTextBackend):
+        __slots__ = ()
+
+        async def complete(self, request: TextRequest) -> TextReply:
+            reply = await super().complete(request)
+            if request.json_schema is not None and request.json_schema.name == "idea_scores":
+                asked.append((request, reply.text or ""))
+            return reply
+
+    backends = Backends(
+        text=Recording(),
+        image=OfflineImageBackend(),
+        provider="offline",
+        description="offline",
+    )
+    await run_generation(cfg, backends)
+    (path,) = (tmp_path / "logs").glob("*_transcript.json")
+    judges = json.loads(path.read_text(encoding="utf-8"))["blackbox_scoring"]["judges"]
+    assert [(j["id"], j["status"], j["rubric"]) for j in judges] == [
+        ("strict", "ok", "strict"),
+        ("warm", "ok", "profile_fit"),
+        ("novel", "ok", "novelty_heavy"),
+    ]
+    assert len({tuple(ranking(j["scores"])) for j in judges}) > 1, judges
+    # Every judge answered by its rubric, not with the generic seeded instance.
+    assert len(asked) == 3
+    assert all(text != generic_answer(request) for request, text in asked)

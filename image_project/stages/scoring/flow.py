@@ -29,8 +29,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import JsonValue
+
 from image_project.artifacts import read_recent_prompts
-from image_project.config import EffectiveJudge, ScoringConfig
+from image_project.config import EffectiveJudge, ProfileView, ScoringConfig
 from image_project.engine import ActionStep, Block, ChatStep, Context, Node, PromptFn, ReaskPolicy
 from image_project.errors import ImageProjectError, ModelOutputError, preview
 from image_project.record.events import ChatEvent
@@ -48,6 +50,7 @@ from image_project.stages.scoring.cards import CARD_OUTPUT, card_ids, card_text,
 from image_project.stages.scoring.hints import ProfileHints, hints_output, render_hints
 from image_project.stages.scoring.judges import judge_output, require_quorum, status_of
 from image_project.stages.scoring.novelty import NoveltySummary, novelty_penalty, recent_motifs
+from image_project.stages.scoring.rubrics import judge_system_prompt
 from image_project.stages.scoring.selection import Selection, aggregate, select
 from image_project.stages.standard import Brief, concept_lines, stage_block, stage_prompt
 
@@ -126,7 +129,11 @@ def describe_ensemble(
     scoring: ScoringConfig, judges: Sequence[EffectiveJudge], novelty: NoveltyState
 ) -> str:
     """The run log's one line about the scoring setup, with the judges' effective models."""
-    described = ", ".join(f"{j.id}(model={j.model}, t={j.temperature:g})" for j in judges)
+    described = ", ".join(
+        f"{j.id}(model={j.model}, t={j.temperature:g}, rubric={j.rubric.name}, "
+        f"profile={j.profile}, weight={j.weight:g})"
+        for j in judges
+    )
     if novelty.used:
         state = f"on, window={novelty.window}"
     elif novelty.enabled:
@@ -138,7 +145,9 @@ def describe_ensemble(
         f"exploration_rate={scoring.exploration_rate:g} "
         f"generator_temperature={scoring.generator_temperature:g} "
         f"max_reasks={scoring.max_reasks} judges=[{described}] "
-        f"min_ok_judges={scoring.effective_min_ok_judges} novelty={state}"
+        f"min_ok_judges={scoring.effective_min_ok_judges} aggregation={scoring.aggregation}"
+        + (f" trim={scoring.trim}" if scoring.aggregation == "trimmed_mean" else "")
+        + f" novelty={state}"
     )
 
 
@@ -160,14 +169,6 @@ _IDEA_SYSTEM = (
     "composition (2-4 genuinely different layouts), palette (2-4 distinct palettes), medium "
     "(1-3) and mood (1-3), distinct choices rather than synonyms; avoid (0-4 things the image "
     "must not show)."
-)
-
-_JUDGE_SYSTEM = (
-    "You are a judge. You score idea cards for one specific viewer, numbers only: for each "
-    "card an integer from 0 to 100 for how well it blends the concepts, suits the viewer's "
-    "taste and stays fresh. Reply with ONLY the JSON object "
-    '{"scores": [{"id": "<card id>", "score": <0-100>}, ...]}: every card id exactly once, '
-    "no other keys, no explanation."
 )
 
 
@@ -205,7 +206,25 @@ def _card_line(card_id: str, card: IdeaCard) -> str:
     return json.dumps({"id": card_id, **card.model_dump()}, ensure_ascii=False)
 
 
-def _judge_prompt(order: Sequence[str], brief: Brief, novelty: NoveltyState) -> PromptFn:
+def _profile_view(view: ProfileView, brief: Brief, ctx: Context) -> str:
+    """What a judge is shown of the person: the whole profile (``raw``, the first wave's
+    view), only the dislikes, or the generator-safe hints."""
+    if view == "dislikes_only":
+        dislikes = "\n".join(f"- {d}" for d in brief.dislikes) or "- (none given)"
+        return f"The viewer's dislikes (never acceptable; the likes are not shown):\n{dislikes}\n"
+    if view == "hints":
+        hints = ctx.outputs[HINTS_KEY]
+        assert isinstance(hints, ProfileHints)
+        return (
+            "The viewer's taste in broad strokes (the profile itself is not shown):\n"
+            f"{render_hints(hints)}\n"
+        )
+    return f"The viewer's profile (authoritative):\n{brief.preferences}\n"
+
+
+def _judge_prompt(
+    order: Sequence[str], brief: Brief, novelty: NoveltyState, view: ProfileView
+) -> PromptFn:
     def render(ctx: Context) -> str:
         shown = "\n".join(_card_line(card_id, ctx.outputs[_card_key(card_id)]) for card_id in order)
         history = ""
@@ -216,7 +235,7 @@ def _judge_prompt(order: Sequence[str], brief: Brief, novelty: NoveltyState) -> 
             )
         return (
             f"Concepts:\n{concept_lines(brief.concepts)}\n\n"
-            f"The viewer's profile (authoritative):\n{brief.preferences}\n"
+            f"{_profile_view(view, brief, ctx)}"
             f"{history}\n"
             f"Idea cards, one JSON object per line:\n{shown}\n\n"
             f"Score every card id exactly once ({', '.join(order)}), integers 0-100. "
@@ -305,12 +324,10 @@ class ScoringPlan:
         outcome = self.outcome(ctx)
         selection = outcome.selection if outcome else None
         return ScoringRecord(
+            aggregation=s.aggregation,
             config_snapshot={
                 **s.model_dump(mode="json", exclude={"judges"}),
-                "judges": [
-                    {"id": j.id, "model": j.model, "temperature": j.temperature}
-                    for j in self.judges
-                ],
+                "judges": [_judge_snapshot(j) for j in self.judges],
                 "min_ok_judges": self.min_ok_judges,
             },
             candidates=tuple(
@@ -350,6 +367,9 @@ class ScoringPlan:
                     id=judge.id,
                     model=judge.model,
                     temperature=judge.temperature,
+                    rubric=judge.rubric.name,
+                    profile=judge.profile,
+                    weight=judge.weight,
                     status=failure.status if failure else "ok",
                     attempts=max(1, answers.get(path, 0)),
                     order=self.orders[judge.id],
@@ -360,6 +380,21 @@ class ScoringPlan:
                 )
             )
         return results
+
+
+def _judge_snapshot(judge: EffectiveJudge) -> dict[str, JsonValue]:
+    """A judge as configured, every fallback applied (a custom rubric's text included)."""
+    rubric: dict[str, JsonValue] = {"name": judge.rubric.name, "source": judge.rubric.source}
+    if judge.rubric.source != "builtin":
+        rubric.update(text=judge.rubric.text, path=judge.rubric.path)
+    return {
+        "id": judge.id,
+        "model": judge.model,
+        "temperature": judge.temperature,
+        "rubric": rubric,
+        "weight": judge.weight,
+        "profile": judge.profile,
+    }
 
 
 def _judge_failure(exc: Exception) -> _JudgeFailure:
@@ -378,19 +413,25 @@ def _judge_step(
 ) -> ChatStep:
     return ChatStep(
         name=judge.id,
-        prompt=_judge_prompt(order, brief, novelty),
+        prompt=_judge_prompt(order, brief, novelty, judge.profile),
         temperature=judge.temperature,
         model=judge.model,
         seed=derive_seed(run_seed, "step", "judge", judge.id),
         output=judge_output(order),
         reask=ReaskPolicy(max=max_reasks, style="restate"),
         stateless=True,
-        system_prompt=_JUDGE_SYSTEM,
+        system_prompt=judge_system_prompt(judge.rubric),
         merge="none",
         allow_empty_response=True,
         on_failure=_judge_failure,
         capture_key=f"{_JUDGE_KEY}.{judge.id}",
-        meta={"role": "judge", "judge_id": judge.id, "order": list(order)},
+        meta={
+            "role": "judge",
+            "judge_id": judge.id,
+            "order": list(order),
+            "rubric": judge.rubric.name,
+            "profile": judge.profile,
+        },
     )
 
 
@@ -482,7 +523,14 @@ def scoring_pipeline(
         if novelty.summary is not None:
             for card_id in ids:
                 penalties[card_id] = novelty_penalty(card_text(cards[card_id]), novelty.summary)[0]
-        table = aggregate(ids, {r.id: r.scores or {} for r in ok}, penalties)
+        table = aggregate(
+            ids,
+            {r.id: r.scores or {} for r in ok},
+            penalties,
+            method=scoring.aggregation,
+            weights={r.id: r.weight for r in ok},
+            trim=scoring.trim,
+        )
         selection = select(table, exploration_rate=scoring.exploration_rate, run_seed=run_seed)
         logger.info(
             "Selected candidate: id=%s, score=%s, selection_mode=%s",

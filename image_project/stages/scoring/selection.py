@@ -1,10 +1,11 @@
-"""Aggregation (median of the ok judges) and the seeded epsilon-greedy selector. Pure code.
+"""The score table and the seeded epsilon-greedy selector. Pure code.
 
-Per card: ``median`` of the ok judges' scores (the mean of the middle two for an even
-count), each judge's score, ``spread`` (max - min of those scores), ``n_ok``.
+Per card: each ok judge's score, their ``median`` (the mean of the middle two for an even
+count), the ``aggregate`` by ``prompt.scoring.aggregation`` (:mod:`.aggregation`; the median
+itself by default), ``spread`` (max - min of those scores), ``n_ok``.
 
-Selector (SPEC "Black-box scoring", step 6): ``effective = max(0, median - penalty)``;
-candidates ordered by (-effective, -median, id); ``roll = Random(derive_seed(seed,
+Selector (SPEC "Black-box scoring", step 6): ``effective = max(0, aggregate - penalty)``;
+candidates ordered by (-effective, -aggregate, id); ``roll = Random(derive_seed(seed,
 "selection")).random()``; ``roll < exploration_rate`` explores (a pick weighted by effective
 score among the top ``max(2, ceil(N / 4))``, drawn with the same generator's next number;
 uniform when all those weights are 0), else exploits (the top). Everything is recorded.
@@ -20,22 +21,26 @@ from typing import Literal
 
 from image_project.record.scoring import ScoreRow, SelectionDetail
 from image_project.seeding import rng_for
+from image_project.stages.scoring.aggregation import Method, aggregate_scores, as_number
 
 __all__ = ["ScoreRow", "Selection", "aggregate", "explore_pool_size", "select"]
-
-
-def _number(x: float) -> float | int:
-    return int(x) if float(x).is_integer() else x
 
 
 def aggregate(
     ids: Sequence[str],
     judge_scores: Mapping[str, Mapping[str, int]],
     penalties: Mapping[str, float] | None = None,
+    *,
+    method: Method = "median",
+    weights: Mapping[str, float] | None = None,
+    trim: int = 0,
 ) -> list[ScoreRow]:
-    """One row per id in ``ids`` order from the ok judges' ``{judge_id: {id: score}}``.
+    """One row per id in ``ids`` order from the ok judges' ``{judge_id: {id: score}}``: the
+    median, the ``aggregate`` by ``method`` (:mod:`.aggregation`; ``weights`` by judge id,
+    default 1), the spread and the effective score.
 
-    Raises ``ValueError`` when there are no judges, or a judge misses or adds an id.
+    Raises ``ValueError`` when there are no judges, a judge misses or adds an id, or the
+    aggregation cannot be formed (weights summing to 0, a trim leaving no score).
     """
     if not judge_scores:
         raise ValueError("no ok judge results to aggregate")
@@ -51,21 +56,23 @@ def aggregate(
                 f"unknown {unknown} (of {len(ids)} candidates)"
             )
     penalties = penalties or {}
+    judge_weights = [(weights or {}).get(j, 1.0) for j in judge_scores]
     rows = []
     for card_id in ids:
         per_judge = {j: scores[card_id] for j, scores in judge_scores.items()}
         values = list(per_judge.values())
-        median = _number(statistics.median(values))
+        value = aggregate_scores(values, judge_weights, method=method, trim=trim)
         penalty = float(penalties.get(card_id, 0.0))
         rows.append(
             ScoreRow(
                 id=card_id,
                 judge_scores=per_judge,
-                median=median,
+                median=as_number(statistics.median(values)),
+                aggregate=value,
                 spread=max(values) - min(values),
                 n_ok=len(values),
                 novelty_penalty=penalty,
-                effective_score=max(0.0, round(median - penalty, 3)),
+                effective_score=max(0.0, round(value - penalty, 3)),
             )
         )
     return rows
@@ -104,7 +111,7 @@ def select(rows: Sequence[ScoreRow], *, exploration_rate: float, run_seed: int) 
         raise ValueError(f"duplicate candidate ids {dupes} among {len(ids)} candidates")
     if not 0.0 <= exploration_rate <= 1.0:
         raise ValueError(f"exploration_rate must be in [0, 1], got {exploration_rate}")
-    ranked = sorted(rows, key=lambda r: (-r.effective_score, -r.median, r.id))
+    ranked = sorted(rows, key=lambda r: (-r.effective_score, -r.aggregate, r.id))
     rng = rng_for(run_seed, "selection")
     roll = rng.random()
     pool = ranked[: explore_pool_size(len(ranked))]
@@ -128,7 +135,7 @@ def select(rows: Sequence[ScoreRow], *, exploration_rate: float, run_seed: int) 
         chosen, mode, explore_roll = ranked[0], "exploit", None
     return Selection(
         selected_id=chosen.id,
-        selected_score=chosen.median,
+        selected_score=chosen.aggregate,
         mode=mode,
         exploration_rate=exploration_rate,
         exploration_roll=roll,
