@@ -255,13 +255,20 @@ def _score_table(scoring: ScoringRecord, label: str) -> list[str]:
 def _panel_lines(scoring: ScoringRecord) -> list[str]:
     """One line per judge: its status and what it judged by (rubric, profile view, weight,
     model)."""
-    id_width = max(len(j.id) for j in scoring.judges) if scoring.judges else 0
+    judges = scoring.judges
+    if not judges:
+        return []
+    width = {
+        "id": max(len(j.id) for j in judges),
+        "rubric": max(len(j.rubric) for j in judges),
+        "profile": max(len(j.profile) for j in judges),
+    }
     lines = []
-    for index, j in enumerate(scoring.judges):
+    for index, j in enumerate(judges):
         lead = "  Judges      " if index == 0 else " " * 14
         lines.append(
-            f"{lead}{j.id:<{id_width}}  {j.status:<11} rubric {j.rubric:<13} "
-            f"profile {j.profile:<13} weight {j.weight:g}  {j.model}"
+            f"{lead}{j.id:<{width['id']}}  {j.status:<11} rubric {j.rubric:<{width['rubric']}}"
+            f"  profile {j.profile:<{width['profile']}}  weight {j.weight:g}  {j.model}"
         )
     return lines
 

@@ -454,7 +454,7 @@ async def test_each_judge_gets_its_own_rubric_and_view_of_the_profile(tmp_path: 
     # Rubrics: each judge's system prompt holds its own, and only its own.
     assert "Rubric (strict):" in system_of(strict) and "Be harsh" in system_of(strict)
     assert "Rubric (profile_fit):" in system_of(taste)
-    assert "Rubric (rubric, custom):" in system_of(novel)
+    assert "Rubric (file:rubric, custom):" in system_of(novel)
     assert "Reward the most unusual card." in system_of(novel)
     assert "Rubric" not in system_of(plain)  # default: the first wave's instruction
     assert "suits the viewer's taste and stays fresh" in system_of(plain)
@@ -480,7 +480,7 @@ async def test_the_record_says_what_each_judge_saw_and_weighed(tmp_path: Path) -
     assert seen == {
         "strict": ("strict", "raw", 1.0),
         "taste": ("profile_fit", "dislikes_only", 2.0),
-        "novel": ("rubric", "hints", 1.0),
+        "novel": ("file:rubric", "hints", 1.0),
         "plain": ("default", "raw", 1.0),
     }
     snapshot = {j["id"]: j for j in bbs["config_snapshot"]["judges"]}

@@ -344,6 +344,13 @@ class RubricSpec(BaseModel):
     text: str | None = None
     path: str | None = None
 
+    @property
+    def label(self) -> str:
+        """How records and the summary name the rubric: a built-in's name, ``custom`` for an
+        inline text, ``file:<stem>`` for a file (so ``strict.md`` is not taken for the
+        built-in ``strict``)."""
+        return self.name if self.source != "file" else f"file:{self.name}"
+
 
 DEFAULT_RUBRIC = RubricSpec(name="default")
 """The rubric of a judge that names none: the original judging instruction."""

@@ -130,7 +130,7 @@ def describe_ensemble(
 ) -> str:
     """The run log's one line about the scoring setup, with the judges' effective models."""
     described = ", ".join(
-        f"{j.id}(model={j.model}, t={j.temperature:g}, rubric={j.rubric.name}, "
+        f"{j.id}(model={j.model}, t={j.temperature:g}, rubric={j.rubric.label}, "
         f"profile={j.profile}, weight={j.weight:g})"
         for j in judges
     )
@@ -367,7 +367,7 @@ class ScoringPlan:
                     id=judge.id,
                     model=judge.model,
                     temperature=judge.temperature,
-                    rubric=judge.rubric.name,
+                    rubric=judge.rubric.label,
                     profile=judge.profile,
                     weight=judge.weight,
                     status=failure.status if failure else "ok",
@@ -429,7 +429,7 @@ def _judge_step(
             "role": "judge",
             "judge_id": judge.id,
             "order": list(order),
-            "rubric": judge.rubric.name,
+            "rubric": judge.rubric.label,
             "profile": judge.profile,
         },
     )

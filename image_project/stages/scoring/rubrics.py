@@ -14,8 +14,9 @@ judge's rubric in it. The built-in rubrics:
 ``profile_fit``    start at 60 and score mostly how closely the card matches what the viewer
                    loves, with heavy penalties for a dislike.
 
-The point scales follow the original project's rubrics (``default``, ``strict``,
-``novelty_heavy``); ``profile_fit`` is ours. A custom rubric (``{text: ...}`` or
+The point scales of ``strict`` and ``novelty_heavy`` follow the original project's rubrics
+(whose ``default`` had a point scale too; ours keeps the first wave's one-line instruction
+so that configs without rubrics behave exactly as before); ``profile_fit`` is ours. A custom rubric (``{text: ...}`` or
 ``{file: path}`` in the config) is used as written. Every rubric line of the form
 ``- <axis>: +0 to +N ...`` or ``- <axis>: -A to -B ...`` names one thing to weigh and its points.
 """
@@ -83,5 +84,8 @@ def judge_system_prompt(rubric: RubricSpec) -> str:
     text = rubric_text(rubric)
     if text is None:
         return _INSTRUCTION.format(criterion=DEFAULT_CRITERION)
-    label = rubric.name if rubric.source == "builtin" else f"{rubric.name}, custom"
+    if rubric.source == "builtin" or rubric.label == "custom":
+        label = rubric.label
+    else:
+        label = f"{rubric.label}, custom"
     return _INSTRUCTION.format(criterion="by the rubric below") + f"\n\nRubric ({label}):\n{text}"
