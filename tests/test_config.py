@@ -67,7 +67,7 @@ def test_real_config_yaml_gives_the_documented_defaults() -> None:
         "OPENAI_API_KEY",
     )
     assert (backend.text_model, backend.max_concurrency, backend.timeout_s) == (
-        "gpt-4.1-mini",
+        "gpt-6-luna",
         8,
         120.0,
     )
@@ -400,7 +400,7 @@ def test_effective_judges_apply_fallbacks_per_judge(tmp_path: Path) -> None:
     )
     assert config.prompt.scoring.effective_min_ok_judges == 2
     without_judge_model = load(tmp_path, {"prompt": {"scoring": {"judges": [{"id": "a"}]}}})
-    assert judges_of(without_judge_model)[0].model == "gpt-4.1-mini"
+    assert judges_of(without_judge_model)[0].model == "gpt-6-luna"
 
 
 def test_judge_temperatures_apply_the_same_fallbacks_without_a_model() -> None:
@@ -1111,7 +1111,7 @@ def test_effective_judges_carry_rubric_weight_and_profile_with_defaults(tmp_path
 
 def test_the_one_default_judge_has_the_default_rubric_weight_and_profile(tmp_path: Path) -> None:
     (judge,) = judges_of(load(tmp_path))
-    assert judge == EffectiveJudge("judge", "gpt-4.1-mini", 0.0)
+    assert judge == EffectiveJudge("judge", "gpt-6-luna", 0.0)
     assert (judge.rubric, judge.weight, judge.profile) == (RubricSpec(name="default"), 1.0, "raw")
     scoring_config = load(tmp_path).prompt.scoring
     assert (scoring_config.aggregation, scoring_config.trim) == ("median", 0)

@@ -295,7 +295,7 @@ class BackendConfig(_Section):
     provider: Literal["auto", "openai", "offline"] = "auto"
     base_url: Annotated[str | None, AfterValidator(_check_base_url)] = None
     api_key_env: Annotated[_Text, AfterValidator(_check_env_name)] = "OPENAI_API_KEY"
-    text_model: _Text = "gpt-4.1-mini"
+    text_model: _Text = "gpt-6-luna"
     max_concurrency: _Int = Field(default=8, ge=1, le=256)
     timeout_s: _Float = Field(default=120.0, gt=0.0, le=3600.0)
     max_attempts: _Int = Field(default=4, ge=1, le=20)

@@ -1,0 +1,185 @@
+"""Settings a model would reject.
+
+The model cases run the CLI in-process against a local OpenAI-compatible server (through the
+real adapter) and assert exit 2, a message naming the key and the allowed values, and that
+no request reached the server and no run started (no log directory). The capability table's
+own tests are in ``tests/test_model_capabilities.py``.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PIL import Image
+
+from image_project.cli import main
+from image_project.config import capabilities
+from tests.faults import common
+from tests.support.openai_server import OpenAIServer
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def fixed_today(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The table's dates as of the day it was made, whatever the clock says."""
+    monkeypatch.setattr(capabilities, "_today", lambda: date(2026, 11, 23))
+
+
+def config_for(tmp: Path, server: OpenAIServer, **sections: dict[str, Any]) -> Path:
+    """The shared fault config, with the model settings under test (the default models
+    unless ``sections`` name others) and one attempt per call."""
+    backend = {"max_attempts": 1, **sections.pop("backend", {})}
+    path = common.write_config(tmp, base_url=server.base_url, backend=backend, **sections)
+    data = json.loads(path.read_text(encoding="utf-8"))
+    image = sections.get("image", {})
+    data["image"]["model"] = image.get("model", "gpt-image-2.6-sunburst")
+    data["image"]["size"] = image.get("size", "1536x1024")
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(args, env={}, root=REPO)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# --------------------------------------------------------------------------- model settings
+
+
+@pytest.mark.parametrize(
+    ("image", "key", "allowed"),
+    [
+        pytest.param(
+            {"size": "1000x1000"},
+            "image.size",
+            "each side a multiple of 16 and at most 3840",
+            id="not_a_multiple_of_16",
+        ),
+        pytest.param(
+            {"size": "3072x768"},
+            "image.size",
+            "the long side at most 3 times the short one",
+            id="more_than_3_to_1",
+        ),
+        pytest.param(
+            {"size": "3904x1600"}, "image.size", "above the maximum 3840", id="above_max_edge"
+        ),
+        pytest.param(
+            {"size": "3840x2400"},
+            "image.size",
+            "above the maximum 8,294,400",
+            id="above_max_pixels",
+        ),
+        pytest.param(
+            {"size": "512x512"}, "image.size", "below the minimum 655,360", id="below_min_pixels"
+        ),
+        pytest.param(
+            {"model": "gpt-image-2", "quality": "xhigh"},
+            "image.quality",
+            "one of 'low', 'medium', 'high', 'auto'",
+            id="quality_not_offered",
+        ),
+        pytest.param(
+            {"model": "gpt-image-1.5", "size": "1792x1024"},
+            "image.size",
+            "one of '1024x1024', '1536x1024', '1024x1536', 'auto'",
+            id="size_not_in_a_fixed_list",
+        ),
+        pytest.param(
+            {"model": "gpt-image-1"},
+            "image.model",
+            "shut down on 2026-10-23; OpenAI recommends gpt-image-2.6-sunburst",
+            id="shut_down_model",
+        ),
+    ],
+)
+def test_bad_image_settings_exit_2_before_any_call(
+    image: dict[str, str],
+    key: str,
+    allowed: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    allow_loopback: None,
+) -> None:
+    with OpenAIServer(offline=True) as server:
+        config = config_for(tmp_path, server, image=image)
+        code, _, err = run_cli(["--config", str(config)], capsys)
+        assert server.requests == []
+    assert code == 2
+    (line,) = [ln for ln in err.splitlines() if ln.startswith("configuration error: ")]
+    assert line.startswith(f"configuration error: {key}: got ")
+    assert allowed in line
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_judge_at_temperature_0_on_a_model_that_cannot_honour_it_exits_2_before_any_call(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], allow_loopback: None
+) -> None:
+    judges = [{"id": "fair"}, {"id": "strict", "model": "gpt-6.1-sol", "temperature": 0}]
+    with OpenAIServer(offline=True) as server:
+        config = config_for(
+            tmp_path, server, prompt={"scoring": {"enabled": True, "judges": judges}}
+        )
+        code, _, err = run_cli(["--config", str(config)], capsys)
+        assert server.requests == []
+    assert code == 2
+    assert "configuration error: prompt.scoring.judges[1].model: got 'gpt-6.1-sol'" in err
+    assert "cannot honour temperature 0 for judge 'strict'" in err
+
+
+def test_a_shut_down_text_model_exits_2_before_any_call(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], allow_loopback: None
+) -> None:
+    with OpenAIServer(offline=True) as server:
+        config = config_for(tmp_path, server, backend={"text_model": "gpt-4.1-nano"})
+        code, _, err = run_cli(["--config", str(config)], capsys)
+        assert server.requests == []
+    assert code == 2
+    assert "backend.text_model: got 'gpt-4.1-nano', which OpenAI shut down on 2026-10-23" in err
+
+
+def test_the_default_text_model_gets_reasoning_off_on_every_call(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], allow_loopback: None
+) -> None:
+    with OpenAIServer(offline=True) as server:
+        config = config_for(tmp_path, server)
+        code, _, err = run_cli(["--config", str(config), "--prompt-only", "-q"], capsys)
+        bodies = server.request_bodies
+    assert code == 0, err
+    assert len(bodies) > 5
+    assert {b["model"] for b in bodies} == {"gpt-6-luna"}
+    assert {b["reasoning_effort"] for b in bodies} == {"none"}
+    assert all("temperature" in b for b in bodies)
+    assert "MODEL SHUTDOWN AHEAD" not in err
+
+
+def test_a_model_scheduled_to_shut_down_is_warned_about_and_still_used(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], allow_loopback: None
+) -> None:
+    with OpenAIServer(offline=True) as server:
+        config = config_for(tmp_path, server, backend={"text_model": "gpt-4.1-mini"})
+        code, _, err = run_cli(["--config", str(config), "--prompt-only"], capsys)
+        bodies = server.request_bodies
+    assert code == 0, err
+    assert "backend.text_model: 'gpt-4.1-mini' is scheduled to shut down on 2027-01-14" in err
+    assert "OpenAI recommends gpt-6-luna" in err
+    assert {b["model"] for b in bodies} == {"gpt-4.1-mini"}
+    assert not any("reasoning_effort" in b for b in bodies)
+
+
+@pytest.mark.parametrize("size", ["96x288", "100x100", "1000x1000"])
+def test_the_offline_image_model_keeps_working_with_sizes_the_api_would_refuse(
+    size: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = common.write_config(tmp_path, image={"size": size})
+    code, _, err = run_cli(["--config", str(config), "--seed", "4", "-q"], capsys)
+    assert code == 0, err
+    (image,) = common.images(tmp_path)
+    with Image.open(image) as saved:
+        assert saved.size == tuple(int(side) for side in size.split("x"))
