@@ -1,4 +1,4 @@
-"""Settings a model would reject.
+"""Settings a model would reject, and the smaller command-line faults of issue 13.
 
 The model cases run the CLI in-process against a local OpenAI-compatible server (through the
 real adapter) and assert exit 2, a message naming the key and the allowed values, and that
@@ -17,7 +17,7 @@ import pytest
 from PIL import Image
 
 from image_project.cli import main
-from image_project.config import capabilities
+from image_project.config import capabilities, load_config
 from tests.faults import common
 from tests.support.openai_server import OpenAIServer
 
@@ -183,3 +183,57 @@ def test_the_offline_image_model_keeps_working_with_sizes_the_api_would_refuse(
     (image,) = common.images(tmp_path)
     with Image.open(image) as saved:
         assert saved.size == tuple(int(side) for side in size.split("x"))
+
+
+# --------------------------------------------------------------------------- smaller items
+
+
+def test_set_without_equals_suggests_a_valid_example(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = common.write_config(tmp_path)
+    code, _, err = run_cli(["--config", str(config), "--set", "nokeyvalue"], capsys)
+    assert code == 2
+    assert "expected dotted.key=value, like run.runs=3" in err
+    # The suggestion is itself valid.
+    assert (
+        load_config(root=REPO, config_path=config, overrides=["run.runs=3"], env={}).run.runs == 3
+    )
+
+
+def test_config_that_is_a_directory_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "conf"
+    folder.mkdir()
+    (folder / "config.yaml").write_text("{}", encoding="utf-8")
+    code, _, err = run_cli(["--config", str(folder)], capsys)
+    assert code == 2
+    assert f"config path {folder} is a directory" in err
+    assert f"like {folder / 'config.yaml'}" in err
+    assert "not found" not in err
+
+
+@pytest.mark.parametrize(
+    ("override", "shown"),
+    [
+        ("prompt.scoring.enabled=on", "'on'"),
+        ("prompt.scoring.novelty.enabled=off", "'off'"),
+        ("backend.structured_outputs=OFF", "'OFF'"),
+    ],
+)
+def test_on_and_off_are_not_booleans(
+    override: str, shown: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = common.write_config(tmp_path)
+    code, _, err = run_cli(["--config", str(config), "--set", override], capsys)
+    assert code == 2
+    key = override.partition("=")[0]
+    assert f"configuration error: {key}: got {shown}, must be true or false" in err
+
+
+def test_a_float_is_not_an_int(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = common.write_config(tmp_path)
+    code, _, err = run_cli(["--config", str(config), "--set", "run.runs=4.0"], capsys)
+    assert code == 2
+    assert "run.runs: got 4.0, must be an int in 1..1000 (a float is not an int; write 4)" in err
