@@ -25,7 +25,7 @@ from typing import TypeAlias
 from PIL import Image, ImageDraw, ImageFont, UnidentifiedImageError
 
 from image_project.artifacts.atomic import atomic_write_bytes
-from image_project.errors import ImageProjectError, preview
+from image_project.errors import ImageProjectError, InputFileError, preview
 
 __all__ = [
     "CaptionFont",
@@ -96,16 +96,18 @@ def load_caption_font(size: int, font_path: Path | None = None) -> CaptionFont:
     """The caption font at ``size`` px.
 
     An explicit ``font_path`` that cannot be loaded raises
-    :class:`~image_project.errors.ImageProjectError` naming it. Without one: DejaVu Sans if
-    found in Pillow's package directory or the usual system font directories, else Pillow's
-    built-in font (scalable from Pillow 10.1).
+    :class:`~image_project.errors.InputFileError` naming the file once and the config key
+    once. Without one: DejaVu Sans if found in Pillow's package directory or the usual system
+    font directories, else Pillow's built-in font (scalable from Pillow 10.1).
     """
     if font_path is not None:
         try:
             return ImageFont.truetype(str(font_path), size)
         except (OSError, ValueError) as exc:
-            raise ImageProjectError(
-                f"Failed to load caption font {font_path} (image.caption_font_path): {exc}"
+            reason = str(exc) if Path(font_path).exists() else "no such file"
+            raise InputFileError(
+                font_path,
+                f"image.caption_font_path cannot be loaded as a TrueType/OpenType font ({reason})",
             ) from exc
     found = _default_font_file()
     if found is not None:

@@ -237,3 +237,23 @@ def test_a_float_is_not_an_int(tmp_path: Path, capsys: pytest.CaptureFixture[str
     code, _, err = run_cli(["--config", str(config), "--set", "run.runs=4.0"], capsys)
     assert code == 2
     assert "run.runs: got 4.0, must be an int in 1..1000 (a float is not an int; write 4)" in err
+
+
+def test_the_caption_font_error_says_each_thing_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "not_a_font.ttf"
+    bad.write_text("definitely not a font", encoding="utf-8")
+    missing = tmp_path / "missing.ttf"
+    config = common.write_config(tmp_path)
+    for font, reason in ((bad, ""), (missing, "no such file")):
+        code, _, err = run_cli(
+            ["--config", str(config), "--set", f"image.caption_font_path={font}"], capsys
+        )
+        assert code == 2
+        assert err.count(str(font)) == 1, err
+        assert err.count("image.caption_font_path") == 1, err
+        assert err.startswith(
+            f"input file error: {font}: image.caption_font_path cannot be loaded as a "
+            f"TrueType/OpenType font ({reason}"  # then Pillow's reason for a bad file
+        )
