@@ -19,7 +19,8 @@ from PIL import Image
 from image_project.cli import main
 from image_project.config import capabilities, load_config
 from tests.faults import common
-from tests.support.openai_server import OpenAIServer
+from tests.faults.common import transcripts
+from tests.support.openai_server import OpenAIServer, Reply
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -257,3 +258,52 @@ def test_the_caption_font_error_says_each_thing_once(
             f"input file error: {font}: image.caption_font_path cannot be loaded as a "
             f"TrueType/OpenType font ({reason}"  # then Pillow's reason for a bad file
         )
+
+
+def test_several_runs_end_with_how_many_succeeded(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = common.write_config(tmp_path, image={"size": "64x64"})
+    code, out, _ = run_cli(["--config", str(config), "--runs", "3", "--prompt-only"], capsys)
+    assert code == 0
+    assert out.rstrip().splitlines()[-1] == "3 of 3 succeeded"
+
+
+def test_several_runs_with_a_failure_say_which_failed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], allow_loopback: None
+) -> None:
+    with OpenAIServer(offline=True) as server:
+        server.script(Reply(status=400))  # the first call of run 1
+        config = common.write_config(
+            tmp_path, base_url=server.base_url, backend={"max_attempts": 1}
+        )
+        code, out, err = run_cli(
+            ["--config", str(config), "--runs", "3", "--prompt-only", "-q"], capsys
+        )
+    assert code == 1
+    assert out.rstrip().splitlines()[-1] == "2 of 3 succeeded (run 1 failed; its error is above)"
+    assert err.count("error: run failed") == 1
+
+
+def test_a_single_run_has_no_closing_count(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = common.write_config(tmp_path)
+    code, out, _ = run_cli(["--config", str(config), "--prompt-only"], capsys)
+    assert code == 0
+    assert "succeeded" not in out
+
+
+def test_prompt_only_shows_the_whole_prompt(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = common.write_config(tmp_path)
+    code, out, _ = run_cli(["--config", str(config), "--prompt-only", "--seed", "9"], capsys)
+    assert code == 0
+    (record,) = transcripts(tmp_path)
+    prompt = record["final_image_prompt"]
+    lines = [line.strip() for line in prompt.splitlines() if line.strip()]
+    assert len(" ".join(lines)) > 100  # long enough that the old summary cut it
+    shown = out.split("  Prompt      ", 1)[1].splitlines()[: len(lines)]
+    assert [line.strip() for line in shown] == lines
+    assert "…" not in out.split("  Prompt      ", 1)[1].split("  Transcript")[0]
