@@ -62,7 +62,6 @@ from image_project.engine import ChatRunner, Context, DefaultStepRecorder, Node
 from image_project.errors import (
     BackendError,
     ImageProjectError,
-    InputFileError,
     ModelOutputError,
     location_of,
 )
@@ -139,10 +138,7 @@ def load_inputs(cfg: AppConfig) -> Inputs:
     nothing."""
     font = cfg.image.caption_font_path
     if font is not None:
-        try:
-            load_caption_font(14, Path(font))
-        except ImageProjectError as exc:
-            raise InputFileError(font, f"image.caption_font_path cannot be loaded: {exc}") from exc
+        load_caption_font(14, Path(font))  # InputFileError naming the file and the key
     inputs = Inputs(
         categories=load_categories(cfg.prompt.categories_path),
         profile=load_profile(cfg.prompt.profile_path),

@@ -167,10 +167,6 @@ def _setup_logging(verbose: int, quiet: bool) -> None:
 def _summary(result: RunResult) -> str:
     """The run's summary, read from its record (the transcript's content)."""
     record = result.record
-    prompt = record.final_image_prompt or ""
-    first_line = next((ln.strip() for ln in prompt.splitlines() if ln.strip()), "")
-    if len(first_line) > 100:
-        first_line = first_line[:99] + "…"
     backend = record.backend
     lines = [
         f"Generation {record.generation_id}  (seed {record.seed}, {backend.provider} backend, "
@@ -182,7 +178,7 @@ def _summary(result: RunResult) -> str:
         lines.append(f"  Title       #{title.seq:03d} - {title.title}")
     if isinstance(record.blackbox_scoring, ScoringRecord):
         lines += _scoring_lines(record.blackbox_scoring)
-    lines.append(f"  Prompt      {first_line}")
+    lines += _prompt_lines(record.final_image_prompt or "", whole=record.run_mode == "prompt_only")
     if record.image_path is not None:
         size = f" ({record.image_bytes:,} bytes)" if record.image_bytes is not None else ""
         lines.append(f"  Image       {record.image_path}{size}")
@@ -194,6 +190,16 @@ def _summary(result: RunResult) -> str:
         f"{usage.total_tokens:,} tokens, {record.timing.wall_s:.1f} s",
     ]
     return "\n".join(lines)
+
+
+def _prompt_lines(prompt: str, *, whole: bool) -> list[str]:
+    """The final prompt: whole for a prompt-only run (the prompt is what the run made; its
+    lines indented under the label), else its first line cut at 100 characters."""
+    lines = [ln.strip() for ln in prompt.splitlines() if ln.strip()]
+    if not whole:
+        first = lines[0] if lines else ""
+        return [f"  Prompt      {first[:99] + '…' if len(first) > 100 else first}"]
+    return [f"  Prompt      {lines[0] if lines else ''}"] + [f"{'':14}{ln}" for ln in lines[1:]]
 
 
 _AGGREGATE_LABELS = {"median": "median", "weighted_median": "w.median", "mean": "mean"}
@@ -320,7 +326,7 @@ async def _cancel_on_signal(work: anyio.CancelScope, received: list[int]) -> Non
 
 async def _runs(cfg: AppConfig, backends: Backends, quiet: bool) -> int:
     emit = None if quiet else (lambda line: print(line, file=sys.stderr, flush=True))
-    failures = 0
+    failed: list[int] = []
     # Input files, output directories and record CSVs, once for all runs and before any
     # model call; an InputFileError leaves through main() as exit 2.
     inputs = load_inputs(cfg)
@@ -331,12 +337,26 @@ async def _runs(cfg: AppConfig, backends: Backends, quiet: bool) -> int:
         try:
             result = await run_generation(cfg, backends, inputs=inputs, seed=seed, emit=emit)
         except RunFailed as exc:
-            failures += 1
+            failed.append(index + 1)
             print(f"error: {exc}", file=sys.stderr)
             print(f"transcript: {exc.transcript_path}", file=sys.stderr)
             continue
         print(_summary(result), flush=True)
-    return EXIT_RUN_FAILED if failures else EXIT_OK
+    if cfg.run.runs > 1:
+        print(_runs_line(cfg.run.runs, failed), flush=True)
+    return EXIT_RUN_FAILED if failed else EXIT_OK
+
+
+def _runs_line(runs: int, failed: Sequence[int]) -> str:
+    """The closing line of several runs: ``5 of 5 succeeded``, or ``3 of 5 succeeded (runs 2,
+    4 failed; their errors are above)``."""
+    line = f"{runs - len(failed)} of {runs} succeeded"
+    if failed:
+        which = "runs " + ", ".join(map(str, failed)) if len(failed) > 1 else f"run {failed[0]}"
+        line += (
+            f" ({which} failed; {'their errors are' if len(failed) > 1 else 'its error is'} above)"
+        )
+    return line
 
 
 def main(

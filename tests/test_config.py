@@ -67,7 +67,7 @@ def test_real_config_yaml_gives_the_documented_defaults() -> None:
         "OPENAI_API_KEY",
     )
     assert (backend.text_model, backend.max_concurrency, backend.timeout_s) == (
-        "gpt-4.1-mini",
+        "gpt-6-luna",
         8,
         120.0,
     )
@@ -189,6 +189,35 @@ def test_every_bool_field_is_strict(key: str, tmp_path: Path) -> None:
     assert value is False
 
 
+@pytest.mark.parametrize("word", ["on", "off", "On", "OFF"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "backend.structured_outputs",
+        "prompt.scoring.enabled",
+        "prompt.scoring.generator_profile_abstraction",
+        "prompt.scoring.novelty.enabled",
+    ],
+)
+def test_yaml_on_and_off_are_not_booleans_in_a_file_or_in_set(
+    key: str, word: str, tmp_path: Path
+) -> None:
+    """YAML 1.1 reads on/off as booleans; the strict rule does not accept them."""
+    *parents, leaf = key.split(".")
+    text = "".join(f"{'  ' * depth}{part}:\n" for depth, part in enumerate(parents))
+    text += f"{'  ' * len(parents)}{leaf}: {word}\n"
+    for error in (config_error(tmp_path, text), config_error(tmp_path, None, f"{key}={word}")):
+        assert error.key == key
+        assert error.message.startswith(f"got {word!r}, must be true or false")
+
+
+def test_yaml_on_is_plain_text_for_a_string_key_and_yes_no_stay_booleans(tmp_path: Path) -> None:
+    config = load(tmp_path, "backend:\n  text_model: on\nprompt:\n  scoring:\n    enabled: yes\n")
+    assert config.backend.text_model == "on"
+    assert config.prompt.scoring.enabled is True
+    assert load(tmp_path, None, "prompt.scoring.enabled=No").prompt.scoring.enabled is False
+
+
 # --------------------------------------------------------------------------- ranges and types
 
 
@@ -241,6 +270,24 @@ def test_a_bool_is_not_a_number(key: str, tmp_path: Path) -> None:
     error = config_error(tmp_path, None, f"{key}=true")
     assert error.key == key
     assert "True" in error.message
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "note"),
+    [
+        ("run.runs", "4.0", "(a float is not an int; write 4)"),
+        ("prompt.scoring.num_ideas", "6.0", "(a float is not an int; write 6)"),
+        ("prompt.random_seed", "42.0", "(a float is not an int; write 42)"),
+        ("backend.max_attempts", "2.5", "(a float is not an int)"),
+    ],
+)
+def test_an_int_key_refuses_a_float_even_a_whole_one(
+    key: str, value: str, note: str, tmp_path: Path
+) -> None:
+    error = config_error(tmp_path, None, f"{key}={value}")
+    assert error.key == key
+    assert error.message.startswith(f"got {float(value)!r}, must be an int")
+    assert error.message.endswith(note)
 
 
 def test_int_looking_string_is_accepted_for_an_int(tmp_path: Path) -> None:
@@ -400,7 +447,7 @@ def test_effective_judges_apply_fallbacks_per_judge(tmp_path: Path) -> None:
     )
     assert config.prompt.scoring.effective_min_ok_judges == 2
     without_judge_model = load(tmp_path, {"prompt": {"scoring": {"judges": [{"id": "a"}]}}})
-    assert judges_of(without_judge_model)[0].model == "gpt-4.1-mini"
+    assert judges_of(without_judge_model)[0].model == "gpt-6-luna"
 
 
 def test_judge_temperatures_apply_the_same_fallbacks_without_a_model() -> None:
@@ -494,6 +541,9 @@ def test_malformed_set_item_is_an_error(item: str, tmp_path: Path) -> None:
     error = config_error(tmp_path, None, item)
     assert repr(item) in error.message
     assert "dotted.key=value" in error.message
+    example = error.message.rsplit("like ", 1)[1]
+    assert example == "run.runs=3"
+    assert load(tmp_path, None, example).run.runs == 3  # the suggestion itself is valid
 
 
 def test_set_value_with_bad_yaml_is_an_error(tmp_path: Path) -> None:
@@ -566,6 +616,19 @@ def test_explicit_config_path_wins_over_env(tmp_path: Path) -> None:
     config = load_config(root=root, config_path=chosen, env=env)
     assert config.run.runs == 9
     assert config.sources == (str(chosen),)
+
+
+@pytest.mark.parametrize("via", ["env", "arg"])
+def test_a_config_path_that_is_a_directory_says_so(via: str, tmp_path: Path) -> None:
+    root = make_root(tmp_path, config={})
+    folder = tmp_path / "config"
+    with pytest.raises(ConfigError) as info:
+        if via == "env":
+            load_config(root=root, env={"IMAGE_PROJECT_CONFIG": str(folder)})
+        else:
+            load_config(root=root, config_path=folder, env={})
+    assert str(info.value).startswith(f"config path {folder} is a directory (")
+    assert str(info.value).endswith(f"name the YAML file itself, like {folder / 'config.yaml'}")
 
 
 @pytest.mark.parametrize("via", ["env", "arg"])
@@ -1111,7 +1174,7 @@ def test_effective_judges_carry_rubric_weight_and_profile_with_defaults(tmp_path
 
 def test_the_one_default_judge_has_the_default_rubric_weight_and_profile(tmp_path: Path) -> None:
     (judge,) = judges_of(load(tmp_path))
-    assert judge == EffectiveJudge("judge", "gpt-4.1-mini", 0.0)
+    assert judge == EffectiveJudge("judge", "gpt-6-luna", 0.0)
     assert (judge.rubric, judge.weight, judge.profile) == (RubricSpec(name="default"), 1.0, "raw")
     scoring_config = load(tmp_path).prompt.scoring
     assert (scoring_config.aggregation, scoring_config.trim) == ("median", 0)

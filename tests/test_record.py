@@ -260,7 +260,7 @@ def test_offline_scoring_run_states_each_fact_once(
     log = (out / "logs" / f"{record.generation_id}.log").read_text(encoding="utf-8")
     logged = re.findall(r"\w+\(model=([^,]+), t=", log)
     assert logged == [text_model] * 3
-    assert "gpt-4.1-mini" not in log
+    assert "gpt-6-luna" not in log  # the configured default text model
     panel = [line for line in captured.out.splitlines() if "  rubric " in line]
     assert len(panel) == 3 and all(line.endswith(f"  {text_model}") for line in panel)
 

@@ -1,11 +1,17 @@
 """The captioned image: ``#NNN - Title`` on a translucent strip along the bottom edge.
 
-Layout (sizes relative to the image, so captions look alike at any resolution):
+Layout (sizes relative to the image, so captions look alike at any resolution;
+:func:`caption_layout` computes it):
 
-* strip height ``max(4% of H, 18 px)``, grown to fit the text plus vertical padding;
-  padding ``x = max(2% of W, 10)``, ``y = max(20% of the strip, 4)``;
-* font size ``max(2.8% of H, 14)``, shrunk 2 px at a time (not below 10) until the text fits
-  between the side paddings;
+* strip height ``max(4% of H, 18 px)`` (at most H), grown to fit the text plus vertical
+  padding; padding ``x = max(2% of W, 10)`` but at most W/8, ``y = max(20% of the strip, 4)``;
+* font size ``max(2.8% of H, 14)``, shrunk 2 px at a time (not below 10; on an image under
+  60 px tall not below H/6, at least 6) until the text fits on one line between the side
+  paddings;
+* a caption that still does not fit (a narrow portrait, a tiny image) is wrapped at word
+  boundaries, shrinking 1 px at a time down to 6 px until the lines fit into half the image
+  height; if even that fails, the last line that fits ends in an ellipsis (as does a single
+  word too wide for the image). Every glyph stays inside the image;
 * strip black at alpha 110; text white at alpha 230, centred, with a 1 px black alpha-160
   shadow; both alpha-composited, the result converted to RGB, the size unchanged.
 
@@ -19,16 +25,19 @@ import functools
 import io
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeAlias
 
 from PIL import Image, ImageDraw, ImageFont, UnidentifiedImageError
 
 from image_project.artifacts.atomic import atomic_write_bytes
-from image_project.errors import ImageProjectError, preview
+from image_project.errors import ImageProjectError, InputFileError, preview
 
 __all__ = [
     "CaptionFont",
+    "CaptionLayout",
+    "caption_layout",
     "caption_text",
     "load_caption_font",
     "overlay_caption",
@@ -41,6 +50,7 @@ _STRIP_FILL = (0, 0, 0, 110)
 _TEXT_FILL = (255, 255, 255, 230)
 _SHADOW_FILL = (0, 0, 0, 160)
 _MIN_FONT_SIZE = 10
+_TINY_FONT_SIZE = 6
 _FONT_NAMES = ("DejaVuSans.ttf", "DejaVuSans-Bold.ttf")
 
 
@@ -96,16 +106,18 @@ def load_caption_font(size: int, font_path: Path | None = None) -> CaptionFont:
     """The caption font at ``size`` px.
 
     An explicit ``font_path`` that cannot be loaded raises
-    :class:`~image_project.errors.ImageProjectError` naming it. Without one: DejaVu Sans if
-    found in Pillow's package directory or the usual system font directories, else Pillow's
-    built-in font (scalable from Pillow 10.1).
+    :class:`~image_project.errors.InputFileError` naming the file once and the config key
+    once. Without one: DejaVu Sans if found in Pillow's package directory or the usual system
+    font directories, else Pillow's built-in font (scalable from Pillow 10.1).
     """
     if font_path is not None:
         try:
             return ImageFont.truetype(str(font_path), size)
         except (OSError, ValueError) as exc:
-            raise ImageProjectError(
-                f"Failed to load caption font {font_path} (image.caption_font_path): {exc}"
+            reason = str(exc) if Path(font_path).exists() else "no such file"
+            raise InputFileError(
+                font_path,
+                f"image.caption_font_path cannot be loaded as a TrueType/OpenType font ({reason})",
             ) from exc
     found = _default_font_file()
     if found is not None:
@@ -124,36 +136,146 @@ def _text_box(draw: ImageDraw.ImageDraw, text: str, font: CaptionFont) -> tuple[
     return int(left), int(top), int(right), int(bottom)
 
 
+@dataclass(frozen=True)
+class CaptionLayout:
+    """Where the caption goes on a ``width`` x ``height`` image: the strip from ``strip_top``
+    to the bottom edge, the font size, and each line with the box its ink covers
+    (``left, top, right, bottom`` in image pixels). Every box lies inside the strip and
+    between the side paddings, so no character is cut off."""
+
+    font_size: int
+    strip_top: int
+    lines: tuple[str, ...]
+    boxes: tuple[tuple[int, int, int, int], ...]
+    origins: tuple[tuple[int, int], ...]
+
+
+def _width(draw: ImageDraw.ImageDraw, text: str, font: CaptionFont) -> int:
+    left, _, right, _ = _text_box(draw, text, font)
+    return right - left
+
+
+def _ellipsize(draw: ImageDraw.ImageDraw, text: str, font: CaptionFont, room: int) -> str:
+    """``text``, cut at the end and marked with an ellipsis until it fits ``room`` pixels
+    (empty when not even the ellipsis fits)."""
+    if _width(draw, text, font) <= room:
+        return text
+    kept = text
+    while kept and _width(draw, kept.rstrip() + "\u2026", font) > room:
+        kept = kept[:-1]
+    return kept.rstrip() + "\u2026" if kept.strip() else ""
+
+
+def _wrap(draw: ImageDraw.ImageDraw, text: str, font: CaptionFont, room: int) -> list[str]:
+    """Greedy word wrap to ``room`` pixels (a word wider than the room gets a line of its
+    own, still too wide: the caller ellipsizes it)."""
+    lines: list[str] = []
+    for word in text.split():
+        candidate = f"{lines[-1]} {word}" if lines else word
+        if lines and _width(draw, candidate, font) <= room:
+            lines[-1] = candidate
+        else:
+            lines.append(word)
+    return lines
+
+
+@dataclass(frozen=True)
+class _Fit:
+    font: CaptionFont
+    size: int
+    lines: tuple[str, ...]
+    line_h: int
+
+
+def _line_height(draw: ImageDraw.ImageDraw, font: CaptionFont) -> int:
+    if isinstance(font, ImageFont.FreeTypeFont):
+        ascent, descent = font.getmetrics()
+        return max(ascent + descent, 1)
+    return max(_text_box(draw, "Hg", font)[3], 1)
+
+
+def _fit(
+    draw: ImageDraw.ImageDraw,
+    text: str,
+    sizes: tuple[int, int, int],
+    room: int,
+    max_h: int,
+    font_path: Path | None,
+) -> _Fit:
+    """The largest font size (from ``sizes = (start, one-line floor, wrap floor)``) at which
+    the caption fits: on one line down to the one-line floor, then wrapped down to the wrap
+    floor; failing both, wrapped at the wrap floor with the overflow ellipsized."""
+    start, line_floor, wrap_floor = sizes
+    size = start
+    while True:
+        font = load_caption_font(size, font_path)
+        line_h = _line_height(draw, font)
+        if size >= line_floor and _width(draw, text, font) <= room:
+            return _Fit(font, size, (text,), line_h)
+        if size <= line_floor:
+            lines = _wrap(draw, text, font, room)
+            wide = any(_width(draw, line, font) > room for line in lines)
+            if not wide and len(lines) * line_h <= max_h:
+                return _Fit(font, size, tuple(lines), line_h)
+        if size <= wrap_floor:
+            break
+        size = max(wrap_floor, size - (2 if size > line_floor else 1))
+    lines = _wrap(draw, text, font, room)
+    fits = max(1, max_h // line_h)
+    kept = [*lines[: fits - 1], " ".join(lines[fits - 1 :])]
+    return _Fit(font, size, tuple(_ellipsize(draw, line, font, room) for line in kept), line_h)
+
+
+def caption_layout(
+    size: tuple[int, int], text: str, *, font_path: Path | None = None
+) -> CaptionLayout:
+    """The caption's layout (see the module docstring)."""
+    width, height = size
+    measure = ImageDraw.Draw(Image.new("RGBA", (1, 1)))
+    pad_x = min(max(round(0.02 * width), 10), width // 8)
+    strip_min = min(max(round(0.04 * height), 18), height)
+    pad_y = max(round(0.2 * strip_min), 4) if height >= 100 else max(1, height // 32)
+    line_floor = max(_TINY_FONT_SIZE, min(_MIN_FONT_SIZE, height // 6))
+    fit = _fit(
+        measure,
+        text,
+        (max(round(0.028 * height), 14), line_floor, _TINY_FONT_SIZE),
+        max(1, width - 2 * pad_x),
+        max(1, max(height // 2, strip_min) - 2 * pad_y),
+        font_path,
+    )
+    block_h = fit.line_h * len(fit.lines)
+    strip_h = min(max(strip_min, block_h + 2 * pad_y), height)
+    strip_top = height - strip_h
+    y = strip_top + (strip_h - block_h) // 2
+    boxes: list[tuple[int, int, int, int]] = []
+    origins: list[tuple[int, int]] = []
+    for line in fit.lines:
+        left, top, right, bottom = _text_box(measure, line, fit.font)
+        x = (width - (right - left)) // 2 - left
+        origins.append((x, y))
+        boxes.append((x + left, y + top, x + right, y + bottom))
+        y += fit.line_h
+    return CaptionLayout(fit.size, strip_top, fit.lines, tuple(boxes), tuple(origins))
+
+
 def overlay_caption(image: Image.Image, text: str, *, font_path: Path | None = None) -> Image.Image:
-    """A copy of ``image`` (RGB, same size) with ``text`` on a bottom strip."""
+    """A copy of ``image`` (RGB, same size) with ``text`` on a bottom strip
+    (:func:`caption_layout`)."""
     width, height = image.size
     base = image.convert("RGBA")
-    strip_h = max(round(0.04 * height), 18)
-    pad_x = max(round(0.02 * width), 10)
-    pad_y = max(round(0.2 * strip_h), 4)
-    size = max(round(0.028 * height), 14)
-
-    measure = ImageDraw.Draw(Image.new("RGBA", (1, 1)))
-    font = load_caption_font(size, font_path)
-    box = _text_box(measure, text, font)
-    while box[2] - box[0] > width - 2 * pad_x and size > _MIN_FONT_SIZE:
-        size = max(_MIN_FONT_SIZE, size - 2)
-        font = load_caption_font(size, font_path)
-        box = _text_box(measure, text, font)
-    text_w, text_h = box[2] - box[0], box[3] - box[1]
-    strip_h = min(max(strip_h, text_h + 2 * pad_y), height)
-    strip_top = height - strip_h
+    layout = caption_layout(image.size, text, font_path=font_path)
+    font = load_caption_font(layout.font_size, font_path)
 
     strip = Image.new("RGBA", base.size, (0, 0, 0, 0))
-    ImageDraw.Draw(strip).rectangle((0, strip_top, width, height), fill=_STRIP_FILL)
+    ImageDraw.Draw(strip).rectangle((0, layout.strip_top, width, height), fill=_STRIP_FILL)
     base = Image.alpha_composite(base, strip)
 
-    x = (width - text_w) // 2 - box[0]
-    y = strip_top + (strip_h - text_h) // 2 - box[1]
     layer = Image.new("RGBA", base.size, (0, 0, 0, 0))
     draw = ImageDraw.Draw(layer)
-    draw.text((x + 1, y + 1), text, font=font, fill=_SHADOW_FILL)
-    draw.text((x, y), text, font=font, fill=_TEXT_FILL)
+    for line, (x, y) in zip(layout.lines, layout.origins, strict=True):
+        draw.text((x + 1, y + 1), line, font=font, fill=_SHADOW_FILL)
+        draw.text((x, y), line, font=font, fill=_TEXT_FILL)
     return Image.alpha_composite(base, layer).convert("RGB")
 
 

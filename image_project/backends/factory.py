@@ -10,6 +10,13 @@
 * ``auto`` — ``openai`` when that environment variable is set or ``base_url`` points at a
   server, else ``offline``.
 
+For the OpenAI-compatible provider the configured models are checked against the model
+capability tables (:func:`image_project.config.capabilities.check_models`) before anything is
+built: a shut-down model, a temperature a model cannot honour, an image size or quality the
+image model would reject is a :class:`~image_project.errors.ConfigError` (exit 2) naming the
+key and the allowed values. The offline backend serves every request itself and needs no
+such check.
+
 :attr:`Backends.description` is the one line the CLI prints so that a user always knows
 which backend produced a run.
 """
@@ -25,6 +32,7 @@ from image_project.backends.offline import OfflineImageBackend, OfflineTextBacke
 from image_project.backends.openai_backend import openai_backends
 from image_project.backends.retry import RetryPolicy
 from image_project.config import AppConfig, BackendConfig
+from image_project.config.capabilities import check_models
 from image_project.errors import AuthenticationError
 
 __all__ = ["PLACEHOLDER_KEY", "Backends", "ProviderChoice", "choose_provider", "make_backends"]
@@ -87,7 +95,11 @@ def choose_provider(b: BackendConfig, env: Mapping[str, str]) -> ProviderChoice:
 
 
 def make_backends(cfg: AppConfig, env: Mapping[str, str]) -> Backends:
-    """Build the backends (no network is touched here); see :func:`choose_provider`."""
+    """Build the backends (no network is touched here); see :func:`choose_provider`.
+
+    Raises :class:`~image_project.errors.ConfigError` when the OpenAI-compatible provider
+    is chosen and a configured model would reject its settings (see the module docstring).
+    """
     b = cfg.backend
     choice = choose_provider(b, env)
     if choice.api_key is None:
@@ -101,6 +113,7 @@ def make_backends(cfg: AppConfig, env: Mapping[str, str]) -> Backends:
                 f"text and a drawn preview image, no network.{hint}"
             ),
         )
+    check_models(cfg)
     retry = RetryPolicy(
         max_attempts=b.max_attempts,
         initial_wait_s=b.backoff_initial_s,

@@ -15,7 +15,8 @@ Contract (both classes):
   (``anyio.to_thread``) so that concurrent calls do not stall the event loop.
 * **Honest.** Replies report ``system_fingerprint="offline"``, ``finish_reason="stop"``,
   ``attempts=1`` and estimated usage (``ceil(words * 4 / 3)`` tokens); images carry a small
-  "offline preview" label so nobody mistakes them for a real render.
+  "offline preview" badge in the top-right corner (clear of the caption strip along the
+  bottom) so nobody mistakes them for a real render.
 
 How a text request is answered (first matching row wins; "the prompt" is the system messages
 plus the last user message, salient words come from the last user message without stopwords):
@@ -1224,8 +1225,49 @@ _RENDERERS: Mapping[str, Callable[[_Canvas], None]] = {
 }
 
 
+_BADGE_TEXTS = ("offline preview", "offline")
+
+
+@dataclass(frozen=True)
+class _Badge:
+    """The offline badge: its text and font, the text's box, padding and margin (px)."""
+
+    text: str
+    font: ImageFont.FreeTypeFont | ImageFont.ImageFont
+    box: tuple[int, int, int, int]
+    pad: int
+    margin: int
+
+
+def _badge(draw: ImageDraw.ImageDraw, w: int, h: int) -> _Badge | None:
+    """The badge at ``h // 64`` px (at least 10), shrunk down to 6 px and then to the shorter
+    text until it fits in the top third of the image with its margins; None when not even
+    that fits (a tiny image gets no badge). The caption strip never reaches into the top
+    third (it takes at most half the height, or 18 px on an image under 36 px)."""
+    for text in _BADGE_TEXTS:
+        for font_size in range(max(10, h // 64), 5, -1):
+            font = ImageFont.load_default(size=font_size)
+            left, top, right, bottom = (int(v) for v in draw.textbbox((0, 0), text, font=font))
+            pad, margin = max(3, font_size // 3), max(4, font_size // 2)
+            fits_w = (right - left) + 2 * pad + 2 * margin <= w
+            if fits_w and (bottom - top) + 2 * pad + margin <= h // 3:
+                return _Badge(text, font, (left, top, right, bottom), pad, margin)
+    return None
+
+
+def _badge_box(badge: _Badge, w: int) -> tuple[int, int, int, int]:
+    """The badge's rounded rectangle ``(x0, y0, x1, y1)`` on an image ``w`` px wide."""
+    left, top, right, bottom = badge.box
+    x1, y0 = w - badge.margin, badge.margin
+    return x1 - (right - left) - 2 * badge.pad, y0, x1, y0 + (bottom - top) + 2 * badge.pad
+
+
 def _finish(c: _Canvas) -> Image.Image:
-    """Composite the shape layer, add grain and a vignette, and the "offline preview" label."""
+    """Composite the shape layer, add grain and a vignette, and the "offline preview" badge.
+
+    The badge sits in the top-right corner, within the top third, so it never meets the
+    caption strip that the records phase draws along the bottom edge; it shrinks on small
+    images and is left out when the image is too small to hold it."""
     w, h = c.w, c.h
     img = Image.alpha_composite(c.base.convert("RGBA"), c.layer).convert("RGB")
     grain_size = (w // 2 + 1, h // 2 + 1)
@@ -1236,18 +1278,18 @@ def _finish(c: _Canvas) -> Image.Image:
     vignette = vignette.point(lambda v: 255 - min(v, 255) * 60 // 255).convert("RGB")
     img = ImageChops.multiply(img, vignette)
 
-    font_size = max(10, h // 64)
-    font = ImageFont.load_default(size=font_size)
     label = Image.new("RGBA", (w, h), (0, 0, 0, 0))
     draw = ImageDraw.Draw(label)
-    text = "offline preview"
-    left, top, right, bottom = draw.textbbox((0, 0), text, font=font)
-    pad = max(3, font_size // 3)
-    margin = max(4, font_size // 2)
-    x1, y1 = w - margin, h - margin
-    x0, y0 = x1 - (right - left) - 2 * pad, y1 - (bottom - top) - 2 * pad
+    badge = _badge(draw, w, h)
+    if badge is None:
+        return img
+    left, top, _, _ = badge.box
+    pad = badge.pad
+    x0, y0, x1, y1 = _badge_box(badge, w)
     draw.rounded_rectangle((x0, y0, x1, y1), radius=pad, fill=(0, 0, 0, 110))
-    draw.text((x0 + pad - left, y0 + pad - top), text, font=font, fill=(255, 255, 255, 190))
+    draw.text(
+        (x0 + pad - left, y0 + pad - top), badge.text, font=badge.font, fill=(255, 255, 255, 190)
+    )
     return Image.alpha_composite(img.convert("RGBA"), label).convert("RGB")
 
 

@@ -63,6 +63,7 @@ from image_project.backends.retry import (
     call_with_retry,
     parse_retry_after,
 )
+from image_project.config.capabilities import reasoning_effort_for
 from image_project.errors import (
     AuthenticationError,
     BackendConnectionError,
@@ -367,6 +368,9 @@ class OpenAITextBackend(_OpenAIBackend):
         max_tokens = (
             request.max_output_tokens if request.max_output_tokens is not None else openai.omit
         )
+        # A model that honours temperature only with reasoning off (the capability table,
+        # docs/models.md) gets reasoning_effort "none"; every other model gets nothing.
+        effort = reasoning_effort_for(model) or openai.omit
 
         async def send(client: openai.AsyncOpenAI) -> ChatCompletion:
             return await client.chat.completions.create(
@@ -376,6 +380,7 @@ class OpenAITextBackend(_OpenAIBackend):
                 seed=seed,
                 max_completion_tokens=max_tokens,
                 response_format=response_format,
+                reasoning_effort=effort,
             )
 
         completion, attempts = await self._transport.call("chat.completions", send)

@@ -10,6 +10,10 @@ Import from here; the package re-exports the public names of its two modules:
   validation problem into ONE :class:`~image_project.errors.ConfigError` naming the full
   dotted key.
 
+:mod:`image_project.config.capabilities` (imported by name, not re-exported here) holds the
+table of what each known OpenAI model accepts and :func:`~image_project.config.capabilities.check_models`,
+which the backend factory applies before any model call (``docs/models.md``).
+
 Each module's docstring states its part of the contract.
 """
 

@@ -22,6 +22,7 @@ import copy
 import difflib
 import logging
 import os
+import re
 import types
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -68,7 +69,22 @@ key (the schema needs 5)."""
 
 
 class _StrictLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that rejects duplicate mapping keys instead of keeping the last."""
+    """``yaml.SafeLoader`` that rejects duplicate mapping keys instead of keeping the last,
+    and reads only true/false/yes/no (in YAML's spellings) as booleans: YAML 1.1 also reads
+    ``on`` / ``off`` as booleans, which the strict-bool rule does not accept, so they stay
+    strings here and a bool key then rejects them (a string key keeps them as text)."""
+
+
+_BOOL_TAG = "tag:yaml.org,2002:bool"
+_StrictLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != _BOOL_TAG]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_StrictLoader.add_implicit_resolver(
+    _BOOL_TAG,
+    re.compile(r"^(?:yes|Yes|YES|no|No|NO|true|True|TRUE|false|False|FALSE)$"),
+    list("yYnNtTfF"),
+)
 
 
 def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
@@ -200,7 +216,9 @@ def _apply_override(data: dict[str, Any], item: str) -> dict[str, Any]:
     key = raw_key.strip()
     parts = key.split(".")
     if not sep or not key or any(not part.strip() for part in parts):
-        raise ConfigError("", f"--set {short_repr(item)}: expected dotted.key=value, like runs=3")
+        raise ConfigError(
+            "", f"--set {short_repr(item)}: expected dotted.key=value, like run.runs=3"
+        )
     if len(parts) > MAX_NESTING:
         raise ConfigError(
             preview(key, 200), f"a key path of at most {MAX_NESTING} parts, got {len(parts)}"
@@ -459,6 +477,14 @@ def _config_files(
     return [(root / DEFAULT_CONFIG, True, "the default config"), (root / LOCAL_CONFIG, False, "")]
 
 
+def _not_a_file(path: Path, origin: str) -> str:
+    if path.is_dir():
+        inside = path / DEFAULT_CONFIG.name
+        hint = f", like {inside}" if inside.is_file() else ""
+        return f"config path {path} is a directory ({origin}); name the YAML file itself{hint}"
+    return f"config file not found: {path} ({origin})"
+
+
 def load_config(
     *,
     root: Path,
@@ -479,7 +505,7 @@ def load_config(
     for path, required, origin in _config_files(root, config_path, environ):
         if not path.is_file():
             if required:
-                raise ConfigError("", f"config file not found: {path} ({origin})")
+                raise ConfigError("", _not_a_file(path, origin))
             continue
         data = deep_merge(data, _read_yaml(path))
         sources.append(str(path))

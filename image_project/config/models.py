@@ -6,7 +6,8 @@ Contract:
   forbidden, and a missing sub-section is validated from ``{}`` so that its defaults pass the
   same validators as explicit values.
 * Booleans are strict (:func:`parse_strict_bool`, :data:`StrictBool`): ``"false"`` is false,
-  ``"maybe"`` is an error. Numbers never accept booleans.
+  ``"maybe"`` is an error (the loader keeps YAML 1.1's ``on`` / ``off`` as strings, so they
+  are errors too). Numbers never accept booleans, and ints never accept floats (``4.0``).
 * Relative paths resolve against the validation context's ``root`` after ``~`` and ``$VAR``
   expansion (``env`` in the context, else ``os.environ``). Existence is not checked here:
   files are the business of the code that opens them.
@@ -151,6 +152,15 @@ def _reject_bool(value: object) -> object:
     return value
 
 
+def _reject_bool_or_float(value: object) -> object:
+    """An int key takes an int (or a string of digits), never a float: ``4.0`` is refused
+    like ``4.5`` instead of being silently truncated."""
+    if isinstance(value, float):
+        whole = f"; write {int(value)}" if value.is_integer() and abs(value) < 1e15 else ""
+        raise _Invalid(note=f"a float is not an int{whole}")
+    return _reject_bool(value)
+
+
 def _non_blank(value: str) -> str:
     if not value.strip():
         raise _Invalid(f"a non-empty string of at most {MAX_NAME_CHARS} characters")
@@ -251,7 +261,7 @@ def _resolve_path(value: Path, info: ValidationInfo) -> Path:
 StrictBool = Annotated[bool, BeforeValidator(_validate_strict_bool)]
 """A bool that accepts only what :func:`parse_strict_bool` accepts."""
 
-_Int = Annotated[int, BeforeValidator(_reject_bool)]
+_Int = Annotated[int, BeforeValidator(_reject_bool_or_float)]
 _Float = Annotated[float, BeforeValidator(_reject_bool)]
 _Text = Annotated[str, AfterValidator(_non_blank)]
 _ConfigPath = Annotated[Path, BeforeValidator(_non_empty_path), AfterValidator(_resolve_path)]
@@ -295,7 +305,7 @@ class BackendConfig(_Section):
     provider: Literal["auto", "openai", "offline"] = "auto"
     base_url: Annotated[str | None, AfterValidator(_check_base_url)] = None
     api_key_env: Annotated[_Text, AfterValidator(_check_env_name)] = "OPENAI_API_KEY"
-    text_model: _Text = "gpt-4.1-mini"
+    text_model: _Text = "gpt-6-luna"
     max_concurrency: _Int = Field(default=8, ge=1, le=256)
     timeout_s: _Float = Field(default=120.0, gt=0.0, le=3600.0)
     max_attempts: _Int = Field(default=4, ge=1, le=20)

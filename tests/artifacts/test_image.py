@@ -8,6 +8,7 @@ import pytest
 from PIL import Image
 
 from image_project.artifacts.image import (
+    caption_layout,
     caption_text,
     load_caption_font,
     overlay_caption,
@@ -99,3 +100,70 @@ def test_save_captioned_jpeg_rejects_undecodable_bytes(tmp_path: Path) -> None:
         save_captioned_jpeg(b"definitely not an image", target, "#001 - Nope")
     assert not target.exists()
     assert list(tmp_path.iterdir()) == []
+
+
+# --------------------------------------------------------------------------- layout at any size
+
+SIZES = [
+    (1536, 1024),
+    (1024, 1536),
+    (1024, 1792),
+    (3840, 1280),
+    (200, 600),
+    (120, 400),
+    (96, 288),
+    (64, 64),
+    (60, 12),
+    (16, 16),
+]
+CAPTIONS = [
+    caption_text(4, "Achievable Share Keeps"),
+    caption_text(123, "Turquoise Citadel Beneath Winter Lanterns"),
+    caption_text(1, "Supercalifragilisticexpialidocious"),
+]
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("text", CAPTIONS)
+def test_every_caption_line_lies_inside_the_strip_and_the_image(
+    size: tuple[int, int], text: str
+) -> None:
+    width, height = size
+    layout = caption_layout(size, text)
+    assert 0 <= layout.strip_top < height
+    assert layout.lines and len(layout.lines) == len(layout.boxes)
+    for left, top, right, bottom in layout.boxes:
+        assert 0 <= left <= right <= width, (layout, size)
+        assert layout.strip_top <= top <= bottom <= height, (layout, size)
+    # The strip takes at most half the image (or the 18 px minimum on a tiny one).
+    assert height - layout.strip_top <= max(height // 2, min(18, height))
+
+
+@pytest.mark.parametrize("size", [(1024, 1536), (200, 600), (120, 400), (96, 288), (64, 64)])
+def test_portrait_and_small_images_show_the_whole_caption(size: tuple[int, int]) -> None:
+    text = CAPTIONS[0]
+    layout = caption_layout(size, text)
+    assert " ".join(layout.lines) == text  # wrapped if need be, never cut
+    assert "\u2026" not in "".join(layout.lines)
+
+
+def test_a_landscape_caption_stays_one_line_at_the_usual_size() -> None:
+    layout = caption_layout((1536, 1024), CAPTIONS[0])
+    assert layout.lines == (CAPTIONS[0],)
+    assert layout.font_size == round(0.028 * 1024)
+
+
+def test_what_cannot_fit_ends_in_an_ellipsis() -> None:
+    assert caption_layout((16, 16), CAPTIONS[0]).lines[-1].endswith("\u2026")
+    long_word = caption_layout((64, 64), CAPTIONS[2])
+    assert any(line.endswith("\u2026") for line in long_word.lines)
+
+
+@pytest.mark.parametrize("size", [(120, 400), (64, 64), (1024, 1536)])
+def test_the_drawn_caption_changes_only_the_strip(size: tuple[int, int]) -> None:
+    source = _solid(*size)
+    out = overlay_caption(source, CAPTIONS[1])
+    layout = caption_layout(size, CAPTIONS[1])
+    width, _ = size
+    above = [out.getpixel((x, y)) for y in range(layout.strip_top) for x in range(0, width, 3)]
+    assert set(above) == {BASE_COLOUR}

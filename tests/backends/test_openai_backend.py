@@ -163,6 +163,26 @@ async def test_unset_optional_params_are_not_sent(
     assert not {"seed", "max_completion_tokens", "max_tokens", "response_format"} & set(body)
 
 
+@pytest.mark.parametrize(
+    ("model", "effort"),
+    [
+        ("gpt-6-luna", "none"),  # honours temperature only with reasoning off
+        ("gpt-6-luna-2026-09-22", "none"),  # a dated snapshot of it
+        ("gpt-4.1-mini", None),  # no reasoning: nothing to turn off
+        ("llama3.1", None),  # unknown to the capability table: nothing extra is sent
+    ],
+)
+async def test_reasoning_effort_none_is_sent_only_to_models_that_need_it_for_temperature(
+    model: str, effort: str | None, allow_loopback: None, server: OpenAIServer
+) -> None:
+    async with open_backends(server) as b:
+        await b.text.complete(text_request(model=model, temperature=0.0))
+    (body,) = server.request_bodies
+    assert body["temperature"] == 0.0
+    assert body.get("reasoning_effort") == effort
+    assert ("reasoning_effort" in body) is (effort is not None)
+
+
 async def test_structured_output_sends_json_schema(
     allow_loopback: None, server: OpenAIServer
 ) -> None:
