@@ -1,13 +1,20 @@
 """Interruption: Ctrl-C (SIGINT) or SIGTERM during concurrent model calls cancels them at once,
 writes the transcript with ``error.type == "interrupted"`` and the phase, leaves no image and
-no CSV row, and exits 130 / 143. A cancellation that arrives while the records are being
-written waits for them instead of splitting them."""
+no CSV row, and exits 130 / 143. The image call (over HTTP, or the offline drawing) is cut
+off the same way and recorded as cut off. A cancellation that arrives while the records are
+being written waits for them instead of splitting them.
+
+The CLI cases run ``main.py`` as a child process and synchronise on what it prints or on the
+requests the local server holds, never on sleeps."""
 
 from __future__ import annotations
 
 import signal
+import subprocess
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import IO, Any
 
 import anyio
 import pytest
@@ -17,7 +24,14 @@ from image_project.artifacts import manifest_lock
 from image_project.backends.base import TextReply, TextRequest
 from image_project.backends.offline import OfflineTextBackend
 from image_project.testing import FunctionTextBackend
-from tests.faults.common import images, make_cfg, read_rows, spawn_main, transcripts, write_config
+from tests.faults.common import (
+    images,
+    make_cfg,
+    read_rows,
+    spawn_main,
+    transcripts,
+    write_config,
+)
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.test_app import backends
 
@@ -141,3 +155,127 @@ async def test_cancel_during_records_finishes_the_records(tmp_path: Path) -> Non
     ]
     manifest = read_rows(cfg.effective_titles_manifest_path)
     assert [(r["seq"], r["generation_id"]) for r in manifest] == [("1", record.generation_id)]
+
+
+# --------------------------------------------------------------------------- the CLI, by phase
+
+
+class Lines:
+    """A child's output stream read line by line in a thread, so that a test can wait for a
+    line (with a timeout, never a sleep) while the child runs, and read it all at the end."""
+
+    def __init__(self, stream: IO[str] | None) -> None:
+        assert stream is not None
+        self._stream = stream
+        self._lines: list[str] = []
+        self._ended = False
+        self._cond = threading.Condition()
+        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream: IO[str]) -> None:
+        for line in stream:
+            with self._cond:
+                self._lines.append(line)
+                self._cond.notify_all()
+        with self._cond:
+            self._ended = True
+            self._cond.notify_all()
+
+    def wait_for(self, wanted: Callable[[str], bool], timeout: float = 60) -> str:
+        """The first line for which ``wanted`` is true, waiting for it to be printed."""
+
+        def found() -> str | None:
+            return next((line for line in self._lines if wanted(line)), None)
+
+        with self._cond:
+            self._cond.wait_for(lambda: self._ended or found() is not None, timeout=timeout)
+            line = found()
+            assert line is not None, "the line never came; the child printed:\n" + "".join(
+                self._lines
+            )
+            return line
+
+    def text(self) -> str:
+        """Everything the child printed; call it once the child has exited."""
+        self._thread.join(timeout=30)
+        self._stream.close()
+        with self._cond:
+            return "".join(self._lines)
+
+
+def finish(proc: subprocess.Popen[str], err: Lines) -> tuple[int, str, str]:
+    """Wait for the child; its exit code, stdout and stderr."""
+    try:
+        code = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.stdout is not None
+    with proc.stdout:
+        out = proc.stdout.read()
+    return code, out, err.text()
+
+
+def cut_off_image_step(t: dict[str, Any]) -> dict[str, Any]:
+    """The transcript of a run interrupted during the image call: the image step, after
+    checking that it is the last step (no title call was made) and that it is listed as cut
+    off."""
+    error = t["error"]
+    assert (error["type"], error["phase"]) == ("interrupted", "image"), error
+    assert error["cancelled_paths"] == ["image"], error
+    steps = t["steps"]
+    image: dict[str, Any] = steps[-1]
+    assert image["type"] == "image" and [s for s in steps if s["type"] == "image"] == [image]
+    assert image["error"]["type"] == "cancelled", image
+    assert image["received_bytes"] is None and image["format"] is None, image
+    assert t["usage"]["image_calls"] == 0
+    assert t["image_path"] is None and t["title_generation"] is None
+    return image
+
+
+def test_ctrl_c_while_the_image_call_is_in_flight_records_it_as_cut_off(
+    tmp_path: Path, allow_loopback: None
+) -> None:
+    release = threading.Event()  # never set: the image call would hang without cancellation
+    with OpenAIServer(offline=True) as server:
+        server.rule(lambda r: r.is_image, Reply(wait_for=release))
+        config = write_config(tmp_path, base_url=server.base_url)
+        proc = spawn_main(tmp_path, "--config", str(config), "--seed", "11")
+        err = Lines(proc.stderr)
+        try:
+            err.wait_for(lambda line: line.startswith("→ image ("))
+            # After "→ image" the text calls are over: the one held request is the image's.
+            assert server.wait_for_in_flight(1, timeout=60), "the image call never arrived"
+            proc.send_signal(signal.SIGINT)
+        finally:
+            code, _, text = finish(proc, err)
+        requests = server.requests
+    assert code == 130, text
+    assert "interrupted (SIGINT)" in text
+    assert requests[-1].is_image and sum(r.is_image for r in requests) == 1
+    (t,) = transcripts(tmp_path)
+    image = cut_off_image_step(t)
+    assert image["attempts"] is None and image["prompt"] == t["final_image_prompt"]
+    assert images(tmp_path) == [] and read_rows(tmp_path / "out" / "generations.csv") == []
+
+
+def test_ctrl_c_during_the_offline_drawing_stops_it_in_phase_image(tmp_path: Path) -> None:
+    # 4096x4096 takes the offline renderer seconds to draw; the interrupt arrives as it
+    # starts. Before, the drawing could not be cancelled: it ran to its end and the run was
+    # then cut off in phase "title".
+    config = write_config(tmp_path, image={"size": "4096x4096"})
+    proc = spawn_main(tmp_path, "--config", str(config), "--seed", "11")
+    err = Lines(proc.stderr)
+    try:
+        err.wait_for(lambda line: line.startswith("→ image (offline-image-1, 4096x4096)"))
+        proc.send_signal(signal.SIGINT)
+    finally:
+        code, _, text = finish(proc, err)
+    assert code == 130, text
+    assert "✓ image" not in text and "→ title" not in text
+    (t,) = transcripts(tmp_path)
+    image = cut_off_image_step(t)
+    assert image["model"] == "offline-image-1" and image["size"] == "4096x4096"
+    assert images(tmp_path) == []
