@@ -2,15 +2,18 @@
 writes the transcript with ``error.type == "interrupted"`` and the phase, leaves no image and
 no CSV row, and exits 130 / 143. The image call (over HTTP, or the offline drawing) is cut
 off the same way and recorded as cut off. A cancellation that arrives while the records are
-being written waits for them instead of splitting them.
+being written waits for them instead of splitting them; the CLI then exits 0, the run being
+complete. Ctrl-C during start-up exits 130 without a traceback.
 
-The CLI cases run ``main.py`` as a child process and synchronise on what it prints or on the
-requests the local server holds, never on sleeps."""
+The CLI cases run ``main.py`` (or another entry point) as a child process and synchronise on
+what it prints or on the requests the local server holds, never on sleeps."""
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -19,12 +22,15 @@ from typing import IO, Any
 import anyio
 import pytest
 
+from image_project import cli
 from image_project.app import RunResult, run_generation
 from image_project.artifacts import manifest_lock
 from image_project.backends.base import TextReply, TextRequest
 from image_project.backends.offline import OfflineTextBackend
 from image_project.testing import FunctionTextBackend
 from tests.faults.common import (
+    REPO,
+    child_env,
     images,
     make_cfg,
     read_rows,
@@ -235,6 +241,43 @@ def cut_off_image_step(t: dict[str, Any]) -> dict[str, Any]:
     return image
 
 
+ENTRY_POINTS = {
+    "main.py": [sys.executable, str(REPO / "main.py")],
+    "python -m image_project": [sys.executable, "-m", "image_project"],
+    "image-project": [str(Path(sys.executable).parent / "image-project")],
+}
+# With PYTHONPROFILEIMPORTTIME=1 Python prints a line to stderr as each import completes.
+_IMPORTED = re.compile(r"^import time:.*\|\s+image_project\.(\w+)")
+
+
+@pytest.mark.parametrize("entry", sorted(ENTRY_POINTS))
+def test_ctrl_c_during_start_up_exits_130_without_a_traceback(tmp_path: Path, entry: str) -> None:
+    argv = ENTRY_POINTS[entry]
+    if not Path(argv[0]).exists():
+        pytest.skip(f"console script not installed at {argv[0]} (run `pip install -e .`)")
+    config = write_config(tmp_path)
+    proc = subprocess.Popen(
+        [*argv, "--config", str(config), "--seed", "11"],
+        cwd=tmp_path,
+        env={**child_env(), "PYTHONPROFILEIMPORTTIME": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    err = Lines(proc.stderr)
+    # The first module the command line imports (image_project.launch is the entry point's
+    # own): the import of the command line, most of a second, is under way.
+    err.wait_for(lambda line: (m := _IMPORTED.match(line)) is not None and m[1] != "launch")
+    proc.send_signal(signal.SIGINT)
+    code, out, text = finish(proc, err)
+    messages = [line for line in text.splitlines() if not line.startswith("import time:")]
+    assert code == 130, text
+    assert "Traceback" not in text and "KeyboardInterrupt" not in text, text
+    assert [m for m in messages if m.strip()] == ["interrupted (SIGINT)"], text
+    assert out == ""
+    assert not (tmp_path / "out").exists(), "start-up was interrupted: nothing ran"
+
+
 def test_ctrl_c_while_the_image_call_is_in_flight_records_it_as_cut_off(
     tmp_path: Path, allow_loopback: None
 ) -> None:
@@ -279,3 +322,49 @@ def test_ctrl_c_during_the_offline_drawing_stops_it_in_phase_image(tmp_path: Pat
     image = cut_off_image_step(t)
     assert image["model"] == "offline-image-1" and image["size"] == "4096x4096"
     assert images(tmp_path) == []
+
+
+def test_ctrl_c_while_the_records_are_written_finishes_them_and_exits_0(tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    manifest = tmp_path / "out" / "images" / "titles_manifest.csv"
+    manifest.parent.mkdir(parents=True)
+    # Held by this process: the child's records phase waits for it, so the interrupt
+    # certainly arrives while the records are being written.
+    lock = manifest_lock(manifest).acquire()
+    try:
+        proc = spawn_main(tmp_path, "--config", str(config), "--seed", "11")
+        err = Lines(proc.stderr)
+        err.wait_for(lambda line: line.startswith("→ records"))
+        proc.send_signal(signal.SIGINT)
+        err.wait_for(lambda line: line.startswith("SIGINT: cancelling"))
+    finally:
+        lock.release()
+    code, out, text = finish(proc, err)
+    assert code == 0, text
+    assert "SIGINT came too late to stop anything: the run was already complete" in text
+    assert "interrupted" not in text
+    (t,) = transcripts(tmp_path)
+    assert t["error"] is None
+    assert f"Image       {t['image_path']}" in out  # the summary
+    assert [str(p) for p in images(tmp_path)] == [t["image_path"]]
+    assert [r["generation_id"] for r in read_rows(tmp_path / "out" / "generations.csv")] == [
+        t["generation_id"]
+    ]
+    assert [r["seq"] for r in read_rows(manifest)] == ["1"]
+
+
+def test_a_keyboard_interrupt_inside_the_runs_exits_130_without_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A second Ctrl-C raises KeyboardInterrupt wherever the main thread is (the first one
+    # restored the default handler), often inside the run, e.g. while its interrupted
+    # transcript is being written. It used to leave the task group wrapped in a
+    # BaseExceptionGroup: a 60-line traceback and exit 1.
+    async def interrupted(*args: object) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "_runs", interrupted)
+    code = cli.main(["--config", str(write_config(tmp_path))], env={})
+    err = capsys.readouterr().err
+    assert code == 130, err
+    assert err.strip().splitlines()[-1] == "interrupted"
