@@ -1,9 +1,11 @@
 """``python -m image_project [generate] [options]``: the ``image-project`` command line.
-``config/`` is read from the current directory, as by the console script."""
+``config/`` is read from the current directory, as by the console script. It starts through
+:func:`image_project.launch.launch`, so that a Ctrl-C during start-up exits 130 without a
+traceback."""
 
 import sys
 
-from image_project.cli import main
+from image_project.launch import launch
 
 if __name__ == "__main__":
-    sys.exit(main(prog="python -m image_project"))
+    sys.exit(launch(prog="python -m image_project"))

@@ -44,6 +44,7 @@ from image_project.artifacts import (
     append_generation_row,
     append_manifest_row,
     caption_text,
+    check_image,
     existing_titles,
     file_size,
     load_caption_font,
@@ -63,7 +64,9 @@ from image_project.errors import (
     BackendError,
     ImageProjectError,
     ModelOutputError,
+    locate,
     location_of,
+    preview,
 )
 from image_project.preflight import check_outputs
 from image_project.progress import ProgressRecorder, counted
@@ -78,6 +81,7 @@ from image_project.record import (
     RunRecord,
     RunUsage,
     ScoringOff,
+    StepError,
     Timing,
     TitleRecord,
 )
@@ -238,6 +242,9 @@ class RunState:
     title: TitleResult | None = None
     saved: _Saved | None = None
     image_order: tuple[int, ...] = ()
+    cut_off: list[str] = field(default_factory=list)
+    """Paths cut off by an interrupt outside the step trees (the image call); the trees'
+    own are the recorder's ``in_flight``."""
     phase_times: dict[str, float] = field(default_factory=dict)
 
     async def run_tree(self, node: Node) -> None:
@@ -294,7 +301,9 @@ class RunState:
                 completion_tokens=usage.completion_tokens,
                 total_tokens=usage.total_tokens,
                 model_calls=len(chats),
-                image_calls=1 if self.image_event else 0,
+                image_calls=(
+                    1 if self.image_event and self.image_event.received_bytes is not None else 0
+                ),
             ),
             timing=Timing(wall_s=wall_s, phases_s=dict(self.phase_times)),
             error=error,
@@ -362,7 +371,65 @@ async def _pipeline(run: RunState) -> None:
     run.final_prompt = str(run.ctx.outputs[DALLE_PROMPT_KEY])
 
 
+class _ImageCall:
+    """The image call as it goes: what was asked, when, and the reply once there is one.
+    :meth:`event` records it however it ended."""
+
+    def __init__(self, request: ImageRequest, order: tuple[int, ...]) -> None:
+        self.request = request
+        self.order = order
+        self.created_at = _utc_iso("milliseconds")
+        self.started = time.perf_counter()
+        self.reply: ImageReply | None = None
+
+    def event(self, error: StepError | None = None, attempts: int | None = None) -> ImageEvent:
+        request, reply = self.request, self.reply
+        assert request.model is not None and request.seed is not None
+        return ImageEvent(
+            order=self.order,
+            prompt=request.prompt,
+            model=reply.model if reply else request.model,
+            size=request.size,
+            quality=request.quality,
+            seed=request.seed,
+            created_at=self.created_at,
+            latency_ms=round((time.perf_counter() - self.started) * 1000, 3),
+            attempts=reply.attempts if reply else attempts,
+            received_bytes=len(reply.data) if reply else None,
+            format=reply.format if reply else None,
+            revised_prompt=reply.revised_prompt if reply else None,
+            metadata=dict(reply.metadata) if reply else {},
+            error=error,
+        )
+
+
+async def _verified(reply: ImageReply) -> None:
+    """Decode the whole image now, before anything else is paid for (the title call), so
+    an answer that is not a readable image fails here, in phase ``image``."""
+    try:
+        await anyio.to_thread.run_sync(check_image, reply.data, abandon_on_cancel=True)
+    except ImageProjectError as exc:
+        raise ModelOutputError(
+            "undecodable_image",
+            f"the image backend answered with data that is {exc}",
+            output=bytes(reply.data[:32]),
+        ) from exc
+
+
+def _step_error(exc: Exception) -> StepError:
+    return StepError(
+        type=type(exc).__name__,
+        message=preview(str(exc), 500),
+        reason=exc.reason if isinstance(exc, ModelOutputError) else None,
+        output_preview=exc.output_preview if isinstance(exc, ModelOutputError) else None,
+        status=exc.status if isinstance(exc, BackendError) else None,
+    )
+
+
 async def _image(run: RunState) -> None:
+    """The image call, and the check that its answer is a whole image. The call is recorded
+    however it ends: with its reply, cut off (``error.type == "cancelled"``, and listed as
+    cut off), or failed (the error, which names the ``image`` step)."""
     assert run.final_prompt is not None
     cfg, image_backend = run.cfg, run.backends.image
     request = ImageRequest(
@@ -376,26 +443,23 @@ async def _image(run: RunState) -> None:
     # The image is recorded between the prompt trees and the title, whatever finishes first.
     run.image_order = (run.ctx.roots_run,)
     run.ctx.roots_run += 1
-    created_at = _utc_iso("milliseconds")
-    started = time.perf_counter()
-    image = await image_backend.generate(request)
-    latency_ms = round((time.perf_counter() - started) * 1000, 3)
-    run.image = image
-    run.image_event = ImageEvent(
-        order=run.image_order,
-        prompt=request.prompt,
-        model=image.model,
-        size=request.size,
-        quality=request.quality,
-        seed=derive_seed(run.seed, "image"),
-        created_at=created_at,
-        latency_ms=latency_ms,
-        attempts=image.attempts,
-        received_bytes=len(image.data),
-        format=image.format,
-        revised_prompt=image.revised_prompt,
-        metadata=dict(image.metadata),
-    )
+    call = _ImageCall(request, run.image_order)
+    try:
+        call.reply = await image_backend.generate(request)
+        await _verified(call.reply)
+    except Exception as exc:
+        locate(exc, path="image", name="image", node_type="image")
+        attempts = exc.attempts if isinstance(exc, BackendError) else None
+        run.image_event = call.event(_step_error(exc), attempts)
+        raise
+    except BaseException:  # cancelled (Ctrl-C, SIGTERM) or KeyboardInterrupt
+        run.image_event = call.event(
+            StepError(type="cancelled", message="the run was interrupted during the image call")
+        )
+        run.cut_off.append("image")
+        raise
+    run.image = image = call.reply
+    run.image_event = call.event()
     _say_done(run, f"image from {image.model} ({image.format}, {request.size})")
 
 
@@ -522,7 +586,7 @@ async def run_generation(
         # Cancellation (Ctrl-C / SIGTERM through the CLI) or a KeyboardInterrupt: the steps
         # in flight were cut off; nothing was written but this transcript (records are
         # shielded). Record what we know, then let it propagate.
-        cut_off = run.recorder.in_flight
+        cut_off = [*run.recorder.in_flight, *run.cut_off]
         finish(
             RunError(
                 type="interrupted",

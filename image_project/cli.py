@@ -11,10 +11,14 @@ phase and step path); 2 a configuration or input-file error, raised before any m
 130 interrupted by Ctrl-C (SIGINT), 143 by SIGTERM.
 
 Interruption. While runs are going, SIGINT and SIGTERM cancel the work (every model call in
-flight is cancelled at once; a retry backoff is cut short); the interrupted run writes its
-transcript with ``error.type == "interrupted"`` and exits 130 / 143. A run already writing its
-records finishes them first (milliseconds). The first signal also restores the default
-handlers, so a second Ctrl-C quits immediately.
+flight, the image call and the offline drawing included, is cancelled at once; a retry
+backoff is cut short); the interrupted run writes its transcript with
+``error.type == "interrupted"`` and exits 130 / 143. A run already writing its records
+finishes them first (milliseconds); if that was the last run and every run succeeded, nothing
+was left to interrupt: the CLI says the run was already complete and exits 0.
+The first signal also restores the default handlers, so a second Ctrl-C quits immediately.
+A Ctrl-C during start-up (imports, configuration) exits 130 with one line, no traceback
+(:mod:`image_project.launch`).
 
 Configuration is read and validated once, here at the edge, and passed down as typed
 objects. Environment variables are read here (and by the backend adapter's key lookup).
@@ -280,38 +284,60 @@ def _panel_lines(scoring: ScoringRecord) -> list[str]:
 
 
 async def _run_all(cfg: AppConfig, backends: Backends, quiet: bool) -> int:
-    """All runs, cancelled as a whole by SIGINT / SIGTERM (exit 128 + signal number)."""
+    """All runs, cancelled as a whole by SIGINT / SIGTERM (exit 128 + signal number). A
+    signal that arrives when the work can no longer be stopped (the last run's records, which
+    are shielded) and every run succeeded is reported as too late to stop anything: exit 0."""
     received: list[int] = []
-    outcome: list[int | Exception] = []
+    outcome: list[int | BaseException] = []
     try:
         async with anyio.create_task_group() as tg:
             work = anyio.CancelScope()
-            tg.start_soon(_cancel_on_signal, work, received)
+            await tg.start(_cancel_on_signal, work, received)  # handlers in place first
             with work:
                 try:
                     outcome.append(await _runs(cfg, backends, quiet))
                 except Exception as exc:  # re-raised below, not wrapped in an ExceptionGroup
                     outcome.append(exc)
+                except KeyboardInterrupt as exc:  # a second Ctrl-C (default handler back):
+                    outcome.append(exc)  # exit 130 too, not a BaseExceptionGroup traceback
             tg.cancel_scope.cancel()
     finally:
         with anyio.CancelScope(shield=True):
             await backends.aclose()
-    if received:
+    result = outcome[0] if outcome else None
+    if received and result == EXIT_OK:
+        print(_too_late(received[0], cfg.run.runs), file=sys.stderr)
+    elif received:
         print(f"interrupted ({signal.Signals(received[0]).name})", file=sys.stderr)
         return 128 + received[0]
-    result = outcome[0]
-    if isinstance(result, Exception):
+    assert result is not None
+    if isinstance(result, BaseException):
         raise result
     return result
 
 
-async def _cancel_on_signal(work: anyio.CancelScope, received: list[int]) -> None:
-    """Cancel ``work`` on the first SIGINT / SIGTERM, then restore the default handlers."""
+def _too_late(signum: int, runs: int) -> str:
+    """What a signal that stopped nothing means: every run had succeeded (the last one was
+    writing its records, which are never split)."""
+    what = "the run was" if runs == 1 else f"all {runs} runs were"
+    return f"{signal.Signals(signum).name} came too late to stop anything: {what} already complete"
+
+
+async def _cancel_on_signal(
+    work: anyio.CancelScope,
+    received: list[int],
+    *,
+    task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Cancel ``work`` on the first SIGINT / SIGTERM, then restore the default handlers.
+    Reports itself started once the handlers are in place."""
     with contextlib.ExitStack() as stack:
         try:
             signals = stack.enter_context(anyio.open_signal_receiver(*_INTERRUPT_SIGNALS))
         except (NotImplementedError, ValueError, RuntimeError):
+            task_status.started()
             return  # no signal handling here (not the main thread): KeyboardInterrupt applies
+        task_status.started()
         async for signum in signals:
             received.append(int(signum))
             print(

@@ -71,7 +71,7 @@ __all__ = [
     "short_repr",
 ]
 
-NodeType = Literal["chat", "action", "block"]
+NodeType = Literal["chat", "action", "block", "image"]
 
 PREVIEW_CHARS = 200
 

@@ -124,7 +124,15 @@ async def test_a_failed_run_round_trips(tmp_path: Path) -> None:
         "image",
         404,
     )
-    assert record.image_step is None and record.final_image_prompt is not None
+    assert record.final_image_prompt is not None
+    # The image call was made, so it is recorded, with the error that failed it; the run's
+    # error names it.
+    assert record.error.path == "image" and record.error.step == "image"
+    image = record.image_step
+    assert image is not None and image.error is not None
+    assert (image.error.type, image.error.status) == ("RequestRejectedError", 404)
+    assert (image.received_bytes, image.format, image.model) == (None, None, "fake-image-model")
+    assert record.usage.image_calls == 0
 
 
 async def test_an_interrupted_run_round_trips(tmp_path: Path) -> None:

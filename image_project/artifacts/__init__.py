@@ -23,6 +23,7 @@ from image_project.artifacts.generations import (
 )
 from image_project.artifacts.image import (
     caption_text,
+    check_image,
     load_caption_font,
     overlay_caption,
     save_captioned_jpeg,
@@ -48,6 +49,7 @@ __all__ = [
     "atomic_write_bytes",
     "atomic_write_text",
     "caption_text",
+    "check_image",
     "existing_titles",
     "file_size",
     "load_caption_font",

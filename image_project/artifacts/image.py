@@ -39,6 +39,7 @@ __all__ = [
     "CaptionLayout",
     "caption_layout",
     "caption_text",
+    "check_image",
     "load_caption_font",
     "overlay_caption",
     "save_captioned_jpeg",
@@ -279,6 +280,35 @@ def overlay_caption(image: Image.Image, text: str, *, font_path: Path | None = N
     return Image.alpha_composite(base, layer).convert("RGB")
 
 
+def _why_undecodable(exc: Exception) -> str:
+    """Why Pillow could not decode some bytes, without its ``<_io.BytesIO object at 0x…>``."""
+    if isinstance(exc, UnidentifiedImageError):
+        return "not in any image format Pillow reads"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _describe(data: bytes) -> str:
+    return f"{len(data):,} bytes, starting {preview(bytes(data[:16]))}"
+
+
+def check_image(data: bytes) -> tuple[int, int]:
+    """Decode ``data`` completely (any format Pillow reads), as saving it will; returns its
+    ``(width, height)``. Bytes that are not a whole image (not an image at all, truncated, a
+    bad checksum, a decompression bomb) raise :class:`~image_project.errors.ImageProjectError`
+    saying why."""
+    try:
+        with Image.open(io.BytesIO(data)) as probe:
+            probe.verify()  # the container: chunk order and checksums
+        with Image.open(io.BytesIO(data)) as image:
+            image.load()  # the pixels: a truncated or corrupt stream fails here
+            width, height = image.size
+    except Exception as exc:  # Pillow raises many types for bad input (SyntaxError, EOFError...)
+        raise ImageProjectError(
+            f"not a readable image ({_describe(data)}): {_why_undecodable(exc)}"
+        ) from exc
+    return width, height
+
+
 def save_captioned_jpeg(
     image_bytes: bytes,
     path: str | os.PathLike[str],
@@ -300,7 +330,7 @@ def save_captioned_jpeg(
     except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError) as exc:
         raise ImageProjectError(
             f"Cannot decode the image data for {os.fspath(path)} "
-            f"({len(image_bytes)} bytes, starting {preview(bytes(image_bytes[:16]))}): {exc}"
+            f"({_describe(image_bytes)}): {_why_undecodable(exc)}"
         ) from exc
     captioned = overlay_caption(frame, caption, font_path=font_path)
     buffer = io.BytesIO()

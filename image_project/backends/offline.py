@@ -13,6 +13,11 @@ Contract (both classes):
   Nothing touches the global ``random``, the clock, files or the network, so the backends are
   safe to call concurrently. Image rendering is CPU work and runs in a worker thread
   (``anyio.to_thread``) so that concurrent calls do not stall the event loop.
+* **Cancellable.** A cancelled image call returns at once (the worker thread is abandoned,
+  ``abandon_on_cancel``), and the drawing itself stops at its next check
+  (``anyio.from_thread.check_cancelled``: before each gradient and glow, between the
+  finishing passes and before each chunk of the PNG is written), so Ctrl-C does not wait for
+  a 4096x4096 picture to be finished, nor does the process's exit.
 * **Honest.** Replies report ``system_fingerprint="offline"``, ``finish_reason="stop"``,
   ``attempts=1`` and estimated usage (``ceil(words * 4 / 3)`` tokens); images carry a small
   "offline preview" badge in the top-right corner (clear of the caption strip along the
@@ -112,8 +117,9 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import anyio.from_thread
 import anyio.to_thread
 from PIL import Image, ImageChops, ImageDraw, ImageFilter, ImageFont, ImageOps
 
@@ -128,6 +134,9 @@ from image_project.backends.base import (
 )
 from image_project.backends.jsonschema_instance import generate_instance
 from image_project.errors import RequestRejectedError
+
+if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer
 
 __all__ = [
     "COLOURS",
@@ -1015,13 +1024,25 @@ def _rgba(c: RGB, alpha: int) -> tuple[int, int, int, int]:
     return (c[0], c[1], c[2], alpha)
 
 
-class _Canvas:
-    """One render: the base image, a translucent shape layer and the seeded rng."""
+def _no_check() -> None:
+    return None
 
-    def __init__(self, size: tuple[int, int], colours: list[RGB], rng: random.Random) -> None:
+
+class _Canvas:
+    """One render: the base image, a translucent shape layer and the seeded rng. ``check``
+    is called before each expensive step and raises to stop the drawing (a cancellation)."""
+
+    def __init__(
+        self,
+        size: tuple[int, int],
+        colours: list[RGB],
+        rng: random.Random,
+        check: Callable[[], None] = _no_check,
+    ) -> None:
         self.w, self.h = size
         self.colours = colours
         self.rng = rng
+        self.check = check
         self.base = Image.new("RGB", size, colours[0])
         self.layer = Image.new("RGBA", size, (0, 0, 0, 0))
         self.draw = ImageDraw.Draw(self.layer)
@@ -1030,6 +1051,7 @@ class _Canvas:
         return self.colours[i % len(self.colours)]
 
     def gradient(self, a: RGB, b: RGB, kind: str = "vertical") -> Image.Image:
+        self.check()
         size = (self.w, self.h)
         if kind == "radial":
             mask = Image.radial_gradient("L").resize(size, Image.Resampling.BILINEAR)
@@ -1041,6 +1063,7 @@ class _Canvas:
         return Image.composite(Image.new("RGB", size, b), Image.new("RGB", size, a), mask)
 
     def glow(self, xy: tuple[float, float], radius: float, colour: RGB, alpha: int) -> None:
+        self.check()
         scale = 8
         small = Image.new("RGBA", (self.w // scale + 1, self.h // scale + 1), (0, 0, 0, 0))
         x, y, r = xy[0] / scale, xy[1] / scale, radius / scale
@@ -1269,13 +1292,18 @@ def _finish(c: _Canvas) -> Image.Image:
     caption strip that the records phase draws along the bottom edge; it shrinks on small
     images and is left out when the image is too small to hold it."""
     w, h = c.w, c.h
+    c.check()
     img = Image.alpha_composite(c.base.convert("RGBA"), c.layer).convert("RGB")
     grain_size = (w // 2 + 1, h // 2 + 1)
     grain = Image.frombytes("L", grain_size, c.rng.randbytes(grain_size[0] * grain_size[1]))
+    c.check()
     grain = grain.resize((w, h), Image.Resampling.BILINEAR).convert("RGB")
+    c.check()
     img = Image.blend(img, ImageChops.soft_light(img, grain), 0.3)
+    c.check()
     vignette = Image.radial_gradient("L").resize((w, h), Image.Resampling.BILINEAR)
     vignette = vignette.point(lambda v: 255 - min(v, 255) * 60 // 255).convert("RGB")
+    c.check()
     img = ImageChops.multiply(img, vignette)
 
     label = Image.new("RGBA", (w, h), (0, 0, 0, 0))
@@ -1293,15 +1321,36 @@ def _finish(c: _Canvas) -> Image.Image:
     return Image.alpha_composite(img.convert("RGBA"), label).convert("RGB")
 
 
-def _render(size: tuple[int, int], names: list[str], layout: str, rng: random.Random) -> bytes:
+class _CheckedBuffer(io.BytesIO):
+    """A ``BytesIO`` that calls ``check`` before each write: Pillow writes a PNG chunk by
+    chunk as it encodes, so the encoding (the longest single pass) can be stopped too."""
+
+    def __init__(self, check: Callable[[], None]) -> None:
+        super().__init__()
+        self._check = check
+
+    def write(self, data: ReadableBuffer, /) -> int:
+        self._check()
+        return super().write(data)
+
+
+def _render(
+    size: tuple[int, int],
+    names: list[str],
+    layout: str,
+    rng: random.Random,
+    check: Callable[[], None] = _no_check,
+) -> bytes:
+    """The PNG. ``check`` is called between the drawing's steps; whatever it raises (a
+    cancellation) stops the drawing. It never changes the picture."""
     colours = [COLOURS[n] for n in names]
     if len(colours) == 1:
         colours += [_shade(colours[0], -0.45), _shade(colours[0], 0.5)]
     elif len(colours) == 2:
         colours.append(_shade(_mix(colours[0], colours[1], 0.5), 0.4))
-    canvas = _Canvas(size, colours, rng)
+    canvas = _Canvas(size, colours, rng, check)
     _RENDERERS[layout](canvas)
-    out = io.BytesIO()
+    out = _CheckedBuffer(check)
     _finish(canvas).save(out, format="PNG", compress_level=1)
     return out.getvalue()
 
@@ -1341,7 +1390,12 @@ class OfflineImageBackend:
         lowered = request.prompt.lower().replace("\u2019", "'")
         names, palette_source = _palette(lowered, rng)
         layout, layout_source = _layout(lowered, rng)
-        data = await anyio.to_thread.run_sync(partial(_render, size, names, layout, rng))
+        # Cancelling this call releases the caller at once (the thread is abandoned) and
+        # stops the drawing at its next check.
+        data = await anyio.to_thread.run_sync(
+            partial(_render, size, names, layout, rng, anyio.from_thread.check_cancelled),
+            abandon_on_cancel=True,
+        )
         return ImageReply(
             data=data,
             model=self.default_model,

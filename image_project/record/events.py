@@ -48,8 +48,9 @@ class Reask(RecordModel):
 
 
 class StepError(RecordModel):
-    """The error of a *recoverable* step (one that failed without failing the run, such as a
-    judge): what went wrong, and for a bad answer its reason code and a preview."""
+    """The error of a step recorded although it failed: a *recoverable* step (one that failed
+    without failing the run, such as a judge) or the image call. What went wrong, and for a
+    bad answer its reason code and a preview."""
 
     type: str
     message: str
@@ -98,9 +99,19 @@ class ActionEvent(RecordModel):
 
 
 class ImageEvent(RecordModel):
-    """The image call. ``model`` is the model that made the image (the offline backend
-    records its own name); ``received_bytes`` is the size of the encoded image the backend
-    returned, before the caption was added and it was saved as JPEG."""
+    """The image call, recorded once it was made, however it ended.
+
+    ``error`` is None when it delivered a usable image. Otherwise it says how the call ended:
+    ``type == "cancelled"`` when the run was interrupted while it was in flight (the path is
+    then also in the run's ``error.cancelled_paths``), else the error that failed the run
+    (a transport error with its ``status``, or ``ModelOutputError`` with reason
+    ``undecodable_image`` for an answer that is not a readable image).
+
+    ``model`` is the model that made the image (the offline backend records its own name),
+    or the model asked for when none answered. ``received_bytes`` and ``format`` describe the
+    encoded image the backend returned, before the caption was added and it was saved as
+    JPEG (None when nothing was received); ``attempts`` counts transport attempts (None when
+    the call was cut off before it ended, so the count is unknown)."""
 
     type: Literal["image"] = "image"
     name: str = "image"
@@ -112,12 +123,18 @@ class ImageEvent(RecordModel):
     seed: int
     created_at: str
     latency_ms: float
-    attempts: int
-    received_bytes: int
-    format: str
+    attempts: int | None
+    received_bytes: int | None
+    format: str | None
     revised_prompt: str | None = None
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
+    error: StepError | None = None
     order: tuple[int, ...] = Field(default=(), exclude=True)
+
+    @property
+    def cancelled(self) -> bool:
+        """The call was cut off by an interrupt before it ended."""
+        return self.error is not None and self.error.type == "cancelled"
 
 
 StepEvent: TypeAlias = Annotated[ChatEvent | ActionEvent | ImageEvent, Field(discriminator="type")]

@@ -67,7 +67,9 @@ class TitleRecord(RecordModel):
 
 
 class RunUsage(RecordModel):
-    """Token usage summed over every chat step, and the number of calls."""
+    """Token usage summed over every chat step, and the number of calls: ``model_calls`` the
+    chat steps recorded, ``image_calls`` the image calls that returned a payload (a cut-off
+    or failed call that received nothing is recorded as a step but not counted)."""
 
     prompt_tokens: int = 0
     completion_tokens: int = 0

@@ -8,7 +8,7 @@ one definition. Pure data: everything here is built by ``image_project.stages.sc
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Self, TypeAlias
+from typing import Annotated, Any, Literal, Self, TypeAlias
 
 from pydantic import ConfigDict, Field, JsonValue, StringConstraints, model_validator
 
@@ -109,6 +109,14 @@ class ScoreRow(RecordModel):
     n_ok: int
     novelty_penalty: float = 0.0
     effective_score: float
+
+    @model_validator(mode="before")
+    @classmethod
+    def _aggregate_was_the_median(cls, data: Any) -> Any:
+        """A row written before aggregations existed has no ``aggregate``: it was the median."""
+        if isinstance(data, dict) and "aggregate" not in data and "median" in data:
+            return {**data, "aggregate": data["median"]}
+        return data
 
     @model_validator(mode="after")
     def _effective(self) -> Self:

@@ -296,3 +296,18 @@ def test_empty_rows_raise() -> None:
 def test_rate_out_of_range_raises(rate: float) -> None:
     with pytest.raises(ValueError, match="exploration_rate must be in"):
         select(_rows(2), exploration_rate=rate, run_seed=1)
+
+
+def test_a_row_written_before_aggregations_reads_its_median_as_the_aggregate() -> None:
+    row = ScoreRow.model_validate(
+        {
+            "id": "A",
+            "judge_scores": {"j1": 60, "j2": 71},
+            "median": 65.5,
+            "spread": 11,
+            "n_ok": 2,
+            "novelty_penalty": 3.5,
+            "effective_score": 62.0,
+        }
+    )
+    assert row.aggregate == 65.5

@@ -1,0 +1,38 @@
+"""Start the command line so that Ctrl-C during start-up is a clean exit.
+
+Importing the command line (pydantic models, the OpenAI client, Pillow) takes most of a
+second, and reading the configuration and making the backends follow; only then does
+:func:`image_project.cli.main` take over the signals. A Ctrl-C in that window would print a
+long traceback out of whatever module was being imported. The three ways in (``main.py``,
+``python -m image_project`` and the ``image-project`` console script) therefore start through
+:func:`launch`, which imports the command line itself: an interrupt before the runs begin
+prints one line and exits 130, with nothing run and nothing written. This module imports
+nothing heavy, so the window before it is the interpreter's own start-up (milliseconds).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+__all__ = ["console_script", "launch"]
+
+_EXIT_INTERRUPTED = 130  # 128 + SIGINT, as image_project.cli.EXIT_INTERRUPTED
+
+
+def launch(*, prog: str, root: Path | None = None) -> int:
+    """Import and run :func:`image_project.cli.main` with ``sys.argv``; a KeyboardInterrupt
+    that escapes it (one during start-up: once the runs have begun, ``main`` handles the
+    signals itself) is reported on one line and exits 130."""
+    try:
+        from image_project.cli import main
+
+        return main(root=root, prog=prog)
+    except KeyboardInterrupt:
+        print("\ninterrupted (SIGINT)", file=sys.stderr)
+        return _EXIT_INTERRUPTED
+
+
+def console_script() -> int:
+    """The ``image-project`` console script."""
+    return launch(prog="image-project")
