@@ -22,6 +22,9 @@
         ├── BackendConnectionError       could not connect / connection reset
         ├── RateLimitedError             429 after every allowed attempt
         ├── ServerError                  5xx after every allowed attempt
+        ├── MalformedResponseError       a success status whose body is not the answer (an
+        │                                HTML page, truncated JSON, a wrong content type, JSON
+        │                                of another shape), after every allowed attempt
         ├── AuthenticationError          401 / 403; names the environment variable to set
         ├── RequestRejectedError         400 / 404 / 422 and other non-retryable 4xx
         └── NetworkDisabledError         the real adapter was asked to touch the network under
@@ -53,6 +56,7 @@ __all__ = [
     "EmptyResponseError",
     "ImageProjectError",
     "InputFileError",
+    "MalformedResponseError",
     "ModelOutputError",
     "NetworkDisabledError",
     "NodeType",
@@ -196,6 +200,13 @@ class RateLimitedError(BackendError):
 
 class ServerError(BackendError):
     """HTTP 5xx (or 408 / 409) on every attempt."""
+
+
+class MalformedResponseError(BackendError):
+    """A success status (200) whose body was not a usable answer on every attempt: not JSON
+    (an HTML page from a proxy, a truncated body), a content type that is not JSON and a body
+    that does not parse, or JSON of another shape. Retried like a 5xx; the message names the
+    content type and shows a short preview of the body."""
 
 
 class AuthenticationError(BackendError):

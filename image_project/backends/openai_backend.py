@@ -28,8 +28,20 @@ HTTP 5xx / 408 / 409        ServerError
 other HTTP 4xx              RequestRejectedError (quotes the server's message)
 APITimeoutError             BackendTimeoutError
 APIConnectionError          BackendConnectionError
+APIResponseValidationError  MalformedResponseError (content type and a body preview)
 anything else from openai   BackendError
 ==========================  =============================================================
+
+Malformed success answers. Requests go through the SDK's ``with_raw_response`` (the body is
+still read inside the SDK, so its timeout and connection errors apply) and the answer is
+parsed here. Without strict validation, which would reject the slightly different shapes
+OpenAI-compatible servers send, the SDK returns a 200 whose content type is not JSON as a
+plain ``str`` (an HTML error page from a proxy), raises a bare ``json.JSONDecodeError`` for
+a truncated JSON body, and builds a completion object without checking it from JSON of
+another shape (``choices`` missing or not a list). Each of these is turned into the SDK's own
+``APIResponseValidationError`` (what its strict mode raises) and mapped like any SDK error,
+so it becomes a :class:`MalformedResponseError`, retried like a 5xx. A well-formed answer
+with no choices or no image data stays a plain, non-retried :class:`BackendError`.
 """
 
 from __future__ import annotations
@@ -44,8 +56,10 @@ from typing import Any, Literal, TypeVar, cast, get_args
 
 import anyio
 import openai
-from openai.types import ImagesResponse
-from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
+from openai._legacy_response import LegacyAPIResponse
+from openai.types import Image, ImagesResponse
+from openai.types.chat import ChatCompletion, ChatCompletionMessage, ChatCompletionMessageParam
+from openai.types.chat.chat_completion import Choice
 from openai.types.chat.completion_create_params import ResponseFormat
 
 from image_project.backends.base import (
@@ -68,6 +82,7 @@ from image_project.errors import (
     BackendConnectionError,
     BackendError,
     BackendTimeoutError,
+    MalformedResponseError,
     NetworkDisabledError,
     RateLimitedError,
     RequestRejectedError,
@@ -80,11 +95,13 @@ __all__ = [
     "LABEL",
     "LOOPBACK_HOSTS",
     "OPENAI_BASE_URL",
+    "Check",
     "NetworkPolicy",
     "OpenAIBackends",
     "OpenAIImageBackend",
     "OpenAITextBackend",
     "OpenAITransport",
+    "Send",
     "get_network_policy",
     "openai_backends",
     "set_network_policy",
@@ -102,6 +119,12 @@ _ImageQuality = Literal["low", "medium", "high", "xhigh", "max", "auto", "standa
 _network_policy: NetworkPolicy = "any"
 
 T = TypeVar("T")
+
+Send = Callable[[openai.AsyncOpenAI], Awaitable[LegacyAPIResponse[T]]]
+"""One request through the SDK's ``with_raw_response``: the raw answer, parsed by the transport."""
+Check = Callable[[object], str | None]
+"""What is wrong with a parsed answer for the caller's use, or None when it is usable."""
+_BODY_PREVIEW_CHARS = 120
 
 
 def set_network_policy(policy: NetworkPolicy) -> NetworkPolicy:
@@ -199,12 +222,11 @@ class OpenAITransport:
                 attempts=0,
             )
 
-    async def call(
-        self, operation: str, send: Callable[[openai.AsyncOpenAI], Awaitable[T]]
-    ) -> tuple[T, int]:
-        """Run ``send(client)`` under the network policy, the limiter and the retry policy.
+    async def call(self, operation: str, send: Send[T], check: Check) -> tuple[T, int]:
+        """Run ``send(client)`` under the network policy, the limiter and the retry policy, and
+        parse its answer; ``check`` says what is wrong with a parsed answer (None: usable).
 
-        Returns the SDK result and the number of attempts it took; raises our
+        Returns the parsed answer and the number of attempts it took; raises our
         :class:`BackendError` subclasses (never an SDK exception).
         """
         self.check_network()
@@ -212,9 +234,10 @@ class OpenAITransport:
         async def attempt(number: int) -> T:
             try:
                 async with self._limiter:
-                    return await send(self._client)
+                    raw = await send(self._client)
             except openai.OpenAIError as exc:
                 raise self.map_error(exc, operation=operation, attempt=number) from exc
+            return self.parse(raw, check, operation=operation, attempt=number)
 
         done = await call_with_retry(
             attempt,
@@ -224,6 +247,32 @@ class OpenAITransport:
             what=f"openai {operation}",
         )
         return done.value, done.attempts
+
+    def parse(
+        self, raw: LegacyAPIResponse[T], check: Check, *, operation: str, attempt: int = 1
+    ) -> T:
+        """The parsed answer of a success status, or a :class:`MalformedResponseError`.
+
+        A body that does not parse, or parses into something ``check`` rejects, becomes the
+        SDK's ``APIResponseValidationError`` (what its strict mode raises), mapped by
+        :meth:`map_error` like every SDK error.
+        """
+        cause: Exception | None = None
+        try:
+            value = raw.parse()
+        except ValueError as exc:  # json.JSONDecodeError, UnicodeDecodeError, pydantic's
+            cause = exc
+            problem = f"the body is not valid JSON ({type(exc).__name__}: {preview(str(exc), 80)})"
+        else:
+            checked = check(value)
+            if checked is None:
+                return value
+            problem = checked
+        invalid = openai.APIResponseValidationError(
+            response=raw.http_response, body=raw.text, message=problem
+        )
+        invalid.__cause__ = cause
+        raise self.map_error(invalid, operation=operation, attempt=attempt) from invalid
 
     def map_error(
         self, exc: openai.OpenAIError, *, operation: str, attempt: int = 1
@@ -243,6 +292,8 @@ class OpenAITransport:
             )
         if isinstance(exc, openai.APIStatusError):
             return self._map_status_error(exc, where=where, of=of, attempt=attempt)
+        if isinstance(exc, openai.APIResponseValidationError):
+            return _malformed(exc, where=where, of=of, attempt=attempt)
         return BackendError(
             f"{where} failed: {type(exc).__name__}: {preview(str(exc))} ({of})", attempts=attempt
         )
@@ -277,6 +328,21 @@ class OpenAITransport:
         return err
 
 
+def _malformed(
+    exc: openai.APIResponseValidationError, *, where: str, of: str, attempt: int
+) -> MalformedResponseError:
+    response = exc.response
+    content_type = response.headers.get("content-type") or "(none)"
+    body = exc.body if isinstance(exc.body, str) else json.dumps(exc.body, default=repr)
+    shown = preview(body, _BODY_PREVIEW_CHARS) if body.strip() else "(empty)"
+    return MalformedResponseError(
+        f"{where} answered HTTP {response.status_code} with a body that is not a usable "
+        f"answer: {exc.message}; content type {content_type!r}, body preview {shown!r} ({of})",
+        status=response.status_code,
+        attempts=attempt,
+    )
+
+
 def _server_message(exc: openai.APIStatusError) -> str:
     body = exc.body
     if isinstance(body, Mapping):
@@ -302,6 +368,71 @@ def _message_param(message: Message) -> ChatCompletionMessageParam:
     if message.role == "user":
         return {"role": "user", "content": message.content}
     return {"role": "assistant", "content": message.content}
+
+
+def _kind(value: object) -> str:
+    """What a parsed body is, for messages ("text" is a body the SDK could not read as JSON)."""
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        return "text, not a JSON object"
+    if isinstance(value, list):
+        return "a JSON array"
+    if isinstance(value, bool | int | float):
+        return "a JSON number" if not isinstance(value, bool) else "a JSON boolean"
+    return f"an object of another shape ({type(value).__name__})"
+
+
+def _wrong_strings(obj: object, names: tuple[str, ...], prefix: str = "") -> str | None:
+    """The first of ``obj``'s optional string fields that holds something else, described."""
+    for name in names:
+        value = getattr(obj, name, None)
+        if value is not None and not isinstance(value, str):
+            return f"'{prefix}{name}' is {_kind(value)}, not a string"
+    return None
+
+
+def _completion_problem(value: object) -> str | None:
+    """What makes ``value`` unusable as a chat completion (None: usable). The SDK builds the
+    object without validating it, so every field read later is checked here."""
+    if not isinstance(value, ChatCompletion):
+        return f"expected a chat completion object, got {_kind(value)}"
+    if not isinstance(value.choices, list):
+        return f"'choices' is {_kind(value.choices)}, not a list"
+    wrong = _wrong_strings(value, ("model", "system_fingerprint"))
+    if wrong is not None or not value.choices:  # no choices: reported by the caller
+        return wrong
+    choice = value.choices[0]
+    if not isinstance(choice, Choice) or not isinstance(choice.message, ChatCompletionMessage):
+        return "'choices[0]' has no message object"
+    return _wrong_strings(choice, ("finish_reason",), "choices[0].") or _wrong_strings(
+        choice.message, ("content", "refusal"), "choices[0].message."
+    )
+
+
+def _images_problem(value: object) -> str | None:
+    """What makes ``value`` unusable as an images response (None: usable)."""
+    if not isinstance(value, ImagesResponse):
+        return f"expected an images response object, got {_kind(value)}"
+    data = value.data
+    if data is not None and not isinstance(data, list):
+        return f"'data' is {_kind(data)}, not a list"
+    wrong = _wrong_strings(value, ("output_format", "size", "quality"))
+    if wrong is not None or not data:  # no data: reported by the caller
+        return wrong
+    if not isinstance(data[0], Image):
+        return "'data[0]' is not an image object"
+    return _wrong_strings(data[0], ("b64_json", "url", "revised_prompt"), "data[0].")
+
+
+def _usage(usage: object) -> Usage | None:
+    """Token counts when the server sent them as numbers; anything else is not recorded."""
+    counts = [getattr(usage, n, None) for n in ("prompt_tokens", "completion_tokens")]
+    if usage is None or not all(isinstance(c, int) and not isinstance(c, bool) for c in counts):
+        return None
+    prompt, completion = cast(list[int], counts)
+    total = getattr(usage, "total_tokens", None)
+    return Usage(prompt, completion, total if isinstance(total, int) else prompt + completion)
 
 
 class _OpenAIBackend:
@@ -368,8 +499,8 @@ class OpenAITextBackend(_OpenAIBackend):
             request.max_output_tokens if request.max_output_tokens is not None else openai.omit
         )
 
-        async def send(client: openai.AsyncOpenAI) -> ChatCompletion:
-            return await client.chat.completions.create(
+        async def send(client: openai.AsyncOpenAI) -> LegacyAPIResponse[ChatCompletion]:
+            return await client.chat.completions.with_raw_response.create(
                 model=model,
                 messages=messages,
                 temperature=request.temperature,
@@ -378,22 +509,19 @@ class OpenAITextBackend(_OpenAIBackend):
                 response_format=response_format,
             )
 
-        completion, attempts = await self._transport.call("chat.completions", send)
+        completion, attempts = await self._transport.call(
+            "chat.completions", send, _completion_problem
+        )
         if not completion.choices:
             raise BackendError(
                 f"chat.completions for model {model!r} returned no choices", attempts=attempts
             )
         choice = completion.choices[0]
-        usage = completion.usage
         return TextReply(
             text=choice.message.content,
             model=completion.model or model,
             refusal=choice.message.refusal,
-            usage=(
-                Usage(usage.prompt_tokens, usage.completion_tokens, usage.total_tokens)
-                if usage is not None
-                else None
-            ),
+            usage=_usage(completion.usage),
             system_fingerprint=completion.system_fingerprint,
             finish_reason=choice.finish_reason,
             attempts=attempts,
@@ -415,8 +543,8 @@ class OpenAIImageBackend(_OpenAIBackend):
         )
         quality = cast(_ImageQuality, request.quality)
 
-        async def send(client: openai.AsyncOpenAI) -> ImagesResponse:
-            return await client.images.generate(
+        async def send(client: openai.AsyncOpenAI) -> LegacyAPIResponse[ImagesResponse]:
+            return await client.images.with_raw_response.generate(
                 model=model,
                 prompt=request.prompt,
                 size=request.size,
@@ -425,7 +553,7 @@ class OpenAIImageBackend(_OpenAIBackend):
                 response_format=response_format,
             )
 
-        response, attempts = await self._transport.call("images.generate", send)
+        response, attempts = await self._transport.call("images.generate", send, _images_problem)
         first = response.data[0] if response.data else None
         if first is None or not first.b64_json:
             got = "a URL" if first is not None and first.url else "no image"

@@ -1,7 +1,9 @@
 """The one transport retry policy (STYLE habit 7).
 
 A call to a model service is retried when the *transport* failed in a way that may pass:
-HTTP 429, 408, 409, any 5xx, a timeout or a connection error. Every other 4xx (400, 401,
+HTTP 429, 408, 409, any 5xx, a timeout, a connection error, or a success status whose body
+was not a usable answer (an HTML page from a proxy, truncated JSON: a
+:class:`~image_project.errors.MalformedResponseError`). Every other 4xx (400, 401,
 403, 404, 422, ...) is the caller's fault and is never retried. "The model answered, but
 badly" is a different layer (the stages' bounded re-asks); this module never sees it, and it
 logs under its own logger with a ``transport retry`` prefix so the two are easy to tell apart.
@@ -46,6 +48,7 @@ from image_project.errors import (
     BackendConnectionError,
     BackendError,
     BackendTimeoutError,
+    MalformedResponseError,
     NetworkDisabledError,
     RateLimitedError,
     RequestRejectedError,
@@ -125,15 +128,20 @@ def should_retry(exc: BaseException) -> bool:
     """Whether a failed attempt is worth another try.
 
     Judged on our error tree (adapters map vendor errors first): timeouts, connection errors,
-    rate limits and server errors are retried; authentication failures, rejected requests
-    and a disabled network never are. A :class:`BackendError` of no more specific kind is
+    rate limits, server errors and malformed success answers are retried; authentication
+    failures, rejected requests and a disabled network never are. A :class:`BackendError` of no more specific kind is
     judged by its HTTP status. Python's own ``TimeoutError`` / ``ConnectionError`` count as
     transport failures too; anything else (a bug, a cancellation) is never retried.
     """
     if isinstance(exc, AuthenticationError | RequestRejectedError | NetworkDisabledError):
         return False
     if isinstance(
-        exc, BackendTimeoutError | BackendConnectionError | RateLimitedError | ServerError
+        exc,
+        BackendTimeoutError
+        | BackendConnectionError
+        | RateLimitedError
+        | ServerError
+        | MalformedResponseError,
     ):
         return True
     if isinstance(exc, BackendError):

@@ -37,6 +37,7 @@ from image_project.errors import (
     BackendConnectionError,
     BackendError,
     BackendTimeoutError,
+    MalformedResponseError,
     NetworkDisabledError,
     RateLimitedError,
     RequestRejectedError,
@@ -44,11 +45,13 @@ from image_project.errors import (
 )
 from tests.support import RecordingSleep
 from tests.support.openai_server import (
+    HTML_PAGE,
     OpenAIServer,
     Reply,
     chat_completion,
     error_body,
     image_response,
+    truncated,
 )
 
 pytestmark = pytest.mark.anyio
@@ -366,6 +369,102 @@ async def test_dropped_connection_every_time_is_a_connection_error(
         with pytest.raises(BackendConnectionError) as info:
             await b.text.complete(text_request())
     assert info.value.attempts == 2
+
+
+# --- malformed success answers ---------------------------------------------------------------
+
+ENVOY_TEXT = b"upstream connect error or disconnect/reset before headers. reset reason: overflow"
+
+# A 200 whose body is not a usable completion, as proxies, gateways and broken servers send
+# it: (raw body, content type, what the error message must show: of the body, or the field
+# that is wrong).
+MALFORMED = {
+    "html_page": (HTML_PAGE, "text/html; charset=utf-8", "502 Bad Gateway"),
+    "truncated_json": (truncated(chat_completion("cut off")), "application/json", '"id"'),
+    "wrong_content_type": (ENVOY_TEXT, "text/plain", "upstream connect error"),
+    "no_content_type": (HTML_PAGE, None, "502 Bad Gateway"),
+    "empty_body": (b"", "application/json", "(empty)"),
+    "json_of_another_shape": (b'{"status": "ok"}', "application/json", '"status"'),
+    "choices_not_a_list": (b'{"choices": "none today"}', "application/json", "none today"),
+    "json_array": (b"[1, 2, 3]", "application/json", "[1, 2, 3]"),
+    "content_not_text": (
+        json.dumps(chat_completion(None) | {"choices": [{"message": {"content": 5}}]}).encode(),
+        "application/json",
+        "'choices[0].message.content' is a JSON number",
+    ),
+}
+
+
+def malformed(case: str) -> Reply:
+    raw, content_type, _ = MALFORMED[case]
+    return Reply(raw=raw, content_type=content_type)
+
+
+@pytest.mark.parametrize("case", list(MALFORMED))
+async def test_a_malformed_success_answer_is_retried_like_a_5xx(
+    allow_loopback: None, server: OpenAIServer, case: str
+) -> None:
+    server.script(malformed(case), Reply(body=chat_completion("recovered")))
+    sleep = RecordingSleep()
+    async with open_backends(server, sleep=sleep) as b:
+        reply = await b.text.complete(text_request())
+    assert (reply.text, reply.attempts) == ("recovered", 2)
+    assert len(server.requests) == 2
+    assert len(sleep.waits) == 1
+
+
+@pytest.mark.parametrize("case", list(MALFORMED))
+async def test_a_malformed_answer_every_time_is_our_error_with_type_and_preview(
+    allow_loopback: None, server: OpenAIServer, case: str
+) -> None:
+    _, content_type, shown = MALFORMED[case]
+    server.script(*[malformed(case)] * 3)
+    async with open_backends(server, retry=RetryPolicy(max_attempts=3)) as b:
+        with pytest.raises(MalformedResponseError) as info:
+            await b.text.complete(text_request())
+    err = info.value
+    assert (err.status, err.attempts) == (200, 3)
+    assert len(server.requests) == 3
+    message = str(err)
+    assert f"content type {content_type or '(none)'!r}" in message
+    assert shown in message
+    assert "attempt 3 of 3" in message
+    assert type(err.__cause__).__name__ == "APIResponseValidationError"
+    assert len(message) < 600  # a preview, not the body
+
+
+async def test_a_json_completion_under_a_wrong_content_type_is_accepted(
+    allow_loopback: None, server: OpenAIServer
+) -> None:
+    # The SDK reads a JSON body whatever the content type says; so do we.
+    body = json.dumps(chat_completion("plain but fine")).encode()
+    server.script(Reply(raw=body, content_type="text/plain"))
+    async with open_backends(server) as b:
+        reply = await b.text.complete(text_request())
+    assert (reply.text, reply.attempts) == ("plain but fine", 1)
+
+
+async def test_usage_that_is_not_token_counts_is_not_recorded(
+    allow_loopback: None, server: OpenAIServer
+) -> None:
+    body = chat_completion("fine") | {"usage": {"tokens": "many"}}
+    server.script(Reply(body=body))
+    async with open_backends(server) as b:
+        reply = await b.text.complete(text_request())
+    assert (reply.text, reply.usage) == ("fine", None)
+
+
+@pytest.mark.parametrize("case", ["html_page", "truncated_json", "json_array"])
+async def test_a_malformed_image_answer_is_retried(
+    allow_loopback: None, server: OpenAIServer, case: str
+) -> None:
+    raw, content_type, _ = MALFORMED[case]
+    if case == "truncated_json":
+        raw = truncated(image_response())
+    server.script(Reply(raw=raw, content_type=content_type), Reply())
+    async with open_backends(server) as b:
+        reply = await b.image.generate(ImageRequest(prompt="a heron"))
+    assert (reply.data, reply.attempts) == (server.default_image, 2)
 
 
 # --- concurrency ------------------------------------------------------------------------------

@@ -14,7 +14,10 @@ and stopped by the test (``with OpenAIServer() as server: ...``). Point a client
   ``latency_s`` makes every default answer take that long (a slow but healthy service).
 * A reply can carry a status, headers, a JSON body, a server-side delay (to provoke a read
   timeout), an event to wait for before answering, or ``disconnect=True`` (close the socket
-  without answering, a connection error for the client).
+  without answering, a connection error for the client). ``raw`` sends those bytes as the
+  body instead of JSON, under ``content_type`` (None: no Content-Type header at all): an
+  HTML error page from a proxy, a truncated JSON body, a wrong content type
+  (:data:`HTML_PAGE`, :func:`truncated`).
 * Every request is recorded (:attr:`OpenAIServer.requests`), and the number of requests in
   flight (received, not yet answered) is tracked with its maximum. :attr:`OpenAIServer.gate`
   holds every request until it is set; :meth:`OpenAIServer.wait_for_in_flight` lets a test
@@ -43,6 +46,7 @@ import anyio
 from image_project.testing import offline_chat_completion, offline_images_response
 
 __all__ = [
+    "HTML_PAGE",
     "TINY_PNG",
     "OpenAIServer",
     "RecordedRequest",
@@ -50,6 +54,7 @@ __all__ = [
     "chat_completion",
     "error_body",
     "image_response",
+    "truncated",
 ]
 
 TINY_PNG = base64.b64decode(
@@ -59,13 +64,20 @@ TINY_PNG = base64.b64decode(
 
 _POLL_S = 0.02
 
+HTML_PAGE = (
+    b"<!DOCTYPE html>\n<html><head><title>502 Bad Gateway</title></head>\n"
+    b"<body><center><h1>502 Bad Gateway</h1></center><hr><center>nginx</center></body></html>\n"
+)
+"""What a reverse proxy answers, with status 200 in the tests, when the upstream is gone."""
+
 
 @dataclass(frozen=True)
 class Reply:
     """One scripted answer.
 
     ``body`` None means the path's default answer for a 2xx status and an OpenAI-shaped
-    error body for any other status.
+    error body for any other status. ``raw`` (bytes) replaces the JSON body entirely and is
+    sent with ``content_type`` (None: no Content-Type header).
     """
 
     status: int = 200
@@ -74,6 +86,8 @@ class Reply:
     delay_s: float = 0.0
     wait_for: threading.Event | None = None
     disconnect: bool = False
+    raw: bytes | None = None
+    content_type: str | None = "application/json"
 
 
 @dataclass(frozen=True)
@@ -154,6 +168,12 @@ def image_response(
     if output_format is not None:
         body["output_format"] = output_format
     return body
+
+
+def truncated(body: Any, keep: float = 0.5) -> bytes:
+    """The first ``keep`` share of ``body`` as JSON bytes: a body cut off in transit."""
+    data = json.dumps(body).encode("utf-8")
+    return data[: max(1, int(len(data) * keep))]
 
 
 def error_body(
@@ -328,10 +348,15 @@ class OpenAIServer:
         if reply is not None and reply.disconnect:
             handler.close_connection = True
             return
-        data = json.dumps(payload).encode("utf-8")
+        content_type: str | None = "application/json"
+        if reply is not None and reply.raw is not None:
+            data, content_type = reply.raw, reply.content_type
+        else:
+            data = json.dumps(payload).encode("utf-8")
         try:
             handler.send_response(status)
-            handler.send_header("Content-Type", "application/json")
+            if content_type is not None:
+                handler.send_header("Content-Type", content_type)
             handler.send_header("Content-Length", str(len(data)))
             for name, value in headers.items():
                 handler.send_header(name, value)
