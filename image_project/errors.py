@@ -21,6 +21,8 @@
         ├── BackendTimeoutError          the configured timeout fired
         ├── BackendConnectionError       could not connect / connection reset
         ├── RateLimitedError             429 after every allowed attempt
+        ├── RetryAfterTooLongError       the server asked to wait longer than
+        │                                backend.max_retry_wait_s before a retry; fails at once
         ├── ServerError                  5xx after every allowed attempt
         ├── MalformedResponseError       a success status whose body is not the answer (an
         │                                HTML page, truncated JSON, a wrong content type, JSON
@@ -64,6 +66,7 @@ __all__ = [
     "RateLimitedError",
     "RefusalError",
     "RequestRejectedError",
+    "RetryAfterTooLongError",
     "ServerError",
     "StepFailedError",
     "StepLocation",
@@ -207,6 +210,12 @@ class MalformedResponseError(BackendError):
     (an HTML page from a proxy, a truncated body), a content type that is not JSON and a body
     that does not parse, or JSON of another shape. Retried like a 5xx; the message names the
     content type and shows a short preview of the body."""
+
+
+class RetryAfterTooLongError(BackendError):
+    """The server asked to wait longer than ``backend.max_retry_wait_s`` before a retry, so the
+    call failed at once instead of waiting (or retrying early). The message names the wait
+    asked for and the setting; the server's own error is the ``__cause__``."""
 
 
 class AuthenticationError(BackendError):

@@ -14,12 +14,14 @@ from ``[base / 2, base]`` (exactly ``base`` when ``jitter`` is off). Equal jitte
 waits growing from one attempt to the next while still spreading concurrent clients apart.
 
 When the server says how long to wait (``retry-after-ms``, else ``Retry-After`` as seconds
-or an HTTP date) the wait is at least that long, even beyond ``max_wait_s``, but the request
-is cut to :data:`RETRY_AFTER_CEILING_S` (120 s, the same ceiling the OpenAI SDK honours): a server
-asking for an hour gets one more try after two minutes rather than a silently frozen run.
+or an HTTP date) the next attempt is never earlier than that, even beyond ``max_wait_s``.
 With jitter on, up to :data:`RETRY_AFTER_SPREAD` (10%) of the requested wait is added at
 random, so twenty calls told "retry after 2 s" at once do not all come back in the same
-millisecond (a retry storm in lockstep).
+millisecond (a retry storm in lockstep). A requested wait longer than the policy's
+``max_retry_wait_s`` (``backend.max_retry_wait_s``, default 60 s) is not waited for at all:
+the call fails at once with a :class:`~image_project.errors.RetryAfterTooLongError` naming
+the wait asked for and the setting. Retrying earlier than asked would only be refused again,
+and waiting minutes unasked would look like a hang.
 Adapters attach the parsed server delay to the error they raise with
 :func:`attach_retry_after`; the policy reads it back with :func:`retry_after_of`.
 
@@ -52,12 +54,12 @@ from image_project.errors import (
     NetworkDisabledError,
     RateLimitedError,
     RequestRejectedError,
+    RetryAfterTooLongError,
     ServerError,
     preview,
 )
 
 __all__ = [
-    "RETRY_AFTER_CEILING_S",
     "RETRY_AFTER_SPREAD",
     "Attempted",
     "RetryPolicy",
@@ -66,6 +68,7 @@ __all__ = [
     "call_with_retry",
     "is_retryable_status",
     "parse_retry_after",
+    "refuse_long_wait",
     "retry_after_of",
     "should_retry",
     "wait_seconds",
@@ -73,8 +76,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-RETRY_AFTER_CEILING_S = 120.0
-"""The longest server-requested wait we honour; longer requests are cut to this."""
 RETRY_AFTER_SPREAD = 0.1
 """With jitter, a server-requested wait gets up to this fraction of itself added at random."""
 
@@ -90,12 +91,15 @@ class RetryPolicy:
     """How many transport attempts to make and how long to wait between them.
 
     ``max_attempts`` counts every attempt, the first included (1 = never retry).
+    ``max_retry_wait_s`` is the longest server-requested wait (``Retry-After``) honoured; a
+    call asked to wait longer fails at once.
     """
 
     max_attempts: int = 4
     initial_wait_s: float = 1.0
     max_wait_s: float = 30.0
     jitter: bool = True
+    max_retry_wait_s: float = 60.0
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
@@ -107,6 +111,8 @@ class RetryPolicy:
                 f"max_wait_s: got {self.max_wait_s!r}, must be >= initial_wait_s "
                 f"({self.initial_wait_s!r})"
             )
+        if not self.max_retry_wait_s >= 0:
+            raise ValueError(f"max_retry_wait_s: got {self.max_retry_wait_s!r}, must be >= 0")
 
     def backoff_s(self, attempt: int, rng: random.Random) -> float:
         """The jittered exponential wait after failed attempt number ``attempt`` (1-based)."""
@@ -129,11 +135,15 @@ def should_retry(exc: BaseException) -> bool:
 
     Judged on our error tree (adapters map vendor errors first): timeouts, connection errors,
     rate limits, server errors and malformed success answers are retried; authentication
-    failures, rejected requests and a disabled network never are. A :class:`BackendError` of no more specific kind is
+    failures, rejected requests, a disabled network and a server asking for a longer wait than
+    the policy allows never are. A :class:`BackendError` of no more specific kind is
     judged by its HTTP status. Python's own ``TimeoutError`` / ``ConnectionError`` count as
     transport failures too; anything else (a bug, a cancellation) is never retried.
     """
-    if isinstance(exc, AuthenticationError | RequestRejectedError | NetworkDisabledError):
+    if isinstance(
+        exc,
+        AuthenticationError | RequestRejectedError | NetworkDisabledError | RetryAfterTooLongError,
+    ):
         return False
     if isinstance(
         exc,
@@ -206,18 +216,33 @@ def wait_seconds(
 ) -> float:
     """How long to wait after failed attempt ``attempt`` that raised ``exc``.
 
-    The jittered backoff, raised to the server's requested wait (capped at
-    :data:`RETRY_AFTER_CEILING_S`, plus up to :data:`RETRY_AFTER_SPREAD` of it at random when
-    jitter is on) when it sent one.
+    The jittered backoff, raised to the server's requested wait when it sent one (never
+    less: plus up to :data:`RETRY_AFTER_SPREAD` of it at random when jitter is on). Requests
+    above ``policy.max_retry_wait_s`` never get here: :func:`call_with_retry` fails them.
     """
     backoff = policy.backoff_s(attempt, rng)
     requested = retry_after_of(exc)
     if requested is None:
         return backoff
-    floor = min(requested, RETRY_AFTER_CEILING_S)
+    floor = requested
     if policy.jitter:
         floor += rng.uniform(0.0, RETRY_AFTER_SPREAD * floor)
     return max(backoff, floor)
+
+
+def refuse_long_wait(exc: BackendError, policy: RetryPolicy) -> RetryAfterTooLongError | None:
+    """The error to fail with at once when ``exc`` would be retried but its server asked to wait
+    longer than ``policy.max_retry_wait_s``; None when the wait (if any) is honoured."""
+    requested = retry_after_of(exc)
+    if requested is None or requested <= policy.max_retry_wait_s or not should_retry(exc):
+        return None
+    return RetryAfterTooLongError(
+        f"{exc}; the server asked to wait {requested:g} s before a retry, more than "
+        f"backend.max_retry_wait_s ({policy.max_retry_wait_s:g} s), so the call fails now "
+        "instead of waiting or retrying early",
+        status=exc.status,
+        attempts=exc.attempts,
+    )
 
 
 @dataclass(frozen=True)
@@ -240,8 +265,10 @@ async def call_with_retry(
 
     ``attempt_fn`` receives the 1-based attempt number (so errors can say "attempt 3 of 4").
     On giving up, the last attempt's exception is re-raised unchanged, except that a
-    :class:`BackendError` gets ``attempts`` set to the number of attempts made. ``what``
-    names the call in the WARNING logged before each retry.
+    :class:`BackendError` gets ``attempts`` set to the number of attempts made, and a retryable
+    one whose server asked to wait more than ``policy.max_retry_wait_s`` is raised at once as
+    a :class:`RetryAfterTooLongError` (chained to it). ``what`` names the call in the WARNING
+    logged before each retry.
     """
     jitter_rng = rng if rng is not None else random.Random()
     do_sleep: SleepFn = sleep if sleep is not None else anyio.sleep
@@ -266,6 +293,9 @@ async def call_with_retry(
             return await attempt_fn(number)
         except BackendError as exc:
             exc.attempts = number
+            too_long = refuse_long_wait(exc, policy)
+            if too_long is not None:
+                raise too_long from exc
             raise
 
     retrying = AsyncRetrying(

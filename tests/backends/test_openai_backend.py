@@ -41,6 +41,7 @@ from image_project.errors import (
     NetworkDisabledError,
     RateLimitedError,
     RequestRejectedError,
+    RetryAfterTooLongError,
     ServerError,
 )
 from tests.support import RecordingSleep
@@ -226,6 +227,34 @@ async def test_429_with_retry_after_waits_at_least_that_long(
     (record,) = [r for r in caplog.records if "transport retry" in r.getMessage()]
     assert record.levelno == logging.WARNING
     assert "429" in record.getMessage()
+
+
+async def test_retry_after_300_fails_the_call_at_once_without_waiting(
+    allow_loopback: None, server: OpenAIServer
+) -> None:
+    server.script(*[Reply(status=429, headers={"Retry-After": "300"})] * 4)
+    sleep = RecordingSleep()
+    async with open_backends(server, sleep=sleep) as b:  # max_retry_wait_s: the default 60
+        with pytest.raises(RetryAfterTooLongError) as info:
+            await b.text.complete(text_request())
+    assert len(server.requests) == 1
+    assert sleep.waits == []  # neither waited for nor retried early
+    assert (info.value.status, info.value.attempts) == (429, 1)
+    assert "asked to wait 300 s" in str(info.value)
+    assert "backend.max_retry_wait_s (60 s)" in str(info.value)
+
+
+async def test_retry_after_5_waits_at_least_5_s_before_the_next_attempt(
+    allow_loopback: None, server: OpenAIServer
+) -> None:
+    server.script(Reply(status=429, headers={"Retry-After": "5"}), Reply())
+    sleep = RecordingSleep()
+    policy = RetryPolicy(initial_wait_s=0.01, max_wait_s=0.02, max_retry_wait_s=60.0)
+    async with open_backends(server, sleep=sleep, retry=policy) as b:
+        reply = await b.text.complete(text_request())
+    assert reply.attempts == 2
+    (waited,) = sleep.waits
+    assert waited >= 5.0
 
 
 async def test_429_with_retry_after_ms(allow_loopback: None, server: OpenAIServer) -> None:

@@ -50,6 +50,7 @@ async def http_backends(
     max_concurrency: int = 8,
     timeout_s: float = 30.0,
     max_attempts: int = MAX_ATTEMPTS,
+    max_retry_wait_s: float = 60.0,
 ) -> AsyncIterator[Backends]:
     pair = openai_backends(
         api_key="test-key",
@@ -57,7 +58,12 @@ async def http_backends(
         image_model="test-image",
         base_url=server.base_url,
         timeout_s=timeout_s,
-        retry=RetryPolicy(max_attempts=max_attempts, initial_wait_s=1.0, max_wait_s=30.0),
+        retry=RetryPolicy(
+            max_attempts=max_attempts,
+            initial_wait_s=1.0,
+            max_wait_s=30.0,
+            max_retry_wait_s=max_retry_wait_s,
+        ),
         max_concurrency=max_concurrency,
         sleep=sleep,
         rng=random.Random(0),

@@ -96,6 +96,18 @@ async def test_429_with_retry_after_waits_at_least_that_long(
     assert t["error"] is None and images(tmp_path)
 
 
+async def test_retry_after_5_is_waited_for_in_full_before_the_next_attempt(
+    tmp_path: Path, allow_loopback: None
+) -> None:
+    with OpenAIServer(offline=True) as server:
+        server.rule(idea(IDEA_B_SEED), Reply(status=429, headers={"Retry-After": "5"}))
+        t, sleep = await run_with(tmp_path, server, *SCORING, max_retry_wait_s=5.0)
+    (waited,) = sleep.waits  # the injected sleep: asked for, not slept
+    assert waited >= 5.0
+    only_retried(t, IDEA_B, 2)
+    assert t["error"] is None and images(tmp_path)
+
+
 async def test_429_without_retry_after_backs_off_with_jitter(
     tmp_path: Path, allow_loopback: None
 ) -> None:
@@ -240,6 +252,38 @@ async def test_the_configured_timeout_and_attempts_reach_the_adapter(
     assert len(outage) == 2
     assert caught.value.error.attempts == 2 and caught.value.error.status == 503
     assert "attempt 2 of 2" in str(caught.value)
+
+
+async def test_retry_after_300_fails_the_call_at_once_with_the_wait_and_the_setting(
+    tmp_path: Path, allow_loopback: None
+) -> None:
+    # Built from config by the factory, as the CLI does, with the real sleep: the call must
+    # fail without waiting at all (issue 13: it waited ~120 s three times, then gave up).
+    with OpenAIServer(offline=True) as server:
+        server.rule(idea(IDEA_B_SEED), *[Reply(status=429, headers={"Retry-After": "300"})] * 4)
+        cfg = make_cfg(
+            tmp_path,
+            *SCORING,
+            "backend.provider=openai",
+            f"backend.base_url={server.base_url}",
+            "backend.max_retry_wait_s=60",
+        )
+        backends = make_backends(cfg, {})
+        try:
+            with pytest.raises(RunFailed) as caught:
+                await run_generation(cfg, backends)
+        finally:
+            await backends.aclose()
+        hits = [r for r in server.requests if idea(IDEA_B_SEED)(r)]
+    assert len(hits) == 1
+    message = str(caught.value)
+    assert IDEA_B in message
+    assert "asked to wait 300 s" in message and "backend.max_retry_wait_s (60 s)" in message
+    (t,) = transcripts(tmp_path)
+    error = t["error"]
+    assert (error["type"], error["path"]) == ("RetryAfterTooLongError", IDEA_B)
+    assert (error["status"], error["attempts"]) == (429, 1)
+    assert images(tmp_path) == [] and read_rows(tmp_path / "out" / "generations.csv") == []
 
 
 async def test_permanent_outage_names_the_step_the_status_and_the_attempts(
