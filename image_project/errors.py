@@ -21,6 +21,8 @@
         ├── BackendTimeoutError          the configured timeout fired
         ├── BackendConnectionError       could not connect / connection reset
         ├── RateLimitedError             429 after every allowed attempt
+        ├── QuotaExceededError           429 saying the account's quota or budget is used up
+        │                                (insufficient_quota, billing codes); never retried
         ├── RetryAfterTooLongError       the server asked to wait longer than
         │                                backend.max_retry_wait_s before a retry; fails at once
         ├── ServerError                  5xx after every allowed attempt
@@ -63,6 +65,7 @@ __all__ = [
     "NetworkDisabledError",
     "NodeType",
     "PipelineDefinitionError",
+    "QuotaExceededError",
     "RateLimitedError",
     "RefusalError",
     "RequestRejectedError",
@@ -210,6 +213,11 @@ class MalformedResponseError(BackendError):
     (an HTML page from a proxy, a truncated body), a content type that is not JSON and a body
     that does not parse, or JSON of another shape. Retried like a 5xx; the message names the
     content type and shows a short preview of the body."""
+
+
+class QuotaExceededError(BackendError):
+    """HTTP 429 whose error code says the account's quota, credit or spend limit is used up
+    (``insufficient_quota`` and OpenAI's billing codes). Waiting does not help: never retried."""
 
 
 class RetryAfterTooLongError(BackendError):

@@ -23,6 +23,8 @@ Error mapping (:meth:`OpenAITransport.map_error`), each chained to the SDK excep
 SDK exception               ours
 ==========================  =============================================================
 HTTP 401 / 403              AuthenticationError (names the env var holding the key)
+HTTP 429, quota used up     QuotaExceededError (error code or type in
+                            :data:`QUOTA_ERROR_CODES`: waiting does not help)
 HTTP 429                    RateLimitedError
 HTTP 5xx / 408 / 409        ServerError
 other HTTP 4xx              RequestRejectedError (quotes the server's message)
@@ -84,6 +86,7 @@ from image_project.errors import (
     BackendTimeoutError,
     MalformedResponseError,
     NetworkDisabledError,
+    QuotaExceededError,
     RateLimitedError,
     RequestRejectedError,
     ServerError,
@@ -95,6 +98,7 @@ __all__ = [
     "LABEL",
     "LOOPBACK_HOSTS",
     "OPENAI_BASE_URL",
+    "QUOTA_ERROR_CODES",
     "Check",
     "NetworkPolicy",
     "OpenAIBackends",
@@ -113,6 +117,24 @@ DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 LABEL = "openai"
+_BILLING_URL = "https://platform.openai.com/settings/organization/billing"
+
+QUOTA_ERROR_CODES = frozenset(
+    {
+        "insufficient_quota",
+        "credit_balance_exhausted",
+        "organization_spend_limit_exceeded",
+        "project_spend_limit_exceeded",
+        "organization_usage_limit_exceeded",
+        "billing_hard_limit_reached",
+        "billing_not_active",
+    }
+)
+"""Error codes (or types) of a 429 that no wait cures: OpenAI answers 429 both for "slow down"
+(``rate_limit_exceeded``) and for "no credit / budget left". The second family has the type
+``insufficient_quota`` and a code naming the cause (no prepaid credit, an organization or
+project spend limit, the organization's usage limit; older accounts: the hard billing limit,
+billing not active). OpenAI says retrying these does not restore access."""
 
 _ImageQuality = Literal["low", "medium", "high", "xhigh", "max", "auto", "standard", "hd"]
 
@@ -298,6 +320,23 @@ class OpenAITransport:
             f"{where} failed: {type(exc).__name__}: {preview(str(exc))} ({of})", attempts=attempt
         )
 
+    def _quota_error(
+        self, exc: openai.APIStatusError, *, where: str, said: str, attempt: int
+    ) -> QuotaExceededError:
+        code = _quota_code(exc)
+        where_to = (
+            f"of that account on the server at base_url {self.base_url!r}"
+            if self._custom_base_url
+            else f"({_BILLING_URL})"
+        )
+        return QuotaExceededError(
+            f"{where} refused the call: the quota of the account behind {self._api_key_env} "
+            f"is used up ({code}; {said}). Not retried, waiting does not help: add credit or "
+            f"raise the spend or usage limit {where_to}, then run again.",
+            status=exc.status_code,
+            attempts=attempt,
+        )
+
     def _map_status_error(
         self, exc: openai.APIStatusError, *, where: str, of: str, attempt: int
     ) -> BackendError:
@@ -313,6 +352,8 @@ class OpenAITransport:
             return AuthenticationError(
                 f"{where} {what} ({said}). {hint}.", status=status, attempts=attempt
             )
+        if status == 429 and _quota_code(exc) is not None:
+            return self._quota_error(exc, where=where, said=said, attempt=attempt)
         if status == 429:
             err = RateLimitedError(f"{where} was rate limited ({said}) ({of})", status=status)
         elif status >= 500 or status in (408, 409):
@@ -326,6 +367,14 @@ class OpenAITransport:
         err.attempts = attempt
         attach_retry_after(err, parse_retry_after(exc.response.headers))
         return err
+
+
+def _quota_code(exc: openai.APIStatusError) -> str | None:
+    """The code (else the type) of a 429 that says the quota is used up, or None."""
+    for value in (exc.code, exc.type):
+        if isinstance(value, str) and value in QUOTA_ERROR_CODES:
+            return value
+    return None
 
 
 def _malformed(

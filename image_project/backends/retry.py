@@ -52,6 +52,7 @@ from image_project.errors import (
     BackendTimeoutError,
     MalformedResponseError,
     NetworkDisabledError,
+    QuotaExceededError,
     RateLimitedError,
     RequestRejectedError,
     RetryAfterTooLongError,
@@ -135,14 +136,18 @@ def should_retry(exc: BaseException) -> bool:
 
     Judged on our error tree (adapters map vendor errors first): timeouts, connection errors,
     rate limits, server errors and malformed success answers are retried; authentication
-    failures, rejected requests, a disabled network and a server asking for a longer wait than
-    the policy allows never are. A :class:`BackendError` of no more specific kind is
+    failures, rejected requests, a used-up quota (a 429 that waiting does not cure), a
+    disabled network and a server asking for a longer wait than the policy allows never are. A :class:`BackendError` of no more specific kind is
     judged by its HTTP status. Python's own ``TimeoutError`` / ``ConnectionError`` count as
     transport failures too; anything else (a bug, a cancellation) is never retried.
     """
     if isinstance(
         exc,
-        AuthenticationError | RequestRejectedError | NetworkDisabledError | RetryAfterTooLongError,
+        AuthenticationError
+        | RequestRejectedError
+        | NetworkDisabledError
+        | QuotaExceededError
+        | RetryAfterTooLongError,
     ):
         return False
     if isinstance(

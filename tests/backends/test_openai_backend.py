@@ -39,6 +39,7 @@ from image_project.errors import (
     BackendTimeoutError,
     MalformedResponseError,
     NetworkDisabledError,
+    QuotaExceededError,
     RateLimitedError,
     RequestRejectedError,
     RetryAfterTooLongError,
@@ -323,6 +324,53 @@ async def test_rate_limit_to_the_end_is_a_rate_limited_error(
         with pytest.raises(RateLimitedError) as info:
             await b.text.complete(text_request())
     assert (info.value.status, info.value.attempts) == (429, 2)
+
+
+QUOTA_MESSAGE = "You exceeded your current quota, please check your plan and billing details."
+
+
+@pytest.mark.parametrize(
+    ("type_", "code"),
+    [
+        ("insufficient_quota", "insufficient_quota"),
+        ("insufficient_quota", None),
+        ("insufficient_quota", "credit_balance_exhausted"),
+        ("insufficient_quota", "organization_spend_limit_exceeded"),
+        ("insufficient_quota", "project_spend_limit_exceeded"),
+        ("insufficient_quota", "organization_usage_limit_exceeded"),
+        ("invalid_request_error", "billing_not_active"),
+        ("invalid_request_error", "billing_hard_limit_reached"),
+    ],
+)
+async def test_a_429_saying_the_quota_is_used_up_is_not_retried(
+    allow_loopback: None, server: OpenAIServer, type_: str, code: str | None
+) -> None:
+    server.script(*[Reply(status=429, body=error_body(QUOTA_MESSAGE, type=type_, code=code))] * 4)
+    sleep = RecordingSleep()
+    async with open_backends(server, sleep=sleep, api_key_env="MY_KEY") as b:
+        with pytest.raises(QuotaExceededError) as info:
+            await b.text.complete(text_request())
+    assert len(server.requests) == 1
+    assert sleep.waits == []
+    err = info.value
+    assert (err.status, err.attempts) == (429, 1)
+    message = str(err)
+    assert "quota of the account behind MY_KEY is used up" in message
+    assert (code or type_) in message and QUOTA_MESSAGE in message
+    assert "Not retried" in message and server.base_url in message
+    assert not isinstance(err, RateLimitedError)
+
+
+async def test_a_429_rate_limit_code_is_still_retried(
+    allow_loopback: None, server: OpenAIServer
+) -> None:
+    body = error_body(
+        "Rate limit reached for requests", type="requests", code="rate_limit_exceeded"
+    )
+    server.script(Reply(status=429, body=body), Reply())
+    async with open_backends(server) as b:
+        reply = await b.text.complete(text_request())
+    assert reply.attempts == 2
 
 
 @pytest.mark.parametrize("status", [400, 404, 422])
