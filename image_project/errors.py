@@ -183,8 +183,11 @@ class BackendError(ImageProjectError):
     """A model service could not be reached or answered with an error.
 
     ``status`` is the HTTP status when there was one; ``attempts`` how many transport
-    attempts were made before giving up.
+    attempts were made before giving up; ``pacing_wait_ms`` how long those attempts were held
+    before being sent (rate window, concurrency limit), when the adapter paces its calls.
     """
+
+    pacing_wait_ms: float = 0.0
 
     def __init__(self, message: str, *, status: int | None = None, attempts: int = 1) -> None:
         self.status = status

@@ -2,15 +2,19 @@
 
 ::
 
-    OpenAITransport        one openai.AsyncOpenAI client (SDK retries off), one CapacityLimiter,
-    │                      one RetryPolicy, the network-policy check and the one place that
-    │                      maps SDK errors to ours
+    OpenAITransport        one openai.AsyncOpenAI client (SDK retries off), one CapacityLimiter
+    │                      paced by one Pacer, one RetryPolicy, the network-policy check and
+    │                      the one place that maps SDK errors to ours
     ├── OpenAITextBackend  TextRequest  -> chat.completions.create -> TextReply
     └── OpenAIImageBackend ImageRequest -> images.generate          -> ImageReply
 
 Both backends usually share one transport (:func:`openai_backends`), so
 one limiter bounds every call in flight. The limiter is acquired per *attempt*: a call
-waiting out a retry backoff does not hold a slot.
+waiting out a retry backoff does not hold a slot. The transport's
+:class:`~image_project.backends.pacing.Pacer` reads every answer's ``x-ratelimit-*`` headers
+and 429s: it holds new attempts until the server's rate window allows them and shrinks the
+limiter after a 429 (growing it back on success, never above ``max_concurrency``). How long a
+call was held is reported with its answer (``TextReply.pacing_wait_ms``).
 
 Network policy. :func:`set_network_policy` switches the whole adapter between ``any`` (the
 default), ``loopback`` (only servers on 127.0.0.1 / localhost / ::1) and ``deny``. The test
@@ -54,7 +58,7 @@ import json
 import random
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar, cast, get_args
+from typing import Any, Generic, Literal, TypeVar, cast, get_args
 
 import anyio
 import openai
@@ -72,12 +76,14 @@ from image_project.backends.base import (
     TextRequest,
     Usage,
 )
+from image_project.backends.pacing import CallPacing, Pacer, Slot
 from image_project.backends.retry import (
     RetryPolicy,
     SleepFn,
     attach_retry_after,
     call_with_retry,
     parse_retry_after,
+    retry_after_of,
 )
 from image_project.errors import (
     AuthenticationError,
@@ -106,6 +112,7 @@ __all__ = [
     "OpenAITextBackend",
     "OpenAITransport",
     "Send",
+    "Sent",
     "get_network_policy",
     "openai_backends",
     "set_network_policy",
@@ -146,6 +153,18 @@ Send = Callable[[openai.AsyncOpenAI], Awaitable[LegacyAPIResponse[T]]]
 """One request through the SDK's ``with_raw_response``: the raw answer, parsed by the transport."""
 Check = Callable[[object], str | None]
 """What is wrong with a parsed answer for the caller's use, or None when it is usable."""
+
+
+@dataclass(frozen=True)
+class Sent(Generic[T]):
+    """A parsed answer, the transport attempts it took and how long its attempts were held by
+    the pacer before being sent (milliseconds; never counted as attempts)."""
+
+    value: T
+    attempts: int
+    pacing_wait_ms: float = 0.0
+
+
 _BODY_PREVIEW_CHARS = 120
 
 
@@ -172,7 +191,9 @@ class OpenAITransport:
     is deliberately not used: settings arrive explicitly). ``max_concurrency`` is either a
     shared :class:`anyio.CapacityLimiter` or the number of tokens for a new one.
     ``api_key_env`` is only used in messages: it names the variable the user should set.
-    ``sleep`` and ``rng`` are the retry layer's injectable sleep and jitter source.
+    ``sleep`` and ``rng`` are the retry layer's injectable sleep and jitter source;
+    ``pacing_sleep`` and ``clock`` the pacer's (defaults :func:`anyio.sleep` and
+    :func:`time.monotonic`).
     """
 
     def __init__(
@@ -186,6 +207,8 @@ class OpenAITransport:
         sleep: SleepFn | None = None,
         rng: random.Random | None = None,
         api_key_env: str = DEFAULT_API_KEY_ENV,
+        pacing_sleep: SleepFn | None = None,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         self._api_key_env = api_key_env
         self._custom_base_url = base_url is not None
@@ -199,6 +222,12 @@ class OpenAITransport:
             max_concurrency = anyio.CapacityLimiter(max_concurrency)
         self._limiter = max_concurrency
         self._retry = retry if retry is not None else RetryPolicy()
+        self._pacer = Pacer(
+            max_concurrency,
+            max_hold_s=self._retry.max_retry_wait_s,
+            sleep=pacing_sleep,
+            clock=clock,
+        )
         self._sleep = sleep
         self._rng = rng
         self._timeout_s = timeout_s
@@ -220,6 +249,10 @@ class OpenAITransport:
     @property
     def retry_policy(self) -> RetryPolicy:
         return self._retry
+
+    @property
+    def pacer(self) -> Pacer:
+        return self._pacer
 
     async def aclose(self) -> None:
         """Close the underlying HTTP connection pool."""
@@ -244,31 +277,60 @@ class OpenAITransport:
                 attempts=0,
             )
 
-    async def call(self, operation: str, send: Send[T], check: Check) -> tuple[T, int]:
-        """Run ``send(client)`` under the network policy, the limiter and the retry policy, and
-        parse its answer; ``check`` says what is wrong with a parsed answer (None: usable).
+    async def call(self, operation: str, send: Send[T], check: Check) -> Sent[T]:
+        """Run ``send(client)`` under the network policy, the pacer (rate window and
+        concurrency limit) and the retry policy, and parse its answer; ``check`` says what is
+        wrong with a parsed answer (None: usable).
 
-        Returns the parsed answer and the number of attempts it took; raises our
-        :class:`BackendError` subclasses (never an SDK exception).
+        Returns the parsed answer, the number of attempts it took and how long it was held by
+        the pacer; raises our :class:`BackendError` subclasses (never an SDK exception), with
+        ``pacing_wait_ms`` set.
         """
         self.check_network()
+        pacing = CallPacing()
 
         async def attempt(number: int) -> T:
-            try:
-                async with self._limiter:
-                    raw = await send(self._client)
-            except openai.OpenAIError as exc:
-                raise self.map_error(exc, operation=operation, attempt=number) from exc
-            return self.parse(raw, check, operation=operation, attempt=number)
+            async with self._pacer.slot(pacing) as slot:
+                raw = await self._send(send, slot, operation=operation, attempt=number)
+                try:
+                    value = self.parse(raw, check, operation=operation, attempt=number)
+                except BackendError:
+                    slot.answered(raw.headers, "failed")
+                    raise
+                slot.answered(raw.headers, "ok")
+                return value
 
-        done = await call_with_retry(
-            attempt,
-            policy=self._retry,
-            sleep=self._sleep,
-            rng=self._rng,
-            what=f"openai {operation}",
-        )
-        return done.value, done.attempts
+        try:
+            done = await call_with_retry(
+                attempt,
+                policy=self._retry,
+                sleep=self._sleep,
+                rng=self._rng,
+                what=f"openai {operation}",
+            )
+        except BackendError as exc:
+            exc.pacing_wait_ms = _ms(pacing.waited_s)
+            raise
+        return Sent(done.value, done.attempts, _ms(pacing.waited_s))
+
+    async def _send(
+        self, send: Send[T], slot: Slot, *, operation: str, attempt: int
+    ) -> LegacyAPIResponse[T]:
+        """One request; an SDK error is mapped, and an HTTP error answer reported to the pacer
+        (a 429 that may pass with the wait it asked for)."""
+        try:
+            return await send(self._client)
+        except openai.APIStatusError as exc:
+            err = self.map_error(exc, operation=operation, attempt=attempt)
+            limited = isinstance(err, RateLimitedError)
+            slot.answered(
+                exc.response.headers,
+                "rate_limited" if limited else "failed",
+                retry_after=retry_after_of(err),
+            )
+            raise err from exc
+        except openai.OpenAIError as exc:
+            raise self.map_error(exc, operation=operation, attempt=attempt) from exc
 
     def parse(
         self, raw: LegacyAPIResponse[T], check: Check, *, operation: str, attempt: int = 1
@@ -367,6 +429,10 @@ class OpenAITransport:
         err.attempts = attempt
         attach_retry_after(err, parse_retry_after(exc.response.headers))
         return err
+
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000, 3)
 
 
 def _quota_code(exc: openai.APIStatusError) -> str | None:
@@ -558,12 +624,12 @@ class OpenAITextBackend(_OpenAIBackend):
                 response_format=response_format,
             )
 
-        completion, attempts = await self._transport.call(
-            "chat.completions", send, _completion_problem
-        )
+        sent = await self._transport.call("chat.completions", send, _completion_problem)
+        completion = sent.value
         if not completion.choices:
             raise BackendError(
-                f"chat.completions for model {model!r} returned no choices", attempts=attempts
+                f"chat.completions for model {model!r} returned no choices",
+                attempts=sent.attempts,
             )
         choice = completion.choices[0]
         return TextReply(
@@ -573,7 +639,8 @@ class OpenAITextBackend(_OpenAIBackend):
             usage=_usage(completion.usage),
             system_fingerprint=completion.system_fingerprint,
             finish_reason=choice.finish_reason,
-            attempts=attempts,
+            attempts=sent.attempts,
+            pacing_wait_ms=sent.pacing_wait_ms,
         )
 
 
@@ -602,7 +669,8 @@ class OpenAIImageBackend(_OpenAIBackend):
                 response_format=response_format,
             )
 
-        response, attempts = await self._transport.call("images.generate", send, _images_problem)
+        sent = await self._transport.call("images.generate", send, _images_problem)
+        response, attempts = sent.value, sent.attempts
         first = response.data[0] if response.data else None
         if first is None or not first.b64_json:
             got = "a URL" if first is not None and first.url else "no image"
@@ -657,6 +725,8 @@ def openai_backends(
     sleep: SleepFn | None = None,
     rng: random.Random | None = None,
     api_key_env: str = DEFAULT_API_KEY_ENV,
+    pacing_sleep: SleepFn | None = None,
+    clock: Callable[[], float] | None = None,
 ) -> OpenAIBackends:
     """Both backends over one shared :class:`OpenAITransport`, from explicit settings."""
     transport = OpenAITransport(
@@ -668,6 +738,8 @@ def openai_backends(
         sleep=sleep,
         rng=rng,
         api_key_env=api_key_env,
+        pacing_sleep=pacing_sleep,
+        clock=clock,
     )
     return OpenAIBackends(
         text=OpenAITextBackend(

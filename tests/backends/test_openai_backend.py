@@ -45,7 +45,7 @@ from image_project.errors import (
     RetryAfterTooLongError,
     ServerError,
 )
-from tests.support import RecordingSleep
+from tests.support import FakeClock, RecordingSleep
 from tests.support.openai_server import (
     HTML_PAGE,
     OpenAIServer,
@@ -96,6 +96,7 @@ async def open_backends(
     retry: RetryPolicy | None = None,
     **kwargs: Any,
 ) -> AsyncIterator[OpenAIBackends]:
+    kwargs.setdefault("pacing_sleep", RecordingSleep())  # a pause is recorded, never slept
     backends = openai_backends(
         api_key="test-key",
         text_model=TEXT_MODEL,
@@ -606,6 +607,69 @@ async def test_a_limiter_object_can_be_shared(allow_loopback: None, server: Open
         assert b.transport.limiter is limiter
         await b.text.complete(text_request())
     assert limiter.borrowed_tokens == 0
+
+
+# --- pacing -----------------------------------------------------------------------------------
+
+
+def spent_window(reset: str) -> dict[str, str]:
+    return {
+        "x-ratelimit-limit-requests": "6",
+        "x-ratelimit-remaining-requests": "0",
+        "x-ratelimit-reset-requests": reset,
+    }
+
+
+async def test_a_spent_rate_window_holds_the_next_call_and_the_hold_is_not_an_attempt(
+    allow_loopback: None, server: OpenAIServer
+) -> None:
+    server.script(Reply(headers=spent_window("1.5s")), Reply())
+    clock, retry_sleep = FakeClock(), RecordingSleep()
+    async with open_backends(server, sleep=retry_sleep, pacing_sleep=clock.sleep, clock=clock) as b:
+        first = await b.text.complete(text_request())
+        second = await b.text.complete(text_request())
+    assert (first.attempts, first.pacing_wait_ms) == (1, 0.0)
+    assert clock.sleeps == [1.5]  # held until the window reset, on the fake clock
+    assert (second.attempts, second.pacing_wait_ms) == (1, 1500.0)
+    assert retry_sleep.waits == [] and len(server.requests) == 2
+
+
+class HeldSleep(RecordingSleep):
+    """A retry sleep that records the wait and returns only when the test releases it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered = anyio.Event()
+        self.release = anyio.Event()
+
+    async def __call__(self, seconds: float) -> None:
+        self.waits.append(float(seconds))
+        self.entered.set()
+        await self.release.wait()
+
+
+async def test_a_429_pause_holds_the_other_calls_not_the_refused_calls_retry(
+    allow_loopback: None, server: OpenAIServer
+) -> None:
+    server.script(Reply(status=429, headers={"Retry-After": "3"}))  # call A, attempt 1
+    clock, retry_sleep = FakeClock(), HeldSleep()
+    replies: dict[str, TextReply] = {}
+    async with open_backends(server, sleep=retry_sleep, pacing_sleep=clock.sleep, clock=clock) as b:
+
+        async def call(name: str, seed: int) -> None:
+            replies[name] = await b.text.complete(text_request(seed=seed))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call, "A", 1)
+            await retry_sleep.entered.wait()  # A was refused and is waiting out its 3 s
+            await call("B", 2)  # B starts during A's wait
+            retry_sleep.release.set()
+    assert retry_sleep.waits[0] >= 3.0
+    assert clock.sleeps == [3.0]  # B was held for the server's pause ...
+    assert (replies["B"].attempts, replies["B"].pacing_wait_ms) == (1, 3000.0)  # not an attempt
+    assert (replies["A"].attempts, replies["A"].pacing_wait_ms) == (2, 0.0)  # not held twice
+    assert [r.seed for r in server.requests] == [1, 2, 1]
+    assert b.transport.limiter.total_tokens == 4  # the 429 halved the shared limit (8)
 
 
 # --- images -----------------------------------------------------------------------------------
