@@ -21,7 +21,14 @@
         ├── BackendTimeoutError          the configured timeout fired
         ├── BackendConnectionError       could not connect / connection reset
         ├── RateLimitedError             429 after every allowed attempt
+        ├── QuotaExceededError           429 saying the account's quota or budget is used up
+        │                                (insufficient_quota, billing codes); never retried
+        ├── RetryAfterTooLongError       the server asked to wait longer than
+        │                                backend.max_retry_wait_s before a retry; fails at once
         ├── ServerError                  5xx after every allowed attempt
+        ├── MalformedResponseError       a success status whose body is not the answer (an
+        │                                HTML page, truncated JSON, a wrong content type, JSON
+        │                                of another shape), after every allowed attempt
         ├── AuthenticationError          401 / 403; names the environment variable to set
         ├── RequestRejectedError         400 / 404 / 422 and other non-retryable 4xx
         └── NetworkDisabledError         the real adapter was asked to touch the network under
@@ -53,13 +60,16 @@ __all__ = [
     "EmptyResponseError",
     "ImageProjectError",
     "InputFileError",
+    "MalformedResponseError",
     "ModelOutputError",
     "NetworkDisabledError",
     "NodeType",
     "PipelineDefinitionError",
+    "QuotaExceededError",
     "RateLimitedError",
     "RefusalError",
     "RequestRejectedError",
+    "RetryAfterTooLongError",
     "ServerError",
     "StepFailedError",
     "StepLocation",
@@ -173,8 +183,11 @@ class BackendError(ImageProjectError):
     """A model service could not be reached or answered with an error.
 
     ``status`` is the HTTP status when there was one; ``attempts`` how many transport
-    attempts were made before giving up.
+    attempts were made before giving up; ``pacing_wait_ms`` how long those attempts were held
+    before being sent (rate window, concurrency limit), when the adapter paces its calls.
     """
+
+    pacing_wait_ms: float = 0.0
 
     def __init__(self, message: str, *, status: int | None = None, attempts: int = 1) -> None:
         self.status = status
@@ -196,6 +209,24 @@ class RateLimitedError(BackendError):
 
 class ServerError(BackendError):
     """HTTP 5xx (or 408 / 409) on every attempt."""
+
+
+class MalformedResponseError(BackendError):
+    """A success status (200) whose body was not a usable answer on every attempt: not JSON
+    (an HTML page from a proxy, a truncated body), a content type that is not JSON and a body
+    that does not parse, or JSON of another shape. Retried like a 5xx; the message names the
+    content type and shows a short preview of the body."""
+
+
+class QuotaExceededError(BackendError):
+    """HTTP 429 whose error code says the account's quota, credit or spend limit is used up
+    (``insufficient_quota`` and OpenAI's billing codes). Waiting does not help: never retried."""
+
+
+class RetryAfterTooLongError(BackendError):
+    """The server asked to wait longer than ``backend.max_retry_wait_s`` before a retry, so the
+    call failed at once instead of waiting (or retrying early). The message names the wait
+    asked for and the setting; the server's own error is the ``__cause__``."""
 
 
 class AuthenticationError(BackendError):

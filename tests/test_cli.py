@@ -19,7 +19,7 @@ from image_project.cli import _with_command, build_parser, main
 from image_project.engine import ChatStep, walk
 from image_project.seeding import derive_seed
 from image_project.stages.standard import Brief, prompt_pipeline
-from tests.support.openai_server import OpenAIServer, Reply, chat_completion
+from tests.support.openai_server import OpenAIServer, Reply, chat_completion, error_body
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -189,6 +189,28 @@ def test_model_failure_through_http_exits_1_with_transcript(
     assert (error["phase"], error["path"]) == ("pipeline", "pipeline/section_2_choice/draft")
     assert not (tmp_path / "out" / "generations.csv").exists()
     assert list((tmp_path / "out" / "images").iterdir()) == []  # checked before the run, empty
+
+
+def test_insufficient_quota_is_one_request_exit_1_and_says_the_quota_is_used_up(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], allow_loopback: None
+) -> None:
+    quota = error_body(
+        "You exceeded your current quota, please check your plan and billing details.",
+        type="insufficient_quota",
+        code="insufficient_quota",
+    )
+    with OpenAIServer() as server:
+        server.script(*[Reply(status=429, body=quota)] * 5)
+        config = write_config(tmp_path, backend={"base_url": server.base_url})  # 4 attempts
+        code = main(["--config", str(config), "--seed", "3"], env={}, root=REPO)
+        requests = len(server.requests)
+    assert (code, requests) == (1, 1)
+    err = capsys.readouterr().err
+    assert "quota of the account behind OPENAI_API_KEY is used up (insufficient_quota" in err
+    assert "Not retried" in err and "transport retry" not in err
+    (t_path,) = (tmp_path / "out" / "logs").glob("*_transcript.json")
+    error = json.loads(t_path.read_text(encoding="utf-8"))["error"]
+    assert (error["type"], error["status"], error["attempts"]) == ("QuotaExceededError", 429, 1)
 
 
 def test_runs_flag_makes_several_generations_with_derived_seeds(

@@ -76,6 +76,7 @@ def test_real_config_yaml_gives_the_documented_defaults() -> None:
         1.0,
         30.0,
     )
+    assert backend.max_retry_wait_s == 60.0
     assert backend.structured_outputs is True
     assert (config.run.mode, config.run.concurrency, config.run.runs) == ("full", "concurrent", 1)
     prompt = config.prompt
@@ -232,6 +233,8 @@ def test_yaml_on_is_plain_text_for_a_string_key_and_yes_no_stay_booleans(tmp_pat
         ("run.runs", 10**9, "1000000000"),
         ("backend.timeout_s", 0, "0"),
         ("backend.max_attempts", 21, "21"),
+        ("backend.max_retry_wait_s", -1, "-1"),
+        ("backend.max_retry_wait_s", "true", "True"),
         ("prompt.scoring.max_reasks", 6, "6"),
         ("prompt.scoring.judge_temperature", 2.5, "2.5"),
         ("prompt.text_temperature", -0.1, "-0.1"),

@@ -110,7 +110,9 @@ class TextReply:
     """What the model said.
 
     ``text`` is None when the model refused (``refusal`` then holds its explanation) or sent
-    no content. ``attempts`` counts transport attempts (1 = no retry was needed).
+    no content. ``attempts`` counts transport attempts (1 = no retry was needed);
+    ``pacing_wait_ms`` is how long they were held before being sent, to respect the server's
+    rate window and the shared concurrency limit (0 for backends that do not pace).
     """
 
     text: str | None
@@ -120,6 +122,7 @@ class TextReply:
     system_fingerprint: str | None = None
     finish_reason: str | None = None
     attempts: int = 1
+    pacing_wait_ms: float = 0.0
 
 
 @runtime_checkable

@@ -118,6 +118,7 @@ def make_backends(cfg: AppConfig, env: Mapping[str, str]) -> Backends:
         max_attempts=b.max_attempts,
         initial_wait_s=b.backoff_initial_s,
         max_wait_s=b.backoff_max_s,
+        max_retry_wait_s=b.max_retry_wait_s,
     )
     pair = openai_backends(
         api_key=choice.api_key,

@@ -2,15 +2,19 @@
 
 ::
 
-    OpenAITransport        one openai.AsyncOpenAI client (SDK retries off), one CapacityLimiter,
-    │                      one RetryPolicy, the network-policy check and the one place that
-    │                      maps SDK errors to ours
+    OpenAITransport        one openai.AsyncOpenAI client (SDK retries off), one CapacityLimiter
+    │                      paced by one Pacer, one RetryPolicy, the network-policy check and
+    │                      the one place that maps SDK errors to ours
     ├── OpenAITextBackend  TextRequest  -> chat.completions.create -> TextReply
     └── OpenAIImageBackend ImageRequest -> images.generate          -> ImageReply
 
 Both backends usually share one transport (:func:`openai_backends`), so
 one limiter bounds every call in flight. The limiter is acquired per *attempt*: a call
-waiting out a retry backoff does not hold a slot.
+waiting out a retry backoff does not hold a slot. The transport's
+:class:`~image_project.backends.pacing.Pacer` reads every answer's ``x-ratelimit-*`` headers
+and 429s: it holds new attempts until the server's rate window allows them and shrinks the
+limiter after a 429 (growing it back on success, never above ``max_concurrency``). How long a
+call was held is reported with its answer (``TextReply.pacing_wait_ms``).
 
 Network policy. :func:`set_network_policy` switches the whole adapter between ``any`` (the
 default), ``loopback`` (only servers on 127.0.0.1 / localhost / ::1) and ``deny``. The test
@@ -23,13 +27,27 @@ Error mapping (:meth:`OpenAITransport.map_error`), each chained to the SDK excep
 SDK exception               ours
 ==========================  =============================================================
 HTTP 401 / 403              AuthenticationError (names the env var holding the key)
+HTTP 429, quota used up     QuotaExceededError (error code or type in
+                            :data:`QUOTA_ERROR_CODES`: waiting does not help)
 HTTP 429                    RateLimitedError
 HTTP 5xx / 408 / 409        ServerError
 other HTTP 4xx              RequestRejectedError (quotes the server's message)
 APITimeoutError             BackendTimeoutError
 APIConnectionError          BackendConnectionError
+APIResponseValidationError  MalformedResponseError (content type and a body preview)
 anything else from openai   BackendError
 ==========================  =============================================================
+
+Malformed success answers. Requests go through the SDK's ``with_raw_response`` (the body is
+still read inside the SDK, so its timeout and connection errors apply) and the answer is
+parsed here. Without strict validation, which would reject the slightly different shapes
+OpenAI-compatible servers send, the SDK returns a 200 whose content type is not JSON as a
+plain ``str`` (an HTML error page from a proxy), raises a bare ``json.JSONDecodeError`` for
+a truncated JSON body, and builds a completion object without checking it from JSON of
+another shape (``choices`` missing or not a list). Each of these is turned into the SDK's own
+``APIResponseValidationError`` (what its strict mode raises) and mapped like any SDK error,
+so it becomes a :class:`MalformedResponseError`, retried like a 5xx. A well-formed answer
+with no choices or no image data stays a plain, non-retried :class:`BackendError`.
 """
 
 from __future__ import annotations
@@ -40,12 +58,14 @@ import json
 import random
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar, cast, get_args
+from typing import Any, Generic, Literal, TypeVar, cast, get_args
 
 import anyio
 import openai
-from openai.types import ImagesResponse
-from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
+from openai._legacy_response import LegacyAPIResponse
+from openai.types import Image, ImagesResponse
+from openai.types.chat import ChatCompletion, ChatCompletionMessage, ChatCompletionMessageParam
+from openai.types.chat.chat_completion import Choice
 from openai.types.chat.completion_create_params import ResponseFormat
 
 from image_project.backends.base import (
@@ -56,12 +76,14 @@ from image_project.backends.base import (
     TextRequest,
     Usage,
 )
+from image_project.backends.pacing import CallPacing, Pacer, Slot
 from image_project.backends.retry import (
     RetryPolicy,
     SleepFn,
     attach_retry_after,
     call_with_retry,
     parse_retry_after,
+    retry_after_of,
 )
 from image_project.config.capabilities import reasoning_effort_for
 from image_project.errors import (
@@ -69,7 +91,9 @@ from image_project.errors import (
     BackendConnectionError,
     BackendError,
     BackendTimeoutError,
+    MalformedResponseError,
     NetworkDisabledError,
+    QuotaExceededError,
     RateLimitedError,
     RequestRejectedError,
     ServerError,
@@ -81,11 +105,15 @@ __all__ = [
     "LABEL",
     "LOOPBACK_HOSTS",
     "OPENAI_BASE_URL",
+    "QUOTA_ERROR_CODES",
+    "Check",
     "NetworkPolicy",
     "OpenAIBackends",
     "OpenAIImageBackend",
     "OpenAITextBackend",
     "OpenAITransport",
+    "Send",
+    "Sent",
     "get_network_policy",
     "openai_backends",
     "set_network_policy",
@@ -97,12 +125,48 @@ DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 LABEL = "openai"
+_BILLING_URL = "https://platform.openai.com/settings/organization/billing"
+
+QUOTA_ERROR_CODES = frozenset(
+    {
+        "insufficient_quota",
+        "credit_balance_exhausted",
+        "organization_spend_limit_exceeded",
+        "project_spend_limit_exceeded",
+        "organization_usage_limit_exceeded",
+        "billing_hard_limit_reached",
+        "billing_not_active",
+    }
+)
+"""Error codes (or types) of a 429 that no wait cures: OpenAI answers 429 both for "slow down"
+(``rate_limit_exceeded``) and for "no credit / budget left". The second family has the type
+``insufficient_quota`` and a code naming the cause (no prepaid credit, an organization or
+project spend limit, the organization's usage limit; older accounts: the hard billing limit,
+billing not active). OpenAI says retrying these does not restore access."""
 
 _ImageQuality = Literal["low", "medium", "high", "xhigh", "max", "auto", "standard", "hd"]
 
 _network_policy: NetworkPolicy = "any"
 
 T = TypeVar("T")
+
+Send = Callable[[openai.AsyncOpenAI], Awaitable[LegacyAPIResponse[T]]]
+"""One request through the SDK's ``with_raw_response``: the raw answer, parsed by the transport."""
+Check = Callable[[object], str | None]
+"""What is wrong with a parsed answer for the caller's use, or None when it is usable."""
+
+
+@dataclass(frozen=True)
+class Sent(Generic[T]):
+    """A parsed answer, the transport attempts it took and how long its attempts were held by
+    the pacer before being sent (milliseconds; never counted as attempts)."""
+
+    value: T
+    attempts: int
+    pacing_wait_ms: float = 0.0
+
+
+_BODY_PREVIEW_CHARS = 120
 
 
 def set_network_policy(policy: NetworkPolicy) -> NetworkPolicy:
@@ -128,7 +192,9 @@ class OpenAITransport:
     is deliberately not used: settings arrive explicitly). ``max_concurrency`` is either a
     shared :class:`anyio.CapacityLimiter` or the number of tokens for a new one.
     ``api_key_env`` is only used in messages: it names the variable the user should set.
-    ``sleep`` and ``rng`` are the retry layer's injectable sleep and jitter source.
+    ``sleep`` and ``rng`` are the retry layer's injectable sleep and jitter source;
+    ``pacing_sleep`` and ``clock`` the pacer's (defaults :func:`anyio.sleep` and
+    :func:`time.monotonic`).
     """
 
     def __init__(
@@ -142,6 +208,8 @@ class OpenAITransport:
         sleep: SleepFn | None = None,
         rng: random.Random | None = None,
         api_key_env: str = DEFAULT_API_KEY_ENV,
+        pacing_sleep: SleepFn | None = None,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         self._api_key_env = api_key_env
         self._custom_base_url = base_url is not None
@@ -155,6 +223,12 @@ class OpenAITransport:
             max_concurrency = anyio.CapacityLimiter(max_concurrency)
         self._limiter = max_concurrency
         self._retry = retry if retry is not None else RetryPolicy()
+        self._pacer = Pacer(
+            max_concurrency,
+            max_hold_s=self._retry.max_retry_wait_s,
+            sleep=pacing_sleep,
+            clock=clock,
+        )
         self._sleep = sleep
         self._rng = rng
         self._timeout_s = timeout_s
@@ -176,6 +250,10 @@ class OpenAITransport:
     @property
     def retry_policy(self) -> RetryPolicy:
         return self._retry
+
+    @property
+    def pacer(self) -> Pacer:
+        return self._pacer
 
     async def aclose(self) -> None:
         """Close the underlying HTTP connection pool."""
@@ -200,31 +278,86 @@ class OpenAITransport:
                 attempts=0,
             )
 
-    async def call(
-        self, operation: str, send: Callable[[openai.AsyncOpenAI], Awaitable[T]]
-    ) -> tuple[T, int]:
-        """Run ``send(client)`` under the network policy, the limiter and the retry policy.
+    async def call(self, operation: str, send: Send[T], check: Check) -> Sent[T]:
+        """Run ``send(client)`` under the network policy, the pacer (rate window and
+        concurrency limit) and the retry policy, and parse its answer; ``check`` says what is
+        wrong with a parsed answer (None: usable).
 
-        Returns the SDK result and the number of attempts it took; raises our
-        :class:`BackendError` subclasses (never an SDK exception).
+        Returns the parsed answer, the number of attempts it took and how long it was held by
+        the pacer; raises our :class:`BackendError` subclasses (never an SDK exception), with
+        ``pacing_wait_ms`` set.
         """
         self.check_network()
+        pacing = CallPacing()
 
         async def attempt(number: int) -> T:
-            try:
-                async with self._limiter:
-                    return await send(self._client)
-            except openai.OpenAIError as exc:
-                raise self.map_error(exc, operation=operation, attempt=number) from exc
+            async with self._pacer.slot(pacing) as slot:
+                raw = await self._send(send, slot, operation=operation, attempt=number)
+                try:
+                    value = self.parse(raw, check, operation=operation, attempt=number)
+                except BackendError:
+                    slot.answered(raw.headers, "failed")
+                    raise
+                slot.answered(raw.headers, "ok")
+                return value
 
-        done = await call_with_retry(
-            attempt,
-            policy=self._retry,
-            sleep=self._sleep,
-            rng=self._rng,
-            what=f"openai {operation}",
+        try:
+            done = await call_with_retry(
+                attempt,
+                policy=self._retry,
+                sleep=self._sleep,
+                rng=self._rng,
+                what=f"openai {operation}",
+            )
+        except BackendError as exc:
+            exc.pacing_wait_ms = _ms(pacing.waited_s)
+            raise
+        return Sent(done.value, done.attempts, _ms(pacing.waited_s))
+
+    async def _send(
+        self, send: Send[T], slot: Slot, *, operation: str, attempt: int
+    ) -> LegacyAPIResponse[T]:
+        """One request; an SDK error is mapped, and an HTTP error answer reported to the pacer
+        (a 429 that may pass with the wait it asked for)."""
+        try:
+            return await send(self._client)
+        except openai.APIStatusError as exc:
+            err = self.map_error(exc, operation=operation, attempt=attempt)
+            limited = isinstance(err, RateLimitedError)
+            slot.answered(
+                exc.response.headers,
+                "rate_limited" if limited else "failed",
+                retry_after=retry_after_of(err),
+            )
+            raise err from exc
+        except openai.OpenAIError as exc:
+            raise self.map_error(exc, operation=operation, attempt=attempt) from exc
+
+    def parse(
+        self, raw: LegacyAPIResponse[T], check: Check, *, operation: str, attempt: int = 1
+    ) -> T:
+        """The parsed answer of a success status, or a :class:`MalformedResponseError`.
+
+        A body that does not parse, or parses into something ``check`` rejects, becomes the
+        SDK's ``APIResponseValidationError`` (what its strict mode raises), mapped by
+        :meth:`map_error` like every SDK error.
+        """
+        cause: Exception | None = None
+        try:
+            value = raw.parse()
+        except ValueError as exc:  # json.JSONDecodeError, UnicodeDecodeError, pydantic's
+            cause = exc
+            problem = f"the body is not valid JSON ({type(exc).__name__}: {preview(str(exc), 80)})"
+        else:
+            checked = check(value)
+            if checked is None:
+                return value
+            problem = checked
+        invalid = openai.APIResponseValidationError(
+            response=raw.http_response, body=raw.text, message=problem
         )
-        return done.value, done.attempts
+        invalid.__cause__ = cause
+        raise self.map_error(invalid, operation=operation, attempt=attempt) from invalid
 
     def map_error(
         self, exc: openai.OpenAIError, *, operation: str, attempt: int = 1
@@ -244,8 +377,27 @@ class OpenAITransport:
             )
         if isinstance(exc, openai.APIStatusError):
             return self._map_status_error(exc, where=where, of=of, attempt=attempt)
+        if isinstance(exc, openai.APIResponseValidationError):
+            return _malformed(exc, where=where, of=of, attempt=attempt)
         return BackendError(
             f"{where} failed: {type(exc).__name__}: {preview(str(exc))} ({of})", attempts=attempt
+        )
+
+    def _quota_error(
+        self, exc: openai.APIStatusError, *, where: str, said: str, attempt: int
+    ) -> QuotaExceededError:
+        code = _quota_code(exc)
+        where_to = (
+            f"of that account on the server at base_url {self.base_url!r}"
+            if self._custom_base_url
+            else f"({_BILLING_URL})"
+        )
+        return QuotaExceededError(
+            f"{where} refused the call: the quota of the account behind {self._api_key_env} "
+            f"is used up ({code}; {said}). Not retried, waiting does not help: add credit or "
+            f"raise the spend or usage limit {where_to}, then run again.",
+            status=exc.status_code,
+            attempts=attempt,
         )
 
     def _map_status_error(
@@ -263,6 +415,8 @@ class OpenAITransport:
             return AuthenticationError(
                 f"{where} {what} ({said}). {hint}.", status=status, attempts=attempt
             )
+        if status == 429 and _quota_code(exc) is not None:
+            return self._quota_error(exc, where=where, said=said, attempt=attempt)
         if status == 429:
             err = RateLimitedError(f"{where} was rate limited ({said}) ({of})", status=status)
         elif status >= 500 or status in (408, 409):
@@ -276,6 +430,33 @@ class OpenAITransport:
         err.attempts = attempt
         attach_retry_after(err, parse_retry_after(exc.response.headers))
         return err
+
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000, 3)
+
+
+def _quota_code(exc: openai.APIStatusError) -> str | None:
+    """The code (else the type) of a 429 that says the quota is used up, or None."""
+    for value in (exc.code, exc.type):
+        if isinstance(value, str) and value in QUOTA_ERROR_CODES:
+            return value
+    return None
+
+
+def _malformed(
+    exc: openai.APIResponseValidationError, *, where: str, of: str, attempt: int
+) -> MalformedResponseError:
+    response = exc.response
+    content_type = response.headers.get("content-type") or "(none)"
+    body = exc.body if isinstance(exc.body, str) else json.dumps(exc.body, default=repr)
+    shown = preview(body, _BODY_PREVIEW_CHARS) if body.strip() else "(empty)"
+    return MalformedResponseError(
+        f"{where} answered HTTP {response.status_code} with a body that is not a usable "
+        f"answer: {exc.message}; content type {content_type!r}, body preview {shown!r} ({of})",
+        status=response.status_code,
+        attempts=attempt,
+    )
 
 
 def _server_message(exc: openai.APIStatusError) -> str:
@@ -303,6 +484,71 @@ def _message_param(message: Message) -> ChatCompletionMessageParam:
     if message.role == "user":
         return {"role": "user", "content": message.content}
     return {"role": "assistant", "content": message.content}
+
+
+def _kind(value: object) -> str:
+    """What a parsed body is, for messages ("text" is a body the SDK could not read as JSON)."""
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        return "text, not a JSON object"
+    if isinstance(value, list):
+        return "a JSON array"
+    if isinstance(value, bool | int | float):
+        return "a JSON number" if not isinstance(value, bool) else "a JSON boolean"
+    return f"an object of another shape ({type(value).__name__})"
+
+
+def _wrong_strings(obj: object, names: tuple[str, ...], prefix: str = "") -> str | None:
+    """The first of ``obj``'s optional string fields that holds something else, described."""
+    for name in names:
+        value = getattr(obj, name, None)
+        if value is not None and not isinstance(value, str):
+            return f"'{prefix}{name}' is {_kind(value)}, not a string"
+    return None
+
+
+def _completion_problem(value: object) -> str | None:
+    """What makes ``value`` unusable as a chat completion (None: usable). The SDK builds the
+    object without validating it, so every field read later is checked here."""
+    if not isinstance(value, ChatCompletion):
+        return f"expected a chat completion object, got {_kind(value)}"
+    if not isinstance(value.choices, list):
+        return f"'choices' is {_kind(value.choices)}, not a list"
+    wrong = _wrong_strings(value, ("model", "system_fingerprint"))
+    if wrong is not None or not value.choices:  # no choices: reported by the caller
+        return wrong
+    choice = value.choices[0]
+    if not isinstance(choice, Choice) or not isinstance(choice.message, ChatCompletionMessage):
+        return "'choices[0]' has no message object"
+    return _wrong_strings(choice, ("finish_reason",), "choices[0].") or _wrong_strings(
+        choice.message, ("content", "refusal"), "choices[0].message."
+    )
+
+
+def _images_problem(value: object) -> str | None:
+    """What makes ``value`` unusable as an images response (None: usable)."""
+    if not isinstance(value, ImagesResponse):
+        return f"expected an images response object, got {_kind(value)}"
+    data = value.data
+    if data is not None and not isinstance(data, list):
+        return f"'data' is {_kind(data)}, not a list"
+    wrong = _wrong_strings(value, ("output_format", "size", "quality"))
+    if wrong is not None or not data:  # no data: reported by the caller
+        return wrong
+    if not isinstance(data[0], Image):
+        return "'data[0]' is not an image object"
+    return _wrong_strings(data[0], ("b64_json", "url", "revised_prompt"), "data[0].")
+
+
+def _usage(usage: object) -> Usage | None:
+    """Token counts when the server sent them as numbers; anything else is not recorded."""
+    counts = [getattr(usage, n, None) for n in ("prompt_tokens", "completion_tokens")]
+    if usage is None or not all(isinstance(c, int) and not isinstance(c, bool) for c in counts):
+        return None
+    prompt, completion = cast(list[int], counts)
+    total = getattr(usage, "total_tokens", None)
+    return Usage(prompt, completion, total if isinstance(total, int) else prompt + completion)
 
 
 class _OpenAIBackend:
@@ -372,8 +618,8 @@ class OpenAITextBackend(_OpenAIBackend):
         # docs/models.md) gets reasoning_effort "none"; every other model gets nothing.
         effort = reasoning_effort_for(model) or openai.omit
 
-        async def send(client: openai.AsyncOpenAI) -> ChatCompletion:
-            return await client.chat.completions.create(
+        async def send(client: openai.AsyncOpenAI) -> LegacyAPIResponse[ChatCompletion]:
+            return await client.chat.completions.with_raw_response.create(
                 model=model,
                 messages=messages,
                 temperature=request.temperature,
@@ -383,25 +629,23 @@ class OpenAITextBackend(_OpenAIBackend):
                 reasoning_effort=effort,
             )
 
-        completion, attempts = await self._transport.call("chat.completions", send)
+        sent = await self._transport.call("chat.completions", send, _completion_problem)
+        completion = sent.value
         if not completion.choices:
             raise BackendError(
-                f"chat.completions for model {model!r} returned no choices", attempts=attempts
+                f"chat.completions for model {model!r} returned no choices",
+                attempts=sent.attempts,
             )
         choice = completion.choices[0]
-        usage = completion.usage
         return TextReply(
             text=choice.message.content,
             model=completion.model or model,
             refusal=choice.message.refusal,
-            usage=(
-                Usage(usage.prompt_tokens, usage.completion_tokens, usage.total_tokens)
-                if usage is not None
-                else None
-            ),
+            usage=_usage(completion.usage),
             system_fingerprint=completion.system_fingerprint,
             finish_reason=choice.finish_reason,
-            attempts=attempts,
+            attempts=sent.attempts,
+            pacing_wait_ms=sent.pacing_wait_ms,
         )
 
 
@@ -420,8 +664,8 @@ class OpenAIImageBackend(_OpenAIBackend):
         )
         quality = cast(_ImageQuality, request.quality)
 
-        async def send(client: openai.AsyncOpenAI) -> ImagesResponse:
-            return await client.images.generate(
+        async def send(client: openai.AsyncOpenAI) -> LegacyAPIResponse[ImagesResponse]:
+            return await client.images.with_raw_response.generate(
                 model=model,
                 prompt=request.prompt,
                 size=request.size,
@@ -430,7 +674,8 @@ class OpenAIImageBackend(_OpenAIBackend):
                 response_format=response_format,
             )
 
-        response, attempts = await self._transport.call("images.generate", send)
+        sent = await self._transport.call("images.generate", send, _images_problem)
+        response, attempts = sent.value, sent.attempts
         first = response.data[0] if response.data else None
         if first is None or not first.b64_json:
             got = "a URL" if first is not None and first.url else "no image"
@@ -485,6 +730,8 @@ def openai_backends(
     sleep: SleepFn | None = None,
     rng: random.Random | None = None,
     api_key_env: str = DEFAULT_API_KEY_ENV,
+    pacing_sleep: SleepFn | None = None,
+    clock: Callable[[], float] | None = None,
 ) -> OpenAIBackends:
     """Both backends over one shared :class:`OpenAITransport`, from explicit settings."""
     transport = OpenAITransport(
@@ -496,6 +743,8 @@ def openai_backends(
         sleep=sleep,
         rng=rng,
         api_key_env=api_key_env,
+        pacing_sleep=pacing_sleep,
+        clock=clock,
     )
     return OpenAIBackends(
         text=OpenAITextBackend(

@@ -1,7 +1,9 @@
 """The one transport retry policy (STYLE habit 7).
 
 A call to a model service is retried when the *transport* failed in a way that may pass:
-HTTP 429, 408, 409, any 5xx, a timeout or a connection error. Every other 4xx (400, 401,
+HTTP 429, 408, 409, any 5xx, a timeout, a connection error, or a success status whose body
+was not a usable answer (an HTML page from a proxy, truncated JSON: a
+:class:`~image_project.errors.MalformedResponseError`). Every other 4xx (400, 401,
 403, 404, 422, ...) is the caller's fault and is never retried. "The model answered, but
 badly" is a different layer (the stages' bounded re-asks); this module never sees it, and it
 logs under its own logger with a ``transport retry`` prefix so the two are easy to tell apart.
@@ -12,12 +14,14 @@ from ``[base / 2, base]`` (exactly ``base`` when ``jitter`` is off). Equal jitte
 waits growing from one attempt to the next while still spreading concurrent clients apart.
 
 When the server says how long to wait (``retry-after-ms``, else ``Retry-After`` as seconds
-or an HTTP date) the wait is at least that long, even beyond ``max_wait_s``, but the request
-is cut to :data:`RETRY_AFTER_CEILING_S` (120 s, the same ceiling the OpenAI SDK honours): a server
-asking for an hour gets one more try after two minutes rather than a silently frozen run.
+or an HTTP date) the next attempt is never earlier than that, even beyond ``max_wait_s``.
 With jitter on, up to :data:`RETRY_AFTER_SPREAD` (10%) of the requested wait is added at
 random, so twenty calls told "retry after 2 s" at once do not all come back in the same
-millisecond (a retry storm in lockstep).
+millisecond (a retry storm in lockstep). A requested wait longer than the policy's
+``max_retry_wait_s`` (``backend.max_retry_wait_s``, default 60 s) is not waited for at all:
+the call fails at once with a :class:`~image_project.errors.RetryAfterTooLongError` naming
+the wait asked for and the setting. Retrying earlier than asked would only be refused again,
+and waiting minutes unasked would look like a hang.
 Adapters attach the parsed server delay to the error they raise with
 :func:`attach_retry_after`; the policy reads it back with :func:`retry_after_of`.
 
@@ -46,15 +50,17 @@ from image_project.errors import (
     BackendConnectionError,
     BackendError,
     BackendTimeoutError,
+    MalformedResponseError,
     NetworkDisabledError,
+    QuotaExceededError,
     RateLimitedError,
     RequestRejectedError,
+    RetryAfterTooLongError,
     ServerError,
     preview,
 )
 
 __all__ = [
-    "RETRY_AFTER_CEILING_S",
     "RETRY_AFTER_SPREAD",
     "Attempted",
     "RetryPolicy",
@@ -63,6 +69,7 @@ __all__ = [
     "call_with_retry",
     "is_retryable_status",
     "parse_retry_after",
+    "refuse_long_wait",
     "retry_after_of",
     "should_retry",
     "wait_seconds",
@@ -70,8 +77,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-RETRY_AFTER_CEILING_S = 120.0
-"""The longest server-requested wait we honour; longer requests are cut to this."""
 RETRY_AFTER_SPREAD = 0.1
 """With jitter, a server-requested wait gets up to this fraction of itself added at random."""
 
@@ -87,12 +92,15 @@ class RetryPolicy:
     """How many transport attempts to make and how long to wait between them.
 
     ``max_attempts`` counts every attempt, the first included (1 = never retry).
+    ``max_retry_wait_s`` is the longest server-requested wait (``Retry-After``) honoured; a
+    call asked to wait longer fails at once.
     """
 
     max_attempts: int = 4
     initial_wait_s: float = 1.0
     max_wait_s: float = 30.0
     jitter: bool = True
+    max_retry_wait_s: float = 60.0
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
@@ -104,6 +112,8 @@ class RetryPolicy:
                 f"max_wait_s: got {self.max_wait_s!r}, must be >= initial_wait_s "
                 f"({self.initial_wait_s!r})"
             )
+        if not self.max_retry_wait_s >= 0:
+            raise ValueError(f"max_retry_wait_s: got {self.max_retry_wait_s!r}, must be >= 0")
 
     def backoff_s(self, attempt: int, rng: random.Random) -> float:
         """The jittered exponential wait after failed attempt number ``attempt`` (1-based)."""
@@ -125,15 +135,28 @@ def should_retry(exc: BaseException) -> bool:
     """Whether a failed attempt is worth another try.
 
     Judged on our error tree (adapters map vendor errors first): timeouts, connection errors,
-    rate limits and server errors are retried; authentication failures, rejected requests
-    and a disabled network never are. A :class:`BackendError` of no more specific kind is
+    rate limits, server errors and malformed success answers are retried; authentication
+    failures, rejected requests, a used-up quota (a 429 that waiting does not cure), a
+    disabled network and a server asking for a longer wait than the policy allows never are. A :class:`BackendError` of no more specific kind is
     judged by its HTTP status. Python's own ``TimeoutError`` / ``ConnectionError`` count as
     transport failures too; anything else (a bug, a cancellation) is never retried.
     """
-    if isinstance(exc, AuthenticationError | RequestRejectedError | NetworkDisabledError):
+    if isinstance(
+        exc,
+        AuthenticationError
+        | RequestRejectedError
+        | NetworkDisabledError
+        | QuotaExceededError
+        | RetryAfterTooLongError,
+    ):
         return False
     if isinstance(
-        exc, BackendTimeoutError | BackendConnectionError | RateLimitedError | ServerError
+        exc,
+        BackendTimeoutError
+        | BackendConnectionError
+        | RateLimitedError
+        | ServerError
+        | MalformedResponseError,
     ):
         return True
     if isinstance(exc, BackendError):
@@ -198,18 +221,33 @@ def wait_seconds(
 ) -> float:
     """How long to wait after failed attempt ``attempt`` that raised ``exc``.
 
-    The jittered backoff, raised to the server's requested wait (capped at
-    :data:`RETRY_AFTER_CEILING_S`, plus up to :data:`RETRY_AFTER_SPREAD` of it at random when
-    jitter is on) when it sent one.
+    The jittered backoff, raised to the server's requested wait when it sent one (never
+    less: plus up to :data:`RETRY_AFTER_SPREAD` of it at random when jitter is on). Requests
+    above ``policy.max_retry_wait_s`` never get here: :func:`call_with_retry` fails them.
     """
     backoff = policy.backoff_s(attempt, rng)
     requested = retry_after_of(exc)
     if requested is None:
         return backoff
-    floor = min(requested, RETRY_AFTER_CEILING_S)
+    floor = requested
     if policy.jitter:
         floor += rng.uniform(0.0, RETRY_AFTER_SPREAD * floor)
     return max(backoff, floor)
+
+
+def refuse_long_wait(exc: BackendError, policy: RetryPolicy) -> RetryAfterTooLongError | None:
+    """The error to fail with at once when ``exc`` would be retried but its server asked to wait
+    longer than ``policy.max_retry_wait_s``; None when the wait (if any) is honoured."""
+    requested = retry_after_of(exc)
+    if requested is None or requested <= policy.max_retry_wait_s or not should_retry(exc):
+        return None
+    return RetryAfterTooLongError(
+        f"{exc}; the server asked to wait {requested:g} s before a retry, more than "
+        f"backend.max_retry_wait_s ({policy.max_retry_wait_s:g} s), so the call fails now "
+        "instead of waiting or retrying early",
+        status=exc.status,
+        attempts=exc.attempts,
+    )
 
 
 @dataclass(frozen=True)
@@ -232,8 +270,10 @@ async def call_with_retry(
 
     ``attempt_fn`` receives the 1-based attempt number (so errors can say "attempt 3 of 4").
     On giving up, the last attempt's exception is re-raised unchanged, except that a
-    :class:`BackendError` gets ``attempts`` set to the number of attempts made. ``what``
-    names the call in the WARNING logged before each retry.
+    :class:`BackendError` gets ``attempts`` set to the number of attempts made, and a retryable
+    one whose server asked to wait more than ``policy.max_retry_wait_s`` is raised at once as
+    a :class:`RetryAfterTooLongError` (chained to it). ``what`` names the call in the WARNING
+    logged before each retry.
     """
     jitter_rng = rng if rng is not None else random.Random()
     do_sleep: SleepFn = sleep if sleep is not None else anyio.sleep
@@ -258,6 +298,9 @@ async def call_with_retry(
             return await attempt_fn(number)
         except BackendError as exc:
             exc.attempts = number
+            too_long = refuse_long_wait(exc, policy)
+            if too_long is not None:
+                raise too_long from exc
             raise
 
     retrying = AsyncRetrying(

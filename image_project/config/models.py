@@ -311,6 +311,7 @@ class BackendConfig(_Section):
     max_attempts: _Int = Field(default=4, ge=1, le=20)
     backoff_initial_s: _Float = Field(default=1.0, ge=0.0, le=300.0)
     backoff_max_s: _Float = Field(default=30.0, ge=0.0, le=3600.0)
+    max_retry_wait_s: _Float = Field(default=60.0, ge=0.0, le=3600.0)
     structured_outputs: StrictBool = True
 
     @model_validator(mode="after")

@@ -287,8 +287,10 @@ class ChatRunner:
                 value = step.on_failure(exc)
             usage = Usage.total(r.usage for r in replies)
             attempts = sum(r.attempts for r in replies)
+            pacing_wait_ms = sum(r.pacing_wait_ms for r in replies)
             if isinstance(failure, BackendError):
                 attempts += failure.attempts
+                pacing_wait_ms += failure.pacing_wait_ms
             last = replies[-1] if replies else None
             record = ChatEvent(
                 order=order,
@@ -301,6 +303,7 @@ class ChatRunner:
                 context_messages=len(history),
                 created_at=created_at,
                 latency_ms=round((self.clock() - t0) * 1000, 3),
+                pacing_wait_ms=round(pacing_wait_ms, 3),
                 usage=usage,
                 attempts=attempts,
                 answers=len(replies),

@@ -4,9 +4,9 @@ re-asks included), ``action`` (pure Python in the step tree) and ``image`` (the 
 The engine produces :class:`ChatEvent` and :class:`ActionEvent`; the app adds the
 :class:`ImageEvent`. ``order`` is an event's position in the step tree (its index path,
 root run first): sorting by it gives declared pre-order whatever order concurrent steps
-completed in. It is not serialised. ``created_at`` and ``latency_ms`` are the only fields
-allowed to differ between a sequential and a concurrent run of the same tree with the same
-answers (:data:`TIMING_FIELDS`).
+completed in. It is not serialised. ``created_at``, ``latency_ms`` and ``pacing_wait_ms`` are
+the only fields allowed to differ between a sequential and a concurrent run of the same tree
+with the same answers (:data:`TIMING_FIELDS`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ __all__ = [
     "StepEvent",
 ]
 
-TIMING_FIELDS: tuple[str, ...] = ("created_at", "latency_ms")
+TIMING_FIELDS: tuple[str, ...] = ("created_at", "latency_ms", "pacing_wait_ms")
 
 
 class ChatParams(RecordModel):
@@ -62,7 +62,10 @@ class StepError(RecordModel):
 class ChatEvent(RecordModel):
     """One model call. ``response`` is the last answer (None when there was none);
     ``attempts`` counts transport attempts over all answers, ``answers`` the answers received
-    (1 + the re-asks that were answered); ``reasks`` lists every rejected answer."""
+    (1 + the re-asks that were answered); ``reasks`` lists every rejected answer.
+    ``pacing_wait_ms`` is how long the step's requests were held before being sent, to respect
+    the server's rate window (``x-ratelimit-*`` headers, a ``Retry-After`` pause) and the
+    shared concurrency limit; part of ``latency_ms``, never counted in ``attempts``."""
 
     type: Literal["chat"] = "chat"
     name: str
@@ -74,6 +77,7 @@ class ChatEvent(RecordModel):
     context_messages: int
     created_at: str
     latency_ms: float
+    pacing_wait_ms: float = 0.0
     usage: Usage = Field(default_factory=Usage)
     attempts: int
     answers: int

@@ -37,18 +37,23 @@ from image_project.errors import (
     BackendConnectionError,
     BackendError,
     BackendTimeoutError,
+    MalformedResponseError,
     NetworkDisabledError,
+    QuotaExceededError,
     RateLimitedError,
     RequestRejectedError,
+    RetryAfterTooLongError,
     ServerError,
 )
-from tests.support import RecordingSleep
+from tests.support import FakeClock, RecordingSleep
 from tests.support.openai_server import (
+    HTML_PAGE,
     OpenAIServer,
     Reply,
     chat_completion,
     error_body,
     image_response,
+    truncated,
 )
 
 pytestmark = pytest.mark.anyio
@@ -91,6 +96,7 @@ async def open_backends(
     retry: RetryPolicy | None = None,
     **kwargs: Any,
 ) -> AsyncIterator[OpenAIBackends]:
+    kwargs.setdefault("pacing_sleep", RecordingSleep())  # a pause is recorded, never slept
     backends = openai_backends(
         api_key="test-key",
         text_model=TEXT_MODEL,
@@ -245,6 +251,34 @@ async def test_429_with_retry_after_waits_at_least_that_long(
     assert "429" in record.getMessage()
 
 
+async def test_retry_after_300_fails_the_call_at_once_without_waiting(
+    allow_loopback: None, server: OpenAIServer
+) -> None:
+    server.script(*[Reply(status=429, headers={"Retry-After": "300"})] * 4)
+    sleep = RecordingSleep()
+    async with open_backends(server, sleep=sleep) as b:  # max_retry_wait_s: the default 60
+        with pytest.raises(RetryAfterTooLongError) as info:
+            await b.text.complete(text_request())
+    assert len(server.requests) == 1
+    assert sleep.waits == []  # neither waited for nor retried early
+    assert (info.value.status, info.value.attempts) == (429, 1)
+    assert "asked to wait 300 s" in str(info.value)
+    assert "backend.max_retry_wait_s (60 s)" in str(info.value)
+
+
+async def test_retry_after_5_waits_at_least_5_s_before_the_next_attempt(
+    allow_loopback: None, server: OpenAIServer
+) -> None:
+    server.script(Reply(status=429, headers={"Retry-After": "5"}), Reply())
+    sleep = RecordingSleep()
+    policy = RetryPolicy(initial_wait_s=0.01, max_wait_s=0.02, max_retry_wait_s=60.0)
+    async with open_backends(server, sleep=sleep, retry=policy) as b:
+        reply = await b.text.complete(text_request())
+    assert reply.attempts == 2
+    (waited,) = sleep.waits
+    assert waited >= 5.0
+
+
 async def test_429_with_retry_after_ms(allow_loopback: None, server: OpenAIServer) -> None:
     server.script(Reply(status=429, headers={"retry-after-ms": "1500"}), Reply())
     sleep = RecordingSleep()
@@ -311,6 +345,53 @@ async def test_rate_limit_to_the_end_is_a_rate_limited_error(
         with pytest.raises(RateLimitedError) as info:
             await b.text.complete(text_request())
     assert (info.value.status, info.value.attempts) == (429, 2)
+
+
+QUOTA_MESSAGE = "You exceeded your current quota, please check your plan and billing details."
+
+
+@pytest.mark.parametrize(
+    ("type_", "code"),
+    [
+        ("insufficient_quota", "insufficient_quota"),
+        ("insufficient_quota", None),
+        ("insufficient_quota", "credit_balance_exhausted"),
+        ("insufficient_quota", "organization_spend_limit_exceeded"),
+        ("insufficient_quota", "project_spend_limit_exceeded"),
+        ("insufficient_quota", "organization_usage_limit_exceeded"),
+        ("invalid_request_error", "billing_not_active"),
+        ("invalid_request_error", "billing_hard_limit_reached"),
+    ],
+)
+async def test_a_429_saying_the_quota_is_used_up_is_not_retried(
+    allow_loopback: None, server: OpenAIServer, type_: str, code: str | None
+) -> None:
+    server.script(*[Reply(status=429, body=error_body(QUOTA_MESSAGE, type=type_, code=code))] * 4)
+    sleep = RecordingSleep()
+    async with open_backends(server, sleep=sleep, api_key_env="MY_KEY") as b:
+        with pytest.raises(QuotaExceededError) as info:
+            await b.text.complete(text_request())
+    assert len(server.requests) == 1
+    assert sleep.waits == []
+    err = info.value
+    assert (err.status, err.attempts) == (429, 1)
+    message = str(err)
+    assert "quota of the account behind MY_KEY is used up" in message
+    assert (code or type_) in message and QUOTA_MESSAGE in message
+    assert "Not retried" in message and server.base_url in message
+    assert not isinstance(err, RateLimitedError)
+
+
+async def test_a_429_rate_limit_code_is_still_retried(
+    allow_loopback: None, server: OpenAIServer
+) -> None:
+    body = error_body(
+        "Rate limit reached for requests", type="requests", code="rate_limit_exceeded"
+    )
+    server.script(Reply(status=429, body=body), Reply())
+    async with open_backends(server) as b:
+        reply = await b.text.complete(text_request())
+    assert reply.attempts == 2
 
 
 @pytest.mark.parametrize("status", [400, 404, 422])
@@ -388,6 +469,102 @@ async def test_dropped_connection_every_time_is_a_connection_error(
     assert info.value.attempts == 2
 
 
+# --- malformed success answers ---------------------------------------------------------------
+
+ENVOY_TEXT = b"upstream connect error or disconnect/reset before headers. reset reason: overflow"
+
+# A 200 whose body is not a usable completion, as proxies, gateways and broken servers send
+# it: (raw body, content type, what the error message must show: of the body, or the field
+# that is wrong).
+MALFORMED = {
+    "html_page": (HTML_PAGE, "text/html; charset=utf-8", "502 Bad Gateway"),
+    "truncated_json": (truncated(chat_completion("cut off")), "application/json", '"id"'),
+    "wrong_content_type": (ENVOY_TEXT, "text/plain", "upstream connect error"),
+    "no_content_type": (HTML_PAGE, None, "502 Bad Gateway"),
+    "empty_body": (b"", "application/json", "(empty)"),
+    "json_of_another_shape": (b'{"status": "ok"}', "application/json", '"status"'),
+    "choices_not_a_list": (b'{"choices": "none today"}', "application/json", "none today"),
+    "json_array": (b"[1, 2, 3]", "application/json", "[1, 2, 3]"),
+    "content_not_text": (
+        json.dumps(chat_completion(None) | {"choices": [{"message": {"content": 5}}]}).encode(),
+        "application/json",
+        "'choices[0].message.content' is a JSON number",
+    ),
+}
+
+
+def malformed(case: str) -> Reply:
+    raw, content_type, _ = MALFORMED[case]
+    return Reply(raw=raw, content_type=content_type)
+
+
+@pytest.mark.parametrize("case", list(MALFORMED))
+async def test_a_malformed_success_answer_is_retried_like_a_5xx(
+    allow_loopback: None, server: OpenAIServer, case: str
+) -> None:
+    server.script(malformed(case), Reply(body=chat_completion("recovered")))
+    sleep = RecordingSleep()
+    async with open_backends(server, sleep=sleep) as b:
+        reply = await b.text.complete(text_request())
+    assert (reply.text, reply.attempts) == ("recovered", 2)
+    assert len(server.requests) == 2
+    assert len(sleep.waits) == 1
+
+
+@pytest.mark.parametrize("case", list(MALFORMED))
+async def test_a_malformed_answer_every_time_is_our_error_with_type_and_preview(
+    allow_loopback: None, server: OpenAIServer, case: str
+) -> None:
+    _, content_type, shown = MALFORMED[case]
+    server.script(*[malformed(case)] * 3)
+    async with open_backends(server, retry=RetryPolicy(max_attempts=3)) as b:
+        with pytest.raises(MalformedResponseError) as info:
+            await b.text.complete(text_request())
+    err = info.value
+    assert (err.status, err.attempts) == (200, 3)
+    assert len(server.requests) == 3
+    message = str(err)
+    assert f"content type {content_type or '(none)'!r}" in message
+    assert shown in message
+    assert "attempt 3 of 3" in message
+    assert type(err.__cause__).__name__ == "APIResponseValidationError"
+    assert len(message) < 600  # a preview, not the body
+
+
+async def test_a_json_completion_under_a_wrong_content_type_is_accepted(
+    allow_loopback: None, server: OpenAIServer
+) -> None:
+    # The SDK reads a JSON body whatever the content type says; so do we.
+    body = json.dumps(chat_completion("plain but fine")).encode()
+    server.script(Reply(raw=body, content_type="text/plain"))
+    async with open_backends(server) as b:
+        reply = await b.text.complete(text_request())
+    assert (reply.text, reply.attempts) == ("plain but fine", 1)
+
+
+async def test_usage_that_is_not_token_counts_is_not_recorded(
+    allow_loopback: None, server: OpenAIServer
+) -> None:
+    body = chat_completion("fine") | {"usage": {"tokens": "many"}}
+    server.script(Reply(body=body))
+    async with open_backends(server) as b:
+        reply = await b.text.complete(text_request())
+    assert (reply.text, reply.usage) == ("fine", None)
+
+
+@pytest.mark.parametrize("case", ["html_page", "truncated_json", "json_array"])
+async def test_a_malformed_image_answer_is_retried(
+    allow_loopback: None, server: OpenAIServer, case: str
+) -> None:
+    raw, content_type, _ = MALFORMED[case]
+    if case == "truncated_json":
+        raw = truncated(image_response())
+    server.script(Reply(raw=raw, content_type=content_type), Reply())
+    async with open_backends(server) as b:
+        reply = await b.image.generate(ImageRequest(prompt="a heron"))
+    assert (reply.data, reply.attempts) == (server.default_image, 2)
+
+
 # --- concurrency ------------------------------------------------------------------------------
 
 
@@ -450,6 +627,69 @@ async def test_a_limiter_object_can_be_shared(allow_loopback: None, server: Open
         assert b.transport.limiter is limiter
         await b.text.complete(text_request())
     assert limiter.borrowed_tokens == 0
+
+
+# --- pacing -----------------------------------------------------------------------------------
+
+
+def spent_window(reset: str) -> dict[str, str]:
+    return {
+        "x-ratelimit-limit-requests": "6",
+        "x-ratelimit-remaining-requests": "0",
+        "x-ratelimit-reset-requests": reset,
+    }
+
+
+async def test_a_spent_rate_window_holds_the_next_call_and_the_hold_is_not_an_attempt(
+    allow_loopback: None, server: OpenAIServer
+) -> None:
+    server.script(Reply(headers=spent_window("1.5s")), Reply())
+    clock, retry_sleep = FakeClock(), RecordingSleep()
+    async with open_backends(server, sleep=retry_sleep, pacing_sleep=clock.sleep, clock=clock) as b:
+        first = await b.text.complete(text_request())
+        second = await b.text.complete(text_request())
+    assert (first.attempts, first.pacing_wait_ms) == (1, 0.0)
+    assert clock.sleeps == [1.5]  # held until the window reset, on the fake clock
+    assert (second.attempts, second.pacing_wait_ms) == (1, 1500.0)
+    assert retry_sleep.waits == [] and len(server.requests) == 2
+
+
+class HeldSleep(RecordingSleep):
+    """A retry sleep that records the wait and returns only when the test releases it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered = anyio.Event()
+        self.release = anyio.Event()
+
+    async def __call__(self, seconds: float) -> None:
+        self.waits.append(float(seconds))
+        self.entered.set()
+        await self.release.wait()
+
+
+async def test_a_429_pause_holds_the_other_calls_not_the_refused_calls_retry(
+    allow_loopback: None, server: OpenAIServer
+) -> None:
+    server.script(Reply(status=429, headers={"Retry-After": "3"}))  # call A, attempt 1
+    clock, retry_sleep = FakeClock(), HeldSleep()
+    replies: dict[str, TextReply] = {}
+    async with open_backends(server, sleep=retry_sleep, pacing_sleep=clock.sleep, clock=clock) as b:
+
+        async def call(name: str, seed: int) -> None:
+            replies[name] = await b.text.complete(text_request(seed=seed))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call, "A", 1)
+            await retry_sleep.entered.wait()  # A was refused and is waiting out its 3 s
+            await call("B", 2)  # B starts during A's wait
+            retry_sleep.release.set()
+    assert retry_sleep.waits[0] >= 3.0
+    assert clock.sleeps == [3.0]  # B was held for the server's pause ...
+    assert (replies["B"].attempts, replies["B"].pacing_wait_ms) == (1, 3000.0)  # not an attempt
+    assert (replies["A"].attempts, replies["A"].pacing_wait_ms) == (2, 0.0)  # not held twice
+    assert [r.seed for r in server.requests] == [1, 2, 1]
+    assert b.transport.limiter.total_tokens == 4  # the 429 halved the shared limit (8)
 
 
 # --- images -----------------------------------------------------------------------------------

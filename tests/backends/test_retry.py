@@ -11,7 +11,6 @@ from typing import TypedDict
 import pytest
 
 from image_project.backends.retry import (
-    RETRY_AFTER_CEILING_S,
     RETRY_AFTER_SPREAD,
     RetryPolicy,
     attach_retry_after,
@@ -28,8 +27,10 @@ from image_project.errors import (
     BackendError,
     BackendTimeoutError,
     NetworkDisabledError,
+    QuotaExceededError,
     RateLimitedError,
     RequestRejectedError,
+    RetryAfterTooLongError,
     ServerError,
 )
 from tests.support import RecordingSleep
@@ -73,6 +74,9 @@ def test_should_retry_transient_failures(exc: BaseException) -> None:
         BackendError("x", status=422),
         BackendError("x", status=None),
         NetworkDisabledError("x"),
+        RetryAfterTooLongError("x", status=429),
+        RetryAfterTooLongError("x", status=503),
+        QuotaExceededError("x", status=429),
         ValueError("a bug"),
         asyncio.CancelledError(),
     ],
@@ -203,14 +207,15 @@ def test_server_requested_wait_below_backoff_keeps_backoff() -> None:
     assert wait_seconds(policy, 1, exc, random.Random(0)) == 8.0
 
 
-def test_server_requested_wait_is_capped() -> None:
+def test_server_requested_wait_is_never_cut() -> None:
+    # Issue 13: a Retry-After used to be cut to 120 s and retried anyway (refused again).
+    # A wait that long is now refused before this point (call_with_retry); what is waited
+    # for is never shortened.
     exc = RateLimitedError("x", status=429)
     attach_retry_after(exc, 3600.0)
-    assert (
-        wait_seconds(RetryPolicy(jitter=False), 1, exc, random.Random(0)) == RETRY_AFTER_CEILING_S
-    )
+    assert wait_seconds(RetryPolicy(jitter=False), 1, exc, random.Random(0)) == 3600.0
     jittered = wait_seconds(RetryPolicy(), 1, exc, random.Random(0))
-    assert RETRY_AFTER_CEILING_S <= jittered <= RETRY_AFTER_CEILING_S * (1 + RETRY_AFTER_SPREAD)
+    assert 3600.0 <= jittered <= 3600.0 * (1 + RETRY_AFTER_SPREAD)
 
 
 class RetryPolicyOptions(TypedDict, total=False):
@@ -220,6 +225,7 @@ class RetryPolicyOptions(TypedDict, total=False):
     initial_wait_s: float
     max_wait_s: float
     jitter: bool
+    max_retry_wait_s: float
 
 
 @pytest.mark.parametrize(
@@ -228,6 +234,8 @@ class RetryPolicyOptions(TypedDict, total=False):
         {"max_attempts": 0},
         {"initial_wait_s": -1.0},
         {"initial_wait_s": 5.0, "max_wait_s": 1.0},
+        {"max_retry_wait_s": -1.0},
+        {"max_retry_wait_s": float("nan")},
     ],
     ids=repr,
 )
@@ -310,3 +318,81 @@ async def test_call_with_retry_single_attempt_policy_never_sleeps() -> None:
         await call_with_retry(attempt, policy=RetryPolicy(max_attempts=1), sleep=sleep)
     assert info.value.attempts == 1
     assert sleep.waits == []
+
+
+# --- server-requested waits above max_retry_wait_s ---------------------------------------------
+
+
+def limited(retry_after: float, cls: type[BackendError] = RateLimitedError) -> BackendError:
+    exc = cls("chat.completions was rate limited (attempt 1 of 4)", status=429)
+    if cls is ServerError:
+        exc.status = 503
+    attach_retry_after(exc, retry_after)
+    return exc
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("cls", [RateLimitedError, ServerError])
+async def test_a_wait_above_max_retry_wait_fails_at_once_naming_the_wait_and_the_setting(
+    cls: type[BackendError],
+) -> None:
+    sleep = RecordingSleep()
+    calls = 0
+
+    async def attempt(number: int) -> str:
+        nonlocal calls
+        calls += 1
+        raise limited(300.0, cls)
+
+    with pytest.raises(RetryAfterTooLongError) as info:
+        await call_with_retry(attempt, policy=RetryPolicy(max_retry_wait_s=60.0), sleep=sleep)
+    assert calls == 1
+    assert sleep.waits == []
+    err = info.value
+    assert (err.status, err.attempts) == (429 if cls is RateLimitedError else 503, 1)
+    assert isinstance(err.__cause__, cls)
+    message = str(err)
+    assert "asked to wait 300 s" in message
+    assert "backend.max_retry_wait_s (60 s)" in message
+    assert "rate limited (attempt 1 of 4)" in message  # the server's own error is kept
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("requested", [5.0, 60.0])
+async def test_a_wait_up_to_max_retry_wait_is_honoured_never_earlier(requested: float) -> None:
+    sleep = RecordingSleep()
+
+    async def attempt(number: int) -> str:
+        if number == 1:
+            raise limited(requested)
+        return "done"
+
+    policy = RetryPolicy(initial_wait_s=0.1, max_wait_s=1.0, max_retry_wait_s=60.0)
+    result = await call_with_retry(attempt, policy=policy, sleep=sleep, rng=random.Random(5))
+    assert (result.value, result.attempts) == ("done", 2)
+    (waited,) = sleep.waits
+    assert requested <= waited <= requested * (1 + RETRY_AFTER_SPREAD)
+
+
+@pytest.mark.anyio
+async def test_a_long_wait_on_an_error_that_is_not_retried_keeps_that_error() -> None:
+    async def attempt(number: int) -> str:
+        exc = RequestRejectedError("bad request", status=400)
+        attach_retry_after(exc, 300.0)
+        raise exc
+
+    with pytest.raises(RequestRejectedError):
+        await call_with_retry(attempt, policy=RetryPolicy(), sleep=RecordingSleep())
+
+
+@pytest.mark.anyio
+async def test_a_long_wait_on_a_later_attempt_fails_there_with_its_attempt_count() -> None:
+    sleep = RecordingSleep()
+
+    async def attempt(number: int) -> str:
+        raise limited(2.0 if number == 1 else 120.0)
+
+    with pytest.raises(RetryAfterTooLongError) as info:
+        await call_with_retry(attempt, policy=RetryPolicy(jitter=False), sleep=sleep)
+    assert info.value.attempts == 2
+    assert sleep.waits == [2.0]

@@ -141,7 +141,7 @@ def comparable(ctx: Context) -> dict[str, Any]:
     for record in ctx.steps:
         data = record.model_dump(mode="json")
         for key in TIMING_FIELDS:
-            data.pop(key)
+            data.pop(key, None)  # pacing_wait_ms: model calls only
         steps.append(data)
     return {"steps": steps, "messages": ctx.messages, "outputs": dict(ctx.outputs)}
 

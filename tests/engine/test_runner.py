@@ -278,6 +278,37 @@ async def test_bad_answer_is_reasked_with_the_error_then_accepted() -> None:
     assert roles(ctx)[-2:] == [("user", "a number"), ("assistant", "7")]
 
 
+async def test_the_record_sums_the_pacing_waits_of_every_answer() -> None:
+    backend = ScriptedTextBackend(
+        [
+            TextReply(text="seven", model="m", pacing_wait_ms=1500.0),
+            TextReply(text="7", model="m", attempts=2, pacing_wait_ms=250.5),
+        ]
+    )
+    step = ChatStep(
+        name="n",
+        prompt="a number",
+        temperature=0,
+        output=TextOutput(parse_int),
+        reask=ReaskPolicy(max=1),
+    )
+    ctx = ctx0()
+    await ChatRunner(backend).run(ctx, step)
+    record = chats(ctx)[0]
+    assert (record.pacing_wait_ms, record.attempts, record.answers) == (1750.5, 3, 2)
+
+
+async def test_a_recoverable_transport_failure_keeps_its_pacing_wait() -> None:
+    error = ServerError("down", status=503, attempts=4)
+    error.pacing_wait_ms = 2000.0
+    step = ChatStep(name="j", prompt="p", temperature=0, on_failure=lambda exc: None)
+    ctx = ctx0()
+    await ChatRunner(ScriptedTextBackend([error])).run(ctx, step)
+    record = chats(ctx)[0]
+    assert (record.pacing_wait_ms, record.attempts) == (2000.0, 4)
+    assert record.error is not None and record.error.type == "ServerError"
+
+
 async def test_reasks_are_bounded_then_raise_with_path_and_preview() -> None:
     backend = ScriptedTextBackend(["x" * 500, "still bad"])
     step = ChatStep(
@@ -418,6 +449,7 @@ async def test_record_dump_has_every_key_with_none_for_what_did_not_happen() -> 
         "context_messages",
         "created_at",
         "latency_ms",
+        "pacing_wait_ms",
         "usage",
         "attempts",
         "answers",

@@ -51,17 +51,28 @@ async def http_backends(
     max_concurrency: int = 8,
     timeout_s: float = 30.0,
     max_attempts: int = MAX_ATTEMPTS,
+    max_retry_wait_s: float = 60.0,
+    pacing_sleep: RecordingSleep | None = None,
 ) -> AsyncIterator[Backends]:
+    """The OpenAI backends against ``server``, with the retry layer's sleep ``sleep`` and the
+    pacer's ``pacing_sleep`` (a fresh :class:`RecordingSleep` unless given): both recorded,
+    never slept, so a test that provokes a server-requested pause does not wait it out."""
     pair = openai_backends(
         api_key="test-key",
         text_model="test-text",
         image_model="test-image",
         base_url=server.base_url,
         timeout_s=timeout_s,
-        retry=RetryPolicy(max_attempts=max_attempts, initial_wait_s=1.0, max_wait_s=30.0),
+        retry=RetryPolicy(
+            max_attempts=max_attempts,
+            initial_wait_s=1.0,
+            max_wait_s=30.0,
+            max_retry_wait_s=max_retry_wait_s,
+        ),
         max_concurrency=max_concurrency,
         sleep=sleep,
         rng=random.Random(0),
+        pacing_sleep=pacing_sleep if pacing_sleep is not None else RecordingSleep(),
     )
     try:
         yield Backends(pair.text, pair.image, "openai", "scripted server", pair.aclose)

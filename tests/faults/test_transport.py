@@ -26,7 +26,15 @@ from tests.faults.common import (
     transcripts,
 )
 from tests.support import RecordingSleep
-from tests.support.openai_server import OpenAIServer, RecordedRequest, Reply, error_body
+from tests.support.openai_server import (
+    HTML_PAGE,
+    OpenAIServer,
+    RecordedRequest,
+    Reply,
+    chat_completion,
+    error_body,
+    truncated,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -66,6 +74,11 @@ def idea(card_seed: int) -> Callable[[RecordedRequest], bool]:
     return lambda r: r.schema_name == "idea_card" and r.seed == card_seed
 
 
+def judge(judge_id: str) -> Callable[[RecordedRequest], bool]:
+    seed = derive_seed(77, "step", "judge", judge_id)
+    return lambda r: r.schema_name == "idea_scores" and r.seed == seed
+
+
 # --- retried faults: the run completes and the transcript counts the attempts -----------------
 
 
@@ -79,6 +92,18 @@ async def test_429_with_retry_after_waits_at_least_that_long(
         )
         t, sleep = await run_with(tmp_path, server, *SCORING)
     assert len(sleep.waits) == 1 and 3.0 <= sleep.waits[0] <= 3.3
+    only_retried(t, IDEA_B, 2)
+    assert t["error"] is None and images(tmp_path)
+
+
+async def test_retry_after_5_is_waited_for_in_full_before_the_next_attempt(
+    tmp_path: Path, allow_loopback: None
+) -> None:
+    with OpenAIServer(offline=True) as server:
+        server.rule(idea(IDEA_B_SEED), Reply(status=429, headers={"Retry-After": "5"}))
+        t, sleep = await run_with(tmp_path, server, *SCORING, max_retry_wait_s=5.0)
+    (waited,) = sleep.waits  # the injected sleep: asked for, not slept
+    assert waited >= 5.0
     only_retried(t, IDEA_B, 2)
     assert t["error"] is None and images(tmp_path)
 
@@ -131,6 +156,72 @@ async def test_image_retries_are_counted(tmp_path: Path, allow_loopback: None) -
     assert set(attempts_by_path(t).values()) == {1}
 
 
+# A 200 that is not the answer: (raw body, content type, what the error shows of it).
+MALFORMED_200 = {
+    "html_page": (HTML_PAGE, "text/html", "502 Bad Gateway"),
+    "truncated_json": (
+        truncated(chat_completion('{"hook": "a heron"}')),
+        "application/json",
+        '"id"',
+    ),
+    "wrong_content_type": (b"upstream request timeout", "text/plain", "upstream request timeout"),
+}
+
+
+def malformed_200(case: str) -> Reply:
+    raw, content_type, _ = MALFORMED_200[case]
+    return Reply(raw=raw, content_type=content_type)
+
+
+@pytest.mark.parametrize("case", list(MALFORMED_200))
+async def test_a_malformed_200_is_retried_and_the_run_completes(
+    tmp_path: Path, allow_loopback: None, case: str
+) -> None:
+    with OpenAIServer(offline=True) as server:
+        server.rule(idea(IDEA_B_SEED), malformed_200(case), malformed_200(case))
+        t, sleep = await run_with(tmp_path, server, *SCORING)
+    only_retried(t, IDEA_B, 3)
+    assert len(sleep.waits) == 2
+    assert t["error"] is None and images(tmp_path)
+
+
+@pytest.mark.parametrize("case", list(MALFORMED_200))
+async def test_malformed_200s_to_two_judges_are_retried_and_the_run_completes(
+    tmp_path: Path, allow_loopback: None, case: str
+) -> None:
+    # Issue 13: two such answers to judges used to fail the run after one request each.
+    judges = "prompt.scoring.judges=[{id: strict}, {id: warm}, {id: novel}]"
+    with OpenAIServer(offline=True) as server:
+        for judge_id in ("strict", "warm"):
+            server.rule(judge(judge_id), malformed_200(case))
+        t, _ = await run_with(tmp_path, server, *SCORING, judges)
+    counts = attempts_by_path(t)
+    judge_attempts = {p.rsplit("/", 1)[1]: n for p, n in counts.items() if "/judges/" in p}
+    assert judge_attempts == {"strict": 2, "warm": 2, "novel": 1}
+    assert t["error"] is None and images(tmp_path)
+    assert all(s.get("error") is None for s in t["steps"])
+
+
+@pytest.mark.parametrize("case", list(MALFORMED_200))
+async def test_a_malformed_200_every_time_fails_with_our_error_after_the_attempts(
+    tmp_path: Path, allow_loopback: None, case: str
+) -> None:
+    _, content_type, shown = MALFORMED_200[case]
+    with OpenAIServer(offline=True) as server:
+        server.rule(idea(IDEA_B_SEED), *[malformed_200(case)] * 10)
+        with pytest.raises(RunFailed) as caught:
+            await run_with(tmp_path, server, *SCORING)
+        hits = [r for r in server.requests if idea(IDEA_B_SEED)(r)]
+    assert len(hits) == MAX_ATTEMPTS
+    message = str(caught.value)
+    assert IDEA_B in message and f"content type {content_type!r}" in message and shown in message
+    (t,) = transcripts(tmp_path)
+    error = t["error"]
+    assert (error["type"], error["path"]) == ("MalformedResponseError", IDEA_B)
+    assert (error["status"], error["attempts"]) == (200, MAX_ATTEMPTS)
+    assert images(tmp_path) == [] and read_rows(tmp_path / "out" / "generations.csv") == []
+
+
 # --- faults that end the run: a clear error, a transcript, no records -------------------------
 
 
@@ -161,6 +252,38 @@ async def test_the_configured_timeout_and_attempts_reach_the_adapter(
     assert len(outage) == 2
     assert caught.value.error.attempts == 2 and caught.value.error.status == 503
     assert "attempt 2 of 2" in str(caught.value)
+
+
+async def test_retry_after_300_fails_the_call_at_once_with_the_wait_and_the_setting(
+    tmp_path: Path, allow_loopback: None
+) -> None:
+    # Built from config by the factory, as the CLI does, with the real sleep: the call must
+    # fail without waiting at all (issue 13: it waited ~120 s three times, then gave up).
+    with OpenAIServer(offline=True) as server:
+        server.rule(idea(IDEA_B_SEED), *[Reply(status=429, headers={"Retry-After": "300"})] * 4)
+        cfg = make_cfg(
+            tmp_path,
+            *SCORING,
+            "backend.provider=openai",
+            f"backend.base_url={server.base_url}",
+            "backend.max_retry_wait_s=60",
+        )
+        backends = make_backends(cfg, {})
+        try:
+            with pytest.raises(RunFailed) as caught:
+                await run_generation(cfg, backends)
+        finally:
+            await backends.aclose()
+        hits = [r for r in server.requests if idea(IDEA_B_SEED)(r)]
+    assert len(hits) == 1
+    message = str(caught.value)
+    assert IDEA_B in message
+    assert "asked to wait 300 s" in message and "backend.max_retry_wait_s (60 s)" in message
+    (t,) = transcripts(tmp_path)
+    error = t["error"]
+    assert (error["type"], error["path"]) == ("RetryAfterTooLongError", IDEA_B)
+    assert (error["status"], error["attempts"]) == (429, 1)
+    assert images(tmp_path) == [] and read_rows(tmp_path / "out" / "generations.csv") == []
 
 
 async def test_permanent_outage_names_the_step_the_status_and_the_attempts(

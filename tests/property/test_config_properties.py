@@ -292,6 +292,7 @@ def test_any_bytes_as_config_file_load_or_raise_config_error(root: Path, data: b
         ("backend.timeout_s", "1.0e+308", "<= 3600"),
         ("backend.timeout_s", ".inf", "<= 3600"),
         ("backend.backoff_max_s", "1.0e+308", "3600"),
+        ("backend.max_retry_wait_s", "1.0e+308", "3600"),
         ("run.runs", "1000000000", "1..1000"),
         ("prompt.scoring.num_ideas", "1000000000", "2..52"),
         ("prompt.scoring.max_reasks", "1000000000", "0..5"),

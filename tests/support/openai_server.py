@@ -14,7 +14,15 @@ and stopped by the test (``with OpenAIServer() as server: ...``). Point a client
   ``latency_s`` makes every default answer take that long (a slow but healthy service).
 * A reply can carry a status, headers, a JSON body, a server-side delay (to provoke a read
   timeout), an event to wait for before answering, or ``disconnect=True`` (close the socket
-  without answering, a connection error for the client).
+  without answering, a connection error for the client). ``raw`` sends those bytes as the
+  body instead of JSON, under ``content_type`` (None: no Content-Type header at all): an
+  HTML error page from a proxy, a truncated JSON body, a wrong content type
+  (:data:`HTML_PAGE`, :func:`truncated`).
+* ``rate_window=RateWindow(limit, window_s)`` enforces a request quota the way OpenAI does,
+  on the server's own clock: ``limit`` requests per ``window_s`` seconds, refilled
+  continuously; every answer carries OpenAI's ``x-ratelimit-*`` headers, and a request over
+  the quota gets a 429 ``rate_limit_exceeded`` saying when the next request will be allowed
+  (``retry-after-ms``, ``Retry-After``), before any rule or script is consulted.
 * Every request is recorded (:attr:`OpenAIServer.requests`), and the number of requests in
   flight (received, not yet answered) is tracked with its maximum. :attr:`OpenAIServer.gate`
   holds every request until it is set; :meth:`OpenAIServer.wait_for_in_flight` lets a test
@@ -29,6 +37,7 @@ from __future__ import annotations
 import base64
 import collections
 import json
+import math
 import sys
 import threading
 import time
@@ -43,13 +52,17 @@ import anyio
 from image_project.testing import offline_chat_completion, offline_images_response
 
 __all__ = [
+    "HTML_PAGE",
     "TINY_PNG",
     "OpenAIServer",
+    "RateWindow",
     "RecordedRequest",
     "Reply",
     "chat_completion",
     "error_body",
     "image_response",
+    "openai_duration",
+    "truncated",
 ]
 
 TINY_PNG = base64.b64decode(
@@ -59,13 +72,20 @@ TINY_PNG = base64.b64decode(
 
 _POLL_S = 0.02
 
+HTML_PAGE = (
+    b"<!DOCTYPE html>\n<html><head><title>502 Bad Gateway</title></head>\n"
+    b"<body><center><h1>502 Bad Gateway</h1></center><hr><center>nginx</center></body></html>\n"
+)
+"""What a reverse proxy answers, with status 200 in the tests, when the upstream is gone."""
+
 
 @dataclass(frozen=True)
 class Reply:
     """One scripted answer.
 
     ``body`` None means the path's default answer for a 2xx status and an OpenAI-shaped
-    error body for any other status.
+    error body for any other status. ``raw`` (bytes) replaces the JSON body entirely and is
+    sent with ``content_type`` (None: no Content-Type header).
     """
 
     status: int = 200
@@ -74,6 +94,8 @@ class Reply:
     delay_s: float = 0.0
     wait_for: threading.Event | None = None
     disconnect: bool = False
+    raw: bytes | None = None
+    content_type: str | None = "application/json"
 
 
 @dataclass(frozen=True)
@@ -156,11 +178,99 @@ def image_response(
     return body
 
 
+def truncated(body: Any, keep: float = 0.5) -> bytes:
+    """The first ``keep`` share of ``body`` as JSON bytes: a body cut off in transit."""
+    data = json.dumps(body).encode("utf-8")
+    return data[: max(1, int(len(data) * keep))]
+
+
 def error_body(
     message: str, *, type: str = "invalid_request_error", code: str | None = None
 ) -> dict[str, Any]:
     """An OpenAI-shaped error body."""
     return {"error": {"message": message, "type": type, "param": None, "code": code}}
+
+
+def openai_duration(seconds: float) -> str:
+    """A duration the way OpenAI writes ``x-ratelimit-reset-*``: ``20ms``, ``1.5s``, ``6m0s``
+    (rounded up to the millisecond, so a client waiting that long is never early)."""
+    millis = max(0, math.ceil(seconds * 1000 - 1e-6))
+    if millis < 1000:
+        return f"{millis}ms"
+    minutes, millis = divmod(millis, 60_000)
+    secs = f"{millis / 1000:.3f}".rstrip("0").rstrip(".")
+    return f"{minutes}m{secs}s" if minutes else f"{secs}s"
+
+
+@dataclass
+class RateWindow:
+    """A request quota of ``limit`` requests per ``window_s`` seconds, enforced the way OpenAI
+    describes its limits: continuously, as a bucket of ``limit`` requests that refills at
+    ``limit / window_s`` per second (so after a burst the next request is allowed a fraction
+    of the window later, not a whole window later). It starts full; refused requests do not
+    count. Used by :class:`OpenAIServer` under its lock, on the server's clock.
+
+    Answers carry ``x-ratelimit-limit-requests``, ``-remaining-requests`` (whole requests left)
+    and ``-reset-requests`` (the time until the bucket is full again: OpenAI's "until the rate
+    limit resets to its initial state"), and a generous token quota that is never enforced. A
+    refusal says when the next request will be allowed: ``retry-after-ms`` and
+    ``Retry-After`` (whole seconds, rounded up).
+    """
+
+    limit: int
+    window_s: float
+    tokens: int = 1_000_000
+    accepted: int = 0
+    refused: int = 0
+    _level: float = field(default=-1.0, repr=False)
+    _last: float = field(default=0.0, repr=False)
+
+    @property
+    def rate(self) -> float:
+        return self.limit / self.window_s
+
+    def admit(self, now: float) -> tuple[bool, dict[str, str]]:
+        """Whether a request arriving at ``now`` (server clock) is accepted, and the headers of
+        its answer."""
+        self._refill(now)
+        if self._level >= 1.0:
+            self._level -= 1.0
+            self.accepted += 1
+            return True, self._headers()
+        self.refused += 1
+        headers = self._headers()
+        wait = (1.0 - self._level) / self.rate
+        headers["retry-after-ms"] = str(math.ceil(wait * 1000))
+        headers["retry-after"] = str(math.ceil(wait))
+        return False, headers
+
+    def refusal_body(self) -> dict[str, Any]:
+        wait = (1.0 - self._level) / self.rate
+        return error_body(
+            f"Rate limit reached for requests: Limit {self.limit} per {self.window_s:g} s. "
+            f"Please try again in {wait * 1000:.0f}ms.",
+            type="requests",
+            code="rate_limit_exceeded",
+        )
+
+    def _refill(self, now: float) -> None:
+        if self._level < 0:  # the first request: a full bucket
+            self._level = float(self.limit)
+        else:
+            self._level = min(float(self.limit), self._level + (now - self._last) * self.rate)
+        self._last = now
+
+    def _headers(self) -> dict[str, str]:
+        reset = openai_duration((self.limit - self._level) / self.rate)
+        used = self.limit - self._level
+        return {
+            "x-ratelimit-limit-requests": str(self.limit),
+            "x-ratelimit-remaining-requests": str(math.floor(self._level)),
+            "x-ratelimit-reset-requests": reset,
+            "x-ratelimit-limit-tokens": str(self.tokens),
+            "x-ratelimit-remaining-tokens": str(self.tokens - math.ceil(1000 * used)),
+            "x-ratelimit-reset-tokens": reset,
+        }
 
 
 class OpenAIServer:
@@ -173,11 +283,13 @@ class OpenAIServer:
         image: bytes = TINY_PNG,
         offline: bool = False,
         latency_s: float = 0.0,
+        rate_window: RateWindow | None = None,
     ) -> None:
         self.default_text = text
         self.default_image = image
         self.offline = offline
         self.latency_s = latency_s
+        self.rate_window = rate_window
         self.gate: threading.Event | None = None
         self._script: collections.deque[Reply] = collections.deque()
         self._rules: list[tuple[Callable[[RecordedRequest], bool], collections.deque[Reply]]] = []
@@ -305,7 +417,7 @@ class OpenAIServer:
         )
         with self._cond:
             self._requests.append(request)
-            reply = self._next_reply(request)
+            reply, window_headers = self._admit(request)
             self._in_flight += 1
             self._max_in_flight = max(self._max_in_flight, self._in_flight)
             self._cond.notify_all()
@@ -319,6 +431,7 @@ class OpenAIServer:
             if delay > 0:
                 self._stopping.wait(delay)
             status, payload, headers = self._answer(request, reply)
+            headers = {**window_headers, **headers}
         finally:
             # Count the request as answered *before* writing: once the client has the
             # response it may start another request, which must not see this one in flight.
@@ -328,10 +441,15 @@ class OpenAIServer:
         if reply is not None and reply.disconnect:
             handler.close_connection = True
             return
-        data = json.dumps(payload).encode("utf-8")
+        content_type: str | None = "application/json"
+        if reply is not None and reply.raw is not None:
+            data, content_type = reply.raw, reply.content_type
+        else:
+            data = json.dumps(payload).encode("utf-8")
         try:
             handler.send_response(status)
-            handler.send_header("Content-Type", "application/json")
+            if content_type is not None:
+                handler.send_header("Content-Type", content_type)
             handler.send_header("Content-Length", str(len(data)))
             for name, value in headers.items():
                 handler.send_header(name, value)
@@ -340,6 +458,18 @@ class OpenAIServer:
             handler.wfile.flush()
         except OSError:
             handler.close_connection = True
+
+    def _admit(self, request: RecordedRequest) -> tuple[Reply | None, Mapping[str, str]]:
+        """The reply for ``request`` (None: the default answer) and the rate-window headers to
+        add to it; a request over the window's quota is refused before any rule or script."""
+        window = self.rate_window
+        if window is None:
+            return self._next_reply(request), {}
+        now = time.monotonic()
+        accepted, headers = window.admit(now)
+        if not accepted:
+            return Reply(status=429, body=window.refusal_body(), headers=headers), {}
+        return self._next_reply(request), headers
 
     def _next_reply(self, request: RecordedRequest) -> Reply | None:
         for when, queue in self._rules:
