@@ -400,6 +400,7 @@ class _ImageCall:
             revised_prompt=reply.revised_prompt if reply else None,
             metadata=dict(reply.metadata) if reply else {},
             error=error,
+            pacing_wait_ms=reply.pacing_wait_ms if reply else 0.0,
         )
 
 

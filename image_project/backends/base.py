@@ -157,6 +157,8 @@ class ImageReply:
     revised_prompt: str | None = None
     attempts: int = 1
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    pacing_wait_ms: float = 0.0
+    """How long the call was held before being sent, to respect the server's rate limits."""
 
 
 @runtime_checkable

@@ -702,6 +702,7 @@ class OpenAIImageBackend(_OpenAIBackend):
             revised_prompt=first.revised_prompt,
             attempts=attempts,
             metadata=metadata,
+            pacing_wait_ms=sent.pacing_wait_ms,
         )
 
 

@@ -115,7 +115,8 @@ class ImageEvent(RecordModel):
     or the model asked for when none answered. ``received_bytes`` and ``format`` describe the
     encoded image the backend returned, before the caption was added and it was saved as
     JPEG (None when nothing was received); ``attempts`` counts transport attempts (None when
-    the call was cut off before it ended, so the count is unknown)."""
+    the call was cut off before it ended, so the count is unknown); ``pacing_wait_ms`` how long
+    the call was held before being sent, to respect the server's rate limits."""
 
     type: Literal["image"] = "image"
     name: str = "image"
@@ -133,6 +134,7 @@ class ImageEvent(RecordModel):
     revised_prompt: str | None = None
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
     error: StepError | None = None
+    pacing_wait_ms: float = 0.0
     order: tuple[int, ...] = Field(default=(), exclude=True)
 
     @property

@@ -692,6 +692,18 @@ async def test_a_429_pause_holds_the_other_calls_not_the_refused_calls_retry(
     assert b.transport.limiter.total_tokens == 4  # the 429 halved the shared limit (8)
 
 
+async def test_an_image_call_held_by_a_spent_window_reports_its_wait(
+    allow_loopback: None, server: OpenAIServer
+) -> None:
+    server.script(Reply(headers=spent_window("2s")), Reply(body=image_response(b"png-bytes")))
+    clock = FakeClock()
+    async with open_backends(server, pacing_sleep=clock.sleep, clock=clock) as b:
+        await b.text.complete(text_request())
+        reply = await b.image.generate(ImageRequest(prompt="a heron", seed=5))
+    assert clock.sleeps == [2.0]
+    assert (reply.attempts, reply.pacing_wait_ms) == (1, 2000.0)
+
+
 # --- images -----------------------------------------------------------------------------------
 
 
