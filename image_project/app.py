@@ -66,7 +66,6 @@ from image_project.errors import (
     ModelOutputError,
     locate,
     location_of,
-    preview,
 )
 from image_project.preflight import check_outputs
 from image_project.progress import ProgressRecorder, counted
@@ -417,16 +416,6 @@ async def _verified(reply: ImageReply) -> None:
         ) from exc
 
 
-def _step_error(exc: Exception) -> StepError:
-    return StepError(
-        type=type(exc).__name__,
-        message=preview(str(exc), 500),
-        reason=exc.reason if isinstance(exc, ModelOutputError) else None,
-        output_preview=exc.output_preview if isinstance(exc, ModelOutputError) else None,
-        status=exc.status if isinstance(exc, BackendError) else None,
-    )
-
-
 async def _image(run: RunState) -> None:
     """The image call, and the check that its answer is a whole image. The call is recorded
     however it ends: with its reply, cut off (``error.type == "cancelled"``, and listed as
@@ -451,7 +440,7 @@ async def _image(run: RunState) -> None:
     except Exception as exc:
         locate(exc, path="image", name="image", node_type="image")
         attempts = exc.attempts if isinstance(exc, BackendError) else None
-        run.image_event = call.event(_step_error(exc), attempts)
+        run.image_event = call.event(StepError.of(exc), attempts)
         raise
     except BaseException:  # cancelled (Ctrl-C, SIGTERM) or KeyboardInterrupt
         run.image_event = call.event(

@@ -44,7 +44,7 @@ from typing import Literal
 
 import anyio
 
-from image_project.backends.retry import SleepFn
+from image_project.backends.retry import SleepFn, parse_non_negative
 
 __all__ = [
     "AdaptiveLimit",
@@ -81,13 +81,8 @@ def parse_duration(raw: str | None) -> float | None:
 
 
 def _count(raw: str | None) -> int | None:
-    if raw is None:
-        return None
-    try:
-        value = float(raw.strip())
-    except ValueError:
-        return None
-    return int(value) if math.isfinite(value) and value >= 0 else None
+    value = parse_non_negative(raw)
+    return None if value is None else int(value)
 
 
 @dataclass(frozen=True)

@@ -68,6 +68,7 @@ __all__ = [
     "attach_retry_after",
     "call_with_retry",
     "is_retryable_status",
+    "parse_non_negative",
     "parse_retry_after",
     "refuse_long_wait",
     "retry_after_of",
@@ -173,13 +174,13 @@ def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -
     matched case-insensitively.
     """
     lowered = {name.lower(): value for name, value in headers.items()}
-    millis = _parse_non_negative(lowered.get("retry-after-ms"))
+    millis = parse_non_negative(lowered.get("retry-after-ms"))
     if millis is not None:
         return millis / 1000.0
     raw = lowered.get("retry-after")
     if raw is None:
         return None
-    seconds = _parse_non_negative(raw)
+    seconds = parse_non_negative(raw)
     if seconds is not None:
         return seconds
     try:
@@ -190,7 +191,8 @@ def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -
     return max(0.0, when.timestamp() - reference)
 
 
-def _parse_non_negative(raw: str | None) -> float | None:
+def parse_non_negative(raw: str | None) -> float | None:
+    """A header's finite, non-negative number, or None when absent or unreadable."""
     if raw is None:
         return None
     try:

@@ -48,7 +48,6 @@ from image_project.errors import (
     RefusalError,
     StepFailedError,
     locate,
-    preview,
 )
 from image_project.record.events import ActionEvent, ChatEvent, ChatParams, Reask, StepError
 
@@ -310,7 +309,7 @@ class ChatRunner:
                 system_fingerprint=last.system_fingerprint if last else None,
                 response_model=last.model if last and last.model != model else None,
                 reasks=tuple(reasks),
-                error=None if failure is None else _error_summary(failure),
+                error=None if failure is None else StepError.of(failure),
                 meta=_meta(step.meta),
             )
             self.recorder.on_step_end(ctx, record)
@@ -427,17 +426,6 @@ def _reask_messages(
     if policy.style == "restate":
         return (*history, Message("user", f"{prompt}\n\n{policy.prompt(error)}"))
     return (*messages, Message("assistant", answer), Message("user", policy.prompt(error)))
-
-
-def _error_summary(exc: Exception) -> StepError:
-    """What a recoverable step's record keeps of its error."""
-    return StepError(
-        type=type(exc).__name__,
-        message=preview(str(exc), 500),
-        reason=exc.reason if isinstance(exc, ModelOutputError) else None,
-        output_preview=exc.output_preview if isinstance(exc, ModelOutputError) else None,
-        status=exc.status if isinstance(exc, BackendError) else None,
-    )
 
 
 def as_json(value: object) -> JsonValue:

@@ -16,6 +16,7 @@ from typing import Annotated, Literal, TypeAlias
 from pydantic import Field, JsonValue
 
 from image_project.backends.base import Usage
+from image_project.errors import BackendError, ModelOutputError, preview
 from image_project.record.base import RecordModel
 
 __all__ = [
@@ -50,13 +51,25 @@ class Reask(RecordModel):
 class StepError(RecordModel):
     """The error of a step recorded although it failed: a *recoverable* step (one that failed
     without failing the run, such as a judge) or the image call. What went wrong, and for a
-    bad answer its reason code and a preview."""
+    bad answer its reason code and a preview, for a transport error its HTTP status."""
 
     type: str
     message: str
     reason: str | None = None
     output_preview: str | None = None
     status: int | None = None
+
+    @classmethod
+    def of(cls, exc: Exception) -> StepError:
+        """What a step's record keeps of ``exc``."""
+        bad_answer = exc if isinstance(exc, ModelOutputError) else None
+        return cls(
+            type=type(exc).__name__,
+            message=preview(str(exc), 500),
+            reason=bad_answer.reason if bad_answer else None,
+            output_preview=bad_answer.output_preview if bad_answer else None,
+            status=exc.status if isinstance(exc, BackendError) else None,
+        )
 
 
 class ChatEvent(RecordModel):
