@@ -380,3 +380,25 @@ def test_offline_llm_selector_proposes_valid_survivors(
     for r in rounds[:2]:
         assert r["selector"]["status"] == "ok", r["selector"]
         assert all(s["proposed_by"] == "llm" for s in r["survivors"])
+
+
+def test_a_bad_evolution_key_exits_2_before_any_model_call(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_config(tmp_path)
+    code = main(
+        [
+            "--config",
+            str(config),
+            "--set",
+            "prompt.scoring.evolution.enabled=true",
+            "--set",
+            "prompt.scoring.evolution.survivors=9",
+        ],
+        env={},
+        root=REPO,
+    )
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "prompt.scoring.evolution.survivors" in err and "num_ideas" in err
+    assert not (tmp_path / "out").exists()
