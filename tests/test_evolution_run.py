@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 import pytest
 
-from image_project.app import run_generation
+from image_project.app import RunFailed, run_generation
 from image_project.backends.base import TextReply, TextRequest
 from image_project.cli import main
 from image_project.testing import FunctionTextBackend, last_user_text
@@ -402,3 +402,27 @@ def test_a_bad_evolution_key_exits_2_before_any_model_call(
     err = capsys.readouterr().err
     assert "prompt.scoring.evolution.survivors" in err and "num_ideas" in err
     assert not (tmp_path / "out").exists()
+
+
+async def test_a_round_without_quorum_fails_the_run_with_every_round_so_far_recorded(
+    tmp_path: Path,
+) -> None:
+    def round_two_judges_break(request: TextRequest) -> str | TextReply:
+        # Round 2's variants are M..R: every judge of that round answers garbage.
+        if role(request) == "idea_scores" and request.json_schema is not None:
+            item = request.json_schema.schema["properties"]["scores"]["items"]
+            if "M" in item["properties"]["id"]["enum"]:
+                return "{not json"
+        return evolution_answer(request)
+
+    with pytest.raises(RunFailed) as caught:
+        await run(tmp_path, fn=round_two_judges_break)
+    error = caught.value.error
+    assert error.type == "ModelOutputError" and error.message.startswith("invalid_judge_output")
+    assert error.path == "pipeline/blackbox_scoring/round_2/table"
+    data = transcript(tmp_path)
+    rounds = data["blackbox_scoring"]["evolution"]["rounds"]
+    assert [r["index"] for r in rounds] == [0, 1, 2]
+    assert len(rounds[1]["survivors"]) == 3
+    assert {j["status"] for j in rounds[2]["judges"]} == {"parse_error"}
+    assert rounds[2]["score_table"] == [] and data["blackbox_scoring"]["selected_id"] is None
