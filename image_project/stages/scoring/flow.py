@@ -171,6 +171,20 @@ def describe_ensemble(
         f"min_ok_judges={scoring.effective_min_ok_judges} aggregation={scoring.aggregation}"
         + (f" trim={scoring.trim}" if scoring.aggregation == "trimmed_mean" else "")
         + f" novelty={state}"
+        + _describe_evolution(scoring)
+    )
+
+
+def _describe_evolution(scoring: ScoringConfig) -> str:
+    evo = scoring.evolution
+    if not evo.enabled:
+        return ""
+    q = evo.quota
+    return (
+        f" evolution=on(generations={evo.generations} survivors={evo.survivors} "
+        f"variants_per_survivor={evo.variants_per_survivor} keep_parents={evo.keep_parents} "
+        f"quota=performance:{q.performance},diversity:{q.diversity},potential:{q.potential} "
+        f"selector={evo.selector} near_duplicate_distance={evo.near_duplicate_distance:g})"
     )
 
 
