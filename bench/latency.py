@@ -552,6 +552,7 @@ _COLOURS = {
 def _category(path: str) -> str:
     for key, name in (
         ("/ideas/", "idea cards"),
+        ("/variants/", "idea cards"),  # an evolution round's generator calls
         ("/judges/", "judges"),
         ("blackbox_scoring", "profile hints"),
         ("tot_enclave", "ToT refinement"),
