@@ -42,7 +42,7 @@ from image_project.backends.factory import Backends, make_backends
 from image_project.config import AppConfig, load_config
 from image_project.errors import AuthenticationError, ConfigError, InputFileError
 from image_project.progress import counted
-from image_project.record import ScoringRecord
+from image_project.record import RoundRecord, ScoringRecord
 from image_project.seeding import run_seed
 
 __all__ = ["EXIT_CONFIG", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_RUN_FAILED", "build_parser", "main"]
@@ -227,6 +227,8 @@ def _scoring_lines(scoring: ScoringRecord) -> list[str]:
         f"{mode} ({why})",
         f"              {hook!r}",
     ]
+    if scoring.evolution is not None:
+        lines += [_round_line(r, label) for r in scoring.evolution.rounds]
     if scoring.score_table:
         lines += _score_table(scoring, label)
     lines += _panel_lines(scoring)
@@ -241,6 +243,22 @@ def _scoring_lines(scoring: ScoringRecord) -> list[str]:
         )
     )
     return lines
+
+
+def _round_line(r: RoundRecord, label: str) -> str:
+    """One round: its best card, then its survivors and their categories (and who chose)."""
+    best = min(
+        r.score_table, key=lambda row: (-row.effective_score, -row.aggregate, row.id), default=None
+    )
+    dropped = sum(1 for c in r.candidates if c.dropped is not None)
+    head = f"  Round {r.index:<5} {len(r.score_table)} judged"
+    head += f" ({dropped} near-duplicate dropped)" if dropped else ""
+    head += f", best {best.id} {label} {best.aggregate}" if best else ""
+    if r.survivors and r.selector is not None:
+        chosen = ", ".join(f"{s.id} {s.category}" for s in r.survivors)
+        who = r.selector.kind + (" -> code FALLBACK" if r.selector.status == "fallback" else "")
+        head += f"; survivors {chosen} ({who})"
+    return head
 
 
 def _score_table(scoring: ScoringRecord, label: str) -> list[str]:

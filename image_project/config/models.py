@@ -58,6 +58,7 @@ __all__ = [
     "AppConfig",
     "BackendConfig",
     "EffectiveJudge",
+    "EvolutionConfig",
     "ImageConfig",
     "JudgeConfig",
     "NoveltyConfig",
@@ -67,6 +68,8 @@ __all__ = [
     "RunConfig",
     "ScoringConfig",
     "StrictBool",
+    "SurvivorCategory",
+    "SurvivorQuota",
     "parse_strict_bool",
 ]
 
@@ -461,6 +464,55 @@ class EffectiveJudge:
     profile: ProfileView = "raw"
 
 
+SurvivorCategory = Literal["performance", "diversity", "potential"]
+_CATEGORIES: tuple[SurvivorCategory, ...] = ("performance", "diversity", "potential")
+
+
+class SurvivorQuota(_Section):
+    """How many survivors of a round each category may take. Survivors are dealt one per
+    category in the order performance, diversity, potential while the category still has
+    quota, round after round; survivors beyond the whole quota are ``performance``. The
+    default (one each) gives 1: performance; 2: + diversity; 3: + potential; 4: + performance."""
+
+    performance: _Int = Field(default=1, ge=0, le=50)
+    diversity: _Int = Field(default=1, ge=0, le=50)
+    potential: _Int = Field(default=1, ge=0, le=50)
+
+    def categories(self, survivors: int) -> tuple[SurvivorCategory, ...]:
+        """The category of each of ``survivors`` survivors, in the order they are chosen."""
+        left = {c: getattr(self, c) for c in _CATEGORIES}
+        out: list[SurvivorCategory] = []
+        while len(out) < survivors and any(left.values()):
+            for category in _CATEGORIES:
+                if left[category] and len(out) < survivors:
+                    out.append(category)
+                    left[category] -= 1
+        out += ["performance"] * (survivors - len(out))
+        return tuple(out)
+
+
+class EvolutionConfig(_Section):
+    """Multi-round selection (``prompt.scoring.evolution``; docs/scoring.md "Rounds").
+
+    Round 0 is the ordinary card set and judge panel; each of ``generations`` later rounds
+    breeds ``variants_per_survivor`` variants of each of the previous round's ``survivors``
+    and judges them (beside their parents when ``keep_parents``). ``selector`` chooses the
+    survivors in code (seeded, deterministic) or lets one model call propose them
+    (validated; an invalid proposal is replaced by the code choice, loudly).
+    ``near_duplicate_distance``: a variant whose token-set Jaccard distance to a candidate
+    already in its round is below this is dropped before judging."""
+
+    enabled: StrictBool = False
+    generations: _Int = Field(default=2, ge=1, le=10)
+    survivors: _Int = Field(default=3, ge=1, le=26)
+    variants_per_survivor: _Int = Field(default=2, ge=1, le=10)
+    keep_parents: StrictBool = True
+    quota: SurvivorQuota = Field(default_factory=SurvivorQuota)
+    selector: Literal["code", "llm"] = "code"
+    selector_model: _Text | None = None
+    near_duplicate_distance: _Float = Field(default=0.2, ge=0.0, le=1.0)
+
+
 class ScoringConfig(_Section):
     """Black-box scoring (SPEC "Black-box scoring")."""
 
@@ -477,6 +529,20 @@ class ScoringConfig(_Section):
     aggregation: Aggregation = "median"
     trim: _Int = Field(default=0, ge=0, le=MAX_JUDGES)
     novelty: NoveltyConfig = Field(default_factory=NoveltyConfig)
+    evolution: EvolutionConfig = Field(default_factory=EvolutionConfig)
+
+    @model_validator(mode="after")
+    def _check_evolution(self) -> Self:
+        """Survivors must be choosable from round 0's cards (later rounds have at least as
+        many candidates unless variants are dropped as near-duplicates)."""
+        evolution = self.evolution
+        if evolution.enabled and evolution.survivors > self.num_ideas:
+            raise _KeyedInvalid(
+                "evolution.survivors",
+                f"got {evolution.survivors}, must be <= num_ideas ({self.num_ideas}), the "
+                "candidates of round 0",
+            )
+        return self
 
     @model_validator(mode="after")
     def _check_judges(self) -> Self:
