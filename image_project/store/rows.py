@@ -15,9 +15,10 @@ from typing import Any
 
 from image_project.record import ChatEvent, ImageEvent, RunRecord, ScoringRecord
 
-__all__ = ["RecordRows", "parse_utc", "record_rows", "run_status"]
+__all__ = ["RecordRows", "Row", "parse_utc", "record_rows", "run_status"]
 
 Row = dict[str, Any]
+"""One table row: column name to value."""
 
 
 def parse_utc(text: str) -> datetime:
