@@ -54,8 +54,10 @@ EXPORT_CSV_FIELDS: tuple[str, ...] = (
 )
 
 
-def run_command(args: argparse.Namespace, url: str, out: IO[str] = sys.stdout) -> int:
-    """Run ``runs <args.runs_command>`` against the store at ``url``."""
+def run_command(args: argparse.Namespace, url: str, out: IO[str] | None = None) -> int:
+    """Run ``runs <args.runs_command>`` against the store at ``url``, printing to ``out``
+    (standard output by default)."""
+    out = sys.stdout if out is None else out
     action = args.runs_command
     database = sqlite_path(url)
     if action != "import" and database is not None and not database.exists():
