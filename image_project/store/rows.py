@@ -133,7 +133,7 @@ def _chat_row(generation_id: str, position: int, step: ChatEvent) -> Row:
         "prompt_tokens": usage.prompt_tokens,
         "completion_tokens": usage.completion_tokens,
         "total_tokens": usage.total_tokens,
-        "cached_tokens": getattr(usage, "cached_tokens", None),
+        "cached_tokens": usage.cached_tokens,
         "attempts": step.attempts,
         "answers": step.answers,
         "reasks": len(step.reasks),

@@ -359,3 +359,21 @@ def test_store_rows_of_an_engine_are_plain(store_url: str) -> None:
         assert isinstance(store, RunStore)
         assert store.table_rows("runs") == []
     assert create_engine is not None and json is not None
+
+
+async def test_calls_rows_keep_cached_tokens_when_reported(tmp_path: Path, store_url: str) -> None:
+    from image_project.backends.base import TextReply, Usage
+
+    def cached_answer(request: TextRequest) -> TextReply:
+        text = answer(request)
+        return TextReply(text=text, model="fake-text-model", usage=Usage(100, 10, 110, 64))
+
+    result = await run_generation(
+        make_cfg(tmp_path, f"store.url={store_url}"),
+        backends(FunctionTextBackend(cached_answer)),
+    )
+    assert result.store is not None and result.store.written
+    calls = snapshot(store_url)["calls"]
+    chats = [c for c in calls if c["kind"] == "chat"]
+    assert chats and all(c["cached_tokens"] == 64 for c in chats)
+    assert [c["cached_tokens"] for c in calls if c["kind"] == "image"] == [None]
