@@ -85,8 +85,8 @@ async def measure(runs: int, scoring: bool, store_url: str | None) -> dict[str, 
             for index in range(runs):
                 seed = 1000 + index
                 order = (False, True) if index % 2 == 0 else (True, False)
-                for stored in order:
-                    if stored:
+                for with_the_store in order:
+                    if with_the_store:
                         wall, after = await one_run(store_cfg, seed, writer)
                         with_store.append(wall)
                         tail.append(after)

@@ -19,13 +19,12 @@ from typing import IO, Any
 from pydantic import ValidationError
 
 from image_project.record import RunRecord
-from image_project.store.db import RunStore, RunSummary, StoreError, parse_since, safe_url
+from image_project.store.db import RunStore, RunSummary, StoreError, parse_since
 from image_project.store.rows import run_status
 from image_project.store.url import sqlite_path
 
 __all__ = [
     "EXPORT_CSV_FIELDS",
-    "describe_url",
     "format_summaries",
     "iter_records",
     "run_command",
@@ -288,8 +287,3 @@ def _import(store: RunStore, paths: Sequence[Path], out: IO[str]) -> int:
         file=out,
     )
     return 1 if problems else 0
-
-
-def describe_url(url: str) -> str:
-    """``url`` without its password (for messages)."""
-    return safe_url(url)
