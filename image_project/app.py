@@ -21,6 +21,11 @@ Guarantees:
   whole phase under the manifest lock (which also makes ``seq`` unique across processes); if
   any of it fails, the image is removed and the manifest cut back, so no half is left. The
   records phase is shielded from cancellation, so an interrupt never splits it.
+* The record is then written to the run store (:mod:`image_project.store`; success,
+  failure and interrupt alike) in one transaction. The transcript stays the source of
+  truth: a store that cannot be written is reported loudly and changes nothing else. With a
+  PostgreSQL store, ``seq`` is allocated inside that store transaction (opened in the
+  records phase), so machines sharing the store never share a number.
 * Each fact is decided once: the run seed (:func:`image_project.seeding.run_seed`), the judge
   models (:meth:`~image_project.config.ScoringConfig.effective_judges` with the backend's text
   model), the image model (the image backend's ``default_model``; the model that answered is
@@ -595,8 +600,8 @@ async def run_generation(
         ) from exc
     except BaseException as exc:
         # Cancellation (Ctrl-C / SIGTERM through the CLI) or a KeyboardInterrupt: the steps
-        # in flight were cut off; nothing was written but this transcript (records are
-        # shielded). Record what we know, then let it propagate.
+        # in flight were cut off; nothing was written but this transcript and its store row
+        # (records are shielded). Record what we know, then let it propagate.
         cut_off = [*run.recorder.in_flight, *run.cut_off]
         finish(
             RunError(
