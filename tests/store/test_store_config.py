@@ -55,3 +55,17 @@ def test_store_enabled_is_a_strict_bool() -> None:
 def test_redact_url_hides_only_the_password() -> None:
     assert redact_url("postgresql+psycopg://me:pw@h:5/db") == "postgresql+psycopg://me:***@h:5/db"
     assert redact_url("postgresql+psycopg://me@h/db") == "postgresql+psycopg://me@h/db"
+
+
+def test_missing_postgres_skips_locally_and_fails_under_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.store.conftest import MISSING_SERVER, require_postgres
+
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="install the postgresql package"):
+        require_postgres(None)
+    for value in ("1", "true"):
+        monkeypatch.setenv("CI", value)
+        with pytest.raises(pytest.fail.Exception, match="CI must run") as info:
+            require_postgres(None)
+        assert MISSING_SERVER in str(info.value)
+    assert require_postgres(Path("/usr/bin")) == Path("/usr/bin")
