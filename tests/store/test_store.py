@@ -372,3 +372,33 @@ async def test_calls_rows_keep_cached_tokens_when_reported(tmp_path: Path, store
     chats = [c for c in calls if c["kind"] == "chat"]
     assert chats and all(c["cached_tokens"] == 64 for c in chats)
     assert [c["cached_tokens"] for c in calls if c["kind"] == "image"] == [None]
+
+
+@pytest.mark.parametrize("quiet", [False, True], ids=["progress", "quiet"])
+def test_the_cli_says_loudly_that_the_store_was_not_written_and_exits_0(
+    tmp_path: Path, quiet: bool
+) -> None:
+    import subprocess
+    import sys
+
+    from tests.faults.common import REPO, child_env, write_config
+
+    url = f"postgresql+psycopg://me:hunter2@127.0.0.1:{free_port()}/runs"
+    config = write_config(tmp_path, store={"url": url}, image={"size": "64x64"})
+    done = subprocess.run(
+        [sys.executable, str(REPO / "main.py"), "--config", str(config), "--seed", "7"]
+        + (["-q"] if quiet else []),
+        cwd=tmp_path,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "hunter2" not in done.stdout + done.stderr
+    loud = [line for line in done.stderr.splitlines() if "NOT written" in line]
+    assert loud and all("127.0.0.1" in line and "runs import" in line for line in loud)
+    assert "  Store       NOT WRITTEN" in done.stdout
+    assert len(list((tmp_path / "out" / "logs").glob("*_transcript.json"))) == 1
+    assert len(list((tmp_path / "out" / "images").glob("*_image.jpg"))) == 1
