@@ -212,7 +212,7 @@ class RunStore:
     def migrate(self) -> None:
         """Create or upgrade the schema to :data:`SCHEMA_REVISION`, under a lock, so that
         several processes opening a new store at once create it once."""
-        with self._errors("create or upgrade"), self.engine.begin() as conn:
+        with self._errors("open"), self.engine.begin() as conn:
             if self.is_postgres:
                 conn.execute(select(func.pg_advisory_xact_lock(_MIGRATE_LOCK)))
             current = _current_revision(conn)
