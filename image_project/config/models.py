@@ -42,6 +42,7 @@ from pydantic import (
 )
 
 from image_project.errors import ConfigError, short_repr
+from image_project.store.url import check_store_url, default_store_url, redact_url
 
 __all__ = [
     "BUILTIN_RUBRICS",
@@ -67,6 +68,7 @@ __all__ = [
     "RubricSpec",
     "RunConfig",
     "ScoringConfig",
+    "StoreConfig",
     "StrictBool",
     "SurvivorCategory",
     "SurvivorQuota",
@@ -98,14 +100,23 @@ class _Invalid(ValueError):
     """Raised by our field validators; the error translator turns it into a message.
 
     ``must`` replaces the allowed-values text derived from the field; ``note`` is appended;
-    ``redact`` hides the input (for keys where a user may paste a secret).
+    ``redact`` hides the input (for keys where a user may paste a secret); ``shown`` is then
+    what the message shows instead (a URL without its password, say).
     """
 
-    def __init__(self, must: str | None = None, *, note: str = "", redact: bool = False):
+    def __init__(
+        self,
+        must: str | None = None,
+        *,
+        note: str = "",
+        redact: bool = False,
+        shown: str | None = None,
+    ):
         super().__init__(must or note or "invalid value")
         self.must = must
         self.note = note
         self.redact = redact
+        self.shown = shown
 
 
 class _KeyedInvalid(ValueError):
@@ -671,6 +682,37 @@ class ImageConfig(_Section):
     caption_font_path: _ConfigPath | None = None
 
 
+_STORE_URL_MUST = (
+    "sqlite:///PATH or postgresql+psycopg://USER@HOST:PORT/DBNAME (a password is better "
+    "left to PGPASSWORD or ~/.pgpass), or null"
+)
+
+
+def _check_store_url(value: str | None, info: ValidationInfo) -> str | None:
+    """A store URL (:func:`image_project.store.url.check_store_url`); messages never show
+    its password."""
+    if value is None:
+        return None
+    shown = repr(redact_url(value[:200]))
+    if len(value) > MAX_URL_CHARS:
+        raise _Invalid(f"a URL of at most {MAX_URL_CHARS} characters", redact=True, shown=shown)
+    context = info.context if isinstance(info.context, Mapping) else {}
+    try:
+        return check_store_url(value, context.get("root"))
+    except ValueError as exc:
+        reason = str(exc).split(", must be ", 1)[0].split(": ", 1)[-1]
+        note = "" if reason.startswith("got ") else reason
+        raise _Invalid(_STORE_URL_MUST, note=note, redact=True, shown=shown) from None
+
+
+class StoreConfig(_Section):
+    """The run store (:mod:`image_project.store`): every run is written to it at its end.
+    ``url`` None = ``sqlite:///<image.log_path>/runs.sqlite``."""
+
+    enabled: StrictBool = True
+    url: Annotated[str | None, AfterValidator(_check_store_url)] = None
+
+
 class AppConfig(_Section):
     """The whole validated configuration. ``sources``: the files read, in merge order."""
 
@@ -678,7 +720,13 @@ class AppConfig(_Section):
     run: RunConfig = Field(default_factory=RunConfig)
     prompt: PromptConfig = Field(default_factory=PromptConfig)
     image: ImageConfig = Field(default_factory=ImageConfig)
+    store: StoreConfig = Field(default_factory=StoreConfig)
     sources: tuple[str, ...] = Field(default=(), exclude=True)
+
+    @property
+    def effective_store_url(self) -> str:
+        """``store.url``, or the SQLite file ``<image.log_path>/runs.sqlite``."""
+        return self.store.url or default_store_url(self.image.log_path)
 
     @property
     def effective_titles_manifest_path(self) -> Path:

@@ -811,3 +811,24 @@ def test_transport_rejects_a_blank_key() -> None:
     with pytest.raises(AuthenticationError) as info:
         OpenAITransport(api_key="")
     assert "OPENAI_API_KEY" in str(info.value)
+
+
+def test_usage_keeps_cached_tokens_when_the_server_reports_them() -> None:
+    from types import SimpleNamespace
+
+    from image_project.backends.openai_backend import _usage
+
+    details = SimpleNamespace(cached_tokens=1024)
+    reported = _usage(
+        SimpleNamespace(
+            prompt_tokens=2000,
+            completion_tokens=10,
+            total_tokens=2010,
+            prompt_tokens_details=details,
+        )
+    )
+    assert reported == Usage(2000, 10, 2010, 1024)
+    silent = _usage(SimpleNamespace(prompt_tokens=5, completion_tokens=1, total_tokens=6))
+    assert silent is not None and silent.cached_tokens is None
+    assert (reported + silent).cached_tokens == 1024
+    assert (silent + silent).cached_tokens is None
