@@ -96,7 +96,7 @@ from image_project.testing import FakeImageBackend, FunctionTextBackend  # noqa:
 NEUTRAL_MOTIFS: tuple[str, ...] = (
     "brass orrery",
     "paper kites",
-    "salt marsh herons",
+    "marsh herons",
     "copper kettles",
     "circus tent",
     "glacier caves",
@@ -110,9 +110,35 @@ NEUTRAL_MOTIFS: tuple[str, ...] = (
     "beekeeper hives",
     "lighthouse stairs",
     "origami birds",
+    "clockwork toys",
+    "bamboo scaffolding",
+    "tidal pools",
+    "carnival masks",
+    "mountain monastery",
+    "river ferry",
+    "bicycle messengers",
+    "ice skaters",
+    "pottery kiln",
+    "windmill fields",
+    "whale skeleton",
+    "silk weavers",
+    "observatory dome",
+    "fishing nets",
+    "stone bridge",
+    "tram depot",
+    "orchard ladders",
+    "puppet theatre",
+    "cactus garden",
+    "sailing regatta",
+    "lantern parade",
+    "hot springs",
+    "candle makers",
+    "glass blowers",
 )
-"""The motifs that are not likes. None shares a word with a like of ``config/profile.csv``
-(a test checks it), so a card's liked motifs are exactly the likes it carries."""
+"""The motifs that are not likes (the world uses the first ``--neutral-motifs``). No two share
+a word, and none shares a word with a like of ``config/profile.csv`` (a test checks it), so a
+card's liked motifs are exactly the likes it carries and novelty's word statistics see
+whole motifs."""
 
 _HOOK_NUMBER = re.compile(r"No\. (\d+): ")
 _REFUSAL = "I'm sorry, but I can't rate these pitches."
@@ -135,6 +161,7 @@ class WorldParams:
     motifs_per_card: int = 2
     p_liked: float = 0.25
     liked_motifs: int = 4
+    neutral_motifs: int = 40
     sigma: float = 8.0
     beta: float = 2.0
     lam: float = 8.0
@@ -183,6 +210,7 @@ class World:
         self.seed = seed
         self.params = params
         self.likes = tuple(likes[: params.liked_motifs])
+        self.neutral = NEUTRAL_MOTIFS[: params.neutral_motifs]
         self.shared_order = shared_order
         self.cards: dict[str, TrueCard] = {}
         self._by_number: dict[str, TrueCard] = {}
@@ -199,7 +227,7 @@ class World:
                 weights = [1.0 / (k + 1) for k in range(len(self.likes))]
                 motif = rng.choices(self.likes, weights=weights)[0]
             else:
-                motif = rng.choice(NEUTRAL_MOTIFS)
+                motif = rng.choice(self.neutral)
             if motif not in taken:
                 return motif
 
@@ -384,7 +412,7 @@ async def run_once(
             cfg, _backends(world), seed=run_seed, generation_id=generation_id
         )
     except RunFailed as exc:
-        if exc.error.type != "invalid_judge_output":
+        if exc.error.reason != "invalid_judge_output":
             raise
         return None
     return chosen_of(result, world)
@@ -429,12 +457,16 @@ class PanelResult:
     failed: int
     pick_best_rate: float
     mean_regret: float
+    regret_ci95: float
     first_shown_win_rate: float
     chance: float
+    regrets: list[float | None] = field(default_factory=list, repr=False)
+    """Per run seed, in order (None for a failed run): kept for paired comparisons."""
 
 
 def _summarise_panel(panel: Panel, chosen: Sequence[Chosen | None], n_ideas: int) -> PanelResult:
     done = [c for c in chosen if c is not None]
+    regrets = [c.best - c.quality for c in done]
     return PanelResult(
         name=panel.name,
         judges=panel.judges,
@@ -444,9 +476,11 @@ def _summarise_panel(panel: Panel, chosen: Sequence[Chosen | None], n_ideas: int
         runs=len(chosen),
         failed=len(chosen) - len(done),
         pick_best_rate=_mean([float(c.quality == c.best) for c in done]),
-        mean_regret=_mean([c.best - c.quality for c in done]),
+        mean_regret=_mean(regrets),
+        regret_ci95=_ci95(regrets),
         first_shown_win_rate=_mean([c.first_shown_wins for c in done]),
         chance=1.0 / n_ideas,
+        regrets=[None if c is None else c.best - c.quality for c in chosen],
     )
 
 
@@ -454,7 +488,48 @@ def _mean(values: Sequence[float]) -> float:
     return statistics.fmean(values) if values else math.nan
 
 
+def _ci95(values: Sequence[float]) -> float:
+    """Half-width of the normal-approximation 95% confidence interval of the mean."""
+    if len(values) < 2:
+        return math.nan
+    return 1.96 * statistics.stdev(values) / math.sqrt(len(values))
+
+
+def paired_regret(a: PanelResult, b: PanelResult) -> dict[str, float]:
+    """Mean regret of ``a`` minus ``b`` over the run seeds both completed (the same cards
+    and the same judge noise for the shared judges), with its 95% interval."""
+    diffs = [
+        x - y for x, y in zip(a.regrets, b.regrets, strict=True) if x is not None and y is not None
+    ]
+    return {"runs": len(diffs), "mean": _mean(diffs), "ci95": _ci95(diffs)}
+
+
+def headline(results: Sequence[PanelResult]) -> dict[str, Any]:
+    """The figures the README quotes: median of 3 (shuffled) against one judge, and how
+    much of the single judge's first-position advantage (first-shown win rate - chance) is
+    left with a shuffled panel and with the simulated shared order."""
+    by = {r.name: r for r in results}
+    one, med3 = by["one judge"], by["median of 3"]
+    shared = by["median of 3, shared order (sim)"]
+
+    def advantage(r: PanelResult) -> float:
+        return r.first_shown_win_rate - r.chance
+
+    return {
+        "median3_minus_one_judge_regret": paired_regret(med3, one),
+        "first_position_advantage": {
+            "one judge": advantage(one),
+            "median of 3": advantage(med3),
+            "median of 3, shared order (sim)": advantage(shared),
+        },
+        "share_of_advantage_removed_by_shuffled_median3": (
+            1 - advantage(med3) / advantage(one) if advantage(one) > 0 else math.nan
+        ),
+    }
+
+
 async def choosing_well(args: argparse.Namespace, likes: Sequence[str]) -> list[PanelResult]:
+    """Every configuration of :data:`PANELS` over the same ``--seeds`` run seeds."""
     results = []
     params = world_params(args)
     for panel in PANELS:
@@ -511,10 +586,11 @@ class StrategyResult:
     top_liked_motifs: list[str] = field(default_factory=list)
 
 
-def _history_stats(chosen: Sequence[Chosen], likes: Sequence[str]) -> tuple[float, int, str]:
+def _history_stats(chosen: Sequence[Chosen], world: World) -> tuple[float, int, str]:
     """Share of runs whose final prompt carries the most repeated liked motif, the number of
     distinct motifs in the final prompts, and that liked motif."""
-    every = (*likes, *NEUTRAL_MOTIFS)
+    likes = world.likes
+    every = (*likes, *world.neutral)
     carried = [{m for m in every if m in c.final_prompt} for c in chosen]
     liked_counts = {like: sum(like in c for c in carried) for like in likes}
     top = max(likes, key=lambda like: (liked_counts[like], -likes.index(like)))
@@ -523,11 +599,16 @@ def _history_stats(chosen: Sequence[Chosen], likes: Sequence[str]) -> tuple[floa
 
 
 async def variety(args: argparse.Namespace, likes: Sequence[str]) -> list[StrategyResult]:
+    """Every strategy of :data:`STRATEGIES` over the same histories (the same run seeds)."""
     params = world_params(args)
     results = []
     for strategy in STRATEGIES:
         rate = args.exploration_rate if strategy.exploration else 0.0
-        shares, distincts, qualities, tops, failed = [], [], [], [], 0
+        shares: list[float] = []
+        distincts: list[float] = []
+        qualities: list[float] = []
+        tops: list[str] = []
+        failed = 0
         for h in range(args.variety_seeds):
             world = World(args.seed, params, likes)
             chosen: list[Chosen] = []
@@ -548,7 +629,7 @@ async def variety(args: argparse.Namespace, likes: Sequence[str]) -> list[Strate
                         failed += 1
                     else:
                         chosen.append(one)
-            share, distinct, top = _history_stats(chosen, world.likes)
+            share, distinct, top = _history_stats(chosen, world)
             shares.append(share)
             distincts.append(float(distinct))
             qualities.extend(c.quality for c in chosen)
@@ -597,6 +678,7 @@ def world_params(args: argparse.Namespace) -> WorldParams:
         motifs_per_card=args.motifs_per_card,
         p_liked=args.p_liked,
         liked_motifs=args.liked_motifs,
+        neutral_motifs=args.neutral_motifs,
         sigma=args.sigma,
         beta=args.beta,
         lam=args.lam,
@@ -619,15 +701,28 @@ def format_table(report: Mapping[str, Any]) -> str:
         "",
         f"choosing well ({report['seeds']} run seeds each; prompt only, exploration 0, "
         "novelty off)",
-        f"{'configuration':<34}{'best%':>7}{'regret':>8}{'failed':>8}{'first-shown%':>14}"
-        f"{'chance%':>9}",
+        f"{'configuration':<34}{'best%':>7}{'regret':>8}{'+-95%':>7}{'failed':>8}"
+        f"{'first-shown%':>14}{'chance%':>9}",
     ]
     for r in report["choosing_well"]:
         lines.append(
             f"{r['name']:<34}{_fmt(100 * r['pick_best_rate'], '.1f'):>7}"
-            f"{_fmt(r['mean_regret'], '.2f'):>8}{r['failed']:>8}"
+            f"{_fmt(r['mean_regret'], '.2f'):>8}{_fmt(r['regret_ci95'], '.2f'):>7}"
+            f"{r['failed']:>8}"
             f"{_fmt(100 * r['first_shown_win_rate'], '.1f'):>14}{100 * r['chance']:>9.1f}"
         )
+    h = report["headline"]
+    d = h["median3_minus_one_judge_regret"]
+    adv = h["first_position_advantage"]
+    lines += [
+        f"median of 3 - one judge, regret (paired over {d['runs']} runs): "
+        f"{_fmt(d['mean'], '+.2f')} +- {_fmt(d['ci95'], '.2f')}",
+        "first-position advantage (first-shown win rate - chance): "
+        + ", ".join(f"{k} {_fmt(100 * v, '+.1f')} pts" for k, v in adv.items())
+        + f"; the shuffled median of 3 removes "
+        f"{_fmt(100 * h['share_of_advantage_removed_by_shuffled_median3'], '.0f')}% of the "
+        "single judge's",
+    ]
     v = report["variety"]
     if v:
         lines += [
@@ -666,11 +761,16 @@ def plot(report: Mapping[str, Any], path: Path) -> None:
     colours = [
         "#d62728" if r["broken"] else "#7f7f7f" if not r["shuffled"] else "#1f77b4" for r in rows
     ]
-    ax.barh(list(ys), [r["mean_regret"] for r in rows], color=colours)
+    ax.barh(
+        list(ys),
+        [r["mean_regret"] for r in rows],
+        xerr=[0 if math.isnan(r["regret_ci95"]) else r["regret_ci95"] for r in rows],
+        color=colours,
+        error_kw={"elinewidth": 1, "capsize": 3},
+    )
     for y, r in zip(ys, rows, strict=True):
-        ax.text(
-            r["mean_regret"], y, f" {100 * r['pick_best_rate']:.0f}% best", va="center", fontsize=8
-        )
+        ax.text(0.05, y, f"{100 * r['pick_best_rate']:.0f}% best", va="center", fontsize=8,
+                color="white")  # fmt: skip
     ax.set_yticks(list(ys), names, fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("mean regret (true-quality points; lower is better)")
@@ -730,6 +830,7 @@ async def build_report(args: argparse.Namespace) -> dict[str, Any]:
     logging.getLogger("image_project").propagate = False
     choosing = await choosing_well(args, likes)
     varied = await variety(args, likes) if args.variety_runs > 0 else []
+    exclude = {"regrets"}
     rounds = await rounds_part(args, likes)
     return {
         "seed": args.seed,
@@ -738,7 +839,10 @@ async def build_report(args: argparse.Namespace) -> dict[str, Any]:
         "variety_judges": args.variety_judges,
         "world": asdict(world_params(args)),
         "liked_motifs": list(likes[: args.liked_motifs]),
-        "choosing_well": [asdict(r) for r in choosing],
+        "choosing_well": [
+            {k: v for k, v in asdict(r).items() if k not in exclude} for r in choosing
+        ],
+        "headline": headline(choosing),
         "variety": [asdict(r) for r in varied],
         "rounds": rounds,
     }
@@ -762,7 +866,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=2026, help="bench seed; every draw derives from it")
     p.add_argument("--quick", action="store_true", help="a small configuration (under a minute)")
     p.add_argument("--seeds", type=int, default=None, help="runs per judging configuration "
-                   "(default 300; 24 with --quick)")  # fmt: skip
+                   "(default 1000; 40 with --quick)")  # fmt: skip
     p.add_argument("--ideas", type=int, default=6, help="idea cards per run (num_ideas)")
     p.add_argument("--variety-runs", type=int, default=30, help="consecutive runs per history")
     p.add_argument("--variety-seeds", type=int, default=None, help="histories per strategy "
@@ -783,6 +887,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                    help="chance that a motif of a card is one of the profile's likes")  # fmt: skip
     p.add_argument("--liked-motifs", type=int, default=w.liked_motifs,
                    help="how many of the profile's likes (the first ones) are motifs")  # fmt: skip
+    p.add_argument("--neutral-motifs", type=int, default=w.neutral_motifs,
+                   help=f"how many of the {len(NEUTRAL_MOTIFS)} built-in other motifs exist")  # fmt: skip
     p.add_argument("--sigma", type=float, default=w.sigma, help="judge noise (score points)")
     p.add_argument("--beta", type=float, default=w.beta,
                    help="position bias: points per place earlier in the shown order")  # fmt: skip
@@ -799,16 +905,27 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--silent", action="store_true", help="no progress lines on stderr")
     args = p.parse_args(argv)
     if args.seeds is None:
-        args.seeds = 24 if args.quick else 300
+        args.seeds = 40 if args.quick else 1000
     if args.variety_seeds is None:
         args.variety_seeds = 1 if args.quick else 5
-    for name in ("seeds", "ideas", "variety_judges", "motifs_per_card", "liked_motifs"):
+    names = (
+        "seeds",
+        "ideas",
+        "variety_judges",
+        "motifs_per_card",
+        "liked_motifs",
+        "neutral_motifs",
+    )
+    for name in names:
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')}: got {getattr(args, name)}, must be >= 1")
     if args.p_refuse + args.p_garbage > 1:
         p.error("--p-refuse + --p-garbage must be at most 1")
-    if args.motifs_per_card > len(NEUTRAL_MOTIFS):
-        p.error(f"--motifs-per-card: at most {len(NEUTRAL_MOTIFS)}")
+    if not args.motifs_per_card < args.neutral_motifs <= len(NEUTRAL_MOTIFS):
+        p.error(
+            f"--neutral-motifs: got {args.neutral_motifs}, must be in "
+            f"{args.motifs_per_card + 1}..{len(NEUTRAL_MOTIFS)} (more than --motifs-per-card)"
+        )
     args.started = time.perf_counter()
     return args
 
