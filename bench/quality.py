@@ -826,8 +826,6 @@ async def build_report(args: argparse.Namespace) -> dict[str, Any]:
     """Run every part and return the report (what ``--json`` writes)."""
     cfg = load_config(root=REPO, env={})
     likes = load_profile(cfg.prompt.profile_path).likes
-    logging.getLogger("image_project").addHandler(logging.NullHandler())
-    logging.getLogger("image_project").propagate = False
     choosing = await choosing_well(args, likes)
     varied = await variety(args, likes) if args.variety_runs > 0 else []
     exclude = {"regrets"}
@@ -865,12 +863,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--seed", type=int, default=2026, help="bench seed; every draw derives from it")
     p.add_argument("--quick", action="store_true", help="a small configuration (under a minute)")
-    p.add_argument("--seeds", type=int, default=None, help="runs per judging configuration "
-                   "(default 1000; 40 with --quick)")  # fmt: skip
+    p.add_argument("--seeds", type=int, default=None, help="runs per judging configuration; "
+                   "None = 1000, or 40 with --quick")  # fmt: skip
     p.add_argument("--ideas", type=int, default=6, help="idea cards per run (num_ideas)")
     p.add_argument("--variety-runs", type=int, default=30, help="consecutive runs per history")
-    p.add_argument("--variety-seeds", type=int, default=None, help="histories per strategy "
-                   "(default 5; 1 with --quick)")  # fmt: skip
+    p.add_argument("--variety-seeds", type=int, default=None, help="histories per strategy; "
+                   "None = 5, or 1 with --quick")  # fmt: skip
     p.add_argument("--variety-judges", type=int, default=3, help="judges (median) in Variety")
     p.add_argument("--exploration-rate", type=_unit(0, 0.5), default=0.15,
                    help="exploration_rate of the exploring strategies (product default)")  # fmt: skip
@@ -932,6 +930,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    # The runs' own logs go to their run log files; the first variety run's "no history
+    # yet" warning is expected and would only clutter the terminal.
+    logging.getLogger("image_project").addHandler(logging.NullHandler())
+    logging.getLogger("image_project").propagate = False
     report = anyio.run(build_report, args)
     print(format_table(report))
     if args.json:
