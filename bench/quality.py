@@ -507,13 +507,20 @@ def paired_regret(a: PanelResult, b: PanelResult) -> dict[str, float]:
 def headline(results: Sequence[PanelResult]) -> dict[str, Any]:
     """The figures the README quotes: median of 3 (shuffled) against one judge, and how
     much of the single judge's first-position advantage (first-shown win rate - chance) is
-    left with a shuffled panel and with the simulated shared order."""
+    left with a shuffled panel and with the simulated shared order (n/a when the single
+    judge shows no advantage clear of two standard errors)."""
     by = {r.name: r for r in results}
     one, med3 = by["one judge"], by["median of 3"]
     shared = by["median of 3, shared order (sim)"]
 
     def advantage(r: PanelResult) -> float:
         return r.first_shown_win_rate - r.chance
+
+    # The share removed is only a number when the single judge's advantage is clear of its
+    # sampling noise (two standard errors of its win rate); else it is reported as n/a.
+    n_one = one.runs - one.failed
+    p_one = one.first_shown_win_rate
+    se = math.sqrt(p_one * (1 - p_one) / n_one) if n_one else math.inf
 
     return {
         "median3_minus_one_judge_regret": paired_regret(med3, one),
@@ -523,7 +530,7 @@ def headline(results: Sequence[PanelResult]) -> dict[str, Any]:
             "median of 3, shared order (sim)": advantage(shared),
         },
         "share_of_advantage_removed_by_shuffled_median3": (
-            1 - advantage(med3) / advantage(one) if advantage(one) > 0 else math.nan
+            1 - advantage(med3) / advantage(one) if advantage(one) > 2 * se else math.nan
         ),
     }
 
@@ -688,8 +695,13 @@ def world_params(args: argparse.Namespace) -> WorldParams:
     )
 
 
-def _fmt(value: float, spec: str) -> str:
-    return "n/a" if math.isnan(value) else format(value, spec)
+def _fmt(value: float | None, spec: str, scale: float = 1.0) -> str:
+    """``value * scale`` in ``spec`` (a trailing ``%`` is appended literally), or ``n/a`` for
+    a figure with no data (NaN, or null once read back from ``--json``)."""
+    if value is None or math.isnan(value):
+        return "n/a"
+    suffix = "%" if spec.endswith("%") else ""
+    return format(value * scale, spec.removesuffix("%")) + suffix
 
 
 def format_table(report: Mapping[str, Any]) -> str:
@@ -706,10 +718,10 @@ def format_table(report: Mapping[str, Any]) -> str:
     ]
     for r in report["choosing_well"]:
         lines.append(
-            f"{r['name']:<34}{_fmt(100 * r['pick_best_rate'], '.1f'):>7}"
+            f"{r['name']:<34}{_fmt(r['pick_best_rate'], '.1f', 100):>7}"
             f"{_fmt(r['mean_regret'], '.2f'):>8}{_fmt(r['regret_ci95'], '.2f'):>7}"
             f"{r['failed']:>8}"
-            f"{_fmt(100 * r['first_shown_win_rate'], '.1f'):>14}{100 * r['chance']:>9.1f}"
+            f"{_fmt(r['first_shown_win_rate'], '.1f', 100):>14}{100 * r['chance']:>9.1f}"
         )
     h = report["headline"]
     d = h["median3_minus_one_judge_regret"]
@@ -718,10 +730,9 @@ def format_table(report: Mapping[str, Any]) -> str:
         f"median of 3 - one judge, regret (paired over {d['runs']} runs): "
         f"{_fmt(d['mean'], '+.2f')} +- {_fmt(d['ci95'], '.2f')}",
         "first-position advantage (first-shown win rate - chance): "
-        + ", ".join(f"{k} {_fmt(100 * v, '+.1f')} pts" for k, v in adv.items())
-        + f"; the shuffled median of 3 removes "
-        f"{_fmt(100 * h['share_of_advantage_removed_by_shuffled_median3'], '.0f')}% of the "
-        "single judge's",
+        + ", ".join(f"{k} {_fmt(v, '+.1f', 100)} pts" for k, v in adv.items())
+        + "; share of the single judge's removed by the shuffled median of 3: "
+        + _fmt(h["share_of_advantage_removed_by_shuffled_median3"], ".0f%", 100),
     ]
     v = report["variety"]
     if v:
@@ -735,7 +746,7 @@ def format_table(report: Mapping[str, Any]) -> str:
         for r in v:
             lines.append(
                 f"{r['name']:<24}{r['exploration_rate']:>6.2f}{r['novelty_window']:>8}"
-                f"{_fmt(100 * r['top_liked_share'], '.1f'):>12}"
+                f"{_fmt(r['top_liked_share'], '.1f', 100):>12}"
                 f"{_fmt(r['distinct_motifs'], '.1f'):>10}{_fmt(r['mean_quality'], '.2f'):>9}"
                 f"{_fmt(r['quality_vs_greedy'], '+.2f'):>11}{r['failed']:>8}"
             )
@@ -928,17 +939,35 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def _json_safe(value: Any) -> Any:
+    """``value`` with every NaN (a figure with no data) as null, so the file is strict JSON."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_safe(v) for v in value]
+    return value
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     # The runs' own logs go to their run log files; the first variety run's "no history
     # yet" warning is expected and would only clutter the terminal.
-    logging.getLogger("image_project").addHandler(logging.NullHandler())
-    logging.getLogger("image_project").propagate = False
-    report = anyio.run(build_report, args)
+    log = logging.getLogger("image_project")
+    quiet, propagate = logging.NullHandler(), log.propagate
+    log.addHandler(quiet)
+    log.propagate = False
+    try:
+        report = anyio.run(build_report, args)
+    finally:
+        log.removeHandler(quiet)
+        log.propagate = propagate
     print(format_table(report))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        text = json.dumps(_json_safe(report), indent=2, allow_nan=False)
+        args.json.write_text(text + "\n", encoding="utf-8")
     if args.plot:
         plot(report, args.plot)
     _progress(args, f"done in {time.perf_counter() - args.started:.1f} s")

@@ -5,11 +5,13 @@ novelty through the real generations history, and the same seed gives the same t
 from __future__ import annotations
 
 import csv
+import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from PIL import Image
 
 from image_project.app import RunResult, run_generation
 from image_project.record import ScoringRecord
@@ -128,6 +130,19 @@ async def test_the_same_seed_gives_the_same_table_and_another_seed_another() -> 
     assert first == again
     assert first != other
     assert "median of 3" in first and "exploration + novelty" in first
+
+
+def test_the_command_writes_strict_json_and_a_png(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out, png = tmp_path / "q.json", tmp_path / "q.png"
+    assert quality.main([*TINY, "--variety-runs", "0", "--json", str(out), "--plot", str(png)]) == 0
+    report = json.loads(out.read_text(encoding="utf-8"), parse_constant=pytest.fail)
+    assert [r["name"] for r in report["choosing_well"]] == [p.name for p in quality.PANELS]
+    assert report["variety"] == [] and report["rounds"] is None
+    assert quality.format_table(report) in capsys.readouterr().out
+    with Image.open(png) as img:
+        assert img.format == "PNG" and img.width > 800
 
 
 def test_world_flags_are_checked() -> None:
