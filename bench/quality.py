@@ -30,7 +30,9 @@ The world (every parameter a flag; the defaults are the documented default world
   clipped to 0..100. With probability ``--p-refuse`` it refuses, with ``--p-garbage`` it
   answers something that is not a valid score list (the product re-asks it). A *broken*
   judge (``--broken random``: valid scores drawn uniformly from 0..100, ignoring the cards;
-  ``garbage``: never a valid answer) replaces one panel member in the "broken" rows.
+  ``garbage``: never a valid answer) replaces one panel member in the "broken" rows. The
+  simulated judges ignore the recent-motif line of their prompt: in Variety only the code's
+  novelty penalty acts.
 * **Determinism.** Every draw comes from ``random.Random(derive_seed(--seed, ...))`` keyed by
   what the request carries (the API seed the product derived for the call, the number of
   messages for a re-ask), so the same card and the same judge noise appear in every
@@ -43,7 +45,8 @@ Parts:
   novelty off so that only the judging differs): the rate of picking the truly best card,
   the mean regret (best true quality - chosen), failed runs (too few usable judges), and the
   first-shown win rate (how often the card a judge was shown first wins, averaged over the
-  panel's judges; chance is 1/N). Configurations: one judge, mean of 3, median of 3, median
+  panel's ok judges, as their orders are recorded in the transcript; chance is 1/N; card A
+  for the shared-order rows). Failed runs count only in ``failed``. Configurations: one judge, mean of 3, median of 3, median
   of 5; the same panels with one broken judge. The product always shows each judge its own
   seeded order (there is no setting to turn that off), so "one shared order" is simulated:
   those rows, marked ``(sim)``, give every judge its position bias by the card ids' order
@@ -52,7 +55,8 @@ Parts:
 * **Variety** (``--variety-runs`` consecutive full runs sharing one generations history,
   repeated for ``--variety-seeds`` histories): the share of runs whose final prompt carries
   the most repeated liked motif, the number of distinct motifs across the final prompts,
-  and the mean true quality of the chosen cards relative to greedy, for greedy (exploration
+  and the mean true quality of the chosen cards relative to greedy (a panel of
+  ``--variety-judges`` judges, median), for greedy (exploration
   0, novelty off), exploration only (``--exploration-rate``), novelty only (window
   ``--novelty-window``), and both.
 * **Rounds**: not measured yet (see :func:`rounds_part`).
@@ -276,12 +280,15 @@ class World:
     def _scores(self, shown: Sequence[tuple[str, str]], rng: random.Random) -> dict[str, int]:
         p = self.params
         n = len(shown)
-        bias_order = sorted(card_id for card_id, _ in shown) if self.shared_order else None
+        # Noise is drawn in the ids' order, so a judge adds the same noise to a card wherever
+        # it was shown; only the position term depends on the order.
+        ids = sorted((card_id for card_id, _ in shown), key=lambda i: (len(i), i))
+        noise = {card_id: rng.gauss(0.0, p.sigma) for card_id in ids}
         scores: dict[str, int] = {}
         for place, (card_id, hook) in enumerate(shown):
             truth = self.cards[hook]
-            where = bias_order.index(card_id) if bias_order is not None else place
-            value = truth.quality + rng.gauss(0.0, p.sigma) + p.beta * (n - 1 - where)
+            where = ids.index(card_id) if self.shared_order else place
+            value = truth.quality + noise[card_id] + p.beta * (n - 1 - where)
             value += p.lam if truth.liked else 0.0
             scores[card_id] = min(100, max(0, round(value)))
         return dict(sorted(scores.items()))
