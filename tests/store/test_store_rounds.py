@@ -15,11 +15,17 @@ import pytest
 from sqlalchemy import text
 
 from image_project import cli
+from image_project.app import RunFailed, run_generation
+from image_project.backends.base import TextReply, TextRequest
 from image_project.record import RunRecord, ScoringRecord
 from image_project.record.scoring import EvolutionRecord
 from image_project.store import open_store
+from image_project.testing import FunctionTextBackend
 from tests.store.test_store import delete_store, pg, runs_cli, snapshot
+from tests.test_app import backends, make_cfg
 from tests.test_cli import REPO, write_config
+from tests.test_evolution_run import EVOLUTION, evolution_answer
+from tests.test_scoring_run import role
 
 SCORING = ("--set", "prompt.scoring.enabled=true")
 EVOLVE = (
@@ -302,3 +308,44 @@ def test_the_documented_round_queries(
         (gid, int(index), float(best), int(judged), int(dropped))
         for gid, index, best, judged, dropped in per_round
     ) == sorted((gid, i, float(b), j, d) for gid, i, b, j, d in progress)
+
+
+@pytest.mark.anyio
+async def test_a_run_failing_in_a_later_round_is_stored_with_every_round_so_far(
+    tmp_path: Path, store_url: str
+) -> None:
+    def round_two_judges_break(request: TextRequest) -> str | TextReply:
+        # Round 2's candidates include M..R: every judge of that round answers garbage.
+        if role(request) == "idea_scores" and request.json_schema is not None:
+            item = request.json_schema.schema["properties"]["scores"]["items"]
+            if "M" in item["properties"]["id"]["enum"]:
+                return "{not json"
+        return evolution_answer(request)
+
+    with pytest.raises(RunFailed) as caught:
+        await run_generation(
+            make_cfg(tmp_path, f"store.url={store_url}", *EVOLUTION),
+            backends(FunctionTextBackend(round_two_judges_break)),
+        )
+    record = caught.value.record
+    evolution = evolution_of(record)
+    tables = snapshot(store_url)
+    (run,) = tables["runs"]
+    assert (
+        run["status"] == "failed" and run["error_path"] == "pipeline/blackbox_scoring/round_2/table"
+    )
+    assert [r["round"] for r in tables["rounds"]] == [0, 1, 2]
+    by_place = sorted(tables["survivors"], key=lambda r: (r["round"], r["position"]))
+    assert [(r["round"], r["category"]) for r in by_place] == [
+        (r.index, s.category) for r in evolution.rounds for s in r.survivors
+    ]
+    assert {r["status"] for r in tables["judge_results"] if r["round"] == 2} == {"parse_error"}
+    assert {r["round"] for r in tables["scores"]} == {0, 1}
+    last = [r for r in tables["candidates"] if r["round"] == 2]
+    assert sorted((r["position"], r["card_id"]) for r in last) == list(
+        enumerate(c.id for c in evolution.rounds[2].candidates)
+    )
+    assert all(r["median"] is None and r["rank"] is None for r in last)
+    assert not any(r["selected"] for r in tables["candidates"])
+    (selection,) = tables["selections"]
+    assert selection["selected_id"] is None and selection["mode"] is None
