@@ -24,6 +24,7 @@ from sqlalchemy import (
     DateTime,
     Float,
     ForeignKey,
+    ForeignKeyConstraint,
     Index,
     Integer,
     MetaData,
@@ -225,6 +226,11 @@ survivors = Table(
     Column("reason", Text, nullable=False),
     Column("proposed_by", String(8), nullable=False),  # code | llm
     PrimaryKeyConstraint("generation_id", "round", "card_id"),
+    ForeignKeyConstraint(
+        ["generation_id", "round", "card_id"],
+        ["candidates.generation_id", "candidates.round", "candidates.card_id"],
+        ondelete="CASCADE",
+    ),
 )
 
 selections = Table(

@@ -179,6 +179,11 @@ def upgrade() -> None:
         sa.Column("reason", sa.Text(), nullable=False),
         sa.Column("proposed_by", sa.String(length=8), nullable=False),
         sa.ForeignKeyConstraint(["generation_id"], ["runs.generation_id"], ondelete="CASCADE"),
+        sa.ForeignKeyConstraint(
+            ["generation_id", "round", "card_id"],
+            ["candidates.generation_id", "candidates.round", "candidates.card_id"],
+            ondelete="CASCADE",
+        ),
         sa.PrimaryKeyConstraint("generation_id", "round", "card_id"),
     )
     op.create_table(
