@@ -97,7 +97,8 @@ def parse_since(value: datetime | str) -> datetime:
 
 @dataclass(frozen=True)
 class RunSummary:
-    """One row of ``runs list``: the run's own columns and its judges' statuses."""
+    """One row of ``runs list``: the run's own columns and its judges' statuses (in the
+    last round, for a multi-round run)."""
 
     generation_id: str
     created_at: datetime
@@ -334,19 +335,7 @@ class RunStore:
         with self._errors("read"), self.engine.connect() as conn:
             found = conn.execute(query).all()
             ids = [row.generation_id for row in found]
-            panel: dict[str, list[tuple[str, str]]] = {}
-            if ids:
-                judged = conn.execute(
-                    select(
-                        judge_results.c.generation_id,
-                        judge_results.c.judge_id,
-                        judge_results.c.status,
-                    )
-                    .where(judge_results.c.generation_id.in_(ids))
-                    .order_by(judge_results.c.generation_id, judge_results.c.position)
-                )
-                for gid, judge_id, status in judged:
-                    panel.setdefault(gid, []).append((judge_id, status))
+            panel = _final_panels(conn, ids) if ids else {}
         return [
             RunSummary(
                 generation_id=row.generation_id,
@@ -407,6 +396,29 @@ def _current_revision(conn: Connection) -> str | None:
         return None
     found = conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all()
     return found[0] if found else None
+
+
+def _final_panels(conn: Connection, ids: Sequence[str]) -> dict[str, list[tuple[str, str]]]:
+    """Each run's judges and their statuses in its last round (the panel whose scores made
+    the final pick; a one-round run has only round 0)."""
+    judged = conn.execute(
+        select(
+            judge_results.c.generation_id,
+            judge_results.c.round,
+            judge_results.c.judge_id,
+            judge_results.c.status,
+        )
+        .where(judge_results.c.generation_id.in_(ids))
+        .order_by(
+            judge_results.c.generation_id, judge_results.c.round.desc(), judge_results.c.position
+        )
+    )
+    panel: dict[str, list[tuple[str, str]]] = {}
+    last: dict[str, int] = {}
+    for gid, round_, judge_id, status in judged:
+        if last.setdefault(gid, round_) == round_:
+            panel.setdefault(gid, []).append((judge_id, status))
+    return panel
 
 
 def _stored(conn: Connection, generation_id: str) -> bool:

@@ -1,19 +1,22 @@
 """A :class:`~image_project.record.RunRecord` as the store's rows (pure data, no database).
 
 :func:`record_rows` maps one record onto every table (:mod:`image_project.store.schema`):
-one ``runs`` row, a ``calls`` row per chat or image step, and, for a scoring run, a
-``candidates`` row per card, a ``judge_results`` row per judge, a ``scores`` row per
-(card, judge) score, one ``selections`` row; an ``images`` row when an image was saved.
+one ``runs`` row, a ``calls`` row per chat or image step, and, for a scoring run, per round
+a ``candidates`` row per card, a ``judge_results`` row per judge, a ``scores`` row per
+(card, judge) score (a one-round run has round 0 only), then one ``selections`` row; for a
+multi-round run also a ``rounds`` row per round and a ``survivors`` row per survivor; an
+``images`` row when an image was saved.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from image_project.record import ChatEvent, ImageEvent, RunRecord, ScoringRecord
+from image_project.record.scoring import JudgeResult, RoundCandidate, RoundRecord, ScoreRow
 
 __all__ = ["RecordRows", "Row", "parse_utc", "record_rows", "run_status"]
 
@@ -179,55 +182,62 @@ def _image_row(generation_id: str, position: int, step: ImageEvent) -> Row:
 
 
 def _scoring_rows(rows: RecordRows, generation_id: str, scoring: ScoringRecord) -> None:
-    table: Mapping[str, Any] = {row.id: row for row in scoring.score_table}
-    ranking = scoring.selection.ranking if scoring.selection else ()
-    for position, candidate in enumerate(scoring.candidates):
-        score_row = table.get(candidate.id)
-        rows.add(
-            "candidates",
-            {
-                "generation_id": generation_id,
-                "card_id": candidate.id,
-                "position": position,
-                "seed": candidate.seed,
-                "direction": candidate.direction,
-                "hook": candidate.card.hook if candidate.card else None,
-                "card": candidate.card.model_dump(mode="json") if candidate.card else None,
-                "median": score_row.median if score_row else None,
-                "aggregate": score_row.aggregate if score_row else None,
-                "spread": score_row.spread if score_row else None,
-                "n_ok": score_row.n_ok if score_row else None,
-                "novelty_penalty": score_row.novelty_penalty if score_row else None,
-                "effective_score": score_row.effective_score if score_row else None,
-                "rank": ranking.index(candidate.id) + 1 if candidate.id in ranking else None,
-                "selected": candidate.id == scoring.selected_id,
-            },
+    """The rows of every round (a one-round run is round 0 of its top-level candidates,
+    judges and score table; a multi-round run's rounds come from its ``evolution``), then
+    the run's ``selections`` row."""
+    evolution = scoring.evolution
+    if evolution is None or not evolution.rounds:
+        first = tuple(
+            RoundCandidate(
+                id=c.id, kind="card", parent=None, directive=c.direction, seed=c.seed, card=c.card
+            )
+            for c in scoring.candidates
         )
-    for position, judge in enumerate(scoring.judges):
-        rows.add(
-            "judge_results",
-            {
-                "generation_id": generation_id,
-                "judge_id": judge.id,
-                "position": position,
-                "model": judge.model,
-                "temperature": judge.temperature,
-                "rubric": judge.rubric,
-                "profile": judge.profile,
-                "weight": judge.weight,
-                "status": judge.status,
-                "attempts": judge.attempts,
-                "presented_order": list(judge.order),
-                "path": judge.path,
-                "error": judge.error,
-                "output_preview": judge.output_preview,
-            },
+        _round_rows(rows, generation_id, 0, first, scoring.judges, scoring.score_table, scoring)
+    else:
+        last = evolution.rounds[-1].index
+        for round_ in evolution.rounds:
+            final = scoring if round_.index == last else None
+            table = scoring.score_table if final and scoring.score_table else round_.score_table
+            _round_rows(
+                rows, generation_id, round_.index, round_.candidates, round_.judges, table, final
+            )
+            _evolution_rows(rows, generation_id, round_)
+    rows.add("selections", _selection_row(generation_id, scoring))
+
+
+def _round_rows(
+    rows: RecordRows,
+    generation_id: str,
+    index: int,
+    candidates: Sequence[RoundCandidate],
+    judges: Sequence[JudgeResult],
+    table: Sequence[ScoreRow],
+    final: ScoringRecord | None,
+) -> None:
+    """One round's ``candidates``, ``judge_results`` and ``scores`` rows; ``final`` (the
+    scoring record) marks the round the final pick was made from (rank and selected)."""
+    by_id: Mapping[str, ScoreRow] = {row.id: row for row in table}
+    ranking = final.selection.ranking if final and final.selection else ()
+    selected = final.selected_id if final else None
+    for position, candidate in enumerate(candidates):
+        row = _candidate_row(candidate, by_id.get(candidate.id))
+        row.update(
+            generation_id=generation_id,
+            round=index,
+            position=position,
+            rank=ranking.index(candidate.id) + 1 if candidate.id in ranking else None,
+            selected=candidate.id == selected,
         )
+        rows.add("candidates", row)
+    for position, judge in enumerate(judges):
+        rows.add("judge_results", _judge_row(generation_id, index, position, judge))
         for card_id, score in (judge.scores or {}).items():
             rows.add(
                 "scores",
                 {
                     "generation_id": generation_id,
+                    "round": index,
                     "card_id": card_id,
                     "judge_id": judge.id,
                     "score": score,
@@ -236,20 +246,95 @@ def _scoring_rows(rows: RecordRows, generation_id: str, scoring: ScoringRecord) 
                     ),
                 },
             )
-    selection = scoring.selection
+
+
+def _candidate_row(candidate: RoundCandidate, score: ScoreRow | None) -> Row:
+    card, dropped = candidate.card, candidate.dropped
+    return {
+        "card_id": candidate.id,
+        "kind": candidate.kind,
+        "parent": candidate.parent,
+        "seed": candidate.seed,
+        "direction": candidate.directive,
+        "dropped_of": dropped.of if dropped else None,
+        "dropped_distance": dropped.distance if dropped else None,
+        "dropped_threshold": dropped.threshold if dropped else None,
+        "hook": card.hook if card else None,
+        "card": card.model_dump(mode="json") if card else None,
+        "median": score.median if score else None,
+        "aggregate": score.aggregate if score else None,
+        "spread": score.spread if score else None,
+        "n_ok": score.n_ok if score else None,
+        "novelty_penalty": score.novelty_penalty if score else None,
+        "effective_score": score.effective_score if score else None,
+    }
+
+
+def _judge_row(generation_id: str, index: int, position: int, judge: JudgeResult) -> Row:
+    return {
+        "generation_id": generation_id,
+        "round": index,
+        "judge_id": judge.id,
+        "position": position,
+        "model": judge.model,
+        "temperature": judge.temperature,
+        "rubric": judge.rubric,
+        "profile": judge.profile,
+        "weight": judge.weight,
+        "status": judge.status,
+        "attempts": judge.attempts,
+        "presented_order": list(judge.order),
+        "path": judge.path,
+        "error": judge.error,
+        "output_preview": judge.output_preview,
+    }
+
+
+def _evolution_rows(rows: RecordRows, generation_id: str, round_: RoundRecord) -> None:
+    """A multi-round run's ``rounds`` row (the round's selector) and ``survivors`` rows."""
+    selector = round_.selector
     rows.add(
-        "selections",
+        "rounds",
         {
             "generation_id": generation_id,
-            "aggregation": scoring.aggregation,
-            "mode": scoring.selection_mode,
-            "exploration_rate": scoring.exploration_rate,
-            "roll": scoring.exploration_roll,
-            "explore_roll": selection.explore_roll if selection else None,
-            "ranking": list(selection.ranking) if selection else None,
-            "explore_pool": list(selection.explore_pool) if selection else None,
-            "selected_id": scoring.selected_id,
-            "selected_score": scoring.selected_score,
-            "novelty_used": scoring.novelty.used,
+            "round": round_.index,
+            "selector_kind": selector.kind if selector else None,
+            "selector_status": selector.status if selector else None,
+            "selector_attempts": selector.attempts if selector else None,
+            "selector_model": selector.model if selector else None,
+            "selector_path": selector.path if selector else None,
+            "selector_summary": selector.summary if selector else None,
+            "selector_warning": selector.warning if selector else None,
         },
     )
+    for position, survivor in enumerate(round_.survivors):
+        rows.add(
+            "survivors",
+            {
+                "generation_id": generation_id,
+                "round": round_.index,
+                "card_id": survivor.id,
+                "position": position,
+                "category": survivor.category,
+                "reason": survivor.reason,
+                "proposed_by": survivor.proposed_by,
+            },
+        )
+
+
+def _selection_row(generation_id: str, scoring: ScoringRecord) -> Row:
+    selection, evolution = scoring.selection, scoring.evolution
+    return {
+        "generation_id": generation_id,
+        "aggregation": scoring.aggregation,
+        "mode": scoring.selection_mode,
+        "exploration_rate": scoring.exploration_rate,
+        "roll": scoring.exploration_roll,
+        "explore_roll": selection.explore_roll if selection else None,
+        "ranking": list(selection.ranking) if selection else None,
+        "explore_pool": list(selection.explore_pool) if selection else None,
+        "selected_id": scoring.selected_id,
+        "selected_score": scoring.selected_score,
+        "novelty_used": scoring.novelty.used,
+        "evolution": (evolution.model_dump(mode="json", exclude={"rounds"}) if evolution else None),
+    }

@@ -6,7 +6,10 @@ compares the migrated database with this metadata, so the two cannot drift apart
 loading Alembic at all.
 
 Every child table's rows belong to one run (``generation_id``, deleted with it). Times are
-UTC, stored without a zone. ``runs.record_json`` is the run's whole
+UTC, stored without a zone. Multi-round selection (``prompt.scoring.evolution``) keeps every
+round: ``candidates``, ``judge_results`` and ``scores`` carry the ``round`` they belong to
+(a one-round run's rows are all round 0), ``rounds`` has one row per round (its selector)
+and ``survivors`` one per survivor; the final pick is made from the last round's rows. ``runs.record_json`` is the run's whole
 :class:`~image_project.record.RunRecord` as the transcript holds it, so a record read back
 from the store is the record the run wrote (the other columns are for queries).
 """
@@ -21,6 +24,7 @@ from sqlalchemy import (
     DateTime,
     Float,
     ForeignKey,
+    ForeignKeyConstraint,
     Index,
     Integer,
     MetaData,
@@ -38,9 +42,11 @@ __all__ = [
     "images",
     "judge_results",
     "metadata",
+    "rounds",
     "runs",
     "scores",
     "selections",
+    "survivors",
 ]
 
 SCHEMA_REVISION = "0001"
@@ -50,6 +56,12 @@ metadata = MetaData()
 
 _ID = String(64)
 _NAME = String(200)
+
+
+def _round() -> Column[int]:
+    """The round a row belongs to: 0 for the first card set (and every row of a one-round
+    run), then 1, 2, … for the rounds of variants."""
+    return Column("round", Integer, nullable=False)
 
 
 def _run_fk() -> Column[str]:
@@ -131,10 +143,16 @@ candidates = Table(
     "candidates",
     metadata,
     _run_fk(),
+    _round(),
     Column("card_id", String(8), nullable=False),
-    Column("position", Integer, nullable=False),
+    Column("position", Integer, nullable=False),  # place in its round
+    Column("kind", String(8), nullable=False),  # card | variant | parent
+    Column("parent", String(8)),  # the survivor a variant was bred from
     Column("seed", BigInteger, nullable=False),
-    Column("direction", Text, nullable=False),
+    Column("direction", Text, nullable=False),  # diversity direction or mutation directive
+    Column("dropped_of", String(8)),  # dropped as a near-duplicate of this candidate
+    Column("dropped_distance", Float),
+    Column("dropped_threshold", Float),
     Column("hook", Text),
     Column("card", JSON),
     Column("median", Float),
@@ -143,15 +161,16 @@ candidates = Table(
     Column("n_ok", Integer),
     Column("novelty_penalty", Float),
     Column("effective_score", Float),
-    Column("rank", Integer),  # 1 = first in the selector's ranking
-    Column("selected", Boolean, nullable=False),
-    PrimaryKeyConstraint("generation_id", "card_id"),
+    Column("rank", Integer),  # 1 = first in the final selector's ranking (last round)
+    Column("selected", Boolean, nullable=False),  # the final pick (a last-round row)
+    PrimaryKeyConstraint("generation_id", "round", "card_id"),
 )
 
 judge_results = Table(
     "judge_results",
     metadata,
     _run_fk(),
+    _round(),
     Column("judge_id", _NAME, nullable=False),
     Column("position", Integer, nullable=False),
     Column("model", _NAME, nullable=False),
@@ -165,7 +184,7 @@ judge_results = Table(
     Column("path", Text, nullable=False),
     Column("error", Text),
     Column("output_preview", Text),
-    PrimaryKeyConstraint("generation_id", "judge_id"),
+    PrimaryKeyConstraint("generation_id", "round", "judge_id"),
     Index("ix_judge_results_judge_id", "judge_id"),
 )
 
@@ -173,11 +192,45 @@ scores = Table(
     "scores",
     metadata,
     _run_fk(),
+    _round(),
     Column("card_id", String(8), nullable=False),
     Column("judge_id", _NAME, nullable=False),
     Column("score", Integer, nullable=False),
     Column("presented_position", Integer),  # 0-based place of the card in this judge's order
-    PrimaryKeyConstraint("generation_id", "card_id", "judge_id"),
+    PrimaryKeyConstraint("generation_id", "round", "card_id", "judge_id"),
+)
+
+rounds = Table(
+    "rounds",
+    metadata,
+    _run_fk(),
+    _round(),
+    Column("selector_kind", String(8)),  # code | llm; null for the last round (no survivors)
+    Column("selector_status", String(16)),  # ok | fallback
+    Column("selector_attempts", Integer),
+    Column("selector_model", _NAME),
+    Column("selector_path", Text),
+    Column("selector_summary", Text),
+    Column("selector_warning", Text),
+    PrimaryKeyConstraint("generation_id", "round"),
+)
+
+survivors = Table(
+    "survivors",
+    metadata,
+    _run_fk(),
+    _round(),  # the round the survivor was chosen from (it is judged again in round + 1)
+    Column("card_id", String(8), nullable=False),
+    Column("position", Integer, nullable=False),
+    Column("category", String(16), nullable=False),  # performance | diversity | potential
+    Column("reason", Text, nullable=False),
+    Column("proposed_by", String(8), nullable=False),  # code | llm
+    PrimaryKeyConstraint("generation_id", "round", "card_id"),
+    ForeignKeyConstraint(
+        ["generation_id", "round", "card_id"],
+        ["candidates.generation_id", "candidates.round", "candidates.card_id"],
+        ondelete="CASCADE",
+    ),
 )
 
 selections = Table(
@@ -199,6 +252,7 @@ selections = Table(
     Column("selected_id", String(8)),
     Column("selected_score", Float),
     Column("novelty_used", Boolean, nullable=False),
+    Column("evolution", JSON),  # multi-round config; null for a one-round run
 )
 
 images = Table(
@@ -222,5 +276,15 @@ images = Table(
     Index("ix_images_seq", "seq"),
 )
 
-ALL_TABLES: tuple[Table, ...] = (runs, calls, candidates, judge_results, scores, selections, images)
+ALL_TABLES: tuple[Table, ...] = (
+    runs,
+    calls,
+    candidates,
+    judge_results,
+    scores,
+    rounds,
+    survivors,
+    selections,
+    images,
+)
 """Every table, parents first (insert in this order)."""

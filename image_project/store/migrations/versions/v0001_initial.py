@@ -1,4 +1,5 @@
-"""The first schema: runs, calls, candidates, judge_results, scores, selections, images.
+"""The first schema: runs, calls, candidates, judge_results, scores, rounds, survivors,
+selections, images (``candidates``, ``judge_results`` and ``scores`` per round).
 
 Revision ID: 0001
 Revises: (none)
@@ -83,10 +84,16 @@ def upgrade() -> None:
     op.create_table(
         "candidates",
         sa.Column("generation_id", sa.String(length=64), nullable=False),
+        sa.Column("round", sa.Integer(), nullable=False),
         sa.Column("card_id", sa.String(length=8), nullable=False),
         sa.Column("position", sa.Integer(), nullable=False),
+        sa.Column("kind", sa.String(length=8), nullable=False),
+        sa.Column("parent", sa.String(length=8), nullable=True),
         sa.Column("seed", sa.BigInteger(), nullable=False),
         sa.Column("direction", sa.Text(), nullable=False),
+        sa.Column("dropped_of", sa.String(length=8), nullable=True),
+        sa.Column("dropped_distance", sa.Float(), nullable=True),
+        sa.Column("dropped_threshold", sa.Float(), nullable=True),
         sa.Column("hook", sa.Text(), nullable=True),
         sa.Column("card", sa.JSON(), nullable=True),
         sa.Column("median", sa.Float(), nullable=True),
@@ -98,7 +105,7 @@ def upgrade() -> None:
         sa.Column("rank", sa.Integer(), nullable=True),
         sa.Column("selected", sa.Boolean(), nullable=False),
         sa.ForeignKeyConstraint(["generation_id"], ["runs.generation_id"], ondelete="CASCADE"),
-        sa.PrimaryKeyConstraint("generation_id", "card_id"),
+        sa.PrimaryKeyConstraint("generation_id", "round", "card_id"),
     )
     op.create_table(
         "images",
@@ -119,6 +126,7 @@ def upgrade() -> None:
     op.create_table(
         "judge_results",
         sa.Column("generation_id", sa.String(length=64), nullable=False),
+        sa.Column("round", sa.Integer(), nullable=False),
         sa.Column("judge_id", sa.String(length=200), nullable=False),
         sa.Column("position", sa.Integer(), nullable=False),
         sa.Column("model", sa.String(length=200), nullable=False),
@@ -133,18 +141,50 @@ def upgrade() -> None:
         sa.Column("error", sa.Text(), nullable=True),
         sa.Column("output_preview", sa.Text(), nullable=True),
         sa.ForeignKeyConstraint(["generation_id"], ["runs.generation_id"], ondelete="CASCADE"),
-        sa.PrimaryKeyConstraint("generation_id", "judge_id"),
+        sa.PrimaryKeyConstraint("generation_id", "round", "judge_id"),
     )
     op.create_index("ix_judge_results_judge_id", "judge_results", ["judge_id"], unique=False)
     op.create_table(
         "scores",
         sa.Column("generation_id", sa.String(length=64), nullable=False),
+        sa.Column("round", sa.Integer(), nullable=False),
         sa.Column("card_id", sa.String(length=8), nullable=False),
         sa.Column("judge_id", sa.String(length=200), nullable=False),
         sa.Column("score", sa.Integer(), nullable=False),
         sa.Column("presented_position", sa.Integer(), nullable=True),
         sa.ForeignKeyConstraint(["generation_id"], ["runs.generation_id"], ondelete="CASCADE"),
-        sa.PrimaryKeyConstraint("generation_id", "card_id", "judge_id"),
+        sa.PrimaryKeyConstraint("generation_id", "round", "card_id", "judge_id"),
+    )
+    op.create_table(
+        "rounds",
+        sa.Column("generation_id", sa.String(length=64), nullable=False),
+        sa.Column("round", sa.Integer(), nullable=False),
+        sa.Column("selector_kind", sa.String(length=8), nullable=True),
+        sa.Column("selector_status", sa.String(length=16), nullable=True),
+        sa.Column("selector_attempts", sa.Integer(), nullable=True),
+        sa.Column("selector_model", sa.String(length=200), nullable=True),
+        sa.Column("selector_path", sa.Text(), nullable=True),
+        sa.Column("selector_summary", sa.Text(), nullable=True),
+        sa.Column("selector_warning", sa.Text(), nullable=True),
+        sa.ForeignKeyConstraint(["generation_id"], ["runs.generation_id"], ondelete="CASCADE"),
+        sa.PrimaryKeyConstraint("generation_id", "round"),
+    )
+    op.create_table(
+        "survivors",
+        sa.Column("generation_id", sa.String(length=64), nullable=False),
+        sa.Column("round", sa.Integer(), nullable=False),
+        sa.Column("card_id", sa.String(length=8), nullable=False),
+        sa.Column("position", sa.Integer(), nullable=False),
+        sa.Column("category", sa.String(length=16), nullable=False),
+        sa.Column("reason", sa.Text(), nullable=False),
+        sa.Column("proposed_by", sa.String(length=8), nullable=False),
+        sa.ForeignKeyConstraint(["generation_id"], ["runs.generation_id"], ondelete="CASCADE"),
+        sa.ForeignKeyConstraint(
+            ["generation_id", "round", "card_id"],
+            ["candidates.generation_id", "candidates.round", "candidates.card_id"],
+            ondelete="CASCADE",
+        ),
+        sa.PrimaryKeyConstraint("generation_id", "round", "card_id"),
     )
     op.create_table(
         "selections",
@@ -159,13 +199,23 @@ def upgrade() -> None:
         sa.Column("selected_id", sa.String(length=8), nullable=True),
         sa.Column("selected_score", sa.Float(), nullable=True),
         sa.Column("novelty_used", sa.Boolean(), nullable=False),
+        sa.Column("evolution", sa.JSON(), nullable=True),
         sa.ForeignKeyConstraint(["generation_id"], ["runs.generation_id"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("generation_id"),
     )
 
 
 def downgrade() -> None:
-    for table in ("images", "selections", "scores", "judge_results", "candidates", "calls"):
+    for table in (
+        "images",
+        "selections",
+        "survivors",
+        "rounds",
+        "scores",
+        "judge_results",
+        "candidates",
+        "calls",
+    ):
         op.drop_table(table)
     op.drop_index("ix_runs_status", table_name="runs")
     op.drop_index("ix_runs_created_at", table_name="runs")
