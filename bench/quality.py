@@ -23,6 +23,18 @@ The world (every parameter a flag; the defaults are the documented default world
   :data:`NEUTRAL_MOTIFS`. True quality is independent of the motifs. The card's hook, the
   final prompt written from it, and nothing else carry the motif words (the other fields are
   filler that no motif shares), so novelty statistics see exactly the motifs.
+* **Variants.** A generator call that reworks a card (an evolution round's ``variant_*``
+  step: the request shows ``The idea card to rework:`` with the parent's ``Hook:`` line and a
+  ``Directive:`` line) gets a card whose true quality is the parent's + ``--child-drift`` +
+  N(0, ``--child-sigma``), clipped to 0..100. The default drift 0 does not presuppose that
+  mutation improves cards: a variant is as likely worse as better than its parent, and only
+  the judging can make rounds pay. The default sigma 6 (below ``--quality-sd`` 10) makes a
+  variant closer to its parent than two unrelated cards are. It keeps the parent's motifs,
+  except that a directive naming the ``setting`` replaces one of them (a seeded pick) with a
+  fresh draw as above; the options fields the directive names (composition, palette,
+  medium, mood) get new filler words, the others keep the parent's, so the product's
+  near-duplicate check sees variants that differ from their parents by what they changed.
+  The simulated world has no LLM survivor selector: Rounds use ``selector: code``.
 * **Judges.** A judge call (``idea_scores``) reads the cards in the order its prompt shows them
   (parsed from the request, one JSON object per line) and scores each card: true quality +
   N(0, ``--sigma``) + ``--beta`` x (places before the last: the first shown gets
@@ -59,7 +71,21 @@ Parts:
   ``--variety-judges`` judges, median), for greedy (exploration
   0, novelty off), exploration only (``--exploration-rate``), novelty only (window
   ``--novelty-window``), and both.
-* **Rounds**: not measured yet (see :func:`rounds_part`).
+* **Rounds** (``--rounds-seeds`` run seeds per row, prompt only, a median panel of
+  ``--rounds-judges`` judges, exploration 0 and novelty off): 0 rounds (evolution off,
+  today's flat pick), then 1 .. ``--rounds-max`` rounds after round 0 with ``--survivors``
+  survivors x ``--variants`` variants (default 3 x 2, the product's default and
+  ``bench/latency.py``'s evolution scenario; parents kept, code selector). Per row: the
+  mean true quality of the chosen card and its paired gain over 0 rounds, the best card any
+  round's judges saw (judged cards: round 0's and every kept variant) and the regret
+  against it, failed runs (too few usable judges in any round), the generator and judge calls
+  spent (counted from the record's chat steps by role, re-asks included), the variants
+  dropped as near-duplicates, and per round the true quality of the card the round ranked
+  first and of its best card. Controls: one flat round of as many cards as each number of
+  rounds writes (``--ideas`` + rounds x survivors x variants): the same generator calls,
+  without rounds. Each judge call of a flat round shows every card, so the position bias
+  (``--beta`` per place) grows with the number of cards, while a round's judges see only
+  survivors + variants.
 
 The bench reports what happens; the product is never tuned to the simulation.
 """
@@ -91,9 +117,10 @@ from image_project.backends.base import TextReply, TextRequest  # noqa: E402
 from image_project.backends.factory import Backends  # noqa: E402
 from image_project.backends.offline import OfflineTextBackend  # noqa: E402
 from image_project.config import AppConfig, load_config  # noqa: E402
-from image_project.record import ScoringRecord  # noqa: E402
+from image_project.record import ScoreRow, ScoringRecord  # noqa: E402
 from image_project.seeding import derive_seed  # noqa: E402
 from image_project.stages.profile import load_profile  # noqa: E402
+from image_project.stages.scoring.evolution import MUTATION_AXES, ranked  # noqa: E402
 from image_project.stages.title import TITLE_SYSTEM_PROMPT  # noqa: E402
 from image_project.testing import FakeImageBackend, FunctionTextBackend  # noqa: E402
 
@@ -145,6 +172,16 @@ card's liked motifs are exactly the likes it carries and novelty's word statisti
 whole motifs."""
 
 _HOOK_NUMBER = re.compile(r"No\. (\d+): ")
+_REWORK = "The idea card to rework:"
+_DIRECTIVE = re.compile(r"^Directive: (.+)$", re.MULTILINE)
+_OPTION_AXES: dict[str, tuple[str, str, int]] = {
+    "composition": ("layout", "c", 2),
+    "palette": ("scheme", "p", 2),
+    "medium": ("technique", "m", 1),
+    "mood": ("tone", "t", 1),
+}
+"""A card's options field: (its filler word, the tag letter a variant that reworks it adds,
+how many entries). The tags keep a reworked field's words apart from its parent's."""
 _REFUSAL = "I'm sorry, but I can't rate these pitches."
 _GARBAGE: tuple[str, ...] = (
     "Card B is clearly the strongest, then A; the rest are weaker.",
@@ -172,6 +209,8 @@ class WorldParams:
     p_refuse: float = 0.02
     p_garbage: float = 0.03
     broken: str = "random"
+    child_sigma: float = 6.0
+    child_drift: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -182,6 +221,15 @@ class TrueCard:
     quality: float
     motifs: tuple[str, ...]
     liked: bool
+    parent: TrueCard | None = None
+    """The card it is a variant of (None for a round-0 card)."""
+    reworked: frozenset[str] = frozenset()
+    """The options fields its mutation directive reworked (a variant's)."""
+
+    @property
+    def number(self) -> str:
+        """The API seed of the call that wrote it, as its hook shows it (``No. 123: ...``)."""
+        return self.hook.removeprefix("No. ").split(":", 1)[0]
 
 
 @dataclass(frozen=True)
@@ -238,24 +286,65 @@ class World:
     def card(self, request: TextRequest) -> str:
         rng = self.rng("card", request.seed)
         p = self.params
-        quality = min(100.0, max(0.0, rng.gauss(p.quality_mean, p.quality_sd)))
+        quality = _clip(rng.gauss(p.quality_mean, p.quality_sd))
         motifs: list[str] = []
         for _ in range(p.motifs_per_card):
             motifs.append(self._motif(rng, motifs))
-        hook = f"No. {request.seed}: {'; '.join(motifs)}"
-        truth = TrueCard(hook, quality, tuple(motifs), any(m in self.likes for m in motifs))
+        return self._keep(request, quality, motifs, reworked=())
+
+    def variant(self, request: TextRequest) -> str:
+        """A variant of the card the request reworks (an evolution round's generator call):
+        the parent's true quality + ``--child-drift`` + N(0, ``--child-sigma``), clipped to
+        0..100; the parent's motifs, one of them (a seeded pick) replaced by a fresh draw when
+        the mutation directive names the setting; the options fields the directive names
+        reworked (new filler words), the others the parent's."""
+        user = _user_text(request)
+        parent = self._parent_of(user)
+        directive = _DIRECTIVE.search(user)
+        if directive is None:
+            raise ValueError("the variant request carries no 'Directive:' line")
+        axes = {a for a in MUTATION_AXES if re.search(rf"\b{a}\b", directive.group(1))}
+        if not axes:
+            raise ValueError(f"the variant directive names no axis: {directive.group(1)!r}")
+        rng = self.rng("variant", request.seed)
+        p = self.params
+        quality = _clip(parent.quality + p.child_drift + rng.gauss(0.0, p.child_sigma))
+        motifs = list(parent.motifs)
+        if "setting" in axes:
+            place = rng.randrange(len(motifs))
+            motifs[place] = self._motif(rng, parent.motifs)
+        reworked = tuple(a for a in _OPTION_AXES if a in axes)
+        return self._keep(request, quality, motifs, reworked, parent=parent)
+
+    def _parent_of(self, user: str) -> TrueCard:
+        hook = next((line for line in user.splitlines() if line.startswith("Hook: ")), "")
+        number = _HOOK_NUMBER.search(hook)
+        if number is None or number.group(1) not in self._by_number:
+            raise ValueError(f"the variant request reworks no card of this world: {hook!r}")
+        return self._by_number[number.group(1)]
+
+    def _keep(
+        self,
+        request: TextRequest,
+        quality: float,
+        motifs: Sequence[str],
+        reworked: Sequence[str],
+        parent: TrueCard | None = None,
+    ) -> str:
+        """Record the card's truth under its hook and number, and answer the card: the hook
+        carries the motifs, the rest is filler (a variant keeps its parent's filler for the
+        options its directive leaves alone)."""
+        number = str(request.seed)
+        hook = f"No. {number}: {'; '.join(motifs)}"
+        liked = any(m in self.likes for m in motifs)
+        truth = TrueCard(hook, quality, tuple(motifs), liked, parent, frozenset(reworked))
         self.cards[hook] = truth
-        self._by_number[str(request.seed)] = truth
+        self._by_number[number] = truth
         return json.dumps(
             {
                 "hook": hook,
-                "narrative": f"Narrative of pitch {request.seed}.",
-                "options": {
-                    "composition": ["layout one", "layout two"],
-                    "palette": ["scheme one", "scheme two"],
-                    "medium": ["technique one"],
-                    "mood": ["tone one"],
-                },
+                "narrative": f"Narrative of pitch {number}.",
+                "options": {axis: _filler(truth, axis) for axis in _OPTION_AXES},
                 "avoid": [],
             }
         )
@@ -307,7 +396,7 @@ class World:
     async def answer(self, request: TextRequest) -> str | TextReply:
         kind = request.json_schema.name if request.json_schema is not None else None
         if kind == "idea_card":
-            return self.card(request)
+            return self.variant(request) if _REWORK in _user_text(request) else self.card(request)
         if kind == "idea_scores":
             return self.judge(request)
         system = next((m.content for m in request.messages if m.role == "system"), "")
@@ -317,10 +406,30 @@ class World:
         return await self._offline.complete(request)
 
 
+def _clip(quality: float) -> float:
+    return min(100.0, max(0.0, quality))
+
+
+def _filler(card: TrueCard, axis: str) -> list[str]:
+    """The entries of one options field: the filler of round 0's cards (``layout one``, ...),
+    with the tag of the nearest ancestor (the card itself included) that reworked the field,
+    e.g. ``layout c123 one``."""
+    word, tag, count = _OPTION_AXES[axis]
+    owner: TrueCard | None = card
+    while owner is not None and axis not in owner.reworked:
+        owner = owner.parent
+    mark = f" {tag}{owner.number}" if owner is not None else ""
+    return [f"{word}{mark} {n}" for n in ("one", "two")[:count]]
+
+
+def _user_text(request: TextRequest) -> str:
+    return next((m.content for m in reversed(request.messages) if m.role == "user"), "")
+
+
 def _shown_cards(request: TextRequest) -> list[tuple[str, str]]:
     """(id, hook) of each card in the judge prompt, in the order shown: the prompt holds one
     JSON object per line."""
-    user = next(m.content for m in reversed(request.messages) if m.role == "user")
+    user = _user_text(request)
     shown = []
     for line in user.splitlines():
         if line.startswith("{"):
@@ -672,14 +781,212 @@ async def variety(args: argparse.Namespace, likes: Sequence[str]) -> list[Strate
 # --------------------------------------------------------------------------- rounds
 
 
+@dataclass(frozen=True)
+class RoundsRun:
+    """One run of Rounds, scored against the truth. ``top`` and ``best`` are per round (0
+    first): the true quality of the card the round ranked first (what the run would choose if
+    it stopped there, exploration being 0) and of the best card the round's judges saw."""
+
+    chosen: float
+    best_seen: float
+    top: tuple[float, ...]
+    best: tuple[float, ...]
+    generator_calls: int
+    judge_calls: int
+    dropped: int
+
+
+def calls_of(result: RunResult) -> tuple[int, int]:
+    """(generator calls, judge calls) of a run, counted from its recorded chat steps by their
+    role: an answer is one call, so re-asks count; a step that received no answer counts
+    once."""
+    counts = {"generator": 0, "judge": 0}
+    kinds = {"idea": "generator", "variant": "generator", "judge": "judge"}
+    for step in result.record.chat_steps:
+        kind = kinds.get(str(step.meta.get("role")))
+        if kind is not None:
+            counts[kind] += max(1, step.answers)
+    return counts["generator"], counts["judge"]
+
+
+def rounds_of(result: RunResult, world: World) -> RoundsRun:
+    """Score a finished run, rounds or not: the chosen card, and per round the top-ranked
+    and best judged card (a run without rounds has one: its card set)."""
+    record = result.record.blackbox_scoring
+    assert isinstance(record, ScoringRecord) and record.selected_id is not None
+    cards: dict[str, TrueCard] = {}
+    tables: list[tuple[ScoreRow, ...]] = [record.score_table]
+    dropped = 0
+    for c in record.candidates:
+        assert c.card is not None
+        cards[c.id] = world.cards[c.card.hook]
+    if record.evolution is not None:
+        tables = [r.score_table for r in record.evolution.rounds]
+        for r in record.evolution.rounds:
+            for rc in r.candidates:
+                if rc.card is not None:
+                    cards[rc.id] = world.cards[rc.card.hook]
+                dropped += rc.dropped is not None
+    top = tuple(cards[ranked(t)[0].id].quality for t in tables)
+    best = tuple(max(cards[row.id].quality for row in t) for t in tables)
+    generator, judge = calls_of(result)
+    return RoundsRun(
+        chosen=cards[record.selected_id].quality,
+        best_seen=max(best),
+        top=top,
+        best=best,
+        generator_calls=generator,
+        judge_calls=judge,
+        dropped=dropped,
+    )
+
+
+@dataclass
+class RoundsResult:
+    """One row of Rounds over the same run seeds: ``rounds`` rounds after round 0 (0:
+    evolution off, today's flat pick), or (``control``) a flat pick from one round of
+    ``ideas`` cards, as many cards as that many rounds write."""
+
+    name: str
+    rounds: int
+    ideas: int
+    control: bool
+    runs: int
+    failed: int
+    chosen_quality: float
+    chosen_ci95: float
+    gain_vs_flat: float
+    gain_ci95: float
+    mean_regret: float
+    regret_ci95: float
+    pick_best_rate: float
+    best_seen: float
+    top_per_round: list[float]
+    best_per_round: list[float]
+    generator_calls: float
+    judge_calls: float
+    calls: float
+    dropped: float
+    chosen: list[float | None] = field(default_factory=list, repr=False)
+    """Per run seed, in order (None for a failed run): kept for the paired gain."""
+
+
+def _summarise_rounds(
+    rounds: int, ideas: int, control: bool, runs: Sequence[RoundsRun | None]
+) -> RoundsResult:
+    done = [r for r in runs if r is not None]
+    played = 1 if control else rounds + 1
+    regrets = [r.best_seen - r.chosen for r in done]
+    gen = [float(r.generator_calls) for r in done]
+    judge = [float(r.judge_calls) for r in done]
+    return RoundsResult(
+        name=f"flat, {ideas} cards" if control else f"{rounds} rounds",
+        rounds=rounds,
+        ideas=ideas,
+        control=control,
+        runs=len(runs),
+        failed=len(runs) - len(done),
+        chosen_quality=_mean([r.chosen for r in done]),
+        chosen_ci95=_ci95([r.chosen for r in done]),
+        gain_vs_flat=math.nan,
+        gain_ci95=math.nan,
+        mean_regret=_mean(regrets),
+        regret_ci95=_ci95(regrets),
+        pick_best_rate=_mean([float(r.chosen == r.best_seen) for r in done]),
+        best_seen=_mean([r.best_seen for r in done]),
+        top_per_round=[_mean([r.top[k] for r in done]) for k in range(played)],
+        best_per_round=[_mean([r.best[k] for r in done]) for k in range(played)],
+        generator_calls=_mean(gen),
+        judge_calls=_mean(judge),
+        calls=_mean([g + j for g, j in zip(gen, judge, strict=True)]),
+        dropped=_mean([float(r.dropped) for r in done]),
+        chosen=[None if r is None else r.chosen for r in runs],
+    )
+
+
+def rounds_config(args: argparse.Namespace, tmp: Path, rounds: int, ideas: int) -> AppConfig:
+    """Rounds' configuration: ``ideas`` cards, a median panel of ``--rounds-judges``,
+    exploration 0 and novelty off (only the rounds differ), and for ``rounds`` >= 1 evolution
+    with the code selector and ``--survivors`` x ``--variants`` (parents kept, the product
+    default)."""
+    evolution = [
+        "prompt.scoring.evolution.enabled=true",
+        f"prompt.scoring.evolution.generations={rounds}",
+        f"prompt.scoring.evolution.survivors={args.survivors}",
+        f"prompt.scoring.evolution.variants_per_survivor={args.variants}",
+        "prompt.scoring.evolution.selector=code",
+    ]
+    return make_config(
+        tmp,
+        panel_override(args.rounds_judges),
+        "prompt.scoring.aggregation=median",
+        f"prompt.scoring.num_ideas={ideas}",
+        "prompt.scoring.exploration_rate=0",
+        "prompt.scoring.novelty.enabled=false",
+        *(evolution if rounds else ["prompt.scoring.evolution.enabled=false"]),
+        prompt_only=True,
+    )
+
+
+async def _rounds_row(
+    args: argparse.Namespace, likes: Sequence[str], rounds: int, ideas: int, control: bool
+) -> RoundsResult:
+    world = World(args.seed, world_params(args), likes)
+    runs: list[RoundsRun | None] = []
+    with tempfile.TemporaryDirectory(prefix="quality-rounds-") as tmp:
+        cfg = rounds_config(args, Path(tmp), 0 if control else rounds, ideas)
+        for i in range(args.rounds_seeds):
+            run_seed = derive_seed(args.seed, "rounds", i)
+            try:
+                result = await run_generation(
+                    cfg, _backends(world), seed=run_seed, generation_id=f"rounds_{i:05d}"
+                )
+            except RunFailed as exc:
+                if exc.error.reason != "invalid_judge_output":
+                    raise
+                runs.append(None)
+                continue
+            runs.append(rounds_of(result, world))
+    row = _summarise_rounds(rounds, ideas, control, runs)
+    _progress(args, f"rounds: {row.name} done")
+    return row
+
+
 async def rounds_part(args: argparse.Namespace, likes: Sequence[str]) -> dict[str, Any] | None:
-    """Rounds (multi-round selection, issue 17): not measured yet, because the product has
-    no multi-round selection. When it exists this part will run the same world through the
-    rounds configuration and report, per round, the mean true quality of the chosen card
-    (and its regret against the best card ever generated in the run) and the model calls
-    spent (``result.record.usage.model_calls``, split by round from the record's
-    ``evolution``). Returns None (reported as "not measured") until then."""
-    return None
+    """Rounds (multi-round selection): for 0 (evolution off), 1, ... ``--rounds-max`` rounds
+    over the same ``--rounds-seeds`` run seeds (round 0 is the same card set and the same
+    judging in every row, so gains are paired), the true quality of the chosen card, its
+    regret against the best card any round's judges saw, the top-ranked and best card per
+    round, and the generator and judge calls spent. Then the controls: one flat round of as
+    many cards as each number of rounds writes (``--ideas`` + rounds x survivors x variants,
+    at most 52), the same cards' worth of generator calls spent without rounds. None when
+    ``--rounds-seeds`` is 0."""
+    if args.rounds_seeds == 0:
+        return None
+    results = [
+        await _rounds_row(args, likes, g, args.ideas, False) for g in range(args.rounds_max + 1)
+    ]
+    for g in range(1, args.rounds_max + 1):
+        ideas = args.ideas + g * args.survivors * args.variants
+        if ideas <= 52:
+            results.append(await _rounds_row(args, likes, g, ideas, True))
+    flat = results[0]
+    for r in results:
+        diffs = [
+            x - y
+            for x, y in zip(r.chosen, flat.chosen, strict=True)
+            if x is not None and y is not None
+        ]
+        r.gain_vs_flat, r.gain_ci95 = _mean(diffs), _ci95(diffs)
+    return {
+        "seeds": args.rounds_seeds,
+        "judges": args.rounds_judges,
+        "survivors": args.survivors,
+        "variants": args.variants,
+        "child_sigma": args.child_sigma,
+        "child_drift": args.child_drift,
+        "rows": [{k: v for k, v in asdict(r).items() if k != "chosen"} for r in results],
+    }
 
 
 # --------------------------------------------------------------------------- output
@@ -699,6 +1006,8 @@ def world_params(args: argparse.Namespace) -> WorldParams:
         p_refuse=args.p_refuse,
         p_garbage=args.p_garbage,
         broken=args.broken,
+        child_sigma=args.child_sigma,
+        child_drift=args.child_drift,
     )
 
 
@@ -757,15 +1066,45 @@ def format_table(report: Mapping[str, Any]) -> str:
                 f"{_fmt(r['distinct_motifs'], '.1f'):>10}{_fmt(r['mean_quality'], '.2f'):>9}"
                 f"{_fmt(r['quality_vs_greedy'], '+.2f'):>11}{r['failed']:>8}"
             )
-    lines += ["", "rounds: " + ("not measured (no multi-round selection yet)")]
-    if report["rounds"] is not None:
-        lines[-1] = "rounds: " + json.dumps(report["rounds"])
-    return "\n".join(lines)
+    return "\n".join([*lines, "", *_rounds_lines(report["rounds"])])
+
+
+def _rounds_lines(rounds: Mapping[str, Any] | None) -> list[str]:
+    if rounds is None:
+        return ["rounds: not measured (--rounds-seeds 0)"]
+    lines = [
+        f"rounds ({rounds['seeds']} run seeds each; median of {rounds['judges']} judges, "
+        f"exploration 0, novelty off; {rounds['survivors']} survivors x {rounds['variants']} "
+        f"variants, parents kept, code selector; variant quality = parent + "
+        f"{rounds['child_drift']:g} + N(0, {rounds['child_sigma']:g}))",
+        f"{'rows':<16}{'chosen':>8}{'+-95%':>7}{'vs 0 rounds':>13}{'+-95%':>7}"
+        f"{'best-seen':>11}{'regret':>8}{'+-95%':>7}{'best%':>7}{'failed':>8}"
+        f"{'gen':>7}{'judge':>7}{'calls':>7}{'dropped':>9}",
+    ]
+    for r in rounds["rows"]:
+        lines.append(
+            f"{r['name']:<16}{_fmt(r['chosen_quality'], '.2f'):>8}"
+            f"{_fmt(r['chosen_ci95'], '.2f'):>7}{_fmt(r['gain_vs_flat'], '+.2f'):>13}"
+            f"{_fmt(r['gain_ci95'], '.2f'):>7}{_fmt(r['best_seen'], '.2f'):>11}"
+            f"{_fmt(r['mean_regret'], '.2f'):>8}{_fmt(r['regret_ci95'], '.2f'):>7}"
+            f"{_fmt(r['pick_best_rate'], '.1f', 100):>7}{r['failed']:>8}"
+            f"{_fmt(r['generator_calls'], '.1f'):>7}{_fmt(r['judge_calls'], '.1f'):>7}"
+            f"{_fmt(r['calls'], '.1f'):>7}{_fmt(r['dropped'], '.2f'):>9}"
+        )
+    lines.append(
+        "per round (round 0 first): true quality of the top-ranked card / of the best card"
+    )
+    for r in (r for r in rounds["rows"] if not r["control"]):
+        tops = " > ".join(_fmt(q, ".2f") for q in r["top_per_round"])
+        bests = " > ".join(_fmt(q, ".2f") for q in r["best_per_round"])
+        lines.append(f"  {r['rounds']} rounds: top {tops}; best {bests}")
+    return lines
 
 
 def plot(report: Mapping[str, Any], path: Path) -> None:
-    """One PNG, three panels: regret and pick-the-best rate per judging configuration, the
-    first-shown win rate against chance, and variety against quality per strategy."""
+    """One PNG, four panels: regret and pick-the-best rate per judging configuration, the
+    first-shown win rate against chance, variety against quality per strategy, and the
+    chosen card's true quality against the calls spent per number of rounds."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -773,7 +1112,8 @@ def plot(report: Mapping[str, Any], path: Path) -> None:
 
     rows = report["choosing_well"]
     names = [r["name"] for r in rows]
-    fig, axes = plt.subplots(1, 3, figsize=(17, 6.2), gridspec_kw={"width_ratios": [1.3, 1, 1]})
+    fig, grid = plt.subplots(2, 2, figsize=(16, 12), gridspec_kw={"width_ratios": [1.3, 1]})
+    axes = grid.flatten()
     ax = axes[0]
     ys = range(len(rows))
     colours = [
@@ -821,6 +1161,7 @@ def plot(report: Mapping[str, Any], path: Path) -> None:
         ax.set_ylabel("distinct motifs across the runs (higher = more varied)")
         ax.set_title(f"Variety over {v[0]['runs_per_history']} consecutive runs")
         ax.margins(0.35)
+    _plot_rounds(axes[3], report["rounds"])
     fig.suptitle(
         f"bench/quality.py: simulated world, seed {report['seed']} "
         "(blue: shuffled panels; red: one broken judge; grey: shared order, simulated)",
@@ -830,6 +1171,43 @@ def plot(report: Mapping[str, Any], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _ci(value: float | None) -> float:
+    return 0.0 if value is None or math.isnan(value) else value
+
+
+def _plot_rounds(ax: Any, rounds: Mapping[str, Any] | None) -> None:
+    """The Rounds panel: per number of rounds, the chosen card's and the best seen card's
+    mean true quality against the mean generator + judge calls spent, and the flat controls
+    (one round of as many cards)."""
+    if rounds is None:
+        ax.set_axis_off()
+        return
+    rows = [r for r in rounds["rows"] if not r["control"]]
+    controls = [r for r in rounds["rows"] if r["control"]]
+    xs = [r["calls"] for r in rows]
+    ax.errorbar(xs, [r["chosen_quality"] for r in rows], yerr=[_ci(r["chosen_ci95"]) for r in rows],
+                marker="o", color="#1f77b4", capsize=3, label="rounds: chosen card")  # fmt: skip
+    ax.plot(xs, [r["best_seen"] for r in rows], marker="s", linestyle="--", color="#7f7f7f",
+            label="rounds: best card any round's judges saw")  # fmt: skip
+    for r, x in zip(rows, xs, strict=True):
+        ax.annotate(r["name"], (x, r["chosen_quality"]), textcoords="offset points",
+                    xytext=(6, -12), fontsize=8)  # fmt: skip
+    if controls:
+        ax.errorbar([r["calls"] for r in controls], [r["chosen_quality"] for r in controls],
+                    yerr=[_ci(r["chosen_ci95"]) for r in controls], marker="^", linestyle=":",
+                    color="#ff7f0e", capsize=3, label="one round of as many cards: chosen")  # fmt: skip
+        for r in controls:
+            ax.annotate(f"{r['ideas']} cards", (r["calls"], r["chosen_quality"]),
+                        textcoords="offset points", xytext=(6, 4), fontsize=8)  # fmt: skip
+    ax.set_xlabel("generator + judge calls per run (mean)")
+    ax.set_ylabel("mean true quality")
+    ax.set_title(
+        f"Rounds: {rounds['survivors']} survivors x {rounds['variants']} variants, variant = "
+        f"parent + {rounds['child_drift']:g} + N(0, {rounds['child_sigma']:g})"
+    )
+    ax.legend(fontsize=8, loc="lower right")
 
 
 # --------------------------------------------------------------------------- main
@@ -916,6 +1294,18 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                    help="chance that a judge call answers an invalid score list")  # fmt: skip
     p.add_argument("--broken", choices=("random", "garbage"), default=w.broken,
                    help="the broken judge: random valid scores, or never a valid answer")  # fmt: skip
+    p.add_argument("--child-sigma", type=float, default=w.child_sigma,
+                   help="a variant's true quality: its parent's + drift + N(0, this)")  # fmt: skip
+    p.add_argument("--child-drift", type=float, default=w.child_drift,
+                   help="mean step of a variant's true quality over its parent's (0: "
+                   "mutation neither helps nor hurts on average)")  # fmt: skip
+    p.add_argument("--rounds-seeds", type=int, default=None, help="run seeds per Rounds row; "
+                   "None = 300, or 20 with --quick; 0 skips Rounds")  # fmt: skip
+    p.add_argument("--rounds-max", type=int, default=3, help="Rounds rows: 0 (evolution off) "
+                   "to this many rounds after round 0")  # fmt: skip
+    p.add_argument("--rounds-judges", type=int, default=3, help="judges (median) in Rounds")
+    p.add_argument("--survivors", type=int, default=3, help="survivors per round in Rounds")
+    p.add_argument("--variants", type=int, default=2, help="variants per survivor in Rounds")
     p.add_argument("--json", type=Path, default=None, help="write the report as JSON here")
     p.add_argument("--plot", type=Path, default=None, help="write the figure (PNG) here")
     p.add_argument("--silent", action="store_true", help="no progress lines on stderr")
@@ -924,6 +1314,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         args.seeds = 40 if args.quick else 1000
     if args.variety_seeds is None:
         args.variety_seeds = 1 if args.quick else 5
+    if args.rounds_seeds is None:
+        args.rounds_seeds = 20 if args.quick else 300
     names = (
         "seeds",
         "ideas",
@@ -931,10 +1323,22 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "motifs_per_card",
         "liked_motifs",
         "neutral_motifs",
+        "rounds_judges",
+        "survivors",
+        "variants",
     )
     for name in names:
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')}: got {getattr(args, name)}, must be >= 1")
+    if args.rounds_seeds < 0 or not 1 <= args.rounds_max <= 10:
+        p.error(
+            f"--rounds-seeds {args.rounds_seeds} must be >= 0 and --rounds-max "
+            f"{args.rounds_max} in 1..10 (prompt.scoring.evolution.generations)"
+        )
+    if args.survivors > args.ideas:
+        p.error(f"--survivors: got {args.survivors}, must be <= --ideas ({args.ideas})")
+    if args.child_sigma < 0:
+        p.error(f"--child-sigma: got {args.child_sigma}, must be >= 0")
     if args.p_refuse + args.p_garbage > 1:
         p.error("--p-refuse + --p-garbage must be at most 1")
     if not args.motifs_per_card < args.neutral_motifs <= len(NEUTRAL_MOTIFS):

@@ -1,11 +1,14 @@
 """The selection-quality bench's own logic (bench/quality.py): its simulated judges read the
 order they were shown from the request, its world keeps motifs apart, the variety runs feed
-novelty through the real generations history, and the same seed gives the same table."""
+novelty through the real generations history, its variants follow their parents as the flags
+say, the rounds rows count the calls the product made, and the same seed gives the same
+table."""
 
 from __future__ import annotations
 
 import csv
 import json
+import statistics
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -14,7 +17,8 @@ import pytest
 from PIL import Image
 
 from image_project.app import RunResult, run_generation
-from image_project.record import ScoringRecord
+from image_project.backends.base import Message, TextRequest
+from image_project.record import IdeaCard, ScoringRecord
 from image_project.stages.profile import load_profile
 from image_project.stages.scoring.hints import content_tokens
 
@@ -28,7 +32,10 @@ else:
 
 REPO = Path(__file__).resolve().parents[1]
 LIKES = load_profile(REPO / "config" / "profile.csv").likes
-TINY = ["--silent", "--seeds", "3", "--ideas", "4", "--variety-runs", "3", "--variety-seeds", "1"]
+TINY = [
+    *("--silent", "--seeds", "3", "--ideas", "4", "--variety-runs", "3", "--variety-seeds", "1"),
+    *("--rounds-seeds", "2", "--rounds-max", "1"),
+]
 
 
 def scoring_of(result: RunResult) -> ScoringRecord:
@@ -139,7 +146,10 @@ def test_the_command_writes_strict_json_and_a_png(
     assert quality.main([*TINY, "--variety-runs", "0", "--json", str(out), "--plot", str(png)]) == 0
     report = json.loads(out.read_text(encoding="utf-8"), parse_constant=pytest.fail)
     assert [r["name"] for r in report["choosing_well"]] == [p.name for p in quality.PANELS]
-    assert report["variety"] == [] and report["rounds"] is None
+    assert report["variety"] == []
+    rows = report["rounds"]["rows"]
+    assert [r["name"] for r in rows] == ["0 rounds", "1 rounds", "flat, 10 cards"]
+    assert [len(r["top_per_round"]) for r in rows] == [1, 2, 1]
     assert quality.format_table(report) in capsys.readouterr().out
     with Image.open(png) as img:
         assert img.format == "PNG" and img.width > 800
@@ -150,5 +160,109 @@ def test_world_flags_are_checked() -> None:
         quality.parse_args(["--neutral-motifs", "2"])
     with pytest.raises(SystemExit):
         quality.parse_args(["--p-refuse", "0.7", "--p-garbage", "0.5"])
+    with pytest.raises(SystemExit):
+        quality.parse_args(["--survivors", "7", "--ideas", "6"])
+    with pytest.raises(SystemExit):
+        quality.parse_args(["--child-sigma", "-1"])
+    with pytest.raises(SystemExit):
+        quality.parse_args(["--rounds-max", "0"])
     with pytest.raises(ValueError, match="liked-motifs"):
         quality.World(1, quality.WorldParams(liked_motifs=99), LIKES)
+
+
+def variant_request(parent_hook: str, directive: str, seed: int) -> TextRequest:
+    """A variant generator's request as the product words it (the parts the world reads)."""
+    user = (
+        "Concepts to blend:\n- a concept\n\nThe idea card to rework:\n"
+        f"Hook: {parent_hook}\nNarrative: x\n\nDirective: {directive}.\n\nTaste: y"
+    )
+    return TextRequest(messages=(Message("user", user),), temperature=0.8, seed=seed)
+
+
+def test_variant_quality_is_the_parents_plus_drift_and_a_seeded_step_of_child_sigma() -> None:
+    params = quality.WorldParams(
+        quality_mean=50.0, quality_sd=0.0, child_sigma=4.0, child_drift=3.0
+    )
+    world = quality.World(9, params, LIKES)
+    parent = json.loads(world.card(TextRequest(messages=(), temperature=0.8, seed=1)))["hook"]
+    steps = []
+    for seed in range(2, 402):
+        answer = world.variant(variant_request(parent, "change the palette and mood", seed))
+        steps.append(world.cards[IdeaCard.model_validate_json(answer).hook].quality - 50.0)
+    assert abs(statistics.fmean(steps) - 3.0) < 0.6
+    assert 3.4 < statistics.stdev(steps) < 4.6
+    again = quality.World(9, params, LIKES)
+    again.card(TextRequest(messages=(), temperature=0.8, seed=1))
+    repeat = again.variant(variant_request(parent, "change the palette and mood", 2))
+    assert again.cards[IdeaCard.model_validate_json(repeat).hook].quality - 50.0 == steps[0]
+    with pytest.raises(ValueError, match="reworks no card"):
+        world.variant(variant_request("No. 999: unknown", "change the palette and mood", 5))
+
+
+@pytest.mark.anyio
+async def test_variants_in_a_real_run_are_valid_cards_that_follow_parent_and_directive(
+    tmp_path: Path,
+) -> None:
+    params = quality.WorldParams(child_sigma=0.0, child_drift=5.0, p_refuse=0.0, p_garbage=0.0)
+    world = quality.World(13, params, LIKES)
+    args = quality.parse_args(["--ideas", "4", "--survivors", "2", "--variants", "3"])
+    args.rounds_judges = 2
+    cfg = quality.rounds_config(args, tmp_path, 2, 4)
+    result = await run_generation(cfg, quality._backends(world), seed=91, generation_id="r1")
+    evolution = scoring_of(result).evolution
+    assert evolution is not None and len(evolution.rounds) == 3
+    cards = {c.id: c.card for r in evolution.rounds for c in r.candidates if c.card is not None}
+    variants = [c for r in evolution.rounds[1:] for c in r.candidates if c.kind == "variant"]
+    assert len(variants) == 12
+    settings = 0
+    for v in variants:
+        assert v.card is not None and v.parent is not None
+        card, parent = cards[v.id], cards[v.parent]
+        assert card is not None and parent is not None
+        IdeaCard.model_validate_json(card.model_dump_json())
+        truth, origin = world.cards[card.hook], world.cards[parent.hook]
+        assert truth.parent == origin
+        assert truth.quality == min(100.0, origin.quality + 5.0)
+        kept = [m for m in truth.motifs if m in origin.motifs]
+        if "setting" in v.directive:
+            settings += 1
+            assert len(kept) == len(origin.motifs) - 1 and len(set(truth.motifs)) == len(kept) + 1
+        else:
+            assert truth.motifs == origin.motifs
+        for axis in ("composition", "palette", "medium", "mood"):
+            same = getattr(card.options, axis) == getattr(parent.options, axis)
+            assert same is (axis not in v.directive), (v.id, axis, v.directive)
+    assert 0 < settings < len(variants)
+    rounds = quality.rounds_of(result, world)
+    assert rounds.chosen == world.cards[cards[scoring_of(result).selected_id or ""].hook].quality
+    assert rounds.best_seen == max(rounds.best) and len(rounds.top) == 3
+
+
+@pytest.mark.anyio
+async def test_rounds_rows_are_paired_count_the_calls_and_repeat_for_a_seed() -> None:
+    flags = [
+        *("--silent", "--ideas", "4", "--rounds-seeds", "3", "--rounds-max", "2"),
+        *("--survivors", "2", "--variants", "2", "--rounds-judges", "2"),
+        *("--p-refuse", "0", "--p-garbage", "0"),
+    ]
+    report = await quality.rounds_part(quality.parse_args(flags), LIKES)
+    assert report is not None
+    assert report == await quality.rounds_part(quality.parse_args(flags), LIKES)
+    other = await quality.rounds_part(quality.parse_args([*flags, "--seed", "5"]), LIKES)
+    assert other is not None and other["rows"] != report["rows"]
+    rows = {r["name"]: r for r in report["rows"]}
+    assert list(rows) == ["0 rounds", "1 rounds", "2 rounds", "flat, 8 cards", "flat, 12 cards"]
+    for g in range(3):
+        row = rows[f"{g} rounds"]
+        assert row["failed"] == 0 and row["runs"] == 3
+        # N + G*S*V generator calls, J judge calls per round (no re-asks in this world)
+        assert (row["generator_calls"], row["judge_calls"]) == (4 + 4 * g, 2 * (g + 1))
+        # round 0 is the same cards and the same judging in every row
+        assert row["top_per_round"][0] == rows["0 rounds"]["top_per_round"][0]
+        assert row["best_seen"] >= max(row["best_per_round"]) - 1e-9
+        assert row["mean_regret"] == pytest.approx(row["best_seen"] - row["chosen_quality"])
+    assert rows["2 rounds"]["chosen_quality"] == rows["2 rounds"]["top_per_round"][-1]
+    assert (rows["flat, 12 cards"]["generator_calls"], rows["flat, 12 cards"]["judge_calls"]) == (
+        12,
+        2,
+    )
