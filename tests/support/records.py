@@ -14,6 +14,7 @@ from image_project.record import (
     RunRecord,
     ScoringOff,
     ScoringRecord,
+    TitleRecord,
 )
 
 __all__ = ["judge", "run"]
@@ -50,6 +51,9 @@ def run(
     cards: Sequence[str] = ("A", "B", "C"),
     failed: bool = False,
     scoring: bool = True,
+    image_path: str | None = None,
+    concepts: Sequence[str] = (),
+    title: str | None = None,
 ) -> RunRecord:
     """Run number ``n`` (its generation id and time sort by ``n``)."""
     section = (
@@ -82,4 +86,11 @@ def run(
         if failed
         else None,
         blackbox_scoring=section,
+        image_path=image_path,
+        selected_concepts=tuple(concepts),
+        title_generation=TitleRecord(
+            title=title, title_source="llm", title_raw=title, attempts=1, seq=n, caption=title
+        )
+        if title
+        else None,
     )
