@@ -74,11 +74,17 @@ class ScoreSummary:
 
 @dataclass(frozen=True)
 class PositionMean:
-    """A judge's mean score for the cards it was shown at ``position`` (1 = shown first)."""
+    """A judge's mean score for the cards it was shown at ``position`` (1 = shown first),
+    over ``n`` scores. ``offset`` is the mean of (its score - the mean score the *other* ok
+    judges of the run gave the same card) over the ``n_offset`` of those cards that another
+    judge scored: it takes the cards' own quality out of the comparison (None when no other
+    judge scored any of them)."""
 
     position: int
     n: int
     mean: float
+    offset: float | None = None
+    n_offset: int = 0
 
 
 @dataclass(frozen=True)
@@ -152,21 +158,47 @@ def _summary(scores: Sequence[int]) -> ScoreSummary | None:
     )
 
 
-def _positions(results: Sequence[JudgeResult]) -> tuple[PositionMean, ...]:
-    by_position: dict[int, list[int]] = defaultdict(list)
-    for result in results:
-        if result.status != "ok" or result.scores is None:
-            continue
-        for index, card_id in enumerate(result.order):
-            if card_id in result.scores:
-                by_position[index + 1].append(result.scores[card_id])
-    return tuple(
-        PositionMean(position=p, n=len(v), mean=statistics.fmean(v))
-        for p, v in sorted(by_position.items())
+@dataclass(frozen=True)
+class _Judged:
+    """One judge result with the ok scores of every judge of the same run."""
+
+    result: JudgeResult
+    panel: dict[str, dict[str, int]]
+
+    def others_mean(self, card_id: str) -> float | None:
+        others = [s[card_id] for j, s in self.panel.items() if j != self.result.id and card_id in s]
+        return statistics.fmean(others) if others else None
+
+
+def _position_mean(position: int, scores: list[int], offsets: list[float]) -> PositionMean:
+    return PositionMean(
+        position=position,
+        n=len(scores),
+        mean=statistics.fmean(scores),
+        offset=statistics.fmean(offsets) if offsets else None,
+        n_offset=len(offsets),
     )
 
 
-def _judge_stats(judge: str, results: Sequence[JudgeResult]) -> JudgeStats:
+def _positions(judged: Sequence[_Judged]) -> tuple[PositionMean, ...]:
+    scores: dict[int, list[int]] = defaultdict(list)
+    offsets: dict[int, list[float]] = defaultdict(list)
+    for item in judged:
+        result = item.result
+        if result.status != "ok" or result.scores is None:
+            continue
+        for position, card_id in enumerate(result.order, start=1):
+            if card_id not in result.scores:
+                continue
+            scores[position].append(result.scores[card_id])
+            others = item.others_mean(card_id)
+            if others is not None:
+                offsets[position].append(result.scores[card_id] - others)
+    return tuple(_position_mean(p, scores[p], offsets[p]) for p in sorted(scores))
+
+
+def _judge_stats(judge: str, judged: Sequence[_Judged]) -> JudgeStats:
+    results = [item.result for item in judged]
     tally = {status: 0 for status in JUDGE_STATUSES}
     for result in results:
         tally[result.status] += 1
@@ -181,7 +213,7 @@ def _judge_stats(judge: str, results: Sequence[JudgeResult]) -> JudgeStats:
         models=tuple(sorted({r.model for r in results})),
         counts=StatusCounts(**tally),
         scores=_summary(ok_scores),
-        positions=_positions(results),
+        positions=_positions(judged),
     )
 
 
@@ -239,12 +271,12 @@ def panel_stats(records: Iterable[RunRecord]) -> PanelStats:
     """Every figure of the judge panel over ``records`` (any order; judges sorted by id)."""
     records = list(records)
     scorings = scoring_records(records)
-    by_judge: dict[str, list[JudgeResult]] = defaultdict(list)
-    for scoring in scorings:
-        for result in scoring.judges:
-            by_judge[result.id].append(result)
-    judge_ids = sorted(by_judge)
     ok_runs = [_ok_scores(s) for s in scorings]
+    by_judge: dict[str, list[_Judged]] = defaultdict(list)
+    for scoring, panel in zip(scorings, ok_runs, strict=True):
+        for result in scoring.judges:
+            by_judge[result.id].append(_Judged(result, panel))
+    judge_ids = sorted(by_judge)
     return PanelStats(
         runs=len(records),
         scoring_runs=len(scorings),

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import TextIO
 
-from image_project.analysis.panel import JudgeStats, PanelStats, panel_stats
+from image_project.analysis.panel import JudgeStats, PanelStats, PositionMean, panel_stats
 from image_project.record import JUDGE_STATUSES, RunRecord
 
 __all__ = ["format_panel_table", "render_columns", "stats_command"]
@@ -52,18 +52,24 @@ def _judge_row(j: JudgeStats) -> list[str]:
     ]
 
 
+def _position_cell(p: PositionMean) -> str:
+    offset = "" if p.offset is None else f" ({p.offset:+.1f})"
+    return f"{p.mean:.1f}{offset}"
+
+
 def _position_lines(stats: PanelStats) -> list[str]:
     depth = max((len(j.positions) for j in stats.judges), default=0)
     if depth == 0:
         return []
     rows = []
     for j in stats.judges:
-        means = {p.position: p.mean for p in j.positions}
-        rows.append([j.judge, *(_fmt(means.get(p)) for p in range(1, depth + 1))])
+        cells = {p.position: _position_cell(p) for p in j.positions}
+        rows.append([j.judge, *(cells.get(p, "-") for p in range(1, depth + 1))])
     header = ["judge", *(f"#{p}" for p in range(1, depth + 1))]
     return [
         "",
-        "Mean ok score by presented position (#1 = shown first)",
+        "Mean ok score by presented position (#1 = shown first); in brackets, the mean",
+        "difference from the other judges' scores for the same cards",
         *render_columns(header, rows),
     ]
 

@@ -55,15 +55,21 @@ def _distributions(fig: Figure, stats: PanelStats) -> None:
 
 
 def _positions(fig: Figure, stats: PanelStats) -> None:
-    ax = fig.subplots()
+    means, offsets = fig.subplots(1, 2)
     for j in stats.judges:
         if j.positions:
-            xs = [p.position for p in j.positions]
-            ax.plot(xs, [p.mean for p in j.positions], marker="o", label=j.judge)
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel("presented position (1 = shown first)")
-    ax.set_ylabel("mean score")
-    ax.legend(fontsize="small")
+            means.plot([p.position for p in j.positions], [p.mean for p in j.positions], "o-")
+            known = [p for p in j.positions if p.offset is not None]
+            offsets.plot(
+                [p.position for p in known], [p.offset for p in known], "o-", label=j.judge
+            )
+    offsets.axhline(0, color="#888", linewidth=0.8)
+    for ax in (means, offsets):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel("presented position (1 = first)")
+    means.set_ylabel("mean score")
+    offsets.set_ylabel("score - other judges' mean")
+    offsets.legend(fontsize="small")
 
 
 def _agreement(fig: Figure, stats: PanelStats) -> None:
@@ -90,7 +96,11 @@ def _agreement(fig: Figure, stats: PanelStats) -> None:
 PLOTS: tuple[Plot, ...] = (
     Plot("status_counts.png", "Judge outcomes per judge", _status_counts),
     Plot("score_distributions.png", "Score distribution per judge (ok results)", _distributions),
-    Plot("position_bias.png", "Mean score by presented position", _positions),
+    Plot(
+        "position_bias.png",
+        "Mean score by presented position, and its difference from the other judges",
+        _positions,
+    ),
     Plot("rank_agreement.png", "Pairwise rank agreement (Kendall's tau-b)", _agreement),
 )
 

@@ -54,10 +54,17 @@ def test_a_judge_that_favours_the_first_card_shows_position_bias() -> None:
         (3, 3, 40.0),
     ]
     assert eager_stats.position_bias == pytest.approx(90 - 170 / 3)
+    # Against the other judge's score for the same card: +40 when first, -10 otherwise.
+    assert [(p.offset, p.n_offset) for p in eager_stats.positions] == [
+        (40.0, 3),
+        (-10.0, 3),
+        (-10.0, 3),
+    ]
     # Rotating orders: every card is seen once at each position, so the fair judge's
     # position means are all its overall mean.
     assert [p.mean for p in fair_stats.positions] == [50.0, 50.0, 50.0]
     assert fair_stats.position_bias == 0.0
+    assert [p.offset for p in fair_stats.positions] == [-40.0, 10.0, 10.0]
 
 
 def test_judges_that_agree_have_tau_one_and_reversed_judges_minus_one() -> None:
@@ -156,7 +163,10 @@ def test_the_table_shows_counts_positions_pairs_and_alpha() -> None:
     ]
     strict = next(line for line in lines if line.startswith("strict "))
     assert strict.split()[:7] == ["strict", "m-1", "1", "0", "1", "0", "3"]
-    assert any(line.split()[:2] == ["strict", "10.0"] for line in lines)  # position #1
+    # Position #1: strict's 10 for A, 1 below warm's 11; #3: C, which only strict scored.
+    assert any(
+        line.split() == ["strict", "10.0", "(-1.0)", "20.0", "(-1.0)", "30.0"] for line in lines
+    )
     pair = next(line for line in lines if line.startswith("strict ~ warm"))
     assert pair.split()[3:] == ["1.000", "1", "0"]
     assert any("Krippendorff's alpha (interval) = " in line for line in lines)

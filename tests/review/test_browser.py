@@ -18,6 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from playwright.sync_api import (
+    BrowserContext,
+    ConsoleMessage,
+    Page,
+    Request,
+    Response,
+    sync_playwright,
+)
 
 from image_project.record import RunRecord
 from image_project.review import build_site, page_name
@@ -81,10 +89,8 @@ class Problems:
 
 
 @pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserContext]:
     executable = chromium_path()
-    from playwright.sync_api import sync_playwright
-
     with sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
             str(tmp_path_factory.mktemp("chromium-profile")),
@@ -99,27 +105,33 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
             context.close()
 
 
-def open_page(browser: Any, url: str, screenshot: Path) -> tuple[Any, Problems]:
+def open_page(browser: BrowserContext, url: str, screenshot: Path) -> tuple[Page, Problems]:
     problems = Problems()
     page = browser.new_page()
-    page.on(
-        "console",
-        lambda m: problems.console.append(m.text) if m.type == "error" else None,
-    )
-    page.on("pageerror", lambda e: problems.console.append(str(e)))
-    page.on("requestfailed", lambda r: problems.failed.append(r.url))
-    page.on(
-        "response",
-        lambda r: problems.failed.append(f"{r.status} {r.url}") if r.status >= 400 else None,
-    )
-    response = page.goto(url, wait_until="load")
-    assert response is None or response.ok, url  # file:// pages have no response status
+
+    def console(message: ConsoleMessage) -> None:
+        if message.type == "error":
+            problems.console.append(message.text)
+
+    def response(reply: Response) -> None:
+        if reply.status >= 400:
+            problems.failed.append(f"{reply.status} {reply.url}")
+
+    def failed(request: Request) -> None:
+        problems.failed.append(f"{request.failure} {request.url}")
+
+    page.on("console", console)
+    page.on("pageerror", lambda error: problems.console.append(str(error)))
+    page.on("requestfailed", failed)
+    page.on("response", response)
+    reply = page.goto(url, wait_until="load")
+    assert reply is None or reply.ok, url  # file:// pages have no response status
     page.screenshot(path=str(screenshot), full_page=True)
     assert screenshot.stat().st_size > 0
     return page, problems
 
 
-def images(page: Any) -> list[dict[str, Any]]:
+def images(page: Page) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = page.evaluate(
         "Array.from(document.images).map(i => "
         "({src: i.currentSrc || i.src, complete: i.complete, width: i.naturalWidth}))"
@@ -127,7 +139,7 @@ def images(page: Any) -> list[dict[str, Any]]:
     return found
 
 
-def assert_clean(page: Any, problems: Problems, min_images: int) -> None:
+def assert_clean(page: Page, problems: Problems, min_images: int) -> None:
     loaded = images(page)
     assert len(loaded) >= min_images, loaded
     assert all(i["complete"] and i["width"] > 0 for i in loaded), loaded
@@ -135,7 +147,7 @@ def assert_clean(page: Any, problems: Problems, min_images: int) -> None:
     page.close()
 
 
-def test_the_gallery_loads_every_image(site: Site, browser: Any, tmp_path: Path) -> None:
+def test_the_gallery_loads_every_image(site: Site, browser: BrowserContext, tmp_path: Path) -> None:
     page, problems = open_page(browser, site.url + "index.html", tmp_path / "gallery.png")
     # Three runs made an image; the failed one shows its error instead of a broken image.
     assert page.locator(".gallery .card").count() == 4
@@ -144,7 +156,9 @@ def test_the_gallery_loads_every_image(site: Site, browser: Any, tmp_path: Path)
     assert_clean(page, problems, min_images=3)
 
 
-def test_a_scoring_run_page_shows_the_heatmap(site: Site, browser: Any, tmp_path: Path) -> None:
+def test_a_scoring_run_page_shows_the_heatmap(
+    site: Site, browser: BrowserContext, tmp_path: Path
+) -> None:
     record = next(r for r in site.records if r.succeeded and r.blackbox_scoring.enabled)
     url = f"{site.url}runs/{page_name(record.generation_id)}.html"
     page, problems = open_page(browser, url, tmp_path / "run.png")
@@ -156,7 +170,9 @@ def test_a_scoring_run_page_shows_the_heatmap(site: Site, browser: Any, tmp_path
     assert_clean(page, problems, min_images=1)
 
 
-def test_a_failed_run_page_shows_its_error(site: Site, browser: Any, tmp_path: Path) -> None:
+def test_a_failed_run_page_shows_its_error(
+    site: Site, browser: BrowserContext, tmp_path: Path
+) -> None:
     record = next(r for r in site.records if not r.succeeded)
     url = f"{site.url}runs/{page_name(record.generation_id)}.html"
     page, problems = open_page(browser, url, tmp_path / "failed.png")
@@ -165,14 +181,18 @@ def test_a_failed_run_page_shows_its_error(site: Site, browser: Any, tmp_path: P
     assert_clean(page, problems, min_images=0)
 
 
-def test_the_panel_page_shows_its_plots(site: Site, browser: Any, tmp_path: Path) -> None:
+def test_the_panel_page_shows_its_plots(
+    site: Site, browser: BrowserContext, tmp_path: Path
+) -> None:
     page, problems = open_page(browser, site.url + "panel.html", tmp_path / "panel.png")
     assert page.locator(".plots img").count() == 4
     assert "Krippendorff's alpha (interval)" in page.inner_text("main")
     assert_clean(page, problems, min_images=4)
 
 
-def test_the_site_works_opened_from_disk(site: Site, browser: Any, tmp_path: Path) -> None:
+def test_the_site_works_opened_from_disk(
+    site: Site, browser: BrowserContext, tmp_path: Path
+) -> None:
     for name in ("index.html", "panel.html"):
         page, problems = open_page(browser, (site.root / name).as_uri(), tmp_path / "disk.png")
         assert_clean(page, problems, min_images=3)
