@@ -36,7 +36,7 @@ from image_project.review.views import RunView, page_name, run_view
 
 __all__ = ["build_site", "review_command"]
 
-Progress = Callable[[str], None]
+_Progress = Callable[[str], None]
 
 
 def _environment() -> jinja2.Environment:
@@ -83,7 +83,7 @@ def _copy_static(out_dir: Path) -> None:
 
 
 def _run_views(
-    records: Sequence[RunRecord], out_dir: Path, base: Path, progress: Progress | None
+    records: Sequence[RunRecord], out_dir: Path, base: Path, progress: _Progress | None
 ) -> list[RunView]:
     (out_dir / "images").mkdir(parents=True, exist_ok=True)
     views = []
@@ -96,7 +96,7 @@ def _run_views(
 
 
 def _panel_page(
-    env: jinja2.Environment, stats: PanelStats, out_dir: Path, progress: Progress | None
+    env: jinja2.Environment, stats: PanelStats, out_dir: Path, progress: _Progress | None
 ) -> None:
     plots = write_plots(stats, out_dir / "plots", progress)
     _write(
@@ -115,7 +115,7 @@ def build_site(
     out_dir: str | Path,
     *,
     image_base: str | Path | None = None,
-    progress: Progress | None = None,
+    progress: _Progress | None = None,
 ) -> Path:
     """Write the review site of ``records`` (shown in the order given: pass them newest
     first) into ``out_dir`` and return the path of its ``index.html``. Relative
