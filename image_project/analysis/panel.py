@@ -18,8 +18,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 
-from scipy.stats import kendalltau
-
 from image_project.analysis.alpha import krippendorff_alpha
 from image_project.record import JUDGE_STATUSES, JudgeResult, JudgeStatus, RunRecord, ScoringRecord
 
@@ -228,6 +226,10 @@ def _run_tau(a: dict[str, int], b: dict[str, int]) -> float | None:
     common = sorted(set(a) & set(b))
     if len(common) < 2:
         return None
+    # Imported here: scipy.stats takes about a second to import, which every command of the
+    # CLI would otherwise pay for.
+    from scipy.stats import kendalltau
+
     tau = float(kendalltau([a[c] for c in common], [b[c] for c in common]).statistic)
     return None if math.isnan(tau) else tau
 

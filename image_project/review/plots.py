@@ -1,18 +1,20 @@
 """The judge-panel plots as PNG files (matplotlib's object API on the Agg canvas: no
-display, no pyplot global state, no network, the bundled DejaVu font)."""
+display, no pyplot global state, no network, the bundled DejaVu font). matplotlib is imported
+when plots are drawn, not when the CLI starts."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
+from typing import TYPE_CHECKING
 
 from image_project.analysis import PanelStats
 from image_project.record import JUDGE_STATUSES
+
+if TYPE_CHECKING:
+    from matplotlib.axis import Axis
+    from matplotlib.figure import Figure
 
 __all__ = ["PLOTS", "Plot", "write_plots"]
 
@@ -29,6 +31,12 @@ class Plot:
 _STATUS_COLOURS = {"ok": "#2a9d4b", "parse_error": "#e9a13b", "refused": "#c0392b", "error": "#555"}
 
 
+def _integer_ticks(axis: Axis) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    axis.set_major_locator(MaxNLocator(integer=True))
+
+
 def _status_counts(fig: Figure, stats: PanelStats) -> None:
     ax = fig.subplots()
     names = [j.judge for j in stats.judges]
@@ -38,7 +46,7 @@ def _status_counts(fig: Figure, stats: PanelStats) -> None:
         ax.barh(names, counts, left=left, label=status, color=_STATUS_COLOURS[status])
         left = [a + b for a, b in zip(left, counts, strict=True)]
     ax.invert_yaxis()
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    _integer_ticks(ax.xaxis)
     ax.set_xlabel("judge results (one per run)")
     ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncols=4, fontsize="small")
 
@@ -65,7 +73,7 @@ def _positions(fig: Figure, stats: PanelStats) -> None:
             )
     offsets.axhline(0, color="#888", linewidth=0.8)
     for ax in (means, offsets):
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        _integer_ticks(ax.xaxis)
         ax.set_xlabel("presented position (1 = first)")
     means.set_ylabel("mean score")
     offsets.set_ylabel("score - other judges' mean")
@@ -112,6 +120,9 @@ def write_plots(
     answered. Returns each plot with the file written."""
     if not stats.judges:
         return []
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     directory.mkdir(parents=True, exist_ok=True)
     written = []
     for n, plot in enumerate(PLOTS, start=1):
