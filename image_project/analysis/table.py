@@ -13,15 +13,18 @@ from image_project.record import JUDGE_STATUSES, RunRecord
 __all__ = ["format_panel_table", "render_columns", "stats_command"]
 
 
-def render_columns(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
-    """Columns padded to their widest cell; the first column left-aligned, the rest
-    right-aligned (they hold numbers)."""
+def render_columns(
+    header: Sequence[str], rows: Iterable[Sequence[str]], *, left: int = 1
+) -> list[str]:
+    """Columns padded to their widest cell; the first ``left`` columns (names) left-aligned,
+    the rest right-aligned (they hold numbers)."""
     table = [list(header), *(list(r) for r in rows)]
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     lines = []
     for row in table:
         cells = [
-            cell.ljust(widths[i]) if i == 0 else cell.rjust(widths[i]) for i, cell in enumerate(row)
+            cell.ljust(widths[i]) if i < left else cell.rjust(widths[i])
+            for i, cell in enumerate(row)
         ]
         lines.append("  ".join(cells).rstrip())
     return lines
@@ -111,7 +114,7 @@ def format_panel_table(stats: PanelStats) -> str:
         "max",
         "bias#1",
     ]
-    lines += ["", *render_columns(header, [_judge_row(j) for j in stats.judges])]
+    lines += ["", *render_columns(header, [_judge_row(j) for j in stats.judges], left=2)]
     lines += _position_lines(stats)
     lines += _pair_lines(stats)
     a = stats.agreement
