@@ -3,9 +3,9 @@
 One CLI, three ways in, each naming itself in ``--help`` and errors: the console script
 ``image-project`` and ``python -m image_project`` read ``config/`` from the current
 directory; ``python main.py`` reads it from the checkout that holds ``main.py``. The
-subcommands are ``generate`` and ``runs`` (``list``, ``show``, ``export``, ``import``: the run
-store, :mod:`image_project.store.commands`); with no subcommand the options mean
-``generate``, so ``image-project --seed 42`` is ``image-project generate --seed 42``.
+subcommands are ``generate``, ``runs`` (``list``, ``show``, ``export``, ``import``,
+``stats``: the run store, :mod:`image_project.store.commands`) and ``review`` (a static site
+of the stored runs); with no subcommand the options mean ``generate``, so ``image-project --seed 42`` is ``image-project generate --seed 42``.
 
 Exit codes: 0 success; 1 a run failed (its transcript was written, the error attributed to a
 phase and step path); 2 a configuration or input-file error, raised before any model call;
@@ -85,24 +85,14 @@ def build_parser(prog: str = _PROG) -> argparse.ArgumentParser:
         description=_DESCRIPTION,
     )
     _add_generate_options(generate)
-    _add_runs_parser(commands, prog)
-    # The lead wires the top-level `review` command (image_project.review) here.
+    common = _store_options()
+    _add_runs_parser(commands, prog, common)
+    _add_review_parser(commands, prog, common)
     return parser
 
 
-def _add_runs_parser(commands: Any, prog: str) -> None:
-    """``runs list|show|export|import``: the run store (docs/store.md)."""
-    runs = commands.add_parser(
-        "runs",
-        prog=f"{prog} runs",
-        help="list, show, export or import the runs kept in the run store",
-        description=(
-            "The run store keeps every run (success, failure, interrupt). Its location is "
-            "store.url in the configuration (default: <image.log_path>/runs.sqlite)."
-        ),
-    )
-    runs.set_defaults(verbose=0, quiet=False)
-    sub = runs.add_subparsers(dest="runs_command", metavar="ACTION", required=True)
+def _store_options() -> argparse.ArgumentParser:
+    """The options of every command that reads the run store: where the store is."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--config", type=Path, metavar="PATH", help="the config file to read")
     common.add_argument(
@@ -114,6 +104,48 @@ def _add_runs_parser(commands: Any, prog: str) -> None:
         help="override a config key, e.g. --set store.url=postgresql+psycopg://…",
     )
     common.add_argument("--store", metavar="URL", help="this store instead of store.url")
+    return common
+
+
+def _add_review_parser(commands: Any, prog: str, common: argparse.ArgumentParser) -> None:
+    """``review``: the static review site of the newest stored runs (docs/review.md)."""
+    review = commands.add_parser(
+        "review",
+        parents=[common],
+        prog=f"{prog} review",
+        help="write a static review site (gallery, score heatmaps, judge panel) of stored runs",
+        description=(
+            "Write a static site of the newest runs in the run store: a gallery with the "
+            "selected card and mode, one page per run with its score table as a heatmap, and "
+            "a judge-panel page (status counts, position bias, Kendall's tau, Krippendorff's "
+            "alpha) with plots. Open its index.html; no server is needed."
+        ),
+    )
+    review.set_defaults(verbose=0, quiet=False)
+    review.add_argument(
+        "--last", type=_positive_int, default=20, metavar="N", help="the N newest runs (20)"
+    )
+    review.add_argument(
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="where to write the site (default: review/ beside the run logs)",
+    )
+
+
+def _add_runs_parser(commands: Any, prog: str, common: argparse.ArgumentParser) -> None:
+    """``runs list|show|export|import|stats``: the run store (docs/store.md)."""
+    runs = commands.add_parser(
+        "runs",
+        prog=f"{prog} runs",
+        help="list, show, export or import the runs kept in the run store",
+        description=(
+            "The run store keeps every run (success, failure, interrupt). Its location is "
+            "store.url in the configuration (default: <image.log_path>/runs.sqlite)."
+        ),
+    )
+    runs.set_defaults(verbose=0, quiet=False)
+    sub = runs.add_subparsers(dest="runs_command", metavar="ACTION", required=True)
     filters = argparse.ArgumentParser(add_help=False)
     filters.add_argument("--failed", action="store_true", help="only runs that did not succeed")
     filters.add_argument("--judge", metavar="ID", help="only runs whose judge panel had ID")
@@ -146,7 +178,11 @@ def _add_runs_parser(commands: Any, prog: str) -> None:
         metavar="PATH",
         help="*_transcript.json files, runs export .jsonl files, or folders of transcripts",
     )
-    # The lead wires `runs stats` (image_project.analysis) here as another action.
+    sub.add_parser(
+        "stats",
+        parents=[common, filters],
+        help="judge-panel figures over the stored runs: status counts, position bias, agreement",
+    )
 
 
 def _positive_int(text: str) -> int:
@@ -159,20 +195,33 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _runs_command(args: argparse.Namespace, env: Mapping[str, str], root: Path) -> int:
-    """``runs …``: read the configuration for the store's URL (``--store`` wins), then hand
-    over to :mod:`image_project.store.commands` (imported only now: it imports SQLAlchemy)."""
+def _store_command(args: argparse.Namespace, env: Mapping[str, str], root: Path) -> int:
+    """``runs …`` and ``review``: the store's URL from ``--store`` or the configuration's
+    ``store.url``, then :mod:`image_project.store.commands` (imported only now: it imports
+    SQLAlchemy, and ``review`` Jinja2 and matplotlib). The configuration is read only when
+    something comes from it (no ``--store``, or ``review`` without ``--out``)."""
+    out_dir: Path | None = getattr(args, "out", None) if args.command == "review" else None
     try:
+        cfg = None
+        if args.store is None or (args.command == "review" and out_dir is None):
+            cfg = load_config(root=root, config_path=args.config, overrides=args.overrides, env=env)
         if args.store is not None:
             from image_project.store.url import check_store_url
 
             url = check_store_url(args.store, Path.cwd())
         else:
-            cfg = load_config(root=root, config_path=args.config, overrides=args.overrides, env=env)
+            assert cfg is not None
             url = cfg.effective_store_url
     except (ConfigError, ValueError) as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
+    if args.command == "review":
+        from image_project.store.commands import review_command
+
+        if out_dir is None:
+            assert cfg is not None
+            out_dir = Path(cfg.image.log_path).parent / "review"
+        return review_command(url, out_dir, last=args.last, image_base=root)
     from image_project.store.commands import run_command
 
     return run_command(args, url)
@@ -537,8 +586,8 @@ def main(
     env = os.environ if env is None else env
     _setup_logging(args.verbose, args.quiet)
     root = (root or Path.cwd()).resolve()
-    if args.command == "runs":
-        return _runs_command(args, env, root)
+    if args.command in ("runs", "review"):
+        return _store_command(args, env, root)
     try:
         cfg = load_config(root=root, config_path=args.config, overrides=_overrides(args), env=env)
         backends = make_backends(cfg, env)

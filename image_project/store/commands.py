@@ -1,4 +1,5 @@
-"""The ``image-project runs …`` subcommands: ``list``, ``show``, ``export``, ``import``.
+"""The ``image-project runs …`` subcommands (``list``, ``show``, ``export``, ``import``,
+``stats``) and ``image-project review``, over the run store.
 
 The parser is built by :mod:`image_project.cli` (argparse only, so the CLI stays light to
 import); this module, which imports SQLAlchemy through :mod:`image_project.store.db`, is
@@ -27,6 +28,7 @@ __all__ = [
     "EXPORT_CSV_FIELDS",
     "format_summaries",
     "iter_records",
+    "review_command",
     "run_command",
     "show_lines",
 ]
@@ -79,13 +81,45 @@ def run_command(args: argparse.Namespace, url: str, out: IO[str] | None = None) 
                 return _show(store, args.id, out)
             if action == "export":
                 return _export(store, args, since, out)
+            if action == "stats":
+                return _stats(store, args, since, out)
             return _import(store, args.paths, out)
     except StoreError as exc:
         print(f"store error: {exc}", file=sys.stderr)
         return 1
 
 
+def review_command(
+    url: str, out_dir: Path, *, last: int, image_base: Path, out: IO[str] | None = None
+) -> int:
+    """``image-project review``: the static review site of the ``last`` newest stored runs
+    (:mod:`image_project.review`, imported only now: Jinja2 and matplotlib)."""
+    out = sys.stdout if out is None else out
+    database = sqlite_path(url)
+    if database is not None and not database.exists():
+        print(f"no run store yet at {database}: nothing to review", file=sys.stderr)
+        return 1
+    try:
+        with RunStore.open(url) as store:
+            records = store.records(last=last)
+    except StoreError as exc:
+        print(f"store error: {exc}", file=sys.stderr)
+        return 1
+    from image_project.review import review_command as write_site
+
+    return write_site(records, out_dir, image_base=image_base, out=out)
+
+
 # --------------------------------------------------------------------------- list
+
+
+def _stats(store: RunStore, args: argparse.Namespace, since: Any, out: IO[str]) -> int:
+    """``runs stats``: the judge-panel table (:mod:`image_project.analysis`) of the runs the
+    filters select (all runs unless ``--limit``)."""
+    from image_project.analysis import stats_command
+
+    records = store.records(last=args.limit, failed=args.failed, judge=args.judge, since=since)
+    return stats_command(records, out)
 
 
 def _list(store: RunStore, args: argparse.Namespace, since: Any, out: IO[str]) -> int:

@@ -163,6 +163,18 @@ async def test_five_runs_listed_shown_exported_and_rebuilt_from_transcripts(
     exported_csv = list(csv.DictReader(io.StringIO(out)))
     assert {r["generation_id"]: r["status"] for r in exported_csv} == listed
 
+    code, out = runs_cli(capsys, store_url, "stats")
+    assert code == 0, out
+    assert "Judge panel over 5 runs (2 with scoring, 1 failed)" in out
+    table = out.split("\n\n")[1].splitlines()  # the per-judge table: header, one row each
+    judge_rows = {line.split()[0]: line.split() for line in table[1:]}
+    assert sorted(judge_rows) == ["novel", "strict", "warm"]
+    for judge in ("strict", "warm", "novel"):  # columns: judge model ok parse_error refused error
+        assert judge_rows[judge][2:6] == ["2", "0", "0", "0"], out
+    assert "Krippendorff's alpha (interval) = " in out and "over 12 cards" in out
+    code, out = runs_cli(capsys, store_url, "stats", "--failed")
+    assert "Judge panel over 1 runs (0 with scoring, 1 failed)" in out
+
     before = snapshot(store_url)
     assert len(before["runs"]) == 5 and len(before["judge_results"]) == 6
     assert len(before["scores"]) == 2 * 3 * 6 and len(before["images"]) == 4
@@ -402,3 +414,21 @@ def test_the_cli_says_loudly_that_the_store_was_not_written_and_exits_0(
     assert "  Store       NOT WRITTEN" in done.stdout
     assert len(list((tmp_path / "out" / "logs").glob("*_transcript.json"))) == 1
     assert len(list((tmp_path / "out" / "images").glob("*_image.jpg"))) == 1
+
+
+async def test_review_writes_the_site_of_the_newest_stored_runs(
+    tmp_path: Path, store_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    records = await five_runs(tmp_path, store_url)
+    site = tmp_path / "site"
+    capsys.readouterr()
+    code = cli.main(["review", "--store", store_url, "--out", str(site), "--last", "3"], env={})
+    out, err = capsys.readouterr()
+    assert code == 0, out + err
+    assert str(site / "index.html") in out
+    newest = sorted((r.generation_id for r in records), reverse=True)[:3]
+    assert sorted(p.stem for p in (site / "runs").glob("*.html")) == sorted(newest)
+    index = (site / "index.html").read_text(encoding="utf-8")
+    assert all(gid in index for gid in newest)
+    assert not any(r.generation_id in index for r in records if r.generation_id not in newest)
+    assert (site / "panel.html").is_file()

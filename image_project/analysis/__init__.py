@@ -1,0 +1,40 @@
+"""Statistics over run records: how the judge panel behaves across runs.
+
+* :mod:`.panel` — :func:`panel_stats`: per judge the status counts, the ok score
+  distribution and the mean score by presented position; per pair of judges Kendall's tau;
+  the panel's Krippendorff alpha;
+* :mod:`.alpha` — Krippendorff's alpha from its definition (interval and nominal);
+* :mod:`.table` — the figures as a terminal table and the ``runs stats`` command.
+
+Pure functions of :class:`~image_project.record.RunRecord` sequences: no files, no store.
+"""
+
+from image_project.analysis.alpha import AlphaMetric, krippendorff_alpha
+from image_project.analysis.panel import (
+    JudgeStats,
+    PairAgreement,
+    PanelAgreement,
+    PanelStats,
+    PositionMean,
+    ScoreSummary,
+    StatusCounts,
+    panel_stats,
+    scoring_records,
+)
+from image_project.analysis.table import format_panel_table, stats_command
+
+__all__ = [
+    "AlphaMetric",
+    "JudgeStats",
+    "PairAgreement",
+    "PanelAgreement",
+    "PanelStats",
+    "PositionMean",
+    "ScoreSummary",
+    "StatusCounts",
+    "format_panel_table",
+    "krippendorff_alpha",
+    "panel_stats",
+    "scoring_records",
+    "stats_command",
+]

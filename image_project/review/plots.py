@@ -1,0 +1,137 @@
+"""The judge-panel plots as PNG files (matplotlib's object API on the Agg canvas: no
+display, no pyplot global state, no network, the bundled DejaVu font). matplotlib is imported
+when plots are drawn, not when the CLI starts."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from image_project.analysis import PanelStats
+from image_project.record import JUDGE_STATUSES
+
+if TYPE_CHECKING:
+    from matplotlib.axis import Axis
+    from matplotlib.figure import Figure
+
+__all__ = ["PLOTS", "Plot", "write_plots"]
+
+
+@dataclass(frozen=True)
+class Plot:
+    """One plot of the panel page: its file name, caption and drawing function."""
+
+    filename: str
+    caption: str
+    draw: Callable[[Figure, PanelStats], None]
+
+
+_STATUS_COLOURS = {"ok": "#2a9d4b", "parse_error": "#e9a13b", "refused": "#c0392b", "error": "#555"}
+
+
+def _integer_ticks(axis: Axis) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    axis.set_major_locator(MaxNLocator(integer=True))
+
+
+def _status_counts(fig: Figure, stats: PanelStats) -> None:
+    ax = fig.subplots()
+    names = [j.judge for j in stats.judges]
+    left = [0] * len(names)
+    for status in JUDGE_STATUSES:
+        counts = [j.counts.get(status) for j in stats.judges]
+        ax.barh(names, counts, left=left, label=status, color=_STATUS_COLOURS[status])
+        left = [a + b for a, b in zip(left, counts, strict=True)]
+    ax.invert_yaxis()
+    _integer_ticks(ax.xaxis)
+    ax.set_xlabel("judge results (one per run)")
+    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncols=4, fontsize="small")
+
+
+def _distributions(fig: Figure, stats: PanelStats) -> None:
+    ax = fig.subplots()
+    judged = [j for j in stats.judges if j.scores is not None]
+    data = [list(j.scores.scores) for j in judged if j.scores is not None]
+    if data:
+        ax.boxplot(data, orientation="horizontal", tick_labels=[j.judge for j in judged])
+    ax.invert_yaxis()
+    ax.set_xlim(0, 100)
+    ax.set_xlabel("score (ok results only)")
+
+
+def _positions(fig: Figure, stats: PanelStats) -> None:
+    means, offsets = fig.subplots(1, 2)
+    for j in stats.judges:
+        if j.positions:
+            means.plot([p.position for p in j.positions], [p.mean for p in j.positions], "o-")
+            known = [p for p in j.positions if p.offset is not None]
+            offsets.plot(
+                [p.position for p in known], [p.offset for p in known], "o-", label=j.judge
+            )
+    offsets.axhline(0, color="#888", linewidth=0.8)
+    for ax in (means, offsets):
+        _integer_ticks(ax.xaxis)
+        ax.set_xlabel("presented position (1 = first)")
+    means.set_ylabel("mean score")
+    offsets.set_ylabel("score - other judges' mean")
+    offsets.legend(fontsize="small")
+
+
+def _agreement(fig: Figure, stats: PanelStats) -> None:
+    ax = fig.subplots()
+    names = [j.judge for j in stats.judges]
+    index = {name: i for i, name in enumerate(names)}
+    grid = [[float("nan")] * len(names) for _ in names]
+    for i in range(len(names)):
+        grid[i][i] = 1.0
+    for pair in stats.pairs:
+        if pair.tau is not None:
+            a, b = index[pair.judge_a], index[pair.judge_b]
+            grid[a][b] = grid[b][a] = pair.tau
+    image = ax.imshow(grid, vmin=-1, vmax=1, cmap="RdBu")
+    ax.set_xticks(range(len(names)), names, rotation=45, ha="right")
+    ax.set_yticks(range(len(names)), names)
+    for i, row in enumerate(grid):
+        for k, value in enumerate(row):
+            if value == value:  # not NaN
+                ax.text(k, i, f"{value:.2f}", ha="center", va="center", fontsize="small")
+    fig.colorbar(image, ax=ax, label="Kendall's tau-b (mean over runs)")
+
+
+PLOTS: tuple[Plot, ...] = (
+    Plot("status_counts.png", "Judge outcomes per judge", _status_counts),
+    Plot("score_distributions.png", "Score distribution per judge (ok results)", _distributions),
+    Plot(
+        "position_bias.png",
+        "Mean score by presented position, and its difference from the other judges",
+        _positions,
+    ),
+    Plot("rank_agreement.png", "Pairwise rank agreement (Kendall's tau-b)", _agreement),
+)
+
+
+def write_plots(
+    stats: PanelStats, directory: Path, progress: Callable[[str], None] | None = None
+) -> list[tuple[Plot, Path]]:
+    """Draw every plot of :data:`PLOTS` into ``directory`` (created); nothing when no judge
+    answered. Returns each plot with the file written."""
+    if not stats.judges:
+        return []
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for n, plot in enumerate(PLOTS, start=1):
+        fig = Figure(figsize=(6.4, max(3.0, 1.6 + 0.45 * len(stats.judges))), layout="constrained")
+        FigureCanvasAgg(fig)
+        plot.draw(fig, stats)
+        path = directory / plot.filename
+        fig.savefig(path, format="png", dpi=100, metadata={"Software": None})
+        written.append((plot, path))
+        if progress is not None:
+            progress(f"plot {n}/{len(PLOTS)}: {plot.filename}")
+    return written

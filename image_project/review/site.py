@@ -1,0 +1,175 @@
+"""The static review site: a gallery of runs, one page per run (score heatmap, judge
+statuses, errors) and a judge-panel page (the figures of :mod:`image_project.analysis`
+with their plots).
+
+Layout of ``out_dir``::
+
+    index.html            gallery, newest first
+    panel.html            judge panel across the runs shown
+    runs/<id>.html        one page per run
+    images/<id>.<ext>     each run's image, copied from where the run saved it
+    plots/*.png           the panel plots
+    static/style.css      the only stylesheet
+
+Images are **copied** into the site (a file copy, skipped when an identical-looking copy —
+same size and modification time — is already there): links into the run's output directory
+would break as soon as the site is served over http (a server serves only what is under its
+root) or moved. Every link is relative, nothing is loaded from the network, so the site works
+opened from disk and served by any static server. Templates autoescape everything.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import Callable, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import IO
+
+import jinja2
+
+from image_project.analysis import PanelStats, panel_stats
+from image_project.record import JUDGE_STATUSES, RunRecord
+from image_project.review.plots import write_plots
+from image_project.review.views import RunView, page_name, run_view
+
+__all__ = ["build_site", "review_command"]
+
+_Progress = Callable[[str], None]
+
+
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("image_project.review", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+def _copy_image(record: RunRecord, out_dir: Path, base: Path) -> tuple[str | None, str | None]:
+    """Copy the run's image into ``out_dir/images``: (site-relative path, None), or (None,
+    why there is no image) — None, None for a run that was not meant to have one."""
+    if record.image_path is None:
+        return None, None
+    source = Path(record.image_path)
+    if not source.is_absolute():
+        source = base / source
+    if not source.is_file():
+        return None, f"image file not found: {record.image_path}"
+    name = page_name(record.generation_id) + source.suffix.lower()
+    target = out_dir / "images" / name
+    stat = source.stat()
+    if not (
+        target.is_file()
+        and target.stat().st_size == stat.st_size
+        and target.stat().st_mtime == stat.st_mtime
+    ):
+        shutil.copy2(source, target)
+    return f"images/{name}", None
+
+
+def _write(path: Path, text: str) -> None:
+    path.write_text(text, encoding="utf-8")
+
+
+def _copy_static(out_dir: Path) -> None:
+    static = out_dir / "static"
+    static.mkdir(parents=True, exist_ok=True)
+    source = resources.files("image_project.review").joinpath("static", "style.css")
+    (static / "style.css").write_bytes(source.read_bytes())
+
+
+def _run_views(
+    records: Sequence[RunRecord], out_dir: Path, base: Path, progress: _Progress | None
+) -> list[RunView]:
+    (out_dir / "images").mkdir(parents=True, exist_ok=True)
+    views = []
+    for n, record in enumerate(records, start=1):
+        image, missing = _copy_image(record, out_dir, base)
+        views.append(run_view(record, image, missing))
+        if progress is not None:
+            progress(f"image {n}/{len(records)}: {record.generation_id}")
+    return views
+
+
+def _panel_page(
+    env: jinja2.Environment, stats: PanelStats, out_dir: Path, progress: _Progress | None
+) -> None:
+    plots = write_plots(stats, out_dir / "plots", progress)
+    _write(
+        out_dir / "panel.html",
+        env.get_template("panel.html").render(
+            root="",
+            stats=stats,
+            statuses=JUDGE_STATUSES,
+            plots=[(plot, f"plots/{path.name}") for plot, path in plots],
+        ),
+    )
+
+
+def build_site(
+    records: Sequence[RunRecord],
+    out_dir: str | Path,
+    *,
+    image_base: str | Path | None = None,
+    progress: _Progress | None = None,
+) -> Path:
+    """Write the review site of ``records`` (shown in the order given: pass them newest
+    first) into ``out_dir`` and return the path of its ``index.html``. Relative
+    ``image_path`` values are resolved against ``image_base`` (default: the current
+    directory, where the run was started). ``progress`` is called with one line per image,
+    page and plot written. Files already in ``out_dir`` that this site does not write are
+    left alone."""
+    out = Path(out_dir)
+    base = Path(image_base) if image_base is not None else Path.cwd()
+    (out / "runs").mkdir(parents=True, exist_ok=True)
+    _copy_static(out)
+    env = _environment()
+    views = _run_views(records, out, base, progress)
+    run_page = env.get_template("run.html")
+    for n, view in enumerate(views, start=1):
+        _write(out / "runs" / f"{view.page}.html", run_page.render(root="../", run=view))
+        if progress is not None:
+            progress(f"page {n}/{len(views)}: runs/{view.page}.html")
+    stats = panel_stats(records)
+    _panel_page(env, stats, out, progress)
+    index = out / "index.html"
+    _write(index, env.get_template("index.html").render(root="", runs=views, stats=stats))
+    return index
+
+
+def review_command(
+    records: Sequence[RunRecord],
+    out_dir: str | Path,
+    last: int | None = None,
+    *,
+    image_base: str | Path | None = None,
+    out: IO[str] | None = None,
+    err: IO[str] | None = None,
+) -> int:
+    """``image-project review [--last N] [--out DIR]``: the site of the ``last`` newest of
+    ``records`` (newest first, as the store returns them; all when ``last`` is None), with
+    progress on ``err`` and where the site is on ``out``. Exit code 0, or 1 (nothing
+    written) when there is no run; a ``last`` below 1 raises ``ValueError``. ``out`` and
+    ``err`` default to the standard streams as they are at the call."""
+    out = sys.stdout if out is None else out
+    err = sys.stderr if err is None else err
+    if last is not None and last < 1:
+        raise ValueError(f"--last: got {last}, must be an int >= 1")
+    chosen = list(records[:last] if last is not None else records)
+    if not chosen:
+        out.write("No runs to review.\n")
+        return 1
+
+    def progress(line: str, err: IO[str] = err) -> None:
+        err.write(f"  {line}\n")
+        err.flush()
+
+    err.write(f"Writing the review site of {len(chosen)} runs to {out_dir}\n")
+    index = build_site(chosen, out_dir, image_base=image_base, progress=progress)
+    out.write(f"Review site: {index.resolve()}\n")
+    out.write(f"Open it in a browser, or serve it: python -m http.server -d {Path(out_dir)} 8000\n")
+    return 0

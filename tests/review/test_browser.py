@@ -1,0 +1,198 @@
+"""The review site in a real browser: headless Chromium (the system's, driven by Playwright)
+opens every kind of page of a site rendered from real offline runs, served from 127.0.0.1 by
+a server this test starts and stops, and from disk. Every image must have loaded, no
+request may fail and the console must stay free of errors. Screenshots go to pytest's tmp dir.
+
+Skipped locally when Chromium is absent; under CI (env ``CI`` set) that is a failure."""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import (
+    BrowserContext,
+    ConsoleMessage,
+    Page,
+    Request,
+    Response,
+    sync_playwright,
+)
+
+from image_project.record import RunRecord
+from image_project.review import build_site, page_name
+from tests.review.offline_runs import make_offline_runs
+
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def chromium_path() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found is None:
+        reason = "chromium is not installed (apt-get install chromium); .ci/run installs it"
+        if os.environ.get("CI"):
+            pytest.fail(f"{reason}, and CI must run the browser test")
+        pytest.skip(reason)
+    return found
+
+
+class _QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@dataclass
+class Site:
+    root: Path
+    records: list[RunRecord]
+    url: str
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+    work = tmp_path_factory.mktemp("review-runs")
+    records = make_offline_runs(work)
+    root = build_site(records, work / "site").parent
+    handler = functools.partial(_QuietHandler, directory=str(root))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield Site(root, records, f"http://127.0.0.1:{server.server_address[1]}/")
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+@dataclass
+class Problems:
+    console: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserContext]:
+    executable = chromium_path()
+    with sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            str(tmp_path_factory.mktemp("chromium-profile")),
+            executable_path=executable,
+            headless=True,
+            args=CHROMIUM_FLAGS,
+        )
+        context.set_default_timeout(30_000)
+        try:
+            yield context
+        finally:
+            context.close()
+
+
+def open_page(browser: BrowserContext, url: str, screenshot: Path) -> tuple[Page, Problems]:
+    problems = Problems()
+    page = browser.new_page()
+
+    def console(message: ConsoleMessage) -> None:
+        if message.type == "error":
+            problems.console.append(message.text)
+
+    def response(reply: Response) -> None:
+        if reply.status >= 400:
+            problems.failed.append(f"{reply.status} {reply.url}")
+
+    def failed(request: Request) -> None:
+        problems.failed.append(f"{request.failure} {request.url}")
+
+    page.on("console", console)
+    page.on("pageerror", lambda error: problems.console.append(str(error)))
+    page.on("requestfailed", failed)
+    page.on("response", response)
+    reply = page.goto(url, wait_until="load")
+    assert reply is None or reply.ok, url  # file:// pages have no response status
+    page.screenshot(path=str(screenshot), full_page=True)
+    assert screenshot.stat().st_size > 0
+    return page, problems
+
+
+def images(page: Page) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = page.evaluate(
+        "Array.from(document.images).map(i => "
+        "({src: i.currentSrc || i.src, complete: i.complete, width: i.naturalWidth}))"
+    )
+    return found
+
+
+def assert_clean(page: Page, problems: Problems, min_images: int) -> None:
+    loaded = images(page)
+    assert len(loaded) >= min_images, loaded
+    assert all(i["complete"] and i["width"] > 0 for i in loaded), loaded
+    assert problems.console == [] and problems.failed == []
+    page.close()
+
+
+def test_the_gallery_loads_every_image(site: Site, browser: BrowserContext, tmp_path: Path) -> None:
+    page, problems = open_page(browser, site.url + "index.html", tmp_path / "gallery.png")
+    # Three runs made an image; the failed one shows its error instead of a broken image.
+    assert page.locator(".gallery .card").count() == 4
+    assert page.locator(".gallery .card.failed").count() == 1
+    assert "failed: RequestRejectedError in image" in page.inner_text(".card.failed")
+    assert_clean(page, problems, min_images=3)
+
+
+def test_a_scoring_run_page_shows_the_heatmap(
+    site: Site, browser: BrowserContext, tmp_path: Path
+) -> None:
+    record = next(r for r in site.records if r.succeeded and r.blackbox_scoring.enabled)
+    url = f"{site.url}runs/{page_name(record.generation_id)}.html"
+    page, problems = open_page(browser, url, tmp_path / "run.png")
+    # 6 cards x (3 judges + median) coloured cells; one selected row; three judges ok.
+    assert page.locator("table.heatmap tbody tr").count() == 6
+    assert page.locator("table.heatmap td[style]").count() == 6 * 4
+    assert page.locator("table.heatmap tr.selected").count() == 1
+    assert page.locator("table.judges td.status-ok").count() == 3
+    assert_clean(page, problems, min_images=1)
+
+
+def test_a_failed_run_page_shows_its_error(
+    site: Site, browser: BrowserContext, tmp_path: Path
+) -> None:
+    record = next(r for r in site.records if not r.succeeded)
+    url = f"{site.url}runs/{page_name(record.generation_id)}.html"
+    page, problems = open_page(browser, url, tmp_path / "failed.png")
+    error = page.inner_text("section.error")
+    assert "RequestRejectedError: no such model" in error and "image" in error
+    assert_clean(page, problems, min_images=0)
+
+
+def test_the_panel_page_shows_its_plots(
+    site: Site, browser: BrowserContext, tmp_path: Path
+) -> None:
+    page, problems = open_page(browser, site.url + "panel.html", tmp_path / "panel.png")
+    assert page.locator(".plots img").count() == 4
+    assert "Krippendorff's alpha (interval)" in page.inner_text("main")
+    assert_clean(page, problems, min_images=4)
+
+
+def test_the_site_works_opened_from_disk(
+    site: Site, browser: BrowserContext, tmp_path: Path
+) -> None:
+    for name in ("index.html", "panel.html"):
+        page, problems = open_page(browser, (site.root / name).as_uri(), tmp_path / "disk.png")
+        assert_clean(page, problems, min_images=3)
