@@ -4,9 +4,14 @@ The run is a sequence of phases, each one ``async def`` over the run's typed sta
 (:class:`RunState`); a short driver owns the phase names, their timing, error attribution,
 interruption and writing the record::
 
-    data_load -> concept_selection -> concept_filter -> pipeline -> image -> title -> records
+    data_load -> concept_selection -> concept_filter -> pipeline -> image | title -> records
 
 (``error.phase`` names the one that failed; a prompt-only run stops after ``pipeline``.)
+The ``image`` and ``title`` phases run at the same time (both need only the final prompt;
+the ``records`` phase captions the image with the title once both are done), one after the
+other in the ``sequential`` execution mode. A failure in either cancels the other and is
+attributed to its own phase; ``timing.phases_s.image`` spans both, ``phases_s.title`` is the
+title's own time.
 
 Guarantees:
 
@@ -64,6 +69,7 @@ from image_project.errors import (
     BackendError,
     ImageProjectError,
     ModelOutputError,
+    add_cancelled_paths,
     locate,
     location_of,
 )
@@ -242,8 +248,10 @@ class RunState:
     saved: _Saved | None = None
     image_order: tuple[int, ...] = ()
     cut_off: list[str] = field(default_factory=list)
-    """Paths cut off by an interrupt outside the step trees (the image call); the trees'
-    own are the recorder's ``in_flight``."""
+    """Paths cut off outside the step trees (the image call); the trees' own are the
+    recorder's ``in_flight``."""
+    cancel_reason: str = "the run was interrupted during the image call"
+    """What a cut-off image call records as its error message."""
     phase_times: dict[str, float] = field(default_factory=dict)
 
     async def run_tree(self, node: Node) -> None:
@@ -404,8 +412,9 @@ class _ImageCall:
 
 
 async def _verified(reply: ImageReply) -> None:
-    """Decode the whole image now, before anything else is paid for (the title call), so
-    an answer that is not a readable image fails here, in phase ``image``."""
+    """Decode the whole image now, before the records phase, so an answer that is not a
+    readable image fails here, in phase ``image`` (cancelling the title call if it is still
+    going)."""
     try:
         await anyio.to_thread.run_sync(check_image, reply.data, abandon_on_cancel=True)
     except ImageProjectError as exc:
@@ -430,9 +439,6 @@ async def _image(run: RunState) -> None:
         seed=derive_seed(run.seed, "image"),
     )
     run.announce(f"image ({request.model}, {request.size})")
-    # The image is recorded between the prompt trees and the title, whatever finishes first.
-    run.image_order = (run.ctx.roots_run,)
-    run.ctx.roots_run += 1
     call = _ImageCall(request, run.image_order)
     try:
         call.reply = await image_backend.generate(request)
@@ -443,9 +449,7 @@ async def _image(run: RunState) -> None:
         run.image_event = call.event(StepError.of(exc), attempts)
         raise
     except BaseException:  # cancelled (Ctrl-C, SIGTERM) or KeyboardInterrupt
-        run.image_event = call.event(
-            StepError(type="cancelled", message="the run was interrupted during the image call")
-        )
+        run.image_event = call.event(StepError(type="cancelled", message=run.cancel_reason))
         run.cut_off.append("image")
         raise
     run.image = image = call.reply
@@ -455,12 +459,59 @@ async def _image(run: RunState) -> None:
 
 async def _title(run: RunState) -> None:
     assert run.final_prompt is not None
+    started = time.perf_counter()
     run.announce("title")
     manifest = run.cfg.effective_titles_manifest_path
     known = existing_titles(await anyio.to_thread.run_sync(read_manifest, manifest))
     run.title = await run_title(
         run.runner, run.ctx, run.final_prompt, known, seed=derive_seed(run.seed, "title")
     )
+    run.phase_times["title"] = round(time.perf_counter() - started, 3)
+
+
+class _PhaseFailed(Exception):
+    """Carries the failure of one of two phases run together, naming that phase (the driver
+    attributes it there); the original exception is ``cause``."""
+
+    def __init__(self, phase: str, cause: Exception) -> None:
+        super().__init__(phase)
+        self.phase = phase
+        self.cause = cause
+
+
+async def _image_and_title(run: RunState) -> None:
+    """The ``image`` and ``title`` phases, concurrently (in order in the sequential mode).
+
+    The image's place in the record is reserved first, so it is recorded between the prompt
+    trees and the title whatever finishes first. The first to fail cancels the other; its
+    error leaves as :class:`_PhaseFailed` naming its phase, with the other's cut-off steps
+    as cancelled paths."""
+    run.image_order = (run.ctx.roots_run,)
+    run.ctx.roots_run += 1
+    if run.cfg.run.concurrency == "sequential":
+        for phase, step in (("image", _image), ("title", _title)):
+            try:
+                await step(run)
+            except Exception as exc:
+                raise _PhaseFailed(phase, exc) from exc
+        return
+    failed: list[_PhaseFailed] = []
+    async with anyio.create_task_group() as tg:
+
+        async def guarded(phase: str, step: _Phase) -> None:
+            try:
+                await step(run)
+            except Exception as exc:  # kept, not raised: no ExceptionGroup to unwrap
+                failed.append(_PhaseFailed(phase, exc))
+                run.cancel_reason = f"the {phase} call failed, so the run stopped"
+                tg.cancel_scope.cancel()
+
+        tg.start_soon(guarded, "image", _image)
+        tg.start_soon(guarded, "title", _title)
+    if failed:
+        first = failed[0]
+        add_cancelled_paths(first.cause, [*run.recorder.in_flight, *run.cut_off])
+        raise first from first.cause
 
 
 async def _records(run: RunState) -> None:
@@ -490,7 +541,7 @@ def _phases(prompt_only: bool) -> list[tuple[str, _Phase]]:
         ("pipeline", _pipeline),
     ]
     if not prompt_only:
-        phases += [("image", _image), ("title", _title), ("records", _records)]
+        phases += [("image", _image_and_title), ("records", _records)]
     return phases
 
 
@@ -559,7 +610,11 @@ async def run_generation(
             await step(run)
         run.phase_times[phase] = round(time.perf_counter() - phase_start, 3)
         phase, phase_start = "done", time.perf_counter()
-    except Exception as exc:
+    except Exception as caught:
+        exc = caught.cause if isinstance(caught, _PhaseFailed) else caught
+        if isinstance(caught, _PhaseFailed):
+            run.phase_times.setdefault(phase, round(time.perf_counter() - phase_start, 3))
+            phase = caught.phase
         error = _run_error(exc, phase)
         logger.error(
             "Generation %s failed in phase %s: %s: %s", generation_id, phase, error.type, exc
