@@ -78,10 +78,10 @@ from image_project.backends.base import (
 )
 from image_project.backends.pacing import CallPacing, Pacer, Slot
 from image_project.backends.retry import (
+    Retrier,
     RetryPolicy,
     SleepFn,
     attach_retry_after,
-    call_with_retry,
     parse_retry_after,
     retry_after_of,
 )
@@ -229,8 +229,7 @@ class OpenAITransport:
             sleep=pacing_sleep,
             clock=clock,
         )
-        self._sleep = sleep
-        self._rng = rng
+        self._retrier = Retrier(self._retry, sleep=sleep, rng=rng)
         self._timeout_s = timeout_s
         self._client = openai.AsyncOpenAI(
             api_key=api_key,
@@ -302,13 +301,7 @@ class OpenAITransport:
                 return value
 
         try:
-            done = await call_with_retry(
-                attempt,
-                policy=self._retry,
-                sleep=self._sleep,
-                rng=self._rng,
-                what=f"openai {operation}",
-            )
+            done = await self._retrier.call(attempt, what=f"openai {operation}")
         except BackendError as exc:
             exc.pacing_wait_ms = _ms(pacing.waited_s)
             raise
