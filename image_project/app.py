@@ -186,13 +186,30 @@ def _utc_iso(timespec: str = "seconds") -> str:
     return datetime.now(UTC).isoformat(timespec=timespec).replace("+00:00", "Z")
 
 
+class _BufferedFileHandler(logging.FileHandler):
+    """A log file written through the file's own buffer: no flush (a system call) per record,
+    only for a WARNING or worse (so a problem is on disk at once) and on close."""
+
+    def flush(self) -> None:
+        return None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        super().emit(record)
+        if record.levelno >= logging.WARNING:
+            super().flush()
+
+    def close(self) -> None:
+        super().flush()
+        super().close()
+
+
 class _RunLog:
     """A per-run log file next to the transcript, attached to the package logger."""
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self.handler = logging.FileHandler(path, encoding="utf-8")
+        self.handler = _BufferedFileHandler(path, encoding="utf-8")
         self.handler.setLevel(logging.DEBUG)
         self.handler.setFormatter(
             logging.Formatter("%(asctime)s | %(levelname)s | %(name)s | %(message)s")
