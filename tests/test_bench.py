@@ -207,7 +207,9 @@ async def test_the_floor_replays_a_captured_run_in_its_structure_through_both_cl
             order = [r.seed for r in sorted(sim.records, key=lambda r: r.started)]
             assert order[:2] == [1, 2] and set(order[2:4]) == {3, 4}, order
             assert set(order[4:]) == {5, None}, order  # the title and the image, together
-            assert [r.body for r in sim.records if r.seed == 2] == list(captured.chats["pipeline/a"])
+            assert [r.body for r in sim.records if r.seed == 2] == list(
+                captured.chats["pipeline/a"]
+            )
 
 
 def test_capture_needs_the_request_bodies() -> None:
