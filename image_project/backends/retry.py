@@ -47,10 +47,9 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 import anyio
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
 from image_project.errors import (
     AuthenticationError,
@@ -67,6 +66,9 @@ from image_project.errors import (
     preview,
 )
 from image_project.seeding import rng_for
+
+if TYPE_CHECKING:  # tenacity is imported on the first retry only (offline runs never retry)
+    from tenacity import RetryCallState
 
 __all__ = [
     "DEFAULT_JITTER_SEED",
@@ -293,8 +295,6 @@ class Retrier:
         self.policy = policy
         self._sleep: SleepFn = sleep if sleep is not None else anyio.sleep
         self._rng = rng if rng is not None else rng_for(DEFAULT_JITTER_SEED, "retry jitter")
-        self._stop = stop_after_attempt(policy.max_attempts)
-        self._retry = retry_if_exception(should_retry)
 
     async def call(
         self, attempt_fn: Callable[[int], Awaitable[T]], *, what: str = "model call"
@@ -323,6 +323,8 @@ class Retrier:
         self, first: Exception, attempt_fn: Callable[[int], Awaitable[T]], what: str
     ) -> Attempted[T]:
         """The slow path: a tenacity loop whose attempt 1 is the failure already seen."""
+        from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
+
         policy, rng = self.policy, self._rng
 
         def wait(state: RetryCallState) -> float:
@@ -347,9 +349,9 @@ class Retrier:
 
         retrying = AsyncRetrying(
             sleep=self._sleep,
-            stop=self._stop,
+            stop=stop_after_attempt(policy.max_attempts),
             wait=wait,
-            retry=self._retry,
+            retry=retry_if_exception(should_retry),
             before_sleep=log_retry,
             reraise=True,
         )

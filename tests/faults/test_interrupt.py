@@ -231,7 +231,7 @@ def cut_off_image_step(t: dict[str, Any]) -> dict[str, Any]:
     error = t["error"]
     assert (error["type"], error["phase"]) == ("interrupted", "image"), error
     assert error["cancelled_paths"] == ["image"], error
-    steps = t["steps"]
+    steps: list[dict[str, Any]] = t["steps"]
     (image,) = [s for s in steps if s["type"] == "image"]
     after = steps[steps.index(image) + 1 :]
     assert after and all(s["path"].startswith("title") for s in after), after
