@@ -42,6 +42,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -49,14 +50,14 @@ from image_project.artifacts import (
     append_generation_row,
     append_manifest_row,
     caption_text,
-    check_image,
+    decode_checked,
     existing_titles,
     file_size,
     load_caption_font,
     manifest_lock,
     next_seq,
     read_manifest,
-    save_captioned_jpeg,
+    save_captioned_frame,
     transcript_path,
     truncate_back,
     write_transcript,
@@ -104,6 +105,9 @@ from image_project.stages.standard import (
     prompt_pipeline,
 )
 from image_project.stages.title import TitleResult, resolve_collision, run_title
+
+if TYPE_CHECKING:
+    from PIL.Image import Image
 
 __all__ = [
     "PHASES",
@@ -261,6 +265,8 @@ class RunState:
     final_prompt: str | None = None
     image: ImageReply | None = None
     image_event: ImageEvent | None = None
+    frame: Image | None = None
+    """The image's decoded pixels (checked in phase ``image``), for the records phase."""
     title: TitleResult | None = None
     saved: _Saved | None = None
     image_order: tuple[int, ...] = ()
@@ -428,12 +434,13 @@ class _ImageCall:
         )
 
 
-async def _verified(reply: ImageReply) -> None:
+async def _verified(reply: ImageReply) -> Image:
     """Decode the whole image now, before the records phase, so an answer that is not a
     readable image fails here, in phase ``image`` (cancelling the title call if it is still
-    going)."""
+    going). The decoded pixels are kept for the records phase, which then only captions and
+    encodes them."""
     try:
-        await anyio.to_thread.run_sync(check_image, reply.data, abandon_on_cancel=True)
+        return await anyio.to_thread.run_sync(decode_checked, reply.data, abandon_on_cancel=True)
     except ImageProjectError as exc:
         raise ModelOutputError(
             "undecodable_image",
@@ -459,7 +466,7 @@ async def _image(run: RunState) -> None:
     call = _ImageCall(request, run.image_order)
     try:
         call.reply = await image_backend.generate(request)
-        await _verified(call.reply)
+        run.frame = await _verified(call.reply)
     except Exception as exc:
         locate(exc, path="image", name="image", node_type="image")
         attempts = exc.attempts if isinstance(exc, BackendError) else None
@@ -693,15 +700,15 @@ def _write_records(run: RunState, image_path: Path) -> _Saved:
     is cut back to its size before this run (safe: the lock is still held), so a failed
     records phase leaves neither an image nor a row behind."""
     assert run.image is not None and run.image_event is not None and run.title is not None
-    assert run.final_prompt is not None
+    assert run.final_prompt is not None and run.frame is not None
     cfg, manifest = run.cfg, run.cfg.effective_titles_manifest_path
     with manifest_lock(manifest):
         rows = read_manifest(manifest)
         seq = next_seq(rows)
         title = resolve_collision(run.title, existing_titles(rows))
         manifest_before = file_size(manifest)
-        save_captioned_jpeg(
-            run.image.data,
+        save_captioned_frame(
+            run.frame,
             image_path,
             caption_text(seq, title.title),
             font_path=cfg.image.caption_font_path,
