@@ -32,7 +32,7 @@ import anyio
 import httpx2
 import openai
 
-from image_project.engine import ActionStep, ChatStep, Node
+from image_project.engine import ActionStep, ChatStep, Deferred, Node
 
 if TYPE_CHECKING:
     from simulator import CallRecord
@@ -90,6 +90,9 @@ async def _node(node: Node, path: str, captured: Captured, send: Send) -> None:
         return
     if isinstance(node, ActionStep):
         return
+    if isinstance(node, Deferred):
+        await _deferred(path, captured, send)
+        return
     children = [
         (child, f"{path}/{name}") for name, child in zip(node.child_names, node.nodes, strict=True)
     ]
@@ -100,6 +103,31 @@ async def _node(node: Node, path: str, captured: Captured, send: Send) -> None:
     async with anyio.create_task_group() as tg:
         for child, child_path in children:
             tg.start_soon(_node, child, child_path, captured, send)
+
+
+async def _deferred(path: str, captured: Captured, send: Send) -> None:
+    """A :class:`Deferred` node (an evolution round), whose tree is only known from the calls
+    captured under its path (as bench/latency.py's ``deferred_cost`` reads it): its parts in
+    the order they were first sent, one after another; a part that is itself a call sends
+    its requests in order, a part with calls below it sends them all at once."""
+    prefix = path + "/"
+    parts: dict[str, list[str]] = {}
+    for step in captured.chats:  # arrival order
+        if step.startswith(prefix):
+            parts.setdefault(step[len(prefix) :].split("/", 1)[0], []).append(step)
+    for name, steps in parts.items():
+        if steps == [f"{prefix}{name}"]:
+            for body in captured.chats[steps[0]]:
+                await send("chat", body)
+            continue
+        async with anyio.create_task_group() as tg:
+            for step in steps:
+                tg.start_soon(_send_all, captured.chats[step], send)
+
+
+async def _send_all(bodies: Sequence[dict[str, Any]], send: Send) -> None:
+    for body in bodies:
+        await send("chat", body)
 
 
 async def _run(tree: Node, captured: Captured, send: Send) -> None:

@@ -79,6 +79,7 @@ from image_project.engine import (  # noqa: E402
     ChatRunner,
     ChatStep,
     Context,
+    Deferred,
     Node,
     NullStepRecorder,
     walk,
@@ -115,6 +116,46 @@ def scoring(n: int, judges: int, **kw: Any) -> Scenario:
     )
 
 
+def evolution(
+    n: int = 6, judges: int = 3, rounds: int = 2, survivors: int = 3, variants: int = 2
+) -> Scenario:
+    """Multi-round selection: round 0 (N cards, J judges), then ``rounds`` rounds of
+    survivors x variants generator calls and J judges each (docs/scoring.md, "Rounds")."""
+    base = scoring(n, judges)
+    return Scenario(
+        name=f"evolution N={n} x J={judges}, G={rounds} S={survivors} V={variants}",
+        overrides=(
+            *base.overrides,
+            "prompt.scoring.evolution.enabled=true",
+            f"prompt.scoring.evolution.generations={rounds}",
+            f"prompt.scoring.evolution.survivors={survivors}",
+            f"prompt.scoring.evolution.variants_per_survivor={variants}",
+        ),
+    )
+
+
+def deferred_cost(path: str, latency: Mapping[str, float], capacity: int | None = None) -> float:
+    """The critical path of a :class:`Deferred` node (an evolution round), whose tree is only
+    known from the calls recorded under its path: its parts run one after another (variants,
+    judges, selector); a part with calls below it is a parallel fan-out (its slowest call,
+    or its work / ``capacity``), a part that is itself a call costs its latency."""
+    parts: dict[str, list[float]] = {}
+    prefix = path + "/"
+    for step, seconds in latency.items():
+        if step.startswith(prefix):
+            parts.setdefault(step[len(prefix) :].split("/", 1)[0], []).append(seconds)
+    total = 0.0
+    for name, calls in parts.items():
+        if f"{prefix}{name}" in latency:
+            total += sum(calls)
+        else:
+            bound = max(calls)
+            if capacity is not None and len(calls) > capacity:
+                bound = max(bound, sum(calls) / capacity)
+            total += bound
+    return total
+
+
 def scenarios(quick: bool) -> list[Scenario]:
     standard = [
         Scenario("standard refinement=final", ("prompt.refinement=final",)),
@@ -122,9 +163,16 @@ def scenarios(quick: bool) -> list[Scenario]:
     ]
     limiter = scoring(24, 3, name="scoring N=24 x J=3, max_concurrency=4", max_concurrency=4)
     if quick:
-        return [standard[0], scoring(6, 3), sweep_point(2, 3), sweep_point(24, 3), limiter]
+        return [
+            standard[0],
+            scoring(6, 3),
+            evolution(),
+            sweep_point(2, 3),
+            sweep_point(24, 3),
+            limiter,
+        ]
     sweep = [sweep_point(n, j) for j in (1, 3, 5) for n in (2, 6, 12, 24)]
-    return [*standard, scoring(6, 3), *sweep, limiter]
+    return [*standard, scoring(6, 3), evolution(), *sweep, limiter]
 
 
 def sweep_point(n: int, judges: int) -> Scenario:
@@ -228,6 +276,8 @@ def work(node: Node, path: str, latency: Mapping[str, float]) -> float:
         return latency.get(path, 0.0)
     if isinstance(node, ActionStep):
         return 0.0
+    if isinstance(node, Deferred):
+        return sum(v for p, v in latency.items() if p.startswith(path + "/"))
     return sum(
         work(child, f"{path}/{name}", latency)
         for name, child in zip(node.child_names, node.nodes, strict=True)
@@ -243,6 +293,8 @@ def cost(node: Node, path: str, latency: Mapping[str, float], capacity: int | No
         return latency.get(path, 0.0)
     if isinstance(node, ActionStep):
         return 0.0
+    if isinstance(node, Deferred):
+        return deferred_cost(path, latency, capacity)
     parts = [
         cost(child, f"{path}/{name}", latency, capacity)
         for name, child in zip(node.child_names, node.nodes, strict=True)
@@ -300,10 +352,16 @@ def scoring_stage(outcome: RunOutcome) -> tuple[float, float] | None:
     if not calls:
         return None
     span = max(r.finished for r, _ in calls) - min(r.started for r, _ in calls)
-    hints = sum(r.latency_s for r, p in calls if p.endswith("/profile_abstraction"))
-    ideas = max((r.latency_s for r, p in calls if "/ideas/" in p), default=0.0)
-    judges = max((r.latency_s for r, p in calls if "/judges/" in p), default=0.0)
-    return span, hints + ideas + judges
+    # Fan-outs (ideas, judges, an evolution round's variants and judges) cost their slowest
+    # call; single calls (hints, a round's selector) their latency, re-asks included.
+    parts: dict[str, float] = {}
+    for r, p in calls:
+        group = p.rsplit("/", 1)[0]
+        if group.endswith(("/ideas", "/judges", "/variants")):
+            parts[group] = max(parts.get(group, 0.0), r.latency_s)
+        else:
+            parts[p] = parts.get(p, 0.0) + r.latency_s
+    return span, sum(parts.values())
 
 
 def critical_path(scenario: Scenario, outcome: RunOutcome) -> tuple[float, float]:
@@ -577,6 +635,7 @@ _COLOURS = {
 def _category(path: str) -> str:
     for key, name in (
         ("/ideas/", "idea cards"),
+        ("/variants/", "idea cards"),  # an evolution round's generator calls
         ("/judges/", "judges"),
         ("blackbox_scoring", "profile hints"),
         ("tot_enclave", "ToT refinement"),

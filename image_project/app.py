@@ -26,6 +26,11 @@ Guarantees:
   whole phase under the manifest lock (which also makes ``seq`` unique across processes); if
   any of it fails, the image is removed and the manifest cut back, so no half is left. The
   records phase is shielded from cancellation, so an interrupt never splits it.
+* The record is then written to the run store (:mod:`image_project.store`; success,
+  failure and interrupt alike) in one transaction. The transcript stays the source of
+  truth: a store that cannot be written is reported loudly and changes nothing else. With a
+  PostgreSQL store, ``seq`` is allocated inside that store transaction (opened in the
+  records phase), so machines sharing the store never share a number.
 * Each fact is decided once: the run seed (:func:`image_project.seeding.run_seed`), the judge
   models (:meth:`~image_project.config.ScoringConfig.effective_judges` with the backend's text
   model), the image model (the image backend's ``default_model``; the model that answered is
@@ -105,6 +110,7 @@ from image_project.stages.standard import (
     prompt_pipeline,
 )
 from image_project.stages.title import TitleResult, resolve_collision, run_title
+from image_project.store.writer import StoreOutcome, StoreWriter
 
 if TYPE_CHECKING:
     from PIL.Image import Image
@@ -162,11 +168,13 @@ def load_inputs(cfg: AppConfig) -> Inputs:
 
 @dataclass(frozen=True)
 class RunResult:
-    """A finished run: its record (what the transcript holds) and where its files are."""
+    """A finished run: its record (what the transcript holds), where its files are, and
+    whether it reached the run store (None when the store is disabled)."""
 
     record: RunRecord
     transcript_path: Path
     log_path: Path
+    store: StoreOutcome | None = None
 
 
 class RunFailed(ImageProjectError):
@@ -257,6 +265,7 @@ class RunState:
     recorder: DefaultStepRecorder
     say: Callable[[str], None]
     started: float
+    store: StoreWriter | None = None
     inputs: Inputs | None = None
     concepts: tuple[str, ...] = ()
     concept_filter: ConceptFilter | None = None
@@ -275,6 +284,8 @@ class RunState:
     recorder's ``in_flight``."""
     cancel_reason: str = "the run was interrupted during the image call"
     """What a cut-off image call records as its error message."""
+    unfinished: list[str] = field(default_factory=list)
+    """Of the ``image`` and ``title`` phases (run together), those not done yet."""
     phase_times: dict[str, float] = field(default_factory=dict)
 
     async def run_tree(self, node: Node) -> None:
@@ -509,15 +520,18 @@ async def _image_and_title(run: RunState) -> None:
     The image's place in the record is reserved first, so it is recorded between the prompt
     trees and the title whatever finishes first. The first to fail cancels the other; its
     error leaves as :class:`_PhaseFailed` naming its phase, with the other's cut-off steps
-    as cancelled paths."""
+    as cancelled paths. ``run.unfinished`` lists the two until each is done, so that an
+    interrupt is attributed to the first still going (the title, once the image is done)."""
     run.image_order = (run.ctx.roots_run,)
     run.ctx.roots_run += 1
+    run.unfinished = ["image", "title"]
     if run.cfg.run.concurrency == "sequential":
         for phase, step in (("image", _image), ("title", _title)):
             try:
                 await step(run)
             except Exception as exc:
                 raise _PhaseFailed(phase, exc) from exc
+            run.unfinished.remove(phase)
         return
     failed: list[_PhaseFailed] = []
     async with anyio.create_task_group() as tg:
@@ -529,6 +543,8 @@ async def _image_and_title(run: RunState) -> None:
                 failed.append(_PhaseFailed(phase, exc))
                 run.cancel_reason = f"the {phase} call failed, so the run stopped"
                 tg.cancel_scope.cancel()
+            else:
+                run.unfinished.remove(phase)
 
         tg.start_soon(guarded, "image", _image)
         tg.start_soon(guarded, "title", _title)
@@ -581,10 +597,15 @@ async def run_generation(
     prompt_only: bool | None = None,
     generation_id: str | None = None,
     emit: Callable[[str], None] | None = None,
+    store: StoreWriter | None = None,
 ) -> RunResult:
     """Run one generation. ``emit`` receives progress lines (None = silent). ``seed`` None
     means the configured seed (``prompt.random_seed``) or, without one, a fresh recorded
-    seed.
+    seed. ``store`` is the run store writer to use (the CLI shares one across runs); None
+    opens one for this run when ``store.enabled`` (and closes it at the end).
+
+    The run is written to the store at its end (success, failure or interrupt), after the
+    transcript; a store that cannot be written is reported and changes nothing else.
 
     Raises :class:`RunFailed` (transcript written, cause chained) when a started run fails;
     an input file that cannot be loaded fails the run in phase ``data_load``.
@@ -596,6 +617,9 @@ async def run_generation(
     t_path = transcript_path(log_dir, generation_id)
     run_log = _RunLog(log_dir / f"{generation_id}.log")
     say = emit or (lambda _line: None)
+    own_store = store is None and cfg.store.enabled
+    if own_store:
+        store = StoreWriter(cfg.effective_store_url)
     recorder: DefaultStepRecorder = ProgressRecorder(say) if emit else DefaultStepRecorder()
     run = RunState(
         cfg=cfg,
@@ -609,19 +633,28 @@ async def run_generation(
         recorder=recorder,
         say=say,
         started=started,
+        store=store,
     )
     logger.info(
         "Generation %s started with seed %d (%s)", generation_id, run.seed, backends.description
     )
     phase, phase_start = "data_load", time.perf_counter()
 
+    stored: list[StoreOutcome | None] = []
+
     def finish(error: RunError | None) -> RunRecord:
-        """Write the transcript (success or failure) and close the run log."""
+        """Write the transcript (success or failure), then the run store; close the run
+        log (and a store opened for this run)."""
         run.phase_times.setdefault(phase, round(time.perf_counter() - phase_start, 3))
         record = run.to_record(error, round(time.perf_counter() - started, 3))
         try:
             write_transcript(t_path, record)
+            stored.append(_save_to_store(run, record, t_path))
         finally:
+            if store is not None:
+                store.abandon()
+                if own_store:
+                    store.close()
             run_log.close()
         return record
 
@@ -653,8 +686,10 @@ async def run_generation(
         ) from exc
     except BaseException as exc:
         # Cancellation (Ctrl-C / SIGTERM through the CLI) or a KeyboardInterrupt: the steps
-        # in flight were cut off; nothing was written but this transcript (records are
-        # shielded). Record what we know, then let it propagate.
+        # in flight were cut off; nothing was written but this transcript and its store row
+        # (records are shielded). Record what we know, then let it propagate.
+        if phase == "image" and run.unfinished:  # image and title go together: the first
+            phase = run.unfinished[0]  # still going (the title once the image is done)
         cut_off = [*run.recorder.in_flight, *run.cut_off]
         finish(
             RunError(
@@ -672,7 +707,41 @@ async def run_generation(
             t_path,
         )
         raise
-    return RunResult(record=finish(None), transcript_path=t_path, log_path=run_log.path)
+    record = finish(None)
+    return RunResult(record=record, transcript_path=t_path, log_path=run_log.path, store=stored[0])
+
+
+def _store_seq(run: RunState, store: StoreWriter, local_next: int) -> int:
+    """``seq`` from a store that allocates it (PostgreSQL), else ``local_next``; a store that
+    cannot is reported and this machine's manifest number is used."""
+    seq, problem = store.claim_seq(local_next)
+    if problem is not None:
+        message = (
+            f"store: could not allocate the title number in {store.shown_url} ({problem}); "
+            f"using #{seq:03d} from this machine's manifest"
+        )
+        logger.error("%s", message)
+        run.say(f"✗ {message}")
+    return seq
+
+
+def _save_to_store(run: RunState, record: RunRecord, t_path: Path) -> StoreOutcome | None:
+    """Write the run to the store, if there is one; a failure is said loudly (progress line
+    and log) and does not change how the run ends: the transcript has everything."""
+    if run.store is None:
+        return None
+    outcome = run.store.save(record)
+    if outcome.written:
+        logger.info("Generation %s written to the run store %s", record.generation_id, outcome.url)
+        return outcome
+    message = (
+        f"store: run {record.generation_id} was NOT written to {outcome.url} "
+        f"({outcome.error}); its transcript has everything: "
+        f"image-project runs import {t_path}"
+    )
+    logger.error("%s", message)
+    run.say(f"✗ {message}")
+    return outcome
 
 
 def _run_error(exc: Exception, phase: str) -> RunError:
@@ -705,6 +774,8 @@ def _write_records(run: RunState, image_path: Path) -> _Saved:
     with manifest_lock(manifest):
         rows = read_manifest(manifest)
         seq = next_seq(rows)
+        if run.store is not None:
+            seq = _store_seq(run, run.store, seq)
         title = resolve_collision(run.title, existing_titles(rows))
         manifest_before = file_size(manifest)
         save_captioned_frame(

@@ -2,9 +2,10 @@
 
 One CLI, three ways in, each naming itself in ``--help`` and errors: the console script
 ``image-project`` and ``python -m image_project`` read ``config/`` from the current
-directory; ``python main.py`` reads it from the checkout that holds ``main.py``. The only
-subcommand so far is ``generate``; with no subcommand the options mean ``generate``, so
-``image-project --seed 42`` is ``image-project generate --seed 42``.
+directory; ``python main.py`` reads it from the checkout that holds ``main.py``. The
+subcommands are ``generate`` and ``runs`` (``list``, ``show``, ``export``, ``import``: the run
+store, :mod:`image_project.store.commands`); with no subcommand the options mean
+``generate``, so ``image-project --seed 42`` is ``image-project generate --seed 42``.
 
 Exit codes: 0 success; 1 a run failed (its transcript was written, the error attributed to a
 phase and step path); 2 a configuration or input-file error, raised before any model call;
@@ -32,18 +33,20 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import anyio
 
-from image_project.app import RunFailed, RunResult, load_inputs, run_generation
+from image_project.app import Inputs, RunFailed, RunResult, load_inputs, run_generation
 from image_project.backends.factory import Backends, make_backends
 from image_project.config import AppConfig, load_config
 from image_project.errors import AuthenticationError, ConfigError, InputFileError
 from image_project.progress import counted
-from image_project.record import ScoringRecord
+from image_project.record import RoundRecord, ScoringRecord
 from image_project.seeding import run_seed
+from image_project.store.writer import StoreWriter
 
 __all__ = ["EXIT_CONFIG", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_RUN_FAILED", "build_parser", "main"]
 
@@ -82,7 +85,97 @@ def build_parser(prog: str = _PROG) -> argparse.ArgumentParser:
         description=_DESCRIPTION,
     )
     _add_generate_options(generate)
+    _add_runs_parser(commands, prog)
+    # The lead wires the top-level `review` command (image_project.review) here.
     return parser
+
+
+def _add_runs_parser(commands: Any, prog: str) -> None:
+    """``runs list|show|export|import``: the run store (docs/store.md)."""
+    runs = commands.add_parser(
+        "runs",
+        prog=f"{prog} runs",
+        help="list, show, export or import the runs kept in the run store",
+        description=(
+            "The run store keeps every run (success, failure, interrupt). Its location is "
+            "store.url in the configuration (default: <image.log_path>/runs.sqlite)."
+        ),
+    )
+    runs.set_defaults(verbose=0, quiet=False)
+    sub = runs.add_subparsers(dest="runs_command", metavar="ACTION", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", type=Path, metavar="PATH", help="the config file to read")
+    common.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config key, e.g. --set store.url=postgresql+psycopg://…",
+    )
+    common.add_argument("--store", metavar="URL", help="this store instead of store.url")
+    filters = argparse.ArgumentParser(add_help=False)
+    filters.add_argument("--failed", action="store_true", help="only runs that did not succeed")
+    filters.add_argument("--judge", metavar="ID", help="only runs whose judge panel had ID")
+    filters.add_argument(
+        "--since", metavar="WHEN", help="only runs created since WHEN: 2026-11-20, 12h, 7d"
+    )
+    filters.add_argument(
+        "--limit", type=_positive_int, metavar="N", help="at most N runs (newest first)"
+    )
+    listing = sub.add_parser(
+        "list", parents=[common, filters], help="the stored runs, newest first"
+    )
+    listing.set_defaults(limit=20)
+    show = sub.add_parser("show", parents=[common], help="one run: summary and score table")
+    show.add_argument("id", metavar="ID", help="a generation id (or a unique start of one)")
+    export = sub.add_parser(
+        "export", parents=[common, filters], help="the stored runs as CSV or JSON lines"
+    )
+    export.add_argument("--format", choices=("csv", "jsonl"), default="jsonl")
+    export.add_argument("--out", type=Path, metavar="PATH", help="write here, not to stdout")
+    importing = sub.add_parser(
+        "import",
+        parents=[common],
+        help="write transcripts (or a jsonl export) into the store; idempotent",
+    )
+    importing.add_argument(
+        "paths",
+        nargs="+",
+        type=Path,
+        metavar="PATH",
+        help="*_transcript.json files, runs export .jsonl files, or folders of transcripts",
+    )
+    # The lead wires `runs stats` (image_project.analysis) here as another action.
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"got {text!r}, must be an int >= 1")
+    return value
+
+
+def _runs_command(args: argparse.Namespace, env: Mapping[str, str], root: Path) -> int:
+    """``runs …``: read the configuration for the store's URL (``--store`` wins), then hand
+    over to :mod:`image_project.store.commands` (imported only now: it imports SQLAlchemy)."""
+    try:
+        if args.store is not None:
+            from image_project.store.url import check_store_url
+
+            url = check_store_url(args.store, Path.cwd())
+        else:
+            cfg = load_config(root=root, config_path=args.config, overrides=args.overrides, env=env)
+            url = cfg.effective_store_url
+    except (ConfigError, ValueError) as exc:
+        print(f"configuration error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    from image_project.store.commands import run_command
+
+    return run_command(args, url)
 
 
 def _with_command(argv: Sequence[str]) -> list[str]:
@@ -193,6 +286,13 @@ def _summary(result: RunResult) -> str:
         f"  Model calls {usage.model_calls} text + {usage.image_calls} image, "
         f"{usage.total_tokens:,} tokens, {record.timing.wall_s:.1f} s",
     ]
+    if result.store is not None:
+        stored = result.store
+        lines.append(
+            f"  Store       {stored.url}"
+            if stored.written
+            else f"  Store       NOT WRITTEN ({stored.error}): runs import the transcript"
+        )
     return "\n".join(lines)
 
 
@@ -227,6 +327,8 @@ def _scoring_lines(scoring: ScoringRecord) -> list[str]:
         f"{mode} ({why})",
         f"              {hook!r}",
     ]
+    if scoring.evolution is not None:
+        lines += [_round_line(r, label) for r in scoring.evolution.rounds]
     if scoring.score_table:
         lines += _score_table(scoring, label)
     lines += _panel_lines(scoring)
@@ -241,6 +343,22 @@ def _scoring_lines(scoring: ScoringRecord) -> list[str]:
         )
     )
     return lines
+
+
+def _round_line(r: RoundRecord, label: str) -> str:
+    """One round: its best card, then its survivors and their categories (and who chose)."""
+    best = min(
+        r.score_table, key=lambda row: (-row.effective_score, -row.aggregate, row.id), default=None
+    )
+    dropped = sum(1 for c in r.candidates if c.dropped is not None)
+    head = f"  Round {r.index:<5} {len(r.score_table)} judged"
+    head += f" ({dropped} near-duplicate dropped)" if dropped else ""
+    head += f", best {best.id} {label} {best.aggregate}" if best else ""
+    if r.survivors and r.selector is not None:
+        chosen = ", ".join(f"{s.id} {s.category}" for s in r.survivors)
+        who = r.selector.kind + (" -> code FALLBACK" if r.selector.status == "fallback" else "")
+        head += f"; survivors {chosen} ({who})"
+    return head
 
 
 def _score_table(scoring: ScoringRecord, label: str) -> list[str]:
@@ -352,16 +470,35 @@ async def _cancel_on_signal(
 
 async def _runs(cfg: AppConfig, backends: Backends, quiet: bool) -> int:
     emit = None if quiet else (lambda line: print(line, file=sys.stderr, flush=True))
-    failed: list[int] = []
     # Input files, output directories and record CSVs, once for all runs and before any
     # model call; an InputFileError leaves through main() as exit 2.
     inputs = load_inputs(cfg)
+    # One store writer for all runs (the store is opened once, on the first write).
+    store = StoreWriter(cfg.effective_store_url) if cfg.store.enabled else None
+    try:
+        return await _each_run(cfg, backends, quiet, inputs, store, emit)
+    finally:
+        if store is not None:
+            store.close()
+
+
+async def _each_run(
+    cfg: AppConfig,
+    backends: Backends,
+    quiet: bool,
+    inputs: Inputs,
+    store: StoreWriter | None,
+    emit: Callable[[str], None] | None,
+) -> int:
+    failed: list[int] = []
     for index in range(cfg.run.runs):
         seed = run_seed(cfg.prompt.random_seed, index)
         if cfg.run.runs > 1 and not quiet:
             print(f"== run {index + 1} of {cfg.run.runs}", file=sys.stderr, flush=True)
         try:
-            result = await run_generation(cfg, backends, inputs=inputs, seed=seed, emit=emit)
+            result = await run_generation(
+                cfg, backends, inputs=inputs, seed=seed, emit=emit, store=store
+            )
         except RunFailed as exc:
             failed.append(index + 1)
             print(f"error: {exc}", file=sys.stderr)
@@ -400,6 +537,8 @@ def main(
     env = os.environ if env is None else env
     _setup_logging(args.verbose, args.quiet)
     root = (root or Path.cwd()).resolve()
+    if args.command == "runs":
+        return _runs_command(args, env, root)
     try:
         cfg = load_config(root=root, config_path=args.config, overrides=_overrides(args), env=env)
         backends = make_backends(cfg, env)

@@ -65,8 +65,13 @@ def transcript(tmp: Path) -> dict[str, Any]:
 
 
 def leftover_files(tmp: Path) -> list[Path]:
-    """Anything a failed run left behind besides its transcript and log."""
-    return [p for p in tmp.rglob("*") if p.is_file() and p.suffix not in (".json", ".log")]
+    """Anything a failed run left behind besides its transcript, its log and the run store
+    (which keeps failed runs too)."""
+    return [
+        p
+        for p in tmp.rglob("*")
+        if p.is_file() and p.suffix not in (".json", ".log") and p.name != "runs.sqlite"
+    ]
 
 
 def untimed_steps(data: dict[str, Any]) -> list[dict[str, Any]]:
@@ -176,8 +181,13 @@ async def test_prompt_only_makes_no_image_and_no_rows(tmp_path: Path) -> None:
 
 
 def snapshot(tmp: Path) -> dict[Path, bytes]:
-    """Every file but the lock files, which hold nothing and stay on disk by design."""
-    return {p: p.read_bytes() for p in tmp.rglob("*") if p.is_file() and p.suffix != ".lock"}
+    """Every file but the lock files, which hold nothing and stay on disk by design, and the
+    run store, which records failed runs too (tests/store checks what it holds)."""
+    return {
+        p: p.read_bytes()
+        for p in tmp.rglob("*")
+        if p.is_file() and p.suffix != ".lock" and p.name != "runs.sqlite"
+    }
 
 
 @pytest.mark.parametrize("first_run", [True, False], ids=["first_run", "after_one_run"])

@@ -16,7 +16,7 @@ from PIL import Image
 
 from image_project.backends.base import ImageRequest, Message, TextRequest
 from image_project.backends.openai_backend import OpenAIBackends, openai_backends
-from image_project.engine import ActionStep, Block, ChatStep
+from image_project.engine import ActionStep, Block, ChatStep, walk
 from image_project.stages.scoring.cards import CARD_OUTPUT, parse_card
 from image_project.stages.scoring.judges import judge_output, parse_scores
 
@@ -216,3 +216,19 @@ def test_capture_needs_the_request_bodies() -> None:
     record = simulator.CallRecord("chat", 1, 0.0, 0.0, 0.0, False)
     with pytest.raises(ValueError, match="bodies"):
         floor.capture([record], {1: "title"})
+
+
+def test_an_evolution_round_costs_its_slowest_variant_then_judge_then_selector() -> None:
+    lat = {
+        "p/round_1/variants/variant_G": 1.0,
+        "p/round_1/variants/variant_H": 3.0,
+        "p/round_1/judges/j1": 0.5,
+        "p/round_1/judges/j2": 2.0,
+        "p/round_1/selector": 0.25,
+        "p/round_2/judges/j1": 9.0,  # another round: not this one's
+    }
+    assert latency.deferred_cost("p/round_1", lat) == pytest.approx(3.0 + 2.0 + 0.25)
+    assert latency.deferred_cost("p/round_1", lat, capacity=1) == pytest.approx(4.0 + 2.5 + 0.25)
+    tree = latency.tree_for(latency.evolution())
+    names = [path for path, _ in walk(tree) if "/round_" in path]
+    assert names[-2:] == ["pipeline/blackbox_scoring/round_1", "pipeline/blackbox_scoring/round_2"]

@@ -110,7 +110,8 @@ def test_reference_summary_is_a_full_offline_run(reference: str) -> None:
         for line in lines
     )
     assert "  Transcript  <OUT>/logs/<ID>_transcript.json" in lines
-    assert re.fullmatch(r"  Model calls \d+ text \+ 1 image, [\d,]+ tokens, <T> s", lines[-1])
+    assert re.fullmatch(r"  Model calls \d+ text \+ 1 image, [\d,]+ tokens, <T> s", lines[-2])
+    assert lines[-1] == "  Store       sqlite:///<OUT>/logs/runs.sqlite"  # the default store
 
 
 @pytest.mark.parametrize(

@@ -134,3 +134,29 @@ async def test_the_sequential_mode_makes_the_title_call_after_the_image(tmp_path
         backends(FunctionTextBackend(text), Recorded()),
     )
     assert order == ["image", "title"]
+
+
+async def test_an_interrupt_once_the_image_is_done_is_attributed_to_the_title(
+    tmp_path: Path,
+) -> None:
+    image_done = anyio.Event()
+
+    def emit(line: str) -> None:
+        if "✓ image from" in line:
+            image_done.set()
+
+    with anyio.fail_after(GUARD_S), anyio.CancelScope() as scope:
+
+        async def text(request: TextRequest) -> str:
+            if is_title(request):
+                await image_done.wait()
+                scope.cancel()  # the interrupt, while the title call is in flight
+                await anyio.sleep_forever()
+            return answer(request)
+
+        await run_generation(
+            make_cfg(tmp_path), backends(FunctionTextBackend(text), FakeImageBackend()), emit=emit
+        )
+    error = transcript(tmp_path)["error"]
+    assert (error["type"], error["phase"]) == ("interrupted", "title")
+    assert error["cancelled_paths"] == ["title"]

@@ -84,15 +84,26 @@ class TextRequest:
 
 @dataclass(frozen=True)
 class Usage:
+    """Token counts of one answer (or a sum). ``cached_tokens`` is the part of the prompt the
+    server served from its prompt cache, when it reports it (``usage.prompt_tokens_details.
+    cached_tokens``); None when it does not."""
+
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
+    cached_tokens: int | None = None
 
     def __add__(self, other: Usage) -> Usage:
+        cached = (
+            None
+            if self.cached_tokens is None and other.cached_tokens is None
+            else (self.cached_tokens or 0) + (other.cached_tokens or 0)
+        )
         return Usage(
             self.prompt_tokens + other.prompt_tokens,
             self.completion_tokens + other.completion_tokens,
             self.total_tokens + other.total_tokens,
+            cached,
         )
 
     @classmethod

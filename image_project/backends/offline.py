@@ -38,6 +38,12 @@ system prompt has a ``Rubric       score an integer 0..100 computed from the req
 (...):`` section with at least     rubric's points (see "Rubric judges" below); a judge
 one readable points line           without one (the ``default`` rubric, or a rubric with no
                                    readable points) gets the next row's answer, unchanged
+``json_schema`` named              ``{"selections": [...], "summary": ...}``: one candidate
+``survivor_selection`` (the        per slot named after "in any order:", chosen from the
+multi-round survivor selector)     candidates' JSON lines: performance = best effective
+                                   score, diversity = fewest words shared with those already
+                                   picked, potential = highest single judge score; reasons
+                                   quote the numbers
 ``json_schema`` set                JSON text that validates against the schema, strings built
                                    from the salient words (see :mod:`.jsonschema_instance`;
                                    unsupported keywords raise ``UnsupportedSchemaError``)
@@ -815,6 +821,50 @@ def _rubric_judge_reply(request: TextRequest, schema: JsonSchema, rng: random.Ra
     return json.dumps({"scores": scores}, ensure_ascii=False)
 
 
+_SELECTOR_SCHEMA = "survivor_selection"
+
+
+def _words_of(value: object) -> set[str]:
+    return {w for w in re.findall(r"[a-z]+", json.dumps(value).lower()) if len(w) >= 3}
+
+
+def _selector_reply(schema: JsonSchema, user_text: str) -> str | None:
+    """The survivor selector's proposal (see the module docstring), or None when the request
+    is not the selector's or names no candidates or slots."""
+    if schema.name != _SELECTOR_SCHEMA or "in any order: " not in user_text:
+        return None
+    rows = []
+    for line in user_text.splitlines():
+        if line.startswith('{"id"'):
+            try:
+                rows.append(json.loads(line))
+            except ValueError:
+                continue
+    slots = user_text.rsplit("in any order: ", 1)[1].split(".")[0].split(", ")
+    if not rows:
+        return None
+    rows.sort(key=lambda r: -float(r.get("effective", 0)))
+    chosen: list[dict[str, Any]] = []
+    picks = []
+    for slot in slots[: len(rows)]:
+        rest = [r for r in rows if r not in chosen]
+        if slot == "diversity" and chosen:
+            seen = set().union(*(_words_of(c.get("card")) for c in chosen))
+            pick = min(rest, key=lambda r: len(_words_of(r.get("card")) & seen))
+            reason = f"shares the fewest words with {', '.join(c['id'] for c in chosen)}"
+        elif slot == "potential":
+            pick = max(rest, key=lambda r: max((r.get("judge_scores") or {"": 0}).values()))
+            top = max((pick.get("judge_scores") or {"": 0}).values())
+            reason = f"one judge gave it {top}; room to improve"
+        else:
+            pick = rest[0]
+            reason = f"best effective score {pick.get('effective')}"
+        chosen.append(pick)
+        picks.append({"id": pick["id"], "category": slot, "reason": reason})
+    summary = "Kept " + ", ".join(f"{p['id']} ({p['category']})" for p in picks) + "."
+    return json.dumps({"selections": picks, "summary": summary}, ensure_ascii=False)
+
+
 class OfflineTextBackend:
     """A deterministic, network-free :class:`~image_project.backends.base.TextBackend`.
 
@@ -853,6 +903,7 @@ class OfflineTextBackend:
             user_text = _last_user_text(request.messages)
             text = (
                 _echoed_array(schema.schema, user_text)
+                or _selector_reply(schema, user_text)
                 or _rubric_judge_reply(request, schema, rng)
                 or json.dumps(
                     generate_instance(schema.schema, rng, _salient_units(user_text)),

@@ -545,7 +545,13 @@ def _usage(usage: object) -> Usage | None:
         return None
     prompt, completion = cast(list[int], counts)
     total = getattr(usage, "total_tokens", None)
-    return Usage(prompt, completion, total if isinstance(total, int) else prompt + completion)
+    cached = getattr(getattr(usage, "prompt_tokens_details", None), "cached_tokens", None)
+    return Usage(
+        prompt,
+        completion,
+        total if isinstance(total, int) else prompt + completion,
+        cached if isinstance(cached, int) and not isinstance(cached, bool) else None,
+    )
 
 
 class _OpenAIBackend:

@@ -33,6 +33,7 @@ from image_project.config.models import (
     AppConfig,
     BackendConfig,
     EffectiveJudge,
+    EvolutionConfig,
     ImageConfig,
     JudgeConfig,
     NoveltyConfig,
@@ -42,6 +43,8 @@ from image_project.config.models import (
     RunConfig,
     ScoringConfig,
     StrictBool,
+    SurvivorCategory,
+    SurvivorQuota,
     parse_strict_bool,
 )
 
@@ -62,6 +65,7 @@ __all__ = [
     "AppConfig",
     "BackendConfig",
     "EffectiveJudge",
+    "EvolutionConfig",
     "ImageConfig",
     "JudgeConfig",
     "NoveltyConfig",
@@ -71,6 +75,8 @@ __all__ = [
     "RunConfig",
     "ScoringConfig",
     "StrictBool",
+    "SurvivorCategory",
+    "SurvivorQuota",
     "deep_merge",
     "load_config",
     "parse_strict_bool",

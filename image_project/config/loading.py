@@ -444,7 +444,7 @@ def _translate_one(error: Mapping[str, Any]) -> tuple[str, str]:
     shown = _show(value)
     if isinstance(cause, _Invalid):
         if cause.redact:
-            shown = "a value that is not an environment variable name"
+            shown = cause.shown or "a value that is not an environment variable name"
         must = cause.must or allowed or "a valid value"
         note = f" ({cause.note})" if cause.note else ""
         return key, f"got {shown}, must be {must}{note}"

@@ -42,6 +42,7 @@ from pydantic import (
 )
 
 from image_project.errors import ConfigError, short_repr
+from image_project.store.url import check_store_url, default_store_url, redact_url
 
 __all__ = [
     "BUILTIN_RUBRICS",
@@ -58,6 +59,7 @@ __all__ = [
     "AppConfig",
     "BackendConfig",
     "EffectiveJudge",
+    "EvolutionConfig",
     "ImageConfig",
     "JudgeConfig",
     "NoveltyConfig",
@@ -66,7 +68,10 @@ __all__ = [
     "RubricSpec",
     "RunConfig",
     "ScoringConfig",
+    "StoreConfig",
     "StrictBool",
+    "SurvivorCategory",
+    "SurvivorQuota",
     "parse_strict_bool",
 ]
 
@@ -95,14 +100,23 @@ class _Invalid(ValueError):
     """Raised by our field validators; the error translator turns it into a message.
 
     ``must`` replaces the allowed-values text derived from the field; ``note`` is appended;
-    ``redact`` hides the input (for keys where a user may paste a secret).
+    ``redact`` hides the input (for keys where a user may paste a secret); ``shown`` is then
+    what the message shows instead (a URL without its password, say).
     """
 
-    def __init__(self, must: str | None = None, *, note: str = "", redact: bool = False):
+    def __init__(
+        self,
+        must: str | None = None,
+        *,
+        note: str = "",
+        redact: bool = False,
+        shown: str | None = None,
+    ):
         super().__init__(must or note or "invalid value")
         self.must = must
         self.note = note
         self.redact = redact
+        self.shown = shown
 
 
 class _KeyedInvalid(ValueError):
@@ -461,6 +475,55 @@ class EffectiveJudge:
     profile: ProfileView = "raw"
 
 
+SurvivorCategory = Literal["performance", "diversity", "potential"]
+_CATEGORIES: tuple[SurvivorCategory, ...] = ("performance", "diversity", "potential")
+
+
+class SurvivorQuota(_Section):
+    """How many survivors of a round each category may take. Survivors are dealt one per
+    category in the order performance, diversity, potential while the category still has
+    quota, round after round; survivors beyond the whole quota are ``performance``. The
+    default (one each) gives 1: performance; 2: + diversity; 3: + potential; 4: + performance."""
+
+    performance: _Int = Field(default=1, ge=0, le=50)
+    diversity: _Int = Field(default=1, ge=0, le=50)
+    potential: _Int = Field(default=1, ge=0, le=50)
+
+    def categories(self, survivors: int) -> tuple[SurvivorCategory, ...]:
+        """The category of each of ``survivors`` survivors, in the order they are chosen."""
+        left = {c: getattr(self, c) for c in _CATEGORIES}
+        out: list[SurvivorCategory] = []
+        while len(out) < survivors and any(left.values()):
+            for category in _CATEGORIES:
+                if left[category] and len(out) < survivors:
+                    out.append(category)
+                    left[category] -= 1
+        out += ["performance"] * (survivors - len(out))
+        return tuple(out)
+
+
+class EvolutionConfig(_Section):
+    """Multi-round selection (``prompt.scoring.evolution``; docs/scoring.md "Rounds").
+
+    Round 0 is the ordinary card set and judge panel; each of ``generations`` later rounds
+    breeds ``variants_per_survivor`` variants of each of the previous round's ``survivors``
+    and judges them (beside their parents when ``keep_parents``). ``selector`` chooses the
+    survivors in code (seeded, deterministic) or lets one model call propose them
+    (validated; an invalid proposal is replaced by the code choice, loudly).
+    ``near_duplicate_distance``: a variant whose token-set Jaccard distance to a candidate
+    already in its round is below this is dropped before judging."""
+
+    enabled: StrictBool = False
+    generations: _Int = Field(default=2, ge=1, le=10)
+    survivors: _Int = Field(default=3, ge=1, le=26)
+    variants_per_survivor: _Int = Field(default=2, ge=1, le=10)
+    keep_parents: StrictBool = True
+    quota: SurvivorQuota = Field(default_factory=SurvivorQuota)
+    selector: Literal["code", "llm"] = "code"
+    selector_model: _Text | None = None
+    near_duplicate_distance: _Float = Field(default=0.2, ge=0.0, le=1.0)
+
+
 class ScoringConfig(_Section):
     """Black-box scoring (SPEC "Black-box scoring")."""
 
@@ -477,6 +540,20 @@ class ScoringConfig(_Section):
     aggregation: Aggregation = "median"
     trim: _Int = Field(default=0, ge=0, le=MAX_JUDGES)
     novelty: NoveltyConfig = Field(default_factory=NoveltyConfig)
+    evolution: EvolutionConfig = Field(default_factory=EvolutionConfig)
+
+    @model_validator(mode="after")
+    def _check_evolution(self) -> Self:
+        """Survivors must be choosable from round 0's cards (later rounds have at least as
+        many candidates unless variants are dropped as near-duplicates)."""
+        evolution = self.evolution
+        if evolution.enabled and evolution.survivors > self.num_ideas:
+            raise _KeyedInvalid(
+                "evolution.survivors",
+                f"got {evolution.survivors}, must be <= num_ideas ({self.num_ideas}), the "
+                "candidates of round 0",
+            )
+        return self
 
     @model_validator(mode="after")
     def _check_judges(self) -> Self:
@@ -605,6 +682,37 @@ class ImageConfig(_Section):
     caption_font_path: _ConfigPath | None = None
 
 
+_STORE_URL_MUST = (
+    "sqlite:///PATH or postgresql+psycopg://USER@HOST:PORT/DBNAME (a password is better "
+    "left to PGPASSWORD or ~/.pgpass), or null"
+)
+
+
+def _check_store_url(value: str | None, info: ValidationInfo) -> str | None:
+    """A store URL (:func:`image_project.store.url.check_store_url`); messages never show
+    its password."""
+    if value is None:
+        return None
+    shown = repr(redact_url(value[:200]))
+    if len(value) > MAX_URL_CHARS:
+        raise _Invalid(f"a URL of at most {MAX_URL_CHARS} characters", redact=True, shown=shown)
+    context = info.context if isinstance(info.context, Mapping) else {}
+    try:
+        return check_store_url(value, context.get("root"))
+    except ValueError as exc:
+        reason = str(exc).split(", must be ", 1)[0].split(": ", 1)[-1]
+        note = "" if reason.startswith("got ") else reason
+        raise _Invalid(_STORE_URL_MUST, note=note, redact=True, shown=shown) from None
+
+
+class StoreConfig(_Section):
+    """The run store (:mod:`image_project.store`): every run is written to it at its end.
+    ``url`` None = ``sqlite:///<image.log_path>/runs.sqlite``."""
+
+    enabled: StrictBool = True
+    url: Annotated[str | None, AfterValidator(_check_store_url)] = None
+
+
 class AppConfig(_Section):
     """The whole validated configuration. ``sources``: the files read, in merge order."""
 
@@ -612,7 +720,13 @@ class AppConfig(_Section):
     run: RunConfig = Field(default_factory=RunConfig)
     prompt: PromptConfig = Field(default_factory=PromptConfig)
     image: ImageConfig = Field(default_factory=ImageConfig)
+    store: StoreConfig = Field(default_factory=StoreConfig)
     sources: tuple[str, ...] = Field(default=(), exclude=True)
+
+    @property
+    def effective_store_url(self) -> str:
+        """``store.url``, or the SQLite file ``<image.log_path>/runs.sqlite``."""
+        return self.store.url or default_store_url(self.image.log_path)
 
     @property
     def effective_titles_manifest_path(self) -> Path:

@@ -1,4 +1,4 @@
-"""The step tree: :class:`ChatStep`, :class:`ActionStep` and :class:`Block`.
+"""The step tree: :class:`ChatStep`, :class:`ActionStep`, :class:`Block` and :class:`Deferred`.
 
 Nodes are frozen descriptions; :class:`~image_project.engine.runner.ChatRunner` executes them.
 Everything that can be checked without running (merge modes, names, sibling collisions,
@@ -28,7 +28,9 @@ __all__ = [
     "ActionFn",
     "ActionStep",
     "Block",
+    "BuildFn",
     "ChatStep",
+    "Deferred",
     "FailureFn",
     "MergeMode",
     "Node",
@@ -46,6 +48,7 @@ PromptFn: TypeAlias = "Callable[[Context], str]"
 PromptSource: TypeAlias = "str | Callable[[Context], str]"
 ActionFn: TypeAlias = "Callable[[Context], object | Awaitable[object]]"
 FailureFn: TypeAlias = Callable[[Exception], object]
+BuildFn: TypeAlias = "Callable[[Context], Node]"
 
 
 def _check_name(value: object, what: str) -> str | None:
@@ -200,9 +203,10 @@ class Block:
         _check_merge(self.merge, where)
         nodes = tuple(self.nodes)
         for node in nodes:
-            if not isinstance(node, ChatStep | ActionStep | Block):
+            if not isinstance(node, ChatStep | ActionStep | Block | Deferred):
                 raise PipelineDefinitionError(
-                    f"{where}: children must be ChatStep, ActionStep or Block, got {node!r}"
+                    f"{where}: children must be ChatStep, ActionStep, Block or Deferred, "
+                    f"got {node!r}"
                 )
         object.__setattr__(self, "nodes", nodes)
         names = tuple(default_name(node, i) for i, node in enumerate(nodes, start=1))
@@ -224,7 +228,38 @@ class Block:
                     owner[key] = child_name
 
 
-Node: TypeAlias = ChatStep | ActionStep | Block
+@dataclass(frozen=True, kw_only=True)
+class Deferred:
+    """A node that is built when the run reaches it: ``build(ctx)`` returns the node to run
+    (a :class:`ChatStep`, :class:`ActionStep`, :class:`Block` or another :class:`Deferred`),
+    so its shape may depend on what earlier steps captured (how many candidates survived a
+    round, which ids a judge must score). The built node runs at this node's path and
+    declared position, so its records keep their place in the transcript whatever it turns
+    out to be; its own name is ignored, and this node's ``merge`` applies to its result.
+
+    What a deferred subtree captures is not known before the run, so the build-time check
+    that parallel siblings do not share a capture key cannot see into it: keep deferred
+    nodes in sequential blocks, or give their captures distinct keys yourself. A ``build``
+    that raises fails the step like any other error, at this node's path.
+    """
+
+    build: BuildFn
+    name: str | None = None
+    merge: MergeMode = "none"
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def capture_key(self) -> None:
+        return None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", _check_name(self.name, "Deferred.name"))
+        _check_merge(self.merge, f"Deferred {self.name or '(unnamed)'}")
+        if not callable(self.build):
+            raise PipelineDefinitionError(f"Deferred {self.name}: build must be callable")
+
+
+Node: TypeAlias = ChatStep | ActionStep | Block | Deferred
 
 
 def default_name(node: Node, index: int) -> str:
@@ -236,13 +271,14 @@ def default_name(node: Node, index: int) -> str:
         if isinstance(node, ChatStep)
         else "action"
         if isinstance(node, ActionStep)
-        else "block"
+        else "block"  # a Block, or a Deferred (which usually builds one)
     )
     return f"{prefix}_{index:02d}"
 
 
 def capture_keys(node: Node) -> set[str]:
-    """Every capture key written anywhere in ``node``'s subtree."""
+    """Every capture key written anywhere in ``node``'s subtree (none known for a
+    :class:`Deferred`, whose subtree is built at run time)."""
     keys = {node.capture_key} if node.capture_key else set()
     if isinstance(node, Block):
         for child in node.nodes:
@@ -251,7 +287,8 @@ def capture_keys(node: Node) -> set[str]:
 
 
 def walk(node: Node, path: str | None = None) -> Iterator[tuple[str, Node]]:
-    """Every node of the tree with its path, in declared pre-order (root first)."""
+    """Every node of the tree with its path, in declared pre-order (root first). A
+    :class:`Deferred` is listed itself; what it builds is not known before the run."""
     here = path or node.name or ("pipeline" if isinstance(node, Block) else default_name(node, 1))
     yield here, node
     if isinstance(node, Block):

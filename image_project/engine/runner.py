@@ -36,7 +36,7 @@ from pydantic_core import to_jsonable_python
 from image_project.backends.base import Message, TextBackend, TextReply, TextRequest, Usage
 from image_project.engine.context import Context
 from image_project.engine.fanout import ordered_fanout
-from image_project.engine.nodes import ActionStep, Block, ChatStep, Node, default_name
+from image_project.engine.nodes import ActionStep, Block, ChatStep, Deferred, Node, default_name
 from image_project.engine.output import ReaskPolicy
 from image_project.engine.recorder import DefaultStepRecorder, StepRecorder, check_recorder
 from image_project.errors import (
@@ -45,6 +45,7 @@ from image_project.errors import (
     EmptyResponseError,
     ModelOutputError,
     NodeType,
+    PipelineDefinitionError,
     RefusalError,
     StepFailedError,
     locate,
@@ -78,7 +79,7 @@ def _node_type(node: Node) -> NodeType:
         if isinstance(node, ChatStep)
         else "action"
         if isinstance(node, ActionStep)
-        else "block"
+        else "block"  # a Block or a Deferred
     )
 
 
@@ -143,6 +144,8 @@ class ChatRunner:
                 return await self._run_chat(node, ctx, base, path, name, order)
             if isinstance(node, ActionStep):
                 return await self._run_action(node, ctx, path, name, order)
+            if isinstance(node, Deferred):
+                return await self._run_deferred(node, ctx, base, path, name, order)
             return await self._run_block(node, ctx, base, path, order)
         except Exception as exc:
             locate(exc, path=path, name=name, node_type=_node_type(node))
@@ -210,6 +213,28 @@ class ChatRunner:
                 )
             ctx.outputs[block.capture_key] = last
         return NodeOutcome(produced, last)
+
+    async def _run_deferred(
+        self,
+        node: Deferred,
+        ctx: Context,
+        base: Conversation,
+        path: str,
+        name: str,
+        order: tuple[int, ...],
+    ) -> NodeOutcome:
+        """Build the node now and run it in this node's place (path and declared order)."""
+        try:
+            built = node.build(ctx)
+            if not isinstance(built, ChatStep | ActionStep | Block | Deferred):
+                raise PipelineDefinitionError(
+                    f"{path}: Deferred.build must return a ChatStep, ActionStep, Block or "
+                    f"Deferred, got {built!r}"
+                )
+        except Exception as exc:
+            self._report_error(ctx, path, name, exc)
+            raise
+        return await self._run(built, ctx, base, path=path, name=name, order=order)
 
     # -- actions ------------------------------------------------------------------------
 

@@ -1,5 +1,6 @@
 """The black-box scoring record: the idea cards, each judge's outcome, the score table, the
-selection and the novelty statistics of one run (the transcript's ``blackbox_scoring``).
+selection and the novelty statistics of one run (the transcript's ``blackbox_scoring``), and,
+with multi-round selection, every round (``evolution``).
 
 :class:`IdeaCard` is also the answer model of an idea-card generator (its JSON schema is what
 the server is asked for), so the card a run recorded and the card a model must write have
@@ -18,22 +19,30 @@ __all__ = [
     "JUDGE_STATUSES",
     "CandidateRecord",
     "CardOptions",
+    "EvolutionRecord",
     "IdeaCard",
     "JudgeResult",
     "JudgeStatus",
     "Motif",
+    "NearDuplicate",
     "NoveltyRecord",
+    "RoundCandidate",
+    "RoundRecord",
     "ScoreRow",
     "ScoringOff",
     "ScoringRecord",
     "ScoringSection",
     "SelectionDetail",
     "SelectionMode",
+    "SelectorRecord",
+    "Survivor",
+    "SurvivorCategory",
 ]
 
 JudgeStatus = Literal["ok", "parse_error", "refused", "error"]
 JUDGE_STATUSES: tuple[JudgeStatus, ...] = ("ok", "parse_error", "refused", "error")
 SelectionMode = Literal["exploit", "explore"]
+SurvivorCategory = Literal["performance", "diversity", "potential"]
 
 _Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=600)]
 _Item = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
@@ -158,6 +167,83 @@ class NoveltyRecord(RecordModel):
     warning: str | None = None
 
 
+class NearDuplicate(RecordModel):
+    """Why a variant was dropped before judging: its token-set Jaccard distance to candidate
+    ``of`` (already in the round) was below ``threshold``."""
+
+    of: str
+    distance: float
+    threshold: float
+
+
+class RoundCandidate(RecordModel):
+    """One candidate of a round. ``kind``: ``card`` (round 0, written from a diversity
+    ``directive``), ``variant`` (bred from survivor ``parent`` by a mutation ``directive``) or
+    ``parent`` (a survivor of the previous round judged again, ``keep_parents``; its card,
+    seed and directive are those it was written with). ``seed`` is the API seed of the call
+    that wrote the card; ``dropped`` is set for a variant dropped as a near-duplicate (never
+    judged)."""
+
+    id: str
+    kind: Literal["card", "variant", "parent"]
+    parent: str | None
+    directive: str
+    seed: int
+    card: IdeaCard | None = None
+    dropped: NearDuplicate | None = None
+
+
+class Survivor(RecordModel):
+    """A candidate carried into the next round, the category it fills and why (a sentence
+    built from the numbers by code, or the selector model's own words), and who proposed it."""
+
+    id: str
+    category: SurvivorCategory
+    reason: str
+    proposed_by: Literal["code", "llm"]
+
+
+class SelectorRecord(RecordModel):
+    """Who chose a round's survivors. ``kind: code``: the seeded code choice (``attempts``
+    0). ``kind: llm``: ``status: ok`` when the model's proposal was valid (``summary`` its
+    summary); ``status: fallback`` when it was still invalid after the re-asks (or the call
+    failed) and the code choice was used instead, ``warning`` saying why. ``attempts`` = the
+    answers the selector step received; ``path`` its step."""
+
+    kind: Literal["code", "llm"]
+    status: Literal["ok", "fallback"]
+    attempts: int = 0
+    model: str | None = None
+    path: str | None = None
+    summary: str | None = None
+    warning: str | None = None
+
+
+class RoundRecord(RecordModel):
+    """One round: its candidates (dropped ones included), the panel's results, the score
+    table of the judged candidates, and the survivors chosen from it with the selector that
+    chose them (the last round has none: the final pick is made from it)."""
+
+    index: int
+    candidates: tuple[RoundCandidate, ...]
+    judges: tuple[JudgeResult, ...] = ()
+    score_table: tuple[ScoreRow, ...] = ()
+    survivors: tuple[Survivor, ...] = ()
+    selector: SelectorRecord | None = None
+
+
+class EvolutionRecord(RecordModel):
+    """Multi-round selection: round 0 is the first card set, then ``generations`` rounds of
+    variants; ``rounds`` holds the rounds the run got to."""
+
+    generations: int
+    survivors: int
+    variants_per_survivor: int
+    keep_parents: bool
+    selector: Literal["code", "llm"]
+    rounds: tuple[RoundRecord, ...]
+
+
 class ScoringRecord(RecordModel):
     """Black-box scoring of one run, as far as the run got (a run that failed in the judges
     has candidates but no score table)."""
@@ -175,6 +261,10 @@ class ScoringRecord(RecordModel):
     selection_mode: SelectionMode | None = None
     selection: SelectionDetail | None = None
     novelty: NoveltyRecord
+    evolution: EvolutionRecord | None = Field(default=None, exclude_if=lambda v: v is None)
+    """Only with ``prompt.scoring.evolution.enabled`` (absent otherwise, so a one-round run's
+    record is unchanged). With it, ``candidates``, ``judges`` and ``score_table`` above are
+    the last round's, from which the final card was picked."""
 
     @property
     def selected_card(self) -> IdeaCard | None:

@@ -842,3 +842,24 @@ async def test_the_chat_body_is_byte_for_byte_what_chat_completions_create_sends
     assert ours.path == sdk.path == "/v1/chat/completions"
     assert json.dumps(ours.body) == json.dumps(sdk.body)
     assert ours.headers["authorization"] == sdk.headers["authorization"] == "Bearer test-key"
+
+
+def test_usage_keeps_cached_tokens_when_the_server_reports_them() -> None:
+    from types import SimpleNamespace
+
+    from image_project.backends.openai_backend import _usage
+
+    details = SimpleNamespace(cached_tokens=1024)
+    reported = _usage(
+        SimpleNamespace(
+            prompt_tokens=2000,
+            completion_tokens=10,
+            total_tokens=2010,
+            prompt_tokens_details=details,
+        )
+    )
+    assert reported == Usage(2000, 10, 2010, 1024)
+    silent = _usage(SimpleNamespace(prompt_tokens=5, completion_tokens=1, total_tokens=6))
+    assert silent is not None and silent.cached_tokens is None
+    assert (reported + silent).cached_tokens == 1024
+    assert (silent + silent).cached_tokens is None

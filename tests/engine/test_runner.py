@@ -463,7 +463,12 @@ async def test_record_dump_has_every_key_with_none_for_what_did_not_happen() -> 
     for key in ("system_prompt", "system_fingerprint", "response_model", "error"):
         assert rec[key] is None, key
     assert rec["reasks"] == [] and rec["meta"] == {}
-    assert rec["usage"] == {"prompt_tokens": 2, "completion_tokens": 1, "total_tokens": 3}
+    assert rec["usage"] == {
+        "prompt_tokens": 2,
+        "completion_tokens": 1,
+        "total_tokens": 3,
+        "cached_tokens": None,
+    }
 
 
 async def test_run_step_returns_the_text() -> None:

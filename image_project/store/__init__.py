@@ -1,0 +1,39 @@
+"""The run store: every run's record, kept in a database and queryable.
+
+Every run (success, failure, interrupt) is written in one transaction from its
+:class:`~image_project.record.RunRecord` at the end of the run; the transcript file stays the
+source of truth, and ``image-project runs import`` writes transcripts the store missed. One
+code path (SQLAlchemy 2 Core) serves SQLite (the default, a file beside the transcripts) and
+PostgreSQL (``postgresql+psycopg://…``, for runs from several machines). The schema is
+versioned with Alembic migrations shipped in this package and applied when a store is opened.
+See ``docs/store.md``.
+
+This package is imported by the configuration, so importing it stays light: SQLAlchemy and
+Alembic are imported only when a store is opened (:func:`open_store`).
+
+* :mod:`.url` — the store URL, checked without SQLAlchemy;
+* :mod:`.rows` — a RunRecord as table rows (pure data);
+* :mod:`.schema` — the tables; :mod:`.db` — :class:`~image_project.store.db.RunStore`;
+* :mod:`.writer` — what a run uses to write itself (and, with PostgreSQL, allocate ``seq``);
+* :mod:`.commands` — the ``image-project runs …`` subcommands.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from image_project.store.url import check_store_url, default_store_url, redact_url
+
+if TYPE_CHECKING:
+    from image_project.store.db import RunStore
+
+__all__ = ["check_store_url", "default_store_url", "open_store", "redact_url"]
+
+
+def open_store(url: str) -> RunStore:
+    """Open (creating or upgrading its schema if needed) the store at ``url``; use it as a
+    context manager or call ``close()``. Readers use
+    :meth:`~image_project.store.db.RunStore.records`."""
+    from image_project.store.db import RunStore
+
+    return RunStore.open(url)

@@ -1,0 +1,289 @@
+"""The ``image-project runs …`` subcommands: ``list``, ``show``, ``export``, ``import``.
+
+The parser is built by :mod:`image_project.cli` (argparse only, so the CLI stays light to
+import); this module, which imports SQLAlchemy through :mod:`image_project.store.db`, is
+imported only when a ``runs`` command runs. Exit codes: 0 done; 1 a store error, an unknown
+run, or a file that could not be imported (the others are imported); 2 a configuration error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from pydantic import ValidationError
+
+from image_project.record import RunRecord
+from image_project.store.db import RunStore, RunSummary, StoreError, parse_since
+from image_project.store.rows import run_status
+from image_project.store.url import sqlite_path
+
+__all__ = [
+    "EXPORT_CSV_FIELDS",
+    "format_summaries",
+    "iter_records",
+    "run_command",
+    "show_lines",
+]
+
+EXPORT_CSV_FIELDS: tuple[str, ...] = (
+    "generation_id",
+    "created_at",
+    "status",
+    "seed",
+    "seq",
+    "title",
+    "image_path",
+    "concepts",
+    "scoring",
+    "selected_id",
+    "selection_mode",
+    "judges",
+    "total_tokens",
+    "model_calls",
+    "wall_s",
+    "error_type",
+    "error_phase",
+    "error_message",
+)
+
+
+def run_command(args: argparse.Namespace, url: str, out: IO[str] | None = None) -> int:
+    """Run ``runs <args.runs_command>`` against the store at ``url``, printing to ``out``
+    (standard output by default)."""
+    out = sys.stdout if out is None else out
+    action = args.runs_command
+    database = sqlite_path(url)
+    if action != "import" and database is not None and not database.exists():
+        print(
+            f"no run store yet at {database}: runs are written there as they finish, and "
+            "'runs import PATHS' fills it from transcripts",
+            file=sys.stderr,
+        )
+        return 1 if action == "show" else 0
+    try:
+        since = parse_since(args.since) if getattr(args, "since", None) else None
+    except ValueError as exc:
+        print(f"error: --{exc}", file=sys.stderr)
+        return 2
+    try:
+        with RunStore.open(url) as store:
+            if action == "list":
+                return _list(store, args, since, out)
+            if action == "show":
+                return _show(store, args.id, out)
+            if action == "export":
+                return _export(store, args, since, out)
+            return _import(store, args.paths, out)
+    except StoreError as exc:
+        print(f"store error: {exc}", file=sys.stderr)
+        return 1
+
+
+# --------------------------------------------------------------------------- list
+
+
+def _list(store: RunStore, args: argparse.Namespace, since: Any, out: IO[str]) -> int:
+    found = store.summaries(last=args.limit, failed=args.failed, judge=args.judge, since=since)
+    if not found:
+        print(f"no stored runs match (store: {store.safe_url})", file=sys.stderr)
+        return 0
+    print(format_summaries(found), file=out)
+    return 0
+
+
+def format_summaries(found: Sequence[RunSummary]) -> str:
+    """The ``runs list`` table: newest first, one line per run."""
+    lines = [f"{'generation id':<26} {'created (UTC)':<19}  {'status':<11}  {'seq':>4}  what"]
+    for run in found:
+        seq = f"#{run.seq:03d}" if run.seq is not None else "-"
+        lines.append(
+            f"{run.generation_id:<26} {run.created_at:%Y-%m-%d %H:%M:%S}  {run.status:<11}  "
+            f"{seq:>4}  {_what(run)}"
+        )
+    return "\n".join(lines)
+
+
+def _what(run: RunSummary) -> str:
+    if run.status != "ok":
+        message = (run.error_message or "").splitlines()[0] if run.error_message else ""
+        if len(message) > 70:
+            message = message[:69] + "…"
+        return f"{run.error_type} in {run.error_phase}: {message}"
+    what = run.title or "(prompt only)"
+    if run.judges:
+        ok = sum(1 for _, status in run.judges if status == "ok")
+        what += f"  [judges {ok}/{len(run.judges)} ok: {', '.join(j for j, _ in run.judges)}]"
+    return what
+
+
+# --------------------------------------------------------------------------- show
+
+
+def _show(store: RunStore, ref: str, out: IO[str]) -> int:
+    try:
+        record = store.find(ref)
+    except KeyError as exc:
+        print(f"error: {exc.args[0]}", file=sys.stderr)
+        return 1
+    print("\n".join(show_lines(record)), file=out)
+    return 0
+
+
+def show_lines(record: RunRecord) -> list[str]:
+    """``runs show``: the run's summary as the CLI printed it, its status and error, and
+    (for a scoring run) the score table and each judge's status."""
+    # The same lines the CLI prints after a run (imported here: the CLI imports this module
+    # only when a runs command runs).
+    from image_project.cli import _prompt_lines as prompt_lines
+    from image_project.cli import _scoring_lines as scoring_lines
+    from image_project.record import ScoringRecord
+
+    backend = record.backend
+    lines = [
+        f"Generation {record.generation_id}  (seed {record.seed}, {backend.provider} backend, "
+        f"{backend.execution_mode})",
+        f"  Status      {run_status(record)}  (created {record.created_at})",
+        f"  Concepts    {' | '.join(record.selected_concepts)}",
+    ]
+    if record.error is not None:
+        error = record.error
+        where = f" at {error.path}" if error.path else ""
+        lines.append(f"  Error       {error.type} in phase {error.phase}{where}: {error.message}")
+    title = record.title_generation
+    if title is not None:
+        lines.append(f"  Title       #{title.seq:03d} - {title.title}")
+    if isinstance(record.blackbox_scoring, ScoringRecord):
+        lines += scoring_lines(record.blackbox_scoring)
+    if record.final_image_prompt:
+        lines += prompt_lines(record.final_image_prompt, whole=False)
+    if record.image_path is not None:
+        size = f" ({record.image_bytes:,} bytes)" if record.image_bytes is not None else ""
+        lines.append(f"  Image       {record.image_path}{size}")
+    usage = record.usage
+    lines.append(
+        f"  Model calls {usage.model_calls} text + {usage.image_calls} image, "
+        f"{usage.total_tokens:,} tokens, {record.timing.wall_s:.1f} s"
+    )
+    return lines
+
+
+# --------------------------------------------------------------------------- export
+
+
+def _export(store: RunStore, args: argparse.Namespace, since: Any, out: IO[str]) -> int:
+    records = store.records(last=args.limit, failed=args.failed, judge=args.judge, since=since)
+    if args.out is not None:
+        with open(args.out, "w", encoding="utf-8", newline="") as handle:
+            _write_export(records, args.format, handle)
+        print(f"exported {len(records)} run(s) to {args.out}", file=sys.stderr)
+    else:
+        _write_export(records, args.format, out)
+    return 0
+
+
+def _write_export(records: Sequence[RunRecord], fmt: str, out: IO[str]) -> None:
+    if fmt == "jsonl":
+        for record in records:
+            out.write(record.model_dump_json() + "\n")
+        return
+    writer = csv.DictWriter(out, fieldnames=EXPORT_CSV_FIELDS, lineterminator="\n")
+    writer.writeheader()
+    for record in records:
+        writer.writerow(_csv_row(record))
+
+
+def _csv_row(record: RunRecord) -> dict[str, Any]:
+    from image_project.record import ScoringRecord
+
+    scoring = record.blackbox_scoring
+    scored = isinstance(scoring, ScoringRecord)
+    selected_id = scoring.selected_id if isinstance(scoring, ScoringRecord) else None
+    mode = scoring.selection_mode if isinstance(scoring, ScoringRecord) else None
+    judges = (
+        json.dumps({j.id: j.status for j in scoring.judges})
+        if isinstance(scoring, ScoringRecord)
+        else ""
+    )
+    title, error = record.title_generation, record.error
+    return {
+        "generation_id": record.generation_id,
+        "created_at": record.created_at,
+        "status": run_status(record),
+        "seed": record.seed,
+        "seq": title.seq if title else "",
+        "title": title.title if title else "",
+        "image_path": record.image_path or "",
+        "concepts": json.dumps(list(record.selected_concepts), ensure_ascii=False),
+        "scoring": scored,
+        "selected_id": selected_id or "",
+        "selection_mode": mode or "",
+        "judges": judges,
+        "total_tokens": record.usage.total_tokens,
+        "model_calls": record.usage.model_calls,
+        "wall_s": record.timing.wall_s,
+        "error_type": error.type if error else "",
+        "error_phase": error.phase if error else "",
+        "error_message": error.message if error else "",
+    }
+
+
+# --------------------------------------------------------------------------- import
+
+
+def iter_records(path: Path) -> Iterator[RunRecord]:
+    """The records in ``path``: a transcript (``.json``), a ``runs export --format jsonl``
+    file (``.jsonl``, one record a line), or a directory (its ``*_transcript.json``).
+    ValueError names the file (and line) that cannot be read."""
+    if path.is_dir():
+        for child in sorted(path.glob("*_transcript.json")):
+            yield from iter_records(child)
+        return
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: cannot read it ({exc})") from exc
+    if path.suffix == ".jsonl":
+        for number, line in enumerate(text.splitlines(), start=1):
+            if line.strip():
+                yield _parse(line, f"{path}:{number}")
+        return
+    yield _parse(text, str(path))
+
+
+def _parse(text: str, where: str) -> RunRecord:
+    try:
+        return RunRecord.model_validate_json(text)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        loc = ".".join(str(p) for p in first["loc"])
+        raise ValueError(
+            f"{where}: not a run record of this version ({loc + ': ' if loc else ''}{first['msg']})"
+        ) from exc
+
+
+def _import(store: RunStore, paths: Sequence[Path], out: IO[str]) -> int:
+    written = skipped = 0
+    problems: list[str] = []
+    for path in paths:
+        try:
+            for record in iter_records(path):
+                if store.import_record(record):
+                    written += 1
+                else:
+                    skipped += 1
+        except ValueError as exc:
+            problems.append(str(exc))
+    for problem in problems:
+        print(f"error: {problem}", file=sys.stderr)
+    print(
+        f"imported {written} run(s) into {store.safe_url}; {skipped} already stored"
+        + (f"; {len(problems)} file(s) could not be read" if problems else ""),
+        file=out,
+    )
+    return 1 if problems else 0

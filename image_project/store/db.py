@@ -1,0 +1,452 @@
+"""The run store over SQLAlchemy 2 Core: :class:`RunStore` (open, migrate, write, read).
+
+One code path for both engines; what differs is set up in :func:`_engine` (SQLite: a busy
+timeout, foreign keys on, write transactions that take the database lock at ``BEGIN``) and
+in two PostgreSQL advisory locks (the schema migration, and the allocation of the titles
+``seq`` across machines).
+
+Errors: anything that goes wrong talking to the database is raised as :class:`StoreError`,
+whose message names the store by its URL without the password
+(``URL.render_as_string(hide_password=True)``) and chains the driver's exception.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Final
+
+from sqlalchemy import (
+    Connection,
+    Engine,
+    Select,
+    create_engine,
+    event,
+    func,
+    inspect,
+    select,
+    text,
+)
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+
+from image_project.errors import ImageProjectError
+from image_project.record import RunRecord
+from image_project.store.rows import parse_utc, record_rows
+from image_project.store.schema import (
+    ALL_TABLES,
+    SCHEMA_REVISION,
+    images,
+    judge_results,
+    runs,
+)
+from image_project.store.url import check_store_url, sqlite_path
+
+__all__ = [
+    "MIGRATIONS_DIR",
+    "PendingWrite",
+    "RunStore",
+    "RunSummary",
+    "StoreError",
+    "known_revisions",
+    "parse_since",
+    "safe_url",
+]
+
+MIGRATIONS_DIR: Final = Path(__file__).with_name("migrations")
+_MIGRATE_LOCK: Final = 0x1A6E_0001  # pg_advisory_xact_lock keys of this application
+_SEQ_LOCK: Final = 0x1A6E_0002
+
+
+class StoreError(ImageProjectError):
+    """The store could not be opened, read or written; the message names its URL (never
+    the password) and the cause is chained."""
+
+
+def safe_url(url: str) -> str:
+    """``url`` as SQLAlchemy renders it with the password hidden."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except SQLAlchemyError:
+        return "<an unparseable store URL>"
+
+
+def parse_since(value: datetime | str) -> datetime:
+    """A lower bound on ``created_at`` as naive UTC: a datetime (naive = UTC), an ISO date or
+    time (``2026-11-20``, ``2026-11-20T08:00Z``), or an age such as ``30m``, ``12h``, ``7d``."""
+    if isinstance(value, datetime):
+        return parse_utc(value.isoformat())
+    match = re.fullmatch(r"\s*(\d+)\s*([mhdw])\s*", value)
+    if match:
+        unit = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}[match.group(2)]
+        moment = datetime.now(UTC) - timedelta(**{unit: int(match.group(1))})
+        return moment.replace(tzinfo=None)
+    try:
+        return parse_utc(value.strip())
+    except ValueError:
+        raise ValueError(
+            f"since: got {value!r}, must be an ISO date or time (2026-11-20, "
+            "2026-11-20T08:00Z) or an age like 30m, 12h, 7d, 2w"
+        ) from None
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One row of ``runs list``: the run's own columns and its judges' statuses."""
+
+    generation_id: str
+    created_at: datetime
+    status: str
+    seq: int | None
+    title: str | None
+    scoring: bool
+    judges: tuple[tuple[str, str], ...]
+    error_type: str | None
+    error_phase: str | None
+    error_message: str | None
+    total_tokens: int
+    wall_s: float
+
+
+def _engine(url: str) -> Engine:
+    database = sqlite_path(url)
+    if database is None:
+        return create_engine(url, connect_args={"connect_timeout": 10})
+    database.parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(url, connect_args={"timeout": 60.0})
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None  # SQLAlchemy emits BEGIN itself (below)
+        dbapi_connection.execute("PRAGMA foreign_keys = ON")
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        # Take the write lock at BEGIN, so that two writers wait for each other (busy
+        # timeout) instead of one failing when it upgrades a read lock.
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return engine
+
+
+@dataclass
+class PendingWrite:
+    """A store transaction opened early (PostgreSQL only): it holds the ``seq`` lock from
+    the allocation of ``seq`` to the commit of the run's rows."""
+
+    connection: Connection
+    seq: int
+
+    def abandon(self) -> None:
+        """Roll back and release the connection (idempotent)."""
+        if not self.connection.closed:
+            self.connection.rollback()
+            self.connection.close()
+
+
+class RunStore:
+    """An open store. Use as a context manager or call :meth:`close`."""
+
+    def __init__(self, engine: Engine, url: str) -> None:
+        self.engine = engine
+        self.url = url
+
+    @classmethod
+    def open(cls, url: str) -> RunStore:
+        """Connect to ``url`` and bring its schema to :data:`SCHEMA_REVISION`."""
+        url = check_store_url(url)
+        try:
+            engine = _engine(url)
+        except (SQLAlchemyError, OSError) as exc:
+            raise StoreError(f"cannot open the run store {safe_url(url)}: {exc}") from exc
+        store = cls(engine, url)
+        try:
+            store.migrate()
+        except BaseException:
+            store.close()
+            raise
+        return store
+
+    @property
+    def safe_url(self) -> str:
+        return safe_url(self.url)
+
+    @property
+    def is_postgres(self) -> bool:
+        return self.engine.dialect.name == "postgresql"
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> RunStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @contextmanager
+    def _errors(self, doing: str) -> Iterator[None]:
+        try:
+            yield
+        except (SQLAlchemyError, OSError) as exc:
+            detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise StoreError(f"cannot {doing} the run store {self.safe_url}: {detail}") from exc
+
+    # ------------------------------------------------------------------ schema
+
+    def revision(self) -> str | None:
+        """The schema revision the database is at (None for an empty database)."""
+        with self._errors("read"), self.engine.connect() as conn:
+            return _current_revision(conn)
+
+    def migrate(self) -> None:
+        """Create or upgrade the schema to :data:`SCHEMA_REVISION`, under a lock, so that
+        several processes opening a new store at once create it once."""
+        with self._errors("open"), self.engine.begin() as conn:
+            if self.is_postgres:
+                conn.execute(select(func.pg_advisory_xact_lock(_MIGRATE_LOCK)))
+            current = _current_revision(conn)
+            if current == SCHEMA_REVISION:
+                return
+            from alembic import command
+            from alembic.config import Config
+            from alembic.util import CommandError
+
+            config = Config()
+            config.set_main_option("script_location", str(MIGRATIONS_DIR))
+            config.attributes["connection"] = conn
+            try:
+                command.upgrade(config, "head")
+            except CommandError as exc:
+                raise StoreError(
+                    f"the run store {self.safe_url} is at schema revision {current!r}, which "
+                    f"this version of image_project does not know (newest: "
+                    f"{SCHEMA_REVISION!r}): {exc}"
+                ) from exc
+
+    # ------------------------------------------------------------------ writing
+
+    def claim_seq(self, local_next: int) -> PendingWrite:
+        """Open the run's transaction and allocate its titles ``seq`` in it: one more than
+        the largest stored (and at least ``local_next``, this machine's manifest). The lock
+        is held until :meth:`write` commits or the pending write is abandoned."""
+        with self._errors("allocate a title number in"):
+            conn = self.engine.connect()
+            try:
+                conn.begin()
+                if self.is_postgres:
+                    conn.execute(select(func.pg_advisory_xact_lock(_SEQ_LOCK)))
+                stored = conn.scalar(select(func.max(images.c.seq))) or 0
+            except BaseException:
+                conn.close()
+                raise
+        return PendingWrite(connection=conn, seq=max(local_next, stored + 1))
+
+    def write(
+        self, record: RunRecord, *, source: str = "run", pending: PendingWrite | None = None
+    ) -> None:
+        """Write ``record`` in one transaction (``pending``'s, if given). A run already
+        stored raises StoreError."""
+        rows = record_rows(record, source=source, stored_at=_now())
+        with self._errors("write to"):
+            if pending is None:
+                with self.engine.begin() as conn:
+                    _insert(conn, rows.tables)
+                return
+            try:
+                _insert(pending.connection, rows.tables)
+                pending.connection.commit()
+            finally:
+                pending.abandon()
+
+    def import_record(self, record: RunRecord) -> bool:
+        """Write ``record`` unless a run with its generation id is stored; True if written."""
+        rows = record_rows(record, source="import", stored_at=_now())
+        with self._errors("import into"):
+            try:
+                with self.engine.begin() as conn:
+                    if _stored(conn, record.generation_id):
+                        return False
+                    _insert(conn, rows.tables)
+            except IntegrityError:
+                return False  # written by someone else meanwhile
+        return True
+
+    def delete(self, generation_id: str) -> bool:
+        """Delete one run and its rows; True if it was stored."""
+        with self._errors("delete from"), self.engine.begin() as conn:
+            for table in reversed(ALL_TABLES):
+                result = conn.execute(table.delete().where(table.c.generation_id == generation_id))
+            return result.rowcount > 0
+
+    # ------------------------------------------------------------------ reading
+
+    def records(
+        self,
+        *,
+        last: int | None = None,
+        failed: bool = False,
+        judge: str | None = None,
+        since: datetime | str | None = None,
+    ) -> list[RunRecord]:
+        """Stored runs, newest first, rebuilt from their recorded JSON (exactly the records
+        the runs wrote). ``last`` keeps the newest N; ``failed`` only runs that did not
+        succeed; ``judge`` only runs whose panel had that judge id; ``since`` only runs
+        created at or after it (see :func:`parse_since`)."""
+        query = _filtered(select(runs.c.record_json), failed, judge, since, last)
+        with self._errors("read"), self.engine.connect() as conn:
+            texts = list(conn.scalars(query))
+        return [RunRecord.model_validate_json(t) for t in texts]
+
+    def summaries(
+        self,
+        *,
+        last: int | None = None,
+        failed: bool = False,
+        judge: str | None = None,
+        since: datetime | str | None = None,
+    ) -> list[RunSummary]:
+        """The ``runs list`` rows, newest first, with the same filters as :meth:`records`."""
+        columns = (
+            runs.c.generation_id,
+            runs.c.created_at,
+            runs.c.status,
+            runs.c.seq,
+            runs.c.title,
+            runs.c.scoring,
+            runs.c.error_type,
+            runs.c.error_phase,
+            runs.c.error_message,
+            runs.c.total_tokens,
+            runs.c.wall_s,
+        )
+        query = _filtered(select(*columns), failed, judge, since, last)
+        with self._errors("read"), self.engine.connect() as conn:
+            found = conn.execute(query).all()
+            ids = [row.generation_id for row in found]
+            panel: dict[str, list[tuple[str, str]]] = {}
+            if ids:
+                judged = conn.execute(
+                    select(
+                        judge_results.c.generation_id,
+                        judge_results.c.judge_id,
+                        judge_results.c.status,
+                    )
+                    .where(judge_results.c.generation_id.in_(ids))
+                    .order_by(judge_results.c.generation_id, judge_results.c.position)
+                )
+                for gid, judge_id, status in judged:
+                    panel.setdefault(gid, []).append((judge_id, status))
+        return [
+            RunSummary(
+                generation_id=row.generation_id,
+                created_at=row.created_at,
+                status=row.status,
+                seq=row.seq,
+                title=row.title,
+                scoring=bool(row.scoring),
+                judges=tuple(panel.get(row.generation_id, ())),
+                error_type=row.error_type,
+                error_phase=row.error_phase,
+                error_message=row.error_message,
+                total_tokens=row.total_tokens,
+                wall_s=row.wall_s,
+            )
+            for row in found
+        ]
+
+    def find(self, ref: str) -> RunRecord:
+        """The run whose generation id is ``ref`` or uniquely starts with it; KeyError
+        saying which ids matched otherwise."""
+        with self._errors("read"), self.engine.connect() as conn:
+            exact = conn.scalar(select(runs.c.record_json).where(runs.c.generation_id == ref))
+            if exact is not None:
+                return RunRecord.model_validate_json(exact)
+            like = ref.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            matches = conn.execute(
+                select(runs.c.generation_id, runs.c.record_json)
+                .where(runs.c.generation_id.like(like, escape="\\"))
+                .order_by(runs.c.generation_id)
+                .limit(6)
+            ).all()
+        if len(matches) == 1:
+            return RunRecord.model_validate_json(matches[0].record_json)
+        if not matches:
+            raise KeyError(f"no stored run has the generation id {ref!r} (or one starting so)")
+        shown = ", ".join(m.generation_id for m in matches[:5])
+        raise KeyError(f"{ref!r} matches several runs ({shown}{', …' if len(matches) > 5 else ''})")
+
+    def count(self) -> int:
+        with self._errors("read"), self.engine.connect() as conn:
+            return int(conn.scalar(select(func.count()).select_from(runs)) or 0)
+
+    def table_rows(self, table_name: str) -> list[dict[str, Any]]:
+        """Every row of one table, in primary-key order (for tests and exports)."""
+        table = next(t for t in ALL_TABLES if t.name == table_name)
+        order = list(table.primary_key.columns)
+        with self._errors("read"), self.engine.connect() as conn:
+            return [dict(row._mapping) for row in conn.execute(select(table).order_by(*order))]
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def _current_revision(conn: Connection) -> str | None:
+    if not inspect(conn).has_table("alembic_version"):
+        return None
+    found = conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all()
+    return found[0] if found else None
+
+
+def _stored(conn: Connection, generation_id: str) -> bool:
+    query = select(runs.c.generation_id).where(runs.c.generation_id == generation_id)
+    return conn.scalar(query) is not None
+
+
+def _insert(conn: Connection, tables: dict[str, list[dict[str, Any]]]) -> None:
+    for table in ALL_TABLES:
+        rows = tables.get(table.name)
+        if rows:
+            conn.execute(table.insert(), rows)
+
+
+def _filtered(
+    query: Select[Any],
+    failed: bool,
+    judge: str | None,
+    since: datetime | str | None,
+    last: int | None,
+) -> Select[Any]:
+    if failed:
+        query = query.where(runs.c.status != "ok")
+    if judge is not None:
+        panel = select(judge_results.c.generation_id).where(judge_results.c.judge_id == judge)
+        query = query.where(runs.c.generation_id.in_(panel))
+    if since is not None:
+        query = query.where(runs.c.created_at >= parse_since(since))
+    query = query.order_by(runs.c.created_at.desc(), runs.c.generation_id.desc())
+    if last is not None:
+        query = query.limit(last)
+    return query
+
+
+def known_revisions() -> Sequence[str]:
+    """Every revision the shipped migrations define, oldest first."""
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    script = ScriptDirectory.from_config(config)
+    return [rev.revision for rev in reversed(list(script.walk_revisions()))]

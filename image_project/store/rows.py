@@ -1,0 +1,255 @@
+"""A :class:`~image_project.record.RunRecord` as the store's rows (pure data, no database).
+
+:func:`record_rows` maps one record onto every table (:mod:`image_project.store.schema`):
+one ``runs`` row, a ``calls`` row per chat or image step, and, for a scoring run, a
+``candidates`` row per card, a ``judge_results`` row per judge, a ``scores`` row per
+(card, judge) score, one ``selections`` row; an ``images`` row when an image was saved.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from image_project.record import ChatEvent, ImageEvent, RunRecord, ScoringRecord
+
+__all__ = ["RecordRows", "Row", "parse_utc", "record_rows", "run_status"]
+
+Row = dict[str, Any]
+"""One table row: column name to value."""
+
+
+def parse_utc(text: str) -> datetime:
+    """An ISO 8601 time (``Z`` or an offset; a naive one is taken as UTC) as a naive UTC
+    datetime, the form every time column holds."""
+    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC).replace(tzinfo=None)
+    return moment
+
+
+def run_status(record: RunRecord) -> str:
+    """``ok``, ``interrupted`` (Ctrl-C / SIGTERM) or ``failed``."""
+    if record.error is None:
+        return "ok"
+    return "interrupted" if record.error.type == "interrupted" else "failed"
+
+
+@dataclass
+class RecordRows:
+    """The rows of one record, per table name."""
+
+    tables: dict[str, list[Row]] = field(default_factory=dict)
+
+    def add(self, table: str, row: Row) -> None:
+        self.tables.setdefault(table, []).append(row)
+
+
+def record_rows(record: RunRecord, *, source: str, stored_at: datetime) -> RecordRows:
+    """Every row ``record`` makes; ``source`` is ``run`` or ``import``."""
+    rows = RecordRows()
+    rows.add("runs", _run_row(record, source=source, stored_at=stored_at))
+    for position, step in enumerate(record.steps):
+        if isinstance(step, ChatEvent):
+            rows.add("calls", _chat_row(record.generation_id, position, step))
+        elif isinstance(step, ImageEvent):
+            rows.add("calls", _image_row(record.generation_id, position, step))
+    if isinstance(record.blackbox_scoring, ScoringRecord):
+        _scoring_rows(rows, record.generation_id, record.blackbox_scoring)
+    title = record.title_generation
+    if title is not None and record.image_path is not None:
+        image = record.image_step
+        rows.add(
+            "images",
+            {
+                "generation_id": record.generation_id,
+                "seq": title.seq,
+                "title": title.title,
+                "title_source": title.title_source,
+                "caption": title.caption,
+                "path": record.image_path,
+                "bytes": record.image_bytes,
+                "model": image.model if image else None,
+                "size": image.size if image else None,
+                "quality": image.quality if image else None,
+            },
+        )
+    return rows
+
+
+def _run_row(record: RunRecord, *, source: str, stored_at: datetime) -> Row:
+    error, usage, title = record.error, record.usage, record.title_generation
+    return {
+        "generation_id": record.generation_id,
+        "status": run_status(record),
+        "created_at": parse_utc(record.created_at),
+        "seed": record.seed,
+        "run_mode": record.run_mode,
+        "provider": record.backend.provider,
+        "text_model": record.backend.text_model,
+        "image_model": record.backend.image_model,
+        "execution_mode": record.backend.execution_mode,
+        "concepts": list(record.selected_concepts),
+        "final_image_prompt": record.final_image_prompt,
+        "scoring": isinstance(record.blackbox_scoring, ScoringRecord),
+        "seq": title.seq if title else None,
+        "title": title.title if title else None,
+        "image_path": record.image_path,
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "total_tokens": usage.total_tokens,
+        "model_calls": usage.model_calls,
+        "image_calls": usage.image_calls,
+        "wall_s": record.timing.wall_s,
+        "error_type": error.type if error else None,
+        "error_message": error.message if error else None,
+        "error_phase": error.phase if error else None,
+        "error_path": error.path if error else None,
+        "schema_version": record.schema_version,
+        "record_json": record.model_dump_json(),
+        "source": source,
+        "stored_at": stored_at,
+    }
+
+
+def _chat_row(generation_id: str, position: int, step: ChatEvent) -> Row:
+    usage, error = step.usage, step.error
+    return {
+        "generation_id": generation_id,
+        "position": position,
+        "kind": "chat",
+        "path": step.path,
+        "name": step.name,
+        "model": step.params.model,
+        "response_model": step.response_model,
+        "temperature": step.params.temperature,
+        "seed": step.params.seed,
+        "params": step.params.model_dump(mode="json"),
+        "created_at": step.created_at,
+        "latency_ms": step.latency_ms,
+        "pacing_wait_ms": step.pacing_wait_ms,
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "total_tokens": usage.total_tokens,
+        "cached_tokens": usage.cached_tokens,
+        "attempts": step.attempts,
+        "answers": step.answers,
+        "reasks": len(step.reasks),
+        "status": "ok" if error is None else "error",
+        "error_type": error.type if error else None,
+        "error_message": error.message if error else None,
+    }
+
+
+def _image_row(generation_id: str, position: int, step: ImageEvent) -> Row:
+    error = step.error
+    status = "ok" if error is None else ("cancelled" if step.cancelled else "error")
+    return {
+        "generation_id": generation_id,
+        "position": position,
+        "kind": "image",
+        "path": step.path,
+        "name": step.name,
+        "model": step.model,
+        "response_model": None,
+        "temperature": None,
+        "seed": step.seed,
+        "params": {
+            "model": step.model,
+            "size": step.size,
+            "quality": step.quality,
+            "seed": step.seed,
+        },
+        "created_at": step.created_at,
+        "latency_ms": step.latency_ms,
+        "pacing_wait_ms": step.pacing_wait_ms,
+        "prompt_tokens": None,
+        "completion_tokens": None,
+        "total_tokens": None,
+        "cached_tokens": None,
+        "attempts": step.attempts,
+        "answers": None,
+        "reasks": 0,
+        "status": status,
+        "error_type": error.type if error else None,
+        "error_message": error.message if error else None,
+    }
+
+
+def _scoring_rows(rows: RecordRows, generation_id: str, scoring: ScoringRecord) -> None:
+    table: Mapping[str, Any] = {row.id: row for row in scoring.score_table}
+    ranking = scoring.selection.ranking if scoring.selection else ()
+    for position, candidate in enumerate(scoring.candidates):
+        score_row = table.get(candidate.id)
+        rows.add(
+            "candidates",
+            {
+                "generation_id": generation_id,
+                "card_id": candidate.id,
+                "position": position,
+                "seed": candidate.seed,
+                "direction": candidate.direction,
+                "hook": candidate.card.hook if candidate.card else None,
+                "card": candidate.card.model_dump(mode="json") if candidate.card else None,
+                "median": score_row.median if score_row else None,
+                "aggregate": score_row.aggregate if score_row else None,
+                "spread": score_row.spread if score_row else None,
+                "n_ok": score_row.n_ok if score_row else None,
+                "novelty_penalty": score_row.novelty_penalty if score_row else None,
+                "effective_score": score_row.effective_score if score_row else None,
+                "rank": ranking.index(candidate.id) + 1 if candidate.id in ranking else None,
+                "selected": candidate.id == scoring.selected_id,
+            },
+        )
+    for position, judge in enumerate(scoring.judges):
+        rows.add(
+            "judge_results",
+            {
+                "generation_id": generation_id,
+                "judge_id": judge.id,
+                "position": position,
+                "model": judge.model,
+                "temperature": judge.temperature,
+                "rubric": judge.rubric,
+                "profile": judge.profile,
+                "weight": judge.weight,
+                "status": judge.status,
+                "attempts": judge.attempts,
+                "presented_order": list(judge.order),
+                "path": judge.path,
+                "error": judge.error,
+                "output_preview": judge.output_preview,
+            },
+        )
+        for card_id, score in (judge.scores or {}).items():
+            rows.add(
+                "scores",
+                {
+                    "generation_id": generation_id,
+                    "card_id": card_id,
+                    "judge_id": judge.id,
+                    "score": score,
+                    "presented_position": (
+                        judge.order.index(card_id) if card_id in judge.order else None
+                    ),
+                },
+            )
+    selection = scoring.selection
+    rows.add(
+        "selections",
+        {
+            "generation_id": generation_id,
+            "aggregation": scoring.aggregation,
+            "mode": scoring.selection_mode,
+            "exploration_rate": scoring.exploration_rate,
+            "roll": scoring.exploration_roll,
+            "explore_roll": selection.explore_roll if selection else None,
+            "ranking": list(selection.ranking) if selection else None,
+            "explore_pool": list(selection.explore_pool) if selection else None,
+            "selected_id": scoring.selected_id,
+            "selected_score": scoring.selected_score,
+            "novelty_used": scoring.novelty.used,
+        },
+    )

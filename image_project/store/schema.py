@@ -1,0 +1,226 @@
+"""The store's tables (SQLAlchemy Core), one definition for SQLite and PostgreSQL.
+
+The Alembic migrations in ``migrations/versions`` create exactly these tables; a test
+compares the migrated database with this metadata, so the two cannot drift apart.
+``SCHEMA_REVISION`` is the newest migration: a store at that revision is opened without
+loading Alembic at all.
+
+Every child table's rows belong to one run (``generation_id``, deleted with it). Times are
+UTC, stored without a zone. ``runs.record_json`` is the run's whole
+:class:`~image_project.record.RunRecord` as the transcript holds it, so a record read back
+from the store is the record the run wrote (the other columns are for queries).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+)
+
+__all__ = [
+    "ALL_TABLES",
+    "SCHEMA_REVISION",
+    "calls",
+    "candidates",
+    "images",
+    "judge_results",
+    "metadata",
+    "runs",
+    "scores",
+    "selections",
+]
+
+SCHEMA_REVISION = "0001"
+"""The newest migration's revision id (``migrations/versions/0001_initial.py``)."""
+
+metadata = MetaData()
+
+_ID = String(64)
+_NAME = String(200)
+
+
+def _run_fk() -> Column[str]:
+    return Column(
+        "generation_id",
+        _ID,
+        ForeignKey("runs.generation_id", ondelete="CASCADE"),
+        nullable=False,
+    )
+
+
+runs = Table(
+    "runs",
+    metadata,
+    Column("generation_id", _ID, primary_key=True),
+    Column("status", String(16), nullable=False),  # ok | failed | interrupted
+    Column("created_at", DateTime(), nullable=False),
+    Column("seed", BigInteger, nullable=False),
+    Column("run_mode", String(16), nullable=False),
+    Column("provider", _NAME, nullable=False),
+    Column("text_model", _NAME, nullable=False),
+    Column("image_model", _NAME, nullable=False),
+    Column("execution_mode", String(16), nullable=False),
+    Column("concepts", JSON, nullable=False),
+    Column("final_image_prompt", Text),
+    Column("scoring", Boolean, nullable=False),
+    Column("seq", Integer),
+    Column("title", Text),
+    Column("image_path", Text),
+    Column("prompt_tokens", BigInteger, nullable=False),
+    Column("completion_tokens", BigInteger, nullable=False),
+    Column("total_tokens", BigInteger, nullable=False),
+    Column("model_calls", Integer, nullable=False),
+    Column("image_calls", Integer, nullable=False),
+    Column("wall_s", Float, nullable=False),
+    Column("error_type", _NAME),
+    Column("error_message", Text),
+    Column("error_phase", String(32)),
+    Column("error_path", Text),
+    Column("schema_version", Integer, nullable=False),
+    Column("record_json", Text, nullable=False),
+    Column("source", String(16), nullable=False),  # run | import
+    Column("stored_at", DateTime(), nullable=False),
+    Index("ix_runs_created_at", "created_at"),
+    Index("ix_runs_status", "status"),
+)
+
+calls = Table(
+    "calls",
+    metadata,
+    _run_fk(),
+    Column("position", Integer, nullable=False),  # the step's index in record.steps
+    Column("kind", String(8), nullable=False),  # chat | image
+    Column("path", Text, nullable=False),
+    Column("name", _NAME, nullable=False),
+    Column("model", _NAME, nullable=False),
+    Column("response_model", _NAME),
+    Column("temperature", Float),
+    Column("seed", BigInteger),
+    Column("params", JSON, nullable=False),
+    Column("created_at", String(40), nullable=False),
+    Column("latency_ms", Float, nullable=False),
+    Column("pacing_wait_ms", Float, nullable=False),
+    Column("prompt_tokens", Integer),
+    Column("completion_tokens", Integer),
+    Column("total_tokens", Integer),
+    Column("cached_tokens", Integer),
+    Column("attempts", Integer),
+    Column("answers", Integer),
+    Column("reasks", Integer, nullable=False),
+    Column("status", String(16), nullable=False),  # ok | error | cancelled
+    Column("error_type", _NAME),
+    Column("error_message", Text),
+    PrimaryKeyConstraint("generation_id", "position"),
+    Index("ix_calls_model", "model"),
+)
+
+candidates = Table(
+    "candidates",
+    metadata,
+    _run_fk(),
+    Column("card_id", String(8), nullable=False),
+    Column("position", Integer, nullable=False),
+    Column("seed", BigInteger, nullable=False),
+    Column("direction", Text, nullable=False),
+    Column("hook", Text),
+    Column("card", JSON),
+    Column("median", Float),
+    Column("aggregate", Float),
+    Column("spread", Integer),
+    Column("n_ok", Integer),
+    Column("novelty_penalty", Float),
+    Column("effective_score", Float),
+    Column("rank", Integer),  # 1 = first in the selector's ranking
+    Column("selected", Boolean, nullable=False),
+    PrimaryKeyConstraint("generation_id", "card_id"),
+)
+
+judge_results = Table(
+    "judge_results",
+    metadata,
+    _run_fk(),
+    Column("judge_id", _NAME, nullable=False),
+    Column("position", Integer, nullable=False),
+    Column("model", _NAME, nullable=False),
+    Column("temperature", Float, nullable=False),
+    Column("rubric", Text, nullable=False),
+    Column("profile", String(32), nullable=False),
+    Column("weight", Float, nullable=False),
+    Column("status", String(16), nullable=False),  # ok | parse_error | refused | error
+    Column("attempts", Integer, nullable=False),
+    Column("presented_order", JSON, nullable=False),
+    Column("path", Text, nullable=False),
+    Column("error", Text),
+    Column("output_preview", Text),
+    PrimaryKeyConstraint("generation_id", "judge_id"),
+    Index("ix_judge_results_judge_id", "judge_id"),
+)
+
+scores = Table(
+    "scores",
+    metadata,
+    _run_fk(),
+    Column("card_id", String(8), nullable=False),
+    Column("judge_id", _NAME, nullable=False),
+    Column("score", Integer, nullable=False),
+    Column("presented_position", Integer),  # 0-based place of the card in this judge's order
+    PrimaryKeyConstraint("generation_id", "card_id", "judge_id"),
+)
+
+selections = Table(
+    "selections",
+    metadata,
+    Column(
+        "generation_id",
+        _ID,
+        ForeignKey("runs.generation_id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column("aggregation", String(32), nullable=False),
+    Column("mode", String(16)),  # exploit | explore
+    Column("exploration_rate", Float, nullable=False),
+    Column("roll", Float),
+    Column("explore_roll", Float),
+    Column("ranking", JSON),
+    Column("explore_pool", JSON),
+    Column("selected_id", String(8)),
+    Column("selected_score", Float),
+    Column("novelty_used", Boolean, nullable=False),
+)
+
+images = Table(
+    "images",
+    metadata,
+    Column(
+        "generation_id",
+        _ID,
+        ForeignKey("runs.generation_id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column("seq", Integer, nullable=False),
+    Column("title", Text, nullable=False),
+    Column("title_source", String(32), nullable=False),
+    Column("caption", Text, nullable=False),
+    Column("path", Text, nullable=False),
+    Column("bytes", BigInteger),
+    Column("model", _NAME),
+    Column("size", String(32)),
+    Column("quality", String(16)),
+    Index("ix_images_seq", "seq"),
+)
+
+ALL_TABLES: tuple[Table, ...] = (runs, calls, candidates, judge_results, scores, selections, images)
+"""Every table, parents first (insert in this order)."""

@@ -1,0 +1,85 @@
+"""The store URL: checked without importing SQLAlchemy (the configuration is loaded on every
+run, and the store's libraries are imported only when a run is written or a ``runs`` command
+runs).
+
+Two kinds of URL are accepted, one per engine the store supports:
+
+* ``sqlite:///PATH`` (a file; a relative PATH is resolved against the project root);
+* ``postgresql+psycopg://USER[:PASSWORD]@HOST[:PORT]/DBNAME`` (psycopg 3, the driver that is
+  installed with image_project). Leave the password out and let libpq find it (``PGPASSWORD``,
+  ``~/.pgpass``), so that no secret lives in a config file.
+
+Without ``store.url`` the store is ``sqlite:///<image.log_path>/runs.sqlite``: beside the
+transcripts it is built from.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+__all__ = [
+    "DEFAULT_SQLITE_NAME",
+    "POSTGRES_PREFIX",
+    "SQLITE_PREFIX",
+    "check_store_url",
+    "default_store_url",
+    "redact_url",
+    "sqlite_path",
+]
+
+SQLITE_PREFIX = "sqlite:///"
+POSTGRES_PREFIX = "postgresql+psycopg://"
+DEFAULT_SQLITE_NAME = "runs.sqlite"
+
+_PASSWORD = re.compile(r"^(?P<head>[a-z0-9+]+://[^:/@]*):[^@/]*@")
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its password (if any) replaced by ``***``; safe for messages and logs."""
+    return _PASSWORD.sub(r"\g<head>:***@", url)
+
+
+def check_store_url(url: str, root: Path | None = None) -> str:
+    """``url`` if it is a store URL this version can open, with a relative SQLite path made
+    absolute against ``root``; else ValueError saying what is accepted (the password
+    hidden)."""
+    if url.startswith(SQLITE_PREFIX):
+        path = url[len(SQLITE_PREFIX) :]
+        if not path or path == ":memory:" or path.startswith("?"):
+            raise ValueError(
+                f"got {redact_url(url)!r}: a SQLite store must be a file "
+                "(sqlite:///PATH); a store in memory is lost when the run ends"
+            )
+        if root is not None and not Path(path).is_absolute():
+            return SQLITE_PREFIX + str(root / path)
+        return url
+    if url.startswith(POSTGRES_PREFIX):
+        rest = url[len(POSTGRES_PREFIX) :]
+        if "/" not in rest or not rest.split("/", 1)[1].split("?", 1)[0]:
+            raise ValueError(
+                f"got {redact_url(url)!r}: a PostgreSQL store URL names its database, "
+                "like postgresql+psycopg://user@host:5432/image_project"
+            )
+        return url
+    if url.startswith(("postgresql://", "postgres://", "postgresql+")):
+        raise ValueError(
+            f"got {redact_url(url)!r}: use postgresql+psycopg://, the psycopg 3 driver "
+            "installed with image_project"
+        )
+    raise ValueError(
+        f"got {redact_url(url)!r}, must be sqlite:///PATH or "
+        "postgresql+psycopg://USER@HOST:PORT/DBNAME"
+    )
+
+
+def default_store_url(log_path: Path) -> str:
+    """The store used when ``store.url`` is null: a SQLite file in the transcripts' folder."""
+    return SQLITE_PREFIX + str(log_path / DEFAULT_SQLITE_NAME)
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file of a SQLite store URL; None for any other engine."""
+    if not url.startswith(SQLITE_PREFIX):
+        return None
+    return Path(url[len(SQLITE_PREFIX) :].split("?", 1)[0])

@@ -1,0 +1,113 @@
+"""What a run uses to write itself into the store: :class:`StoreWriter`.
+
+The transcript is the source of truth, so the writer never fails a run: every problem is
+returned as a :class:`StoreOutcome` (and the run says so, loudly). SQLAlchemy is imported
+only when the writer first touches the store. One writer serves one run or, in the CLI, all
+the runs of one process (the store is opened once).
+
+``seq``: with a PostgreSQL store the titles ``seq`` is allocated inside the run's store
+transaction (:meth:`StoreWriter.claim_seq`), so machines sharing the store never share a
+number; with SQLite (one machine) the manifest's file lock allocates it, as without a store.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from image_project.store.url import POSTGRES_PREFIX, redact_url
+
+if TYPE_CHECKING:
+    from image_project.record import RunRecord
+    from image_project.store.db import PendingWrite, RunStore
+
+__all__ = ["StoreOutcome", "StoreWriter"]
+
+logger = logging.getLogger("image_project.store")
+
+
+@dataclass(frozen=True)
+class StoreOutcome:
+    """Whether the run reached the store: ``url`` without its password, ``error`` None when
+    it was written."""
+
+    url: str
+    error: str | None = None
+
+    @property
+    def written(self) -> bool:
+        return self.error is None
+
+
+class StoreWriter:
+    """Writes runs to the store at ``url``; :meth:`close` when done."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._store: RunStore | None = None
+        self._pending: PendingWrite | None = None
+
+    @property
+    def shown_url(self) -> str:
+        """The URL as messages show it (no password)."""
+        if self._store is not None:
+            return self._store.safe_url
+        return redact_url(self.url)
+
+    @property
+    def allocates_seq(self) -> bool:
+        """True when the store, not the manifest lock, allocates ``seq`` (PostgreSQL)."""
+        return self.url.startswith(POSTGRES_PREFIX)
+
+    def _open(self) -> RunStore:
+        if self._store is None:
+            from image_project.store.db import RunStore
+
+            self._store = RunStore.open(self.url)
+        return self._store
+
+    def claim_seq(self, local_next: int) -> tuple[int, str | None]:
+        """The run's ``seq`` and, if the store could not allocate it, why (``seq`` is then
+        ``local_next``, from this machine's manifest). Only a PostgreSQL store allocates;
+        otherwise ``(local_next, None)``. Call from the records phase, under the manifest
+        lock; :meth:`save` commits the transaction this opens."""
+        if not self.allocates_seq:
+            return local_next, None
+        self.abandon()
+        try:
+            self._pending = self._open().claim_seq(local_next)
+        except Exception as exc:
+            return local_next, _reason(exc)
+        return self._pending.seq, None
+
+    def save(self, record: RunRecord) -> StoreOutcome:
+        """Write ``record`` (in the transaction :meth:`claim_seq` opened, if any). Never
+        raises for a store problem: the outcome says what went wrong."""
+        pending, self._pending = self._pending, None
+        try:
+            self._open().write(record, pending=pending)
+        except Exception as exc:
+            if pending is not None:
+                pending.abandon()
+            return StoreOutcome(self.shown_url, _reason(exc))
+        return StoreOutcome(self.shown_url)
+
+    def abandon(self) -> None:
+        """Roll back a transaction :meth:`claim_seq` opened and :meth:`save` did not use."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            try:
+                pending.abandon()
+            except Exception as exc:  # the connection is gone; nothing was committed
+                logger.debug("rolling back the store transaction failed: %s", exc)
+
+    def close(self) -> None:
+        self.abandon()
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+
+def _reason(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {exc}"

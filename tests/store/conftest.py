@@ -1,0 +1,201 @@
+"""A real PostgreSQL server for the store tests, and a store URL per engine.
+
+``postgres_server`` (session scope) runs ``initdb`` and ``pg_ctl start`` in a temporary
+directory, listening on 127.0.0.1 at a free port (and a Unix socket in that directory), and
+stops it when the session ends. initdb refuses to run as root, so as root the server runs as
+an unprivileged user (``postgres`` if it exists, else ``nobody``) through ``runuser``.
+Without the server binaries the PostgreSQL cases skip, saying why; under CI (``CI`` set to
+1 / true) they fail instead, because ``.ci/run`` installs PostgreSQL.
+
+``store_url`` is parametrised over both engines: a fresh SQLite file, or a fresh database on
+that server, for every test.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+import pytest
+
+ENGINES = ("sqlite", "postgresql")
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+
+
+def postgres_bindir() -> Path | None:
+    """The newest ``/usr/lib/postgresql/*/bin`` with initdb and pg_ctl, else PATH's."""
+    candidates = sorted(
+        Path("/usr/lib/postgresql").glob("*/bin"),
+        key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0,
+        reverse=True,
+    )
+    for bindir in candidates:
+        if (bindir / "initdb").is_file() and (bindir / "pg_ctl").is_file():
+            return bindir
+    initdb, pg_ctl = shutil.which("initdb"), shutil.which("pg_ctl")
+    if initdb and pg_ctl:
+        return Path(initdb).parent
+    return None
+
+
+MISSING_SERVER = (
+    "PostgreSQL server binaries (initdb, pg_ctl) not found in /usr/lib/postgresql/*/bin "
+    "or PATH: install the postgresql package to run the store tests on PostgreSQL"
+)
+
+
+def require_postgres(bindir: Path | None) -> Path:
+    """``bindir``, or (without one) a skip saying why, or under CI a failure: CI installs
+    PostgreSQL (``.ci/run``), so a missing server there is a broken CI, not a skip."""
+    if bindir is None:
+        if in_ci():
+            pytest.fail(f"CI must run the PostgreSQL store tests: {MISSING_SERVER}")
+        pytest.skip(MISSING_SERVER)
+    return bindir
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass(frozen=True)
+class PostgresServer:
+    port: int
+    user: str = "postgres"
+
+    def url(self, database: str) -> str:
+        return f"postgresql+psycopg://{self.user}@127.0.0.1:{self.port}/{database}"
+
+    def admin(self) -> psycopg.Connection[tuple[object, ...]]:
+        return psycopg.connect(
+            host="127.0.0.1", port=self.port, user=self.user, dbname="postgres", autocommit=True
+        )
+
+    def create_database(self, name: str) -> None:
+        with self.admin() as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+
+    def drop_database(self, name: str) -> None:
+        with self.admin() as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _runner() -> tuple[list[str], str | None]:
+    """The command prefix that runs the server's programs, and the user to own its files."""
+    if os.getuid() != 0:
+        return [], None
+    for name in ("postgres", "nobody"):
+        try:
+            pwd.getpwnam(name)
+        except KeyError:
+            continue
+        return ["runuser", "-u", name, "--"], name
+    pytest.fail("running as root and no unprivileged user (postgres, nobody) to run initdb as")
+
+
+def _chown_tree(path: Path, user: str) -> None:
+    entry = pwd.getpwnam(user)
+    for root, dirs, files in os.walk(path):
+        for name in [*dirs, *files]:
+            os.chown(Path(root) / name, entry.pw_uid, entry.pw_gid)
+    os.chown(path, entry.pw_uid, entry.pw_gid)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    bindir = require_postgres(postgres_bindir())
+    prefix, owner = _runner()
+    base = Path(tempfile.mkdtemp(prefix="image_project_pg_"))
+    data, log = base / "data", base / "server.log"
+    if owner is not None:
+        _chown_tree(base, owner)
+    port = free_port()
+
+    def run(*command: str) -> None:
+        done = subprocess.run(
+            [*prefix, *command], capture_output=True, text=True, timeout=120, check=False
+        )
+        if done.returncode != 0:
+            server_log = log.read_text(errors="replace") if log.exists() else ""
+            pytest.fail(
+                f"{' '.join(command)} failed ({done.returncode}):\n{done.stdout}\n"
+                f"{done.stderr}\n{server_log}"
+            )
+
+    run(
+        str(bindir / "initdb"),
+        "-D",
+        str(data),
+        "-U",
+        "postgres",
+        "-A",
+        "trust",
+        "-E",
+        "UTF8",
+        "--no-sync",
+        "--no-instructions",
+    )
+    options = (
+        f"-p {port} -k {base} -c listen_addresses=127.0.0.1 -c fsync=off "
+        "-c synchronous_commit=off -c full_page_writes=off -c max_connections=60"
+    )
+    run(str(bindir / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", options, "-w", "start")
+    try:
+        yield PostgresServer(port=port)
+    finally:
+        subprocess.run(
+            [*prefix, str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"],
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(params=ENGINES)
+def engine(request: pytest.FixtureRequest) -> str:
+    name: str = request.param
+    return name
+
+
+@pytest.fixture
+def store_url(engine: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh, empty store of the parametrised engine."""
+    if engine == "sqlite":
+        yield f"sqlite:///{tmp_path / 'store' / 'runs.sqlite'}"
+        return
+    server: PostgresServer = request.getfixturevalue("postgres_server")
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    server.create_database(name)
+    try:
+        yield server.url(name)
+    finally:
+        server.drop_database(name)
+
+
+@pytest.fixture(autouse=True)
+def _clean_package_logger() -> Iterator[None]:
+    """``cli.main`` attaches a stderr handler to the package logger; take it off afterwards
+    (it would write to a captured stream that pytest closes)."""
+    root = logging.getLogger("image_project")
+    handlers, level, propagate = list(root.handlers), root.level, root.propagate
+    try:
+        yield
+    finally:
+        root.handlers, root.level, root.propagate = handlers, level, propagate
