@@ -22,13 +22,27 @@ Per scenario:
   latencies) / critical path, the best any scheduler could do;
 * ``critical_path_s``: the lower bound from the simulated latencies of the calls and the step
   tree (a sequential block sums its children, a parallel block takes its slowest child, or
-  its total work / ``max_concurrency`` when the limiter is tighter), plus the image call;
-  ``efficiency`` = critical_path_s / concurrent_s;
+  its total work / ``max_concurrency`` when the limiter is tighter), plus the slower of the
+  image and title calls (they go together);
+* ``local_s``: the run's local phase (``records``: captioning, encoding and writing the JPEG
+  and the rows; median of the concurrent runs), which no call overlaps; ``bound_s`` =
+  critical_path_s + local_s, and ``efficiency`` = bound_s / concurrent_s;
+* the **floor** (``bench/floor.py``): after every concurrent run, its requests are replayed
+  in the same call structure against the same simulator through a bare ``openai.AsyncOpenAI``
+  (``sdk``) and through raw ``httpx`` (``httpx``), interleaved with the project's runs.
+  ``floor_efficiency`` = bound_s / (sdk replay wall + local_s): what the bare SDK reaches on
+  the same requests; ``efficiency_vs_floor`` = (sdk wall + local_s) / concurrent_s;
+* ``cpu_ms_per_call``: the event-loop thread's CPU time per call (``time.thread_time``; work
+  on worker threads such as the JPEG is not in it) of the project's concurrent run, of the
+  bare SDK and of raw httpx, medians; ``cpu_ratio`` = project / bare SDK. Every client is
+  warmed (one untimed run and replay) before the first timed one;
 * ``calls`` (model calls per run) and ``same_selection`` (every run of both modes chose the
   same card and wrote the same final prompt).
 
-Targets (reported, never asserted): scoring 6x3 efficiency >= 0.95 and speedup >= 90% of
-ideal; concurrent time grows <= 15% from N=2 to N=24 ideas; engine overhead < 0.5 ms/step.
+Targets (reported, never asserted): scoring 6x3 efficiency >= 0.97 and speedup >= 90% of
+ideal; efficiency within 0.03 of floor_efficiency; cpu_ratio <= 1.05; concurrent time grows
+<= 15% from N=2 to N=24 ideas; engine overhead < 0.5 ms/step. Wall times and CPU figures
+are only meaningful on an otherwise idle machine.
 """
 
 from __future__ import annotations
@@ -51,6 +65,8 @@ import anyio
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
+
+import floor  # noqa: E402
 
 from image_project.app import run_generation  # noqa: E402
 from image_project.backends.base import TextReply, TextRequest  # noqa: E402
@@ -174,6 +190,12 @@ class RunOutcome:
     transcript: dict[str, Any]
     records: list[CallRecord]
     t0: float  # time.time() at the start, the clock of the simulator's records
+    cpu_s: float = 0.0  # the event-loop thread's CPU time over run_generation
+
+    @property
+    def local_s(self) -> float:
+        """The run's local phase (records), from its own timing."""
+        return float(self.transcript["timing"]["phases_s"].get("records", 0.0))
 
 
 def make_cfg(
@@ -188,6 +210,10 @@ def make_cfg(
         f"prompt.generations_path={tmp / 'generations.csv'}",
         "image.size=1024x1024",
         f"run.concurrency={mode}",
+        # The run store is written after the run (finish), on the event loop: local work
+        # that is neither a call nor the records phase; off here, so that the CPU per call
+        # and the bound measure the client and the pipeline (bench/store.py measures it).
+        "store.enabled=false",
         f"run.mode={'prompt_only' if prompt_only else 'full'}",
         *scenario.overrides,
     ]
@@ -210,15 +236,15 @@ async def run_once(
         backends = make_backends(cfg, os.environ if sim is None else {})
         if sim is not None:
             sim.reset()
-        t0, t0_clock = time.perf_counter(), time.time()
+        t0, t0_clock, c0 = time.perf_counter(), time.time(), time.thread_time()
         try:
             result = await run_generation(cfg, backends, seed=SEED)
         finally:
             await backends.aclose()
-        wall = time.perf_counter() - t0
+        wall, cpu = time.perf_counter() - t0, time.thread_time() - c0
         transcript = json.loads(result.transcript_path.read_text(encoding="utf-8"))
     records = list(sim.records) if sim is not None else []
-    return RunOutcome(wall, transcript, records, t0_clock)
+    return RunOutcome(wall, transcript, records, t0_clock, cpu)
 
 
 # --------------------------------------------------------------------------- critical path
@@ -347,7 +373,8 @@ def critical_path(scenario: Scenario, outcome: RunOutcome) -> tuple[float, float
     latency, image = step_latencies(outcome)
     tree = tree_for(scenario)
     cp = cost(tree, "pipeline", latency, scenario.max_concurrency)
-    cp += latency.get("dislike_rewrite", 0.0) + latency.get("title", 0.0) + image
+    # The image and title calls go together: the slower of the two is on the path.
+    cp += latency.get("dislike_rewrite", 0.0) + max(latency.get("title", 0.0), image)
     return cp, sum(latency.values()) + image
 
 
@@ -366,10 +393,30 @@ class Result:
     selected: str | None = None
     stage: dict[str, list[float]] = field(default_factory=dict)
     timeline: dict[str, RunOutcome] = field(default_factory=dict)
+    local: list[float] = field(default_factory=list)
+    cpu_ms_per_call: dict[str, list[float]] = field(default_factory=dict)  # project/sdk/httpx
+    floor_wall: dict[str, list[float]] = field(default_factory=dict)  # sdk/httpx
+
+    def floor_dict(self, bound: float, con: float) -> dict[str, Any]:
+        """The floor's figures (empty without replays: a real endpoint)."""
+        if not self.floor_wall:
+            return {}
+        local = statistics.median(self.local) if self.local else 0.0
+        cpu = {k: statistics.median(v) for k, v in self.cpu_ms_per_call.items()}
+        floors = {k: statistics.median(v) + local for k, v in self.floor_wall.items()}
+        return {
+            "cpu_ms_per_call": cpu,
+            "cpu_ratio": cpu["project"] / cpu["sdk"] if cpu.get("sdk") else float("nan"),
+            "floor_s": floors,
+            "floor_efficiency": {k: bound / v for k, v in floors.items()},
+            "efficiency_vs_floor": floors["sdk"] / con,
+        }
 
     def to_dict(self) -> dict[str, Any]:
         seq, con = statistics.median(self.sequential), statistics.median(self.concurrent)
         ideal = self.latency_sum_s / self.critical_path_s if self.critical_path_s else 0.0
+        local = statistics.median(self.local) if self.local else 0.0
+        bound = self.critical_path_s + local
         return {
             "scenario": self.scenario.name,
             "group": self.scenario.group,
@@ -390,10 +437,13 @@ class Result:
             "speedup_of_ideal": (seq / con) / ideal if ideal else 0.0,
             "critical_path_s": self.critical_path_s,
             "latency_sum_s": self.latency_sum_s,
-            "efficiency": self.critical_path_s / con,
+            "local_s": local,
+            "bound_s": bound,
+            "efficiency": bound / con,
             "same_selection": self.same_selection,
             "selected_id": self.selected,
             "scoring_stage": {k: statistics.median(v) for k, v in self.stage.items()} or None,
+            **self.floor_dict(bound, con),
         }
 
 
@@ -422,6 +472,8 @@ async def run_scenario(
             )
             fingerprints.add(_fingerprint(outcome.transcript))
             result.timeline[mode] = outcome
+            if mode == "concurrent" and sim is not None:
+                await measure_floor(result, outcome, base_url)
             stage = scoring_stage(outcome)
             if stage is not None:
                 result.stage.setdefault(f"{mode}_s", []).append(stage[0])
@@ -435,6 +487,29 @@ async def run_scenario(
     result.same_selection = len(fingerprints) == 1
     result.selected = next(iter(fingerprints))[0]
     return result
+
+
+async def measure_floor(result: Result, outcome: RunOutcome, base_url: str) -> None:
+    """Replay ``outcome``'s requests through the bare SDK and raw httpx (bench/floor.py) and
+    add the figures, with the project run's own CPU per call and local time, to ``result``."""
+    captured = floor.capture(outcome.records, paths_by_seed(outcome))
+    tree = tree_for(result.scenario)
+    cpu = result.cpu_ms_per_call
+    cpu.setdefault("project", []).append(outcome.cpu_s / captured.calls * 1000)
+    result.local.append(outcome.local_s)
+    for client in floor.CLIENTS:
+        done = await floor.replay(client, base_url, tree, captured, result.scenario.max_concurrency)
+        cpu.setdefault(client, []).append(done.cpu_ms_per_call)
+        result.floor_wall.setdefault(client, []).append(done.wall_s)
+
+
+async def warm_up(
+    scenario: Scenario, base_url: str, sim: LatencySimulator | RemoteSimulator
+) -> None:
+    """One untimed project run and replay of each client: the first call of a process pays
+    the SDK's lazy imports, which must not land in a timed run."""
+    outcome = await run_once(scenario, "concurrent", base_url, sim)
+    await measure_floor(Result(scenario), outcome, base_url)
 
 
 # --------------------------------------------------------------------------- engine overhead
@@ -489,7 +564,8 @@ async def engine_overhead(runs: int = 30) -> float:
 def table(results: Sequence[Result]) -> str:
     head = (
         f"{'scenario':<40} {'calls':>5} {'sequential_s':>22} {'concurrent_s':>22} "
-        f"{'speedup':>7} {'ideal':>6} {'crit_s':>7} {'effic':>6} same"
+        f"{'speedup':>7} {'ideal':>6} {'crit_s':>7} {'local':>6} {'effic':>6} {'floor':>6} "
+        f"{'cpu ms/call prj/sdk/httpx':>26} {'ratio':>5} same"
     )
     lines = [head, "-" * len(head)]
     for r in results:
@@ -500,9 +576,18 @@ def table(results: Sequence[Result]) -> str:
             f"{s['median']:>7.2f} [{s['min']:.2f}-{s['max']:.2f}] "
             f"{c['median']:>7.2f} [{c['min']:.2f}-{c['max']:.2f}] "
             f"{d['speedup']:>6.2f}x {d['ideal_speedup']:>5.2f}x {d['critical_path_s']:>7.2f} "
-            f"{d['efficiency']:>6.3f} {'yes' if d['same_selection'] else 'NO'}"
+            f"{d['local_s']:>6.3f} {d['efficiency']:>6.3f} {_floor_cells(d)} "
+            f"{'yes' if d['same_selection'] else 'NO'}"
         )
     return "\n".join(lines)
+
+
+def _floor_cells(d: dict[str, Any]) -> str:
+    if "cpu_ms_per_call" not in d:
+        return f"{'-':>6} {'-':>26} {'-':>5}"
+    cpu = d["cpu_ms_per_call"]
+    cells = f"{cpu['project']:.2f}/{cpu['sdk']:.2f}/{cpu['httpx']:.2f}"
+    return f"{d['floor_efficiency']['sdk']:>6.3f} {cells:>26} {d['cpu_ratio']:>5.2f}"
 
 
 def sweep_summary(results: Sequence[Result]) -> list[dict[str, Any]]:
@@ -545,7 +630,9 @@ _COLOURS = {
     "judges": (219, 68, 55),
     "ToT refinement": (15, 157, 88),
     "image": (171, 71, 188),
-    "drafts, rewrite, title": (120, 120, 120),
+    "title": (0, 172, 193),
+    "drafts, rewrite": (120, 120, 120),
+    "records (local)": (30, 30, 30),
 }
 
 
@@ -559,7 +646,9 @@ def _category(path: str) -> str:
     ):
         if key in path:
             return name
-    return "image" if path == "image" else "drafts, rewrite, title"
+    if path in ("image", "title", "records (local)"):
+        return path
+    return "drafts, rewrite"
 
 
 def _short(path: str) -> str:
@@ -584,6 +673,9 @@ def draw_timeline(result: Result, path: Path) -> None:
         for rec in sorted(outcome.records, key=lambda r: r.started):
             label = "image" if rec.kind == "image" else by_seed.get(rec.seed, "?")
             bars.append((rec.started - outcome.t0, rec.finished - outcome.t0, label))
+        if bars and outcome.local_s:  # the local records phase, after the last call
+            last = max(end for _, end, _ in bars)
+            bars.append((last, last + outcome.local_s, "records (local)"))
         panels.append((mode, bars, outcome.wall_s))
     span = max(wall for _, _, wall in panels)
     width, left, right, bar_h, gap = 1500, 20, 170, 11, 3
@@ -657,6 +749,7 @@ async def main_async(args: argparse.Namespace) -> tuple[list[Result], dict[str, 
             "served_by": "uvicorn in its own process on 127.0.0.1",
         }
         with sim.serve() as base_url:
+            await warm_up(scenarios(args.quick)[0], base_url, sim)
             for scenario in scenarios(args.quick):
                 repeats = (
                     1

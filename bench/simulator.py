@@ -65,6 +65,7 @@ class CallRecord:
     started: float
     finished: float
     structured: bool
+    body: dict[str, Any] | None = None  # the request's JSON, for bench/floor.py to replay
 
 
 @dataclass
@@ -141,6 +142,7 @@ class LatencySimulator:
                 started=started,
                 finished=time.time(),
                 structured=kind == "chat" and "response_format" in payload,
+                body=payload,
             )
         )
         await _respond(send, 200, reply)

@@ -4,9 +4,14 @@ The run is a sequence of phases, each one ``async def`` over the run's typed sta
 (:class:`RunState`); a short driver owns the phase names, their timing, error attribution,
 interruption and writing the record::
 
-    data_load -> concept_selection -> concept_filter -> pipeline -> image -> title -> records
+    data_load -> concept_selection -> concept_filter -> pipeline -> image | title -> records
 
 (``error.phase`` names the one that failed; a prompt-only run stops after ``pipeline``.)
+The ``image`` and ``title`` phases run at the same time (both need only the final prompt;
+the ``records`` phase captions the image with the title once both are done), one after the
+other in the ``sequential`` execution mode. A failure in either cancels the other and is
+attributed to its own phase; ``timing.phases_s.image`` spans both, ``phases_s.title`` is the
+title's own time.
 
 Guarantees:
 
@@ -42,6 +47,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -49,14 +55,14 @@ from image_project.artifacts import (
     append_generation_row,
     append_manifest_row,
     caption_text,
-    check_image,
+    decode_checked,
     existing_titles,
     file_size,
     load_caption_font,
     manifest_lock,
     next_seq,
     read_manifest,
-    save_captioned_jpeg,
+    save_captioned_frame,
     transcript_path,
     truncate_back,
     write_transcript,
@@ -69,6 +75,7 @@ from image_project.errors import (
     BackendError,
     ImageProjectError,
     ModelOutputError,
+    add_cancelled_paths,
     locate,
     location_of,
 )
@@ -104,6 +111,9 @@ from image_project.stages.standard import (
 )
 from image_project.stages.title import TitleResult, resolve_collision, run_title
 from image_project.store.writer import StoreOutcome, StoreWriter
+
+if TYPE_CHECKING:
+    from PIL.Image import Image
 
 __all__ = [
     "PHASES",
@@ -188,13 +198,30 @@ def _utc_iso(timespec: str = "seconds") -> str:
     return datetime.now(UTC).isoformat(timespec=timespec).replace("+00:00", "Z")
 
 
+class _BufferedFileHandler(logging.FileHandler):
+    """A log file written through the file's own buffer: no flush (a system call) per record,
+    only for a WARNING or worse (so a problem is on disk at once) and on close."""
+
+    def flush(self) -> None:
+        return None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        super().emit(record)
+        if record.levelno >= logging.WARNING:
+            super().flush()
+
+    def close(self) -> None:
+        super().flush()
+        super().close()
+
+
 class _RunLog:
     """A per-run log file next to the transcript, attached to the package logger."""
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self.handler = logging.FileHandler(path, encoding="utf-8")
+        self.handler = _BufferedFileHandler(path, encoding="utf-8")
         self.handler.setLevel(logging.DEBUG)
         self.handler.setFormatter(
             logging.Formatter("%(asctime)s | %(levelname)s | %(name)s | %(message)s")
@@ -247,12 +274,18 @@ class RunState:
     final_prompt: str | None = None
     image: ImageReply | None = None
     image_event: ImageEvent | None = None
+    frame: Image | None = None
+    """The image's decoded pixels (checked in phase ``image``), for the records phase."""
     title: TitleResult | None = None
     saved: _Saved | None = None
     image_order: tuple[int, ...] = ()
     cut_off: list[str] = field(default_factory=list)
-    """Paths cut off by an interrupt outside the step trees (the image call); the trees'
-    own are the recorder's ``in_flight``."""
+    """Paths cut off outside the step trees (the image call); the trees' own are the
+    recorder's ``in_flight``."""
+    cancel_reason: str = "the run was interrupted during the image call"
+    """What a cut-off image call records as its error message."""
+    unfinished: list[str] = field(default_factory=list)
+    """Of the ``image`` and ``title`` phases (run together), those not done yet."""
     phase_times: dict[str, float] = field(default_factory=dict)
 
     async def run_tree(self, node: Node) -> None:
@@ -412,11 +445,13 @@ class _ImageCall:
         )
 
 
-async def _verified(reply: ImageReply) -> None:
-    """Decode the whole image now, before anything else is paid for (the title call), so
-    an answer that is not a readable image fails here, in phase ``image``."""
+async def _verified(reply: ImageReply) -> Image:
+    """Decode the whole image now, before the records phase, so an answer that is not a
+    readable image fails here, in phase ``image`` (cancelling the title call if it is still
+    going). The decoded pixels are kept for the records phase, which then only captions and
+    encodes them."""
     try:
-        await anyio.to_thread.run_sync(check_image, reply.data, abandon_on_cancel=True)
+        return await anyio.to_thread.run_sync(decode_checked, reply.data, abandon_on_cancel=True)
     except ImageProjectError as exc:
         raise ModelOutputError(
             "undecodable_image",
@@ -439,22 +474,17 @@ async def _image(run: RunState) -> None:
         seed=derive_seed(run.seed, "image"),
     )
     run.announce(f"image ({request.model}, {request.size})")
-    # The image is recorded between the prompt trees and the title, whatever finishes first.
-    run.image_order = (run.ctx.roots_run,)
-    run.ctx.roots_run += 1
     call = _ImageCall(request, run.image_order)
     try:
         call.reply = await image_backend.generate(request)
-        await _verified(call.reply)
+        run.frame = await _verified(call.reply)
     except Exception as exc:
         locate(exc, path="image", name="image", node_type="image")
         attempts = exc.attempts if isinstance(exc, BackendError) else None
         run.image_event = call.event(StepError.of(exc), attempts)
         raise
     except BaseException:  # cancelled (Ctrl-C, SIGTERM) or KeyboardInterrupt
-        run.image_event = call.event(
-            StepError(type="cancelled", message="the run was interrupted during the image call")
-        )
+        run.image_event = call.event(StepError(type="cancelled", message=run.cancel_reason))
         run.cut_off.append("image")
         raise
     run.image = image = call.reply
@@ -464,12 +494,64 @@ async def _image(run: RunState) -> None:
 
 async def _title(run: RunState) -> None:
     assert run.final_prompt is not None
+    started = time.perf_counter()
     run.announce("title")
     manifest = run.cfg.effective_titles_manifest_path
     known = existing_titles(await anyio.to_thread.run_sync(read_manifest, manifest))
     run.title = await run_title(
         run.runner, run.ctx, run.final_prompt, known, seed=derive_seed(run.seed, "title")
     )
+    run.phase_times["title"] = round(time.perf_counter() - started, 3)
+
+
+class _PhaseFailed(Exception):
+    """Carries the failure of one of two phases run together, naming that phase (the driver
+    attributes it there); the original exception is ``cause``."""
+
+    def __init__(self, phase: str, cause: Exception) -> None:
+        super().__init__(phase)
+        self.phase = phase
+        self.cause = cause
+
+
+async def _image_and_title(run: RunState) -> None:
+    """The ``image`` and ``title`` phases, concurrently (in order in the sequential mode).
+
+    The image's place in the record is reserved first, so it is recorded between the prompt
+    trees and the title whatever finishes first. The first to fail cancels the other; its
+    error leaves as :class:`_PhaseFailed` naming its phase, with the other's cut-off steps
+    as cancelled paths. ``run.unfinished`` lists the two until each is done, so that an
+    interrupt is attributed to the first still going (the title, once the image is done)."""
+    run.image_order = (run.ctx.roots_run,)
+    run.ctx.roots_run += 1
+    run.unfinished = ["image", "title"]
+    if run.cfg.run.concurrency == "sequential":
+        for phase, step in (("image", _image), ("title", _title)):
+            try:
+                await step(run)
+            except Exception as exc:
+                raise _PhaseFailed(phase, exc) from exc
+            run.unfinished.remove(phase)
+        return
+    failed: list[_PhaseFailed] = []
+    async with anyio.create_task_group() as tg:
+
+        async def guarded(phase: str, step: _Phase) -> None:
+            try:
+                await step(run)
+            except Exception as exc:  # kept, not raised: no ExceptionGroup to unwrap
+                failed.append(_PhaseFailed(phase, exc))
+                run.cancel_reason = f"the {phase} call failed, so the run stopped"
+                tg.cancel_scope.cancel()
+            else:
+                run.unfinished.remove(phase)
+
+        tg.start_soon(guarded, "image", _image)
+        tg.start_soon(guarded, "title", _title)
+    if failed:
+        first = failed[0]
+        add_cancelled_paths(first.cause, [*run.recorder.in_flight, *run.cut_off])
+        raise first from first.cause
 
 
 async def _records(run: RunState) -> None:
@@ -499,7 +581,7 @@ def _phases(prompt_only: bool) -> list[tuple[str, _Phase]]:
         ("pipeline", _pipeline),
     ]
     if not prompt_only:
-        phases += [("image", _image), ("title", _title), ("records", _records)]
+        phases += [("image", _image_and_title), ("records", _records)]
     return phases
 
 
@@ -585,7 +667,11 @@ async def run_generation(
             await step(run)
         run.phase_times[phase] = round(time.perf_counter() - phase_start, 3)
         phase, phase_start = "done", time.perf_counter()
-    except Exception as exc:
+    except Exception as caught:
+        exc = caught.cause if isinstance(caught, _PhaseFailed) else caught
+        if isinstance(caught, _PhaseFailed):
+            run.phase_times.setdefault(phase, round(time.perf_counter() - phase_start, 3))
+            phase = caught.phase
         error = _run_error(exc, phase)
         logger.error(
             "Generation %s failed in phase %s: %s: %s", generation_id, phase, error.type, exc
@@ -602,6 +688,8 @@ async def run_generation(
         # Cancellation (Ctrl-C / SIGTERM through the CLI) or a KeyboardInterrupt: the steps
         # in flight were cut off; nothing was written but this transcript and its store row
         # (records are shielded). Record what we know, then let it propagate.
+        if phase == "image" and run.unfinished:  # image and title go together: the first
+            phase = run.unfinished[0]  # still going (the title once the image is done)
         cut_off = [*run.recorder.in_flight, *run.cut_off]
         finish(
             RunError(
@@ -681,7 +769,7 @@ def _write_records(run: RunState, image_path: Path) -> _Saved:
     is cut back to its size before this run (safe: the lock is still held), so a failed
     records phase leaves neither an image nor a row behind."""
     assert run.image is not None and run.image_event is not None and run.title is not None
-    assert run.final_prompt is not None
+    assert run.final_prompt is not None and run.frame is not None
     cfg, manifest = run.cfg, run.cfg.effective_titles_manifest_path
     with manifest_lock(manifest):
         rows = read_manifest(manifest)
@@ -690,8 +778,8 @@ def _write_records(run: RunState, image_path: Path) -> _Saved:
             seq = _store_seq(run, run.store, seq)
         title = resolve_collision(run.title, existing_titles(rows))
         manifest_before = file_size(manifest)
-        save_captioned_jpeg(
-            run.image.data,
+        save_captioned_frame(
+            run.frame,
             image_path,
             caption_text(seq, title.title),
             font_path=cfg.image.caption_font_path,

@@ -24,9 +24,11 @@ BENCH = Path(__file__).resolve().parents[1] / "bench"
 sys.path.insert(0, str(BENCH))
 
 if TYPE_CHECKING:  # mypy sees the real modules (bench/ is on its path; see pyproject.toml)
+    import floor
     import latency
     import simulator
 else:
+    floor = pytest.importorskip("floor")
     latency = pytest.importorskip("latency")
     simulator = pytest.importorskip("simulator")
 
@@ -171,6 +173,49 @@ async def test_the_simulator_in_its_own_process_records_resets_and_switches_keys
     assert by_call[0] == by_call[1]  # same model and seed: the same call
     assert [(r.kind, r.seed) for r in records] == [("chat", 11), ("chat", 11)]
     assert all(r.started <= r.finished for r in records)
+
+
+@pytest.mark.anyio
+async def test_the_floor_replays_a_captured_run_in_its_structure_through_both_clients(
+    allow_loopback: None,
+) -> None:
+    """A run's requests, captured by the simulator and mapped to step paths by their seeds,
+    are sent again in the tree's structure (then image and title together), once through the
+    bare SDK and once through raw httpx: the same requests, in a structure-respecting order."""
+    tree = Block(
+        name="pipeline",
+        nodes=[chat("a"), Block(name="fan", parallel=True, nodes=[chat("x"), chat("y")])],
+    )
+    seeds = {"dislike_rewrite": 1, "pipeline/a": 2, "pipeline/fan/x": 3, "pipeline/fan/y": 4}
+    seeds["title"] = 5
+    sim = simulator.LatencySimulator(chat_median_s=0.0, image_median_s=0.0)
+    with sim.serve() as base_url:
+        async with real_client(base_url) as backends:
+            for path, seed in seeds.items():
+                await backends.text.complete(
+                    TextRequest(messages=(Message("user", path),), temperature=0, seed=seed)
+                )
+            await backends.image.generate(
+                ImageRequest(prompt="p", model="gpt-image-test", size="64x48", quality="low")
+            )
+        captured = floor.capture(sim.records, {s: p for p, s in seeds.items()})
+        assert captured.calls == 6 and set(captured.chats) == set(seeds)
+        for client in floor.CLIENTS:
+            sim.reset()
+            done = await floor.replay(client, base_url, tree, captured, max_concurrency=4)
+            assert done.calls == 6 and done.cpu_s > 0
+            order = [r.seed for r in sorted(sim.records, key=lambda r: r.started)]
+            assert order[:2] == [1, 2] and set(order[2:4]) == {3, 4}, order
+            assert set(order[4:]) == {5, None}, order  # the title and the image, together
+            assert [r.body for r in sim.records if r.seed == 2] == list(
+                captured.chats["pipeline/a"]
+            )
+
+
+def test_capture_needs_the_request_bodies() -> None:
+    record = simulator.CallRecord("chat", 1, 0.0, 0.0, 0.0, False)
+    with pytest.raises(ValueError, match="bodies"):
+        floor.capture([record], {1: "title"})
 
 
 def test_an_evolution_round_costs_its_slowest_variant_then_judge_then_selector() -> None:

@@ -24,8 +24,10 @@ from image_project.artifacts.generations import (
 from image_project.artifacts.image import (
     caption_text,
     check_image,
+    decode_checked,
     load_caption_font,
     overlay_caption,
+    save_captioned_frame,
     save_captioned_jpeg,
 )
 from image_project.artifacts.locking import FileLock
@@ -50,6 +52,7 @@ __all__ = [
     "atomic_write_text",
     "caption_text",
     "check_image",
+    "decode_checked",
     "existing_titles",
     "file_size",
     "load_caption_font",
@@ -61,6 +64,7 @@ __all__ = [
     "read_manifest",
     "read_recent_prompts",
     "read_transcript",
+    "save_captioned_frame",
     "save_captioned_jpeg",
     "transcript_path",
     "truncate_back",

@@ -40,8 +40,10 @@ __all__ = [
     "caption_layout",
     "caption_text",
     "check_image",
+    "decode_checked",
     "load_caption_font",
     "overlay_caption",
+    "save_captioned_frame",
     "save_captioned_jpeg",
 ]
 
@@ -296,17 +298,23 @@ def check_image(data: bytes) -> tuple[int, int]:
     ``(width, height)``. Bytes that are not a whole image (not an image at all, truncated, a
     bad checksum, a decompression bomb) raise :class:`~image_project.errors.ImageProjectError`
     saying why."""
+    width, height = decode_checked(data).size
+    return width, height
+
+
+def decode_checked(data: bytes) -> Image.Image:
+    """:func:`check_image`, keeping the decoded pixels: the whole image as RGBA, ready for
+    :func:`save_captioned_frame` (so the records phase does not decode it again)."""
     try:
         with Image.open(io.BytesIO(data)) as probe:
             probe.verify()  # the container: chunk order and checksums
         with Image.open(io.BytesIO(data)) as image:
             image.load()  # the pixels: a truncated or corrupt stream fails here
-            width, height = image.size
+            return image.convert("RGBA")
     except Exception as exc:  # Pillow raises many types for bad input (SyntaxError, EOFError...)
         raise ImageProjectError(
             f"not a readable image ({_describe(data)}): {_why_undecodable(exc)}"
         ) from exc
-    return width, height
 
 
 def save_captioned_jpeg(
@@ -332,8 +340,23 @@ def save_captioned_jpeg(
             f"Cannot decode the image data for {os.fspath(path)} "
             f"({_describe(image_bytes)}): {_why_undecodable(exc)}"
         ) from exc
+    return save_captioned_frame(frame, path, caption, font_path=font_path, quality=quality)
+
+
+def save_captioned_frame(
+    frame: Image.Image,
+    path: str | os.PathLike[str],
+    caption: str,
+    *,
+    font_path: Path | None = None,
+    quality: int = 95,
+) -> tuple[int, int]:
+    """:func:`save_captioned_jpeg` for an image already decoded (:func:`decode_checked`)."""
+    if not caption.strip():
+        raise ValueError("caption must be a non-empty string")
     captioned = overlay_caption(frame, caption, font_path=font_path)
     buffer = io.BytesIO()
     captioned.save(buffer, format="JPEG", quality=quality)
     atomic_write_bytes(path, buffer.getvalue())
-    return captioned.size
+    width, height = captioned.size
+    return width, height

@@ -44,10 +44,12 @@ import os
 import threading
 from pathlib import Path
 from types import TracebackType
-
-import filelock
+from typing import TYPE_CHECKING
 
 from image_project.errors import ImageProjectError
+
+if TYPE_CHECKING:  # imported when a lock is first taken: a prompt-only run never takes one
+    import filelock
 
 __all__ = ["DEFAULT_TIMEOUT_S", "FileLock"]
 
@@ -94,6 +96,8 @@ class FileLock:
 
     def acquire(self) -> FileLock:
         """Wait until the lock is ours or raise after ``timeout_s``."""
+        import filelock
+
         with self._guard:
             if self._inner is not None:
                 raise RuntimeError(f"{self!r} is already held; FileLock is not re-entrant")

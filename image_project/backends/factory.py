@@ -29,7 +29,6 @@ from typing import Literal
 
 from image_project.backends.base import ImageBackend, TextBackend
 from image_project.backends.offline import OfflineImageBackend, OfflineTextBackend
-from image_project.backends.openai_backend import openai_backends
 from image_project.backends.retry import RetryPolicy
 from image_project.config import AppConfig, BackendConfig
 from image_project.config.capabilities import check_models
@@ -114,6 +113,10 @@ def make_backends(cfg: AppConfig, env: Mapping[str, str]) -> Backends:
             ),
         )
     check_models(cfg)
+    # Imported here, not at the top: ``openai`` takes most of the CLI's start-up, and an
+    # offline run or ``--help`` never uses it (tests/test_startup.py).
+    from image_project.backends.openai_backend import openai_backends
+
     retry = RetryPolicy(
         max_attempts=b.max_attempts,
         initial_wait_s=b.backoff_initial_s,

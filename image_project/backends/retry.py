@@ -25,10 +25,17 @@ and waiting minutes unasked would look like a hang.
 Adapters attach the parsed server delay to the error they raise with
 :func:`attach_retry_after`; the policy reads it back with :func:`retry_after_of`.
 
-The jitter source is a ``random.Random`` instance (never the global ``random`` functions);
-tests inject a seeded one. Production uses an OS-seeded instance on purpose: jitter only
-spreads load and never influences what a run produces. The sleep function is injectable too
-(default :func:`anyio.sleep`) so tests can record the requested waits without sleeping.
+The jitter source is a ``random.Random`` instance (never the global ``random`` functions),
+seeded like every other draw (:func:`image_project.seeding.rng_for`, by default from
+:data:`DEFAULT_JITTER_SEED`), and one per :class:`Retrier`, so that the calls of one transport
+draw successive, different waits; tests inject their own. Jitter only spreads load and never
+influences what a run produces. The sleep function is injectable too (default
+:func:`anyio.sleep`) so tests can record the requested waits without sleeping.
+
+A :class:`Retrier` is built once per transport: the first attempt of every call runs directly
+(no tenacity machinery, nothing drawn, nothing logged); only a call whose first attempt failed
+in a retryable way goes through a tenacity loop, which replays that failure as its attempt 1
+(the same waits, logs and attempt counts as a loop from the start).
 """
 
 from __future__ import annotations
@@ -40,10 +47,9 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 import anyio
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
 from image_project.errors import (
     AuthenticationError,
@@ -59,10 +65,16 @@ from image_project.errors import (
     ServerError,
     preview,
 )
+from image_project.seeding import rng_for
+
+if TYPE_CHECKING:  # tenacity is imported on the first retry only (offline runs never retry)
+    from tenacity import RetryCallState
 
 __all__ = [
+    "DEFAULT_JITTER_SEED",
     "RETRY_AFTER_SPREAD",
     "Attempted",
+    "Retrier",
     "RetryPolicy",
     "SleepFn",
     "attach_retry_after",
@@ -80,6 +92,9 @@ log = logging.getLogger(__name__)
 
 RETRY_AFTER_SPREAD = 0.1
 """With jitter, a server-requested wait gets up to this fraction of itself added at random."""
+
+DEFAULT_JITTER_SEED = 0
+"""The seed a :class:`Retrier`'s jitter derives from when it is given no generator."""
 
 _RETRYABLE_4XX = frozenset({408, 409, 429})
 _RETRY_AFTER_ATTR = "_image_project_retry_after_s"
@@ -260,6 +275,96 @@ class Attempted(Generic[T]):
     attempts: int
 
 
+class Retrier:
+    """The retry policy applied to calls, built once (per transport) and shared by every call.
+
+    :meth:`call` runs ``attempt_fn(1)`` directly; if it fails in a way worth retrying (and the
+    policy allows more attempts), the call continues in a tenacity loop that replays that
+    failure as attempt 1. ``rng`` None means a generator seeded from
+    :data:`DEFAULT_JITTER_SEED` (:func:`image_project.seeding.rng_for`), kept for the
+    Retrier's life so that successive calls draw different jitter.
+    """
+
+    def __init__(
+        self,
+        policy: RetryPolicy,
+        *,
+        sleep: SleepFn | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.policy = policy
+        self._sleep: SleepFn = sleep if sleep is not None else anyio.sleep
+        self._rng = rng if rng is not None else rng_for(DEFAULT_JITTER_SEED, "retry jitter")
+
+    async def call(
+        self, attempt_fn: Callable[[int], Awaitable[T]], *, what: str = "model call"
+    ) -> Attempted[T]:
+        """Run ``attempt_fn(attempt_number)`` until it succeeds or the policy gives up; see
+        :func:`call_with_retry`."""
+        try:
+            return Attempted(await self._attempt(attempt_fn, 1), 1)
+        except Exception as exc:
+            if self.policy.max_attempts == 1 or not should_retry(exc):
+                raise
+            first = exc
+        return await self._retry_after(first, attempt_fn, what)
+
+    async def _attempt(self, attempt_fn: Callable[[int], Awaitable[T]], number: int) -> T:
+        try:
+            return await attempt_fn(number)
+        except BackendError as exc:
+            exc.attempts = number
+            too_long = refuse_long_wait(exc, self.policy)
+            if too_long is not None:
+                raise too_long from exc
+            raise
+
+    async def _retry_after(
+        self, first: Exception, attempt_fn: Callable[[int], Awaitable[T]], what: str
+    ) -> Attempted[T]:
+        """The slow path: a tenacity loop whose attempt 1 is the failure already seen."""
+        from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
+
+        policy, rng = self.policy, self._rng
+
+        def wait(state: RetryCallState) -> float:
+            exc = state.outcome.exception() if state.outcome is not None else None
+            return wait_seconds(policy, state.attempt_number, exc, rng)
+
+        def log_retry(state: RetryCallState) -> None:
+            exc = state.outcome.exception() if state.outcome is not None else None
+            log.warning(
+                "transport retry: %s attempt %d of %d failed (%s); retrying in %.2f s",
+                what,
+                state.attempt_number,
+                policy.max_attempts,
+                _describe(exc),
+                state.upcoming_sleep,
+            )
+
+        async def replayed(number: int) -> T:
+            if number == 1:
+                raise first
+            return await self._attempt(attempt_fn, number)
+
+        retrying = AsyncRetrying(
+            sleep=self._sleep,
+            stop=stop_after_attempt(policy.max_attempts),
+            wait=wait,
+            retry=retry_if_exception(should_retry),
+            before_sleep=log_retry,
+            reraise=True,
+        )
+        result: Attempted[T] | None = None
+        async for attempt in retrying:
+            with attempt:
+                number = attempt.retry_state.attempt_number
+                result = Attempted(await replayed(number), number)
+        if result is None:  # pragma: no cover - tenacity re-raises the last error instead
+            raise RuntimeError(f"{what}: retry loop ended without a result")
+        return result
+
+
 async def call_with_retry(
     attempt_fn: Callable[[int], Awaitable[T]],
     *,
@@ -275,52 +380,9 @@ async def call_with_retry(
     :class:`BackendError` gets ``attempts`` set to the number of attempts made, and a retryable
     one whose server asked to wait more than ``policy.max_retry_wait_s`` is raised at once as
     a :class:`RetryAfterTooLongError` (chained to it). ``what`` names the call in the WARNING
-    logged before each retry.
+    logged before each retry. A one-off :class:`Retrier`; a transport keeps one instead.
     """
-    jitter_rng = rng if rng is not None else random.Random()
-    do_sleep: SleepFn = sleep if sleep is not None else anyio.sleep
-
-    def wait(state: RetryCallState) -> float:
-        exc = state.outcome.exception() if state.outcome is not None else None
-        return wait_seconds(policy, state.attempt_number, exc, jitter_rng)
-
-    def log_retry(state: RetryCallState) -> None:
-        exc = state.outcome.exception() if state.outcome is not None else None
-        log.warning(
-            "transport retry: %s attempt %d of %d failed (%s); retrying in %.2f s",
-            what,
-            state.attempt_number,
-            policy.max_attempts,
-            _describe(exc),
-            state.upcoming_sleep,
-        )
-
-    async def one_attempt(number: int) -> T:
-        try:
-            return await attempt_fn(number)
-        except BackendError as exc:
-            exc.attempts = number
-            too_long = refuse_long_wait(exc, policy)
-            if too_long is not None:
-                raise too_long from exc
-            raise
-
-    retrying = AsyncRetrying(
-        sleep=do_sleep,
-        stop=stop_after_attempt(policy.max_attempts),
-        wait=wait,
-        retry=retry_if_exception(should_retry),
-        before_sleep=log_retry,
-        reraise=True,
-    )
-    result: Attempted[T] | None = None
-    async for attempt in retrying:
-        with attempt:
-            number = attempt.retry_state.attempt_number
-            result = Attempted(await one_attempt(number), number)
-    if result is None:  # pragma: no cover - tenacity re-raises the last error instead
-        raise RuntimeError(f"{what}: retry loop ended without a result")
-    return result
+    return await Retrier(policy, sleep=sleep, rng=rng).call(attempt_fn, what=what)
 
 
 def _describe(exc: BaseException | None) -> str:

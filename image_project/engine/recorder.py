@@ -73,8 +73,9 @@ class DefaultStepRecorder:
 
     def on_step_start(self, ctx: Context, path: str, **metrics: Any) -> None:
         self._in_flight[path] = None
-        detail = " ".join(f"{k}={v}" for k, v in metrics.items() if k not in ("name",))
-        self.logger.debug("Step: %s (%s)", path, detail)
+        if self.logger.isEnabledFor(logging.DEBUG):  # nothing formatted that is not emitted
+            detail = " ".join(f"{k}={v}" for k, v in metrics.items() if k not in ("name",))
+            self.logger.debug("Step: %s (%s)", path, detail)
 
     def on_step_end(self, ctx: Context, record: EngineEvent) -> None:
         self._in_flight.pop(record.path, None)

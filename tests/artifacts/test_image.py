@@ -10,8 +10,10 @@ from PIL import Image
 from image_project.artifacts.image import (
     caption_layout,
     caption_text,
+    decode_checked,
     load_caption_font,
     overlay_caption,
+    save_captioned_frame,
     save_captioned_jpeg,
 )
 from image_project.errors import ImageProjectError
@@ -167,3 +169,24 @@ def test_the_drawn_caption_changes_only_the_strip(size: tuple[int, int]) -> None
     width, _ = size
     above = [out.getpixel((x, y)) for y in range(layout.strip_top) for x in range(0, width, 3)]
     assert set(above) == {BASE_COLOUR}
+
+
+@pytest.mark.parametrize("mode", ["RGB", "RGBA", "L", "P"])
+def test_a_frame_decoded_in_the_image_phase_saves_the_same_jpeg_as_the_bytes(
+    tmp_path: Path, mode: str
+) -> None:
+    """The app decodes the image once, when it checks it (decode_checked), and the records
+    phase captions those pixels (save_captioned_frame): the file is byte for byte the one
+    save_captioned_jpeg writes from the bytes."""
+    data = _png_bytes(_solid(300, 200, mode))
+    from_bytes, from_frame = tmp_path / "a.jpg", tmp_path / "b.jpg"
+    assert save_captioned_jpeg(data, from_bytes, "#007 - Same Bytes") == (300, 200)
+    frame = decode_checked(data)
+    assert save_captioned_frame(frame, from_frame, "#007 - Same Bytes") == (300, 200)
+    assert from_bytes.read_bytes() == from_frame.read_bytes()
+
+
+def test_decode_checked_rejects_a_truncated_image() -> None:
+    data = _png_bytes(_solid(300, 200))
+    with pytest.raises(ImageProjectError, match="not a readable image"):
+        decode_checked(data[: len(data) // 2])

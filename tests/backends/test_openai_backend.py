@@ -813,6 +813,37 @@ def test_transport_rejects_a_blank_key() -> None:
     assert "OPENAI_API_KEY" in str(info.value)
 
 
+# --- text: the request body -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("structured", [True, False])
+@pytest.mark.parametrize("model", [TEXT_MODEL, "gpt-5.4-mini"])
+async def test_the_chat_body_is_byte_for_byte_what_chat_completions_create_sends(
+    server: OpenAIServer, allow_loopback: None, structured: bool, model: str
+) -> None:
+    """The adapter posts its own body (the SDK's custom-request path, without the method's
+    per-call parameter transform); it is the JSON ``chat.completions.create`` sends for the
+    same arguments, keys in the same order, unset ones left out."""
+    import openai
+
+    request = text_request(
+        json_schema=SCHEMA, seed=77, max_output_tokens=300, model=model, temperature=0.0
+    )
+    async with open_backends(server, structured_outputs=structured) as backends:
+        await backends.text.complete(request)
+        assert isinstance(backends.text, openai_backend.OpenAITextBackend)
+        body = backends.text.body(request, model)
+    client = openai.AsyncOpenAI(api_key="test-key", base_url=server.base_url, max_retries=0)
+    try:
+        await client.chat.completions.create(**body)  # type: ignore[call-overload]
+    finally:
+        await client.close()
+    ours, sdk = server.requests[-2], server.requests[-1]
+    assert ours.path == sdk.path == "/v1/chat/completions"
+    assert json.dumps(ours.body) == json.dumps(sdk.body)
+    assert ours.headers["authorization"] == sdk.headers["authorization"] == "Bearer test-key"
+
+
 def test_usage_keeps_cached_tokens_when_the_server_reports_them() -> None:
     from types import SimpleNamespace
 

@@ -12,6 +12,7 @@ import pytest
 
 from image_project.backends.retry import (
     RETRY_AFTER_SPREAD,
+    Retrier,
     RetryPolicy,
     attach_retry_after,
     call_with_retry,
@@ -396,3 +397,54 @@ async def test_a_long_wait_on_a_later_attempt_fails_there_with_its_attempt_count
         await call_with_retry(attempt, policy=RetryPolicy(jitter=False), sleep=sleep)
     assert info.value.attempts == 2
     assert sleep.waits == [2.0]
+
+
+# --- Retrier (built once per transport) -----------------------------------------------------
+
+
+class CountingRandom(random.Random):
+    """A seeded generator that counts its draws."""
+
+    def __init__(self, seed: int) -> None:
+        super().__init__(seed)
+        self.draws = 0
+
+    def uniform(self, a: float, b: float) -> float:
+        self.draws += 1
+        return super().uniform(a, b)
+
+
+@pytest.mark.anyio
+async def test_a_retrier_first_attempt_success_draws_nothing_and_sleeps_never() -> None:
+    sleep, rng = RecordingSleep(), CountingRandom(3)
+    retrier = Retrier(RetryPolicy(), sleep=sleep, rng=rng)
+
+    async def attempt(number: int) -> int:
+        return number
+
+    for _ in range(5):
+        assert (await retrier.call(attempt)).attempts == 1
+    assert rng.draws == 0 and sleep.waits == []
+
+
+@pytest.mark.anyio
+async def test_a_retrier_draws_successive_waits_from_one_seeded_generator() -> None:
+    """One generator for the Retrier's life: two calls that both retry wait differently, and
+    two Retriers built alike (the default seed) wait exactly alike (the waits are seeded)."""
+
+    async def waits_of_two_calls() -> list[float]:
+        sleep = RecordingSleep()
+        retrier = Retrier(RetryPolicy(), sleep=sleep)
+
+        async def attempt(number: int) -> str:
+            if number == 1:
+                raise ServerError("boom", status=503)
+            return "ok"
+
+        for _ in range(2):
+            assert (await retrier.call(attempt)).attempts == 2
+        return list(sleep.waits)
+
+    first, second = await waits_of_two_calls(), await waits_of_two_calls()
+    assert len(first) == 2 and first[0] != first[1]
+    assert first == second

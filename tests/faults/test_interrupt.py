@@ -225,15 +225,16 @@ def finish(proc: subprocess.Popen[str], err: Lines) -> tuple[int, str, str]:
 
 
 def cut_off_image_step(t: dict[str, Any]) -> dict[str, Any]:
-    """The transcript of a run interrupted during the image call: the image step, after
-    checking that it is the last step (no title call was made) and that it is listed as cut
-    off."""
+    """The transcript of a run interrupted during the image call, after its title call (which
+    runs alongside) had finished: the image step, after checking that only the title's step
+    follows it and that the image alone is listed as cut off."""
     error = t["error"]
     assert (error["type"], error["phase"]) == ("interrupted", "image"), error
     assert error["cancelled_paths"] == ["image"], error
-    steps = t["steps"]
-    image: dict[str, Any] = steps[-1]
-    assert image["type"] == "image" and [s for s in steps if s["type"] == "image"] == [image]
+    steps: list[dict[str, Any]] = t["steps"]
+    (image,) = [s for s in steps if s["type"] == "image"]
+    after = steps[steps.index(image) + 1 :]
+    assert after and all(s["path"].startswith("title") for s in after), after
     assert image["error"]["type"] == "cancelled", image
     assert image["received_bytes"] is None and image["format"] is None, image
     assert t["usage"]["image_calls"] == 0
@@ -288,8 +289,9 @@ def test_ctrl_c_while_the_image_call_is_in_flight_records_it_as_cut_off(
         proc = spawn_main(tmp_path, "--config", str(config), "--seed", "11")
         err = Lines(proc.stderr)
         try:
-            err.wait_for(lambda line: line.startswith("→ image ("))
-            # After "→ image" the text calls are over: the one held request is the image's.
+            # The title call goes with the image call; once it is done the one held request
+            # is the image's.
+            err.wait_for(lambda line: "✓ title" in line)
             assert server.wait_for_in_flight(1, timeout=60), "the image call never arrived"
             proc.send_signal(signal.SIGINT)
         finally:
@@ -297,7 +299,7 @@ def test_ctrl_c_while_the_image_call_is_in_flight_records_it_as_cut_off(
         requests = server.requests
     assert code == 130, text
     assert "interrupted (SIGINT)" in text
-    assert requests[-1].is_image and sum(r.is_image for r in requests) == 1
+    assert sum(r.is_image for r in requests) == 1
     (t,) = transcripts(tmp_path)
     image = cut_off_image_step(t)
     assert image["attempts"] is None and image["prompt"] == t["final_image_prompt"]
@@ -313,11 +315,12 @@ def test_ctrl_c_during_the_offline_drawing_stops_it_in_phase_image(tmp_path: Pat
     err = Lines(proc.stderr)
     try:
         err.wait_for(lambda line: line.startswith("→ image (offline-image-1, 4096x4096)"))
+        err.wait_for(lambda line: "✓ title" in line)  # the title goes alongside the drawing
         proc.send_signal(signal.SIGINT)
     finally:
         code, _, text = finish(proc, err)
     assert code == 130, text
-    assert "✓ image" not in text and "→ title" not in text
+    assert "✓ image" not in text and "→ records" not in text
     (t,) = transcripts(tmp_path)
     image = cut_off_image_step(t)
     assert image["model"] == "offline-image-1" and image["size"] == "4096x4096"

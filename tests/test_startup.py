@@ -1,0 +1,86 @@
+"""Start-up cost: the OpenAI SDK is imported only when the OpenAI-compatible backend is built.
+
+``openai`` is most of the import time of the command line, and ``--help`` or an offline run
+never use it. Each check runs in a fresh interpreter (``sys.modules`` of the test process
+already holds everything), offline, with no OpenAI variables in the environment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+_PROBE = """
+import contextlib, io, json, sys
+import image_project.cli as cli
+after_import = "openai" in sys.modules
+argv = json.loads(sys.argv[1])
+code = None
+if argv is not None:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        try:
+            code = cli.main(argv, env={})
+        except SystemExit as exc:
+            code = exc.code
+print(json.dumps({"after_import": after_import, "after_run": "openai" in sys.modules,
+                  "code": code}))
+"""
+
+
+def probe(argv: list[str] | None) -> dict[str, object]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "IMAGE_PROJECT"))}
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE, json.dumps(argv)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def outputs(tmp_path: Path) -> list[str]:
+    return [
+        *("--set", f"image.log_path={tmp_path / 'logs'}"),
+        *("--set", f"image.generation_path={tmp_path / 'images'}"),
+        *("--set", f"prompt.generations_path={tmp_path / 'generations.csv'}"),
+    ]
+
+
+def test_importing_the_cli_does_not_import_openai() -> None:
+    assert probe(None)["after_import"] is False
+
+
+def test_help_does_not_import_openai() -> None:
+    result = probe(["--help"])
+    assert result == {"after_import": False, "after_run": False, "code": 0}
+
+
+def test_offline_prompt_only_run_does_not_import_openai(tmp_path: Path) -> None:
+    result = probe(["--offline", "--prompt-only", "--seed", "7", *outputs(tmp_path)])
+    assert result == {"after_import": False, "after_run": False, "code": 0}
+    assert list((tmp_path / "logs").glob("*_transcript.json"))
+
+
+def test_the_openai_backend_still_imports_it_when_chosen(tmp_path: Path) -> None:
+    """The control: building the OpenAI-compatible backend (no network: a prompt-only run
+    against a closed port fails in its first call) does import the SDK."""
+    argv = [
+        *("--set", "backend.provider=openai"),
+        *("--set", "backend.base_url=http://127.0.0.1:9/v1"),
+        *("--set", "backend.max_attempts=1"),
+        "--prompt-only",
+        *outputs(tmp_path),
+    ]
+    result = probe(argv)
+    assert result["after_import"] is False and result["after_run"] is True
+    assert result["code"] == 1  # the run failed on the closed port, transcript written
