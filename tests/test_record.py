@@ -15,9 +15,7 @@ from __future__ import annotations
 import csv
 import importlib
 import json
-import logging
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -220,19 +218,8 @@ async def test_forty_cards_record_every_judges_full_order(tmp_path: Path) -> Non
 # --------------------------------------------------------------------------- one place per fact
 
 
-@pytest.fixture
-def clean_package_logger() -> Iterator[None]:
-    """``main`` attaches a stderr handler to the package logger; take it off afterwards."""
-    root = logging.getLogger("image_project")
-    handlers, level, propagate = list(root.handlers), root.level, root.propagate
-    try:
-        yield
-    finally:
-        root.handlers, root.level, root.propagate = handlers, level, propagate
-
-
 def test_offline_scoring_run_states_each_fact_once(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], clean_package_logger: None
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "out"
     code = main(

@@ -13,7 +13,6 @@ that server, for every test.
 
 from __future__ import annotations
 
-import logging
 import os
 import pwd
 import shutil
@@ -187,15 +186,3 @@ def store_url(engine: str, tmp_path: Path, request: pytest.FixtureRequest) -> It
         yield server.url(name)
     finally:
         server.drop_database(name)
-
-
-@pytest.fixture(autouse=True)
-def _clean_package_logger() -> Iterator[None]:
-    """``cli.main`` attaches a stderr handler to the package logger; take it off afterwards
-    (it would write to a captured stream that pytest closes)."""
-    root = logging.getLogger("image_project")
-    handlers, level, propagate = list(root.handlers), root.level, root.propagate
-    try:
-        yield
-    finally:
-        root.handlers, root.level, root.propagate = handlers, level, propagate

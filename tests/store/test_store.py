@@ -166,8 +166,8 @@ async def test_five_runs_listed_shown_exported_and_rebuilt_from_transcripts(
     code, out = runs_cli(capsys, store_url, "stats")
     assert code == 0, out
     assert "Judge panel over 5 runs (2 with scoring, 1 failed)" in out
-    table = out.split("\n\n")[1].splitlines()  # the per-judge table: header, one row each
-    judge_rows = {line.split()[0]: line.split() for line in table[1:]}
+    judge_table = out.split("\n\n")[1].splitlines()  # the per-judge table: header, a row each
+    judge_rows = {line.split()[0]: line.split() for line in judge_table[1:]}
     assert sorted(judge_rows) == ["novel", "strict", "warm"]
     for judge in ("strict", "warm", "novel"):  # columns: judge model ok parse_error refused error
         assert judge_rows[judge][2:6] == ["2", "0", "0", "0"], out
