@@ -272,7 +272,9 @@ def test_ctrl_c_during_start_up_exits_130_without_a_traceback(tmp_path: Path, en
     proc.send_signal(signal.SIGINT)
     code, out, text = finish(proc, err)
     messages = [line for line in text.splitlines() if not line.startswith("import time:")]
-    assert code == 130, text
+    # 130, or (in a few percent of trials, on main before this test's change too) killed by
+    # the SIGINT itself after printing its line: a shell shows 130 for both, and nothing ran.
+    assert code in (130, -signal.SIGINT), text
     assert "Traceback" not in text and "KeyboardInterrupt" not in text, text
     assert [m for m in messages if m.strip()] == ["interrupted (SIGINT)"], text
     assert out == ""
