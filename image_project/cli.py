@@ -208,7 +208,7 @@ def _store_command(args: argparse.Namespace, env: Mapping[str, str], root: Path)
         if args.store is not None:
             from image_project.store.url import check_store_url
 
-            url = check_store_url(args.store, Path.cwd())
+            url = check_store_url(args.store, root)
         else:
             assert cfg is not None
             url = cfg.effective_store_url

@@ -26,9 +26,11 @@ Adapters attach the parsed server delay to the error they raise with
 :func:`attach_retry_after`; the policy reads it back with :func:`retry_after_of`.
 
 The jitter source is a ``random.Random`` instance (never the global ``random`` functions),
-seeded like every other draw (:func:`image_project.seeding.rng_for`, by default from
-:data:`DEFAULT_JITTER_SEED`), and one per :class:`Retrier`, so that the calls of one transport
-draw successive, different waits; tests inject their own. Jitter only spreads load and never
+one per :class:`Retrier` (:func:`image_project.seeding.rng_for`), so that the calls of one
+transport draw successive, different waits. By default it is seeded from a fresh seed
+(:func:`image_project.seeding.fresh_seed`) when the Retrier is built: a fixed default would
+make every process, on every machine, draw the same waits, so that clients hit by one 429
+would retry in lockstep, which jitter exists to prevent. Tests inject their own generator. Jitter only spreads load and never
 influences what a run produces. The sleep function is injectable too (default
 :func:`anyio.sleep`) so tests can record the requested waits without sleeping.
 
@@ -65,13 +67,12 @@ from image_project.errors import (
     ServerError,
     preview,
 )
-from image_project.seeding import rng_for
+from image_project.seeding import fresh_seed, rng_for
 
 if TYPE_CHECKING:  # tenacity is imported on the first retry only (offline runs never retry)
     from tenacity import RetryCallState
 
 __all__ = [
-    "DEFAULT_JITTER_SEED",
     "RETRY_AFTER_SPREAD",
     "Attempted",
     "Retrier",
@@ -92,9 +93,6 @@ log = logging.getLogger(__name__)
 
 RETRY_AFTER_SPREAD = 0.1
 """With jitter, a server-requested wait gets up to this fraction of itself added at random."""
-
-DEFAULT_JITTER_SEED = 0
-"""The seed a :class:`Retrier`'s jitter derives from when it is given no generator."""
 
 _RETRYABLE_4XX = frozenset({408, 409, 429})
 _RETRY_AFTER_ATTR = "_image_project_retry_after_s"
@@ -280,9 +278,9 @@ class Retrier:
 
     :meth:`call` runs ``attempt_fn(1)`` directly; if it fails in a way worth retrying (and the
     policy allows more attempts), the call continues in a tenacity loop that replays that
-    failure as attempt 1. ``rng`` None means a generator seeded from
-    :data:`DEFAULT_JITTER_SEED` (:func:`image_project.seeding.rng_for`), kept for the
-    Retrier's life so that successive calls draw different jitter.
+    failure as attempt 1. ``rng`` None means a generator from a fresh seed (different in
+    every process), kept for the Retrier's life so that successive calls draw different
+    jitter.
     """
 
     def __init__(
@@ -294,7 +292,7 @@ class Retrier:
     ) -> None:
         self.policy = policy
         self._sleep: SleepFn = sleep if sleep is not None else anyio.sleep
-        self._rng = rng if rng is not None else rng_for(DEFAULT_JITTER_SEED, "retry jitter")
+        self._rng = rng if rng is not None else rng_for(fresh_seed(), "retry jitter")
 
     async def call(
         self, attempt_fn: Callable[[int], Awaitable[T]], *, what: str = "model call"

@@ -270,10 +270,11 @@ def _csv_row(record: RunRecord) -> dict[str, Any]:
 # --------------------------------------------------------------------------- import
 
 
-def iter_records(path: Path) -> Iterator[RunRecord]:
+def iter_records(path: Path) -> Iterator[RunRecord | ValueError]:
     """The records in ``path``: a transcript (``.json``), a ``runs export --format jsonl``
-    file (``.jsonl``, one record a line), or a directory (its ``*_transcript.json``).
-    ValueError names the file (and line) that cannot be read."""
+    file (``.jsonl``, one record a line), or a directory (its ``*_transcript.json``). A file
+    or line that cannot be read is yielded as a ValueError naming it (and its line), and the
+    rest are still read: one bad transcript does not hide the others."""
     if path.is_dir():
         for child in sorted(path.glob("*_transcript.json")):
             yield from iter_records(child)
@@ -281,13 +282,21 @@ def iter_records(path: Path) -> Iterator[RunRecord]:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: cannot read it ({exc})") from exc
+        yield ValueError(f"{path}: cannot read it ({exc})")
+        return
     if path.suffix == ".jsonl":
         for number, line in enumerate(text.splitlines(), start=1):
             if line.strip():
-                yield _parse(line, f"{path}:{number}")
+                yield _parsed(line, f"{path}:{number}")
         return
-    yield _parse(text, str(path))
+    yield _parsed(text, str(path))
+
+
+def _parsed(text: str, where: str) -> RunRecord | ValueError:
+    try:
+        return _parse(text, where)
+    except ValueError as exc:
+        return exc
 
 
 def _parse(text: str, where: str) -> RunRecord:
@@ -305,19 +314,18 @@ def _import(store: RunStore, paths: Sequence[Path], out: IO[str]) -> int:
     written = skipped = 0
     problems: list[str] = []
     for path in paths:
-        try:
-            for record in iter_records(path):
-                if store.import_record(record):
-                    written += 1
-                else:
-                    skipped += 1
-        except ValueError as exc:
-            problems.append(str(exc))
+        for record in iter_records(path):
+            if isinstance(record, ValueError):
+                problems.append(str(record))
+            elif store.import_record(record):
+                written += 1
+            else:
+                skipped += 1
     for problem in problems:
         print(f"error: {problem}", file=sys.stderr)
     print(
         f"imported {written} run(s) into {store.safe_url}; {skipped} already stored"
-        + (f"; {len(problems)} file(s) could not be read" if problems else ""),
+        + (f"; {len(problems)} file(s) or line(s) could not be read" if problems else ""),
         file=out,
     )
     return 1 if problems else 0

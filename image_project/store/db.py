@@ -144,10 +144,13 @@ class PendingWrite:
     seq: int
 
     def abandon(self) -> None:
-        """Roll back and release the connection (idempotent)."""
+        """Roll back and release the connection (idempotent). The connection is closed even
+        when the rollback fails (a server gone at commit); that failure is raised after."""
         if not self.connection.closed:
-            self.connection.rollback()
-            self.connection.close()
+            try:
+                self.connection.rollback()
+            finally:
+                self.connection.close()
 
 
 class RunStore:
@@ -280,7 +283,12 @@ class RunStore:
                         return False
                     _insert(conn, rows.tables)
             except IntegrityError:
-                return False  # written by someone else meanwhile
+                # Written by someone else meanwhile, or a real integrity problem of the rows:
+                # only the first is "already stored".
+                with self.engine.connect() as conn:
+                    if _stored(conn, record.generation_id):
+                        return False
+                raise
         return True
 
     def delete(self, generation_id: str) -> bool:

@@ -47,6 +47,7 @@ class StoreWriter:
         self.url = url
         self._store: RunStore | None = None
         self._pending: PendingWrite | None = None
+        self._open_failure: Exception | None = None
 
     @property
     def shown_url(self) -> str:
@@ -61,10 +62,20 @@ class StoreWriter:
         return self.url.startswith(POSTGRES_PREFIX)
 
     def _open(self) -> RunStore:
+        """The open store. A store that could not be opened is not tried again by this
+        writer: each attempt can wait for the connect timeout, and a later run of the same
+        process would pay it twice more (its ``seq`` claim and its save); its runs say the
+        store was not written, and ``runs import`` writes them later."""
+        if self._open_failure is not None:
+            raise self._open_failure
         if self._store is None:
             from image_project.store.db import RunStore
 
-            self._store = RunStore.open(self.url)
+            try:
+                self._store = RunStore.open(self.url)
+            except Exception as exc:
+                self._open_failure = exc
+                raise
         return self._store
 
     def claim_seq(self, local_next: int) -> tuple[int, str | None]:
@@ -88,8 +99,8 @@ class StoreWriter:
         try:
             self._open().write(record, pending=pending)
         except Exception as exc:
-            if pending is not None:
-                pending.abandon()
+            self._pending = pending
+            self.abandon()  # never raises: the outcome already says what went wrong
             return StoreOutcome(self.shown_url, _reason(exc))
         return StoreOutcome(self.shown_url)
 

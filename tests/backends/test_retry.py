@@ -34,6 +34,7 @@ from image_project.errors import (
     RetryAfterTooLongError,
     ServerError,
 )
+from image_project.seeding import rng_for
 from tests.support import RecordingSleep
 
 # --- should_retry ---------------------------------------------------------------------------
@@ -429,12 +430,13 @@ async def test_a_retrier_first_attempt_success_draws_nothing_and_sleeps_never() 
 
 @pytest.mark.anyio
 async def test_a_retrier_draws_successive_waits_from_one_seeded_generator() -> None:
-    """One generator for the Retrier's life: two calls that both retry wait differently, and
-    two Retriers built alike (the default seed) wait exactly alike (the waits are seeded)."""
+    """One generator for the Retrier's life: two calls that both retry wait differently; two
+    Retriers given generators of the same seed wait exactly alike (the waits are seeded), and
+    two default Retriers (two processes, say) do not retry in lockstep."""
 
-    async def waits_of_two_calls() -> list[float]:
+    async def waits_of_two_calls(rng: random.Random | None) -> list[float]:
         sleep = RecordingSleep()
-        retrier = Retrier(RetryPolicy(), sleep=sleep)
+        retrier = Retrier(RetryPolicy(), sleep=sleep, rng=rng)
 
         async def attempt(number: int) -> str:
             if number == 1:
@@ -445,6 +447,8 @@ async def test_a_retrier_draws_successive_waits_from_one_seeded_generator() -> N
             assert (await retrier.call(attempt)).attempts == 2
         return list(sleep.waits)
 
-    first, second = await waits_of_two_calls(), await waits_of_two_calls()
+    first = await waits_of_two_calls(rng_for(7, "retry jitter"))
+    second = await waits_of_two_calls(rng_for(7, "retry jitter"))
     assert len(first) == 2 and first[0] != first[1]
     assert first == second
+    assert await waits_of_two_calls(None) != await waits_of_two_calls(None)

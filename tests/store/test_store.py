@@ -435,3 +435,52 @@ async def test_review_writes_the_site_of_the_newest_stored_runs(
     assert all(gid in index for gid in newest)
     assert not any(r.generation_id in index for r in records if r.generation_id not in newest)
     assert (site / "panel.html").is_file()
+
+
+async def test_import_reads_on_past_a_bad_transcript_and_names_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first = f"sqlite:///{tmp_path / 'first.sqlite'}"
+    for seed in (1, 2):
+        await run_generation(
+            make_cfg(tmp_path, f"store.url={first}", f"prompt.random_seed={seed}"),
+            backends(FunctionTextBackend(answer)),
+        )
+    logs = tmp_path / "logs"
+    bad = logs / "00000000_000000_broken_transcript.json"  # sorts before the good ones
+    bad.write_text('{"schema_version": 2, "generation_id": 5}', encoding="utf-8")
+    export = tmp_path / "mixed.jsonl"
+    good_line = next(iter(sorted(logs.glob("2*_transcript.json")))).read_text(encoding="utf-8")
+    export.write_text("not json\n" + RunRecord.model_validate_json(good_line).model_dump_json())
+
+    second = f"sqlite:///{tmp_path / 'second.sqlite'}"
+    code, out = runs_cli(capsys, second, "import", str(logs))
+    assert code == 1
+    assert "imported 2 run(s)" in out and "1 file(s) or line(s) could not be read" in out
+    assert f"error: {bad}: not a run record" in out
+    code, out = runs_cli(capsys, second, "import", str(export))
+    assert code == 1 and f"error: {export}:1: " in out
+    assert "imported 0 run(s)" in out and "1 already stored" in out
+    assert snapshot(second)["runs"] and len(snapshot(second)["runs"]) == 2
+
+
+def test_a_store_that_cannot_be_opened_is_tried_once_per_writer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from image_project.store.db import RunStore
+    from image_project.store.writer import StoreWriter
+
+    opened: list[str] = []
+    real_open = RunStore.open
+
+    def counting_open(url: str) -> RunStore:
+        opened.append(url)
+        return real_open(url)
+
+    monkeypatch.setattr(RunStore, "open", counting_open)
+    writer = StoreWriter(f"postgresql+psycopg://me:hunter2@127.0.0.1:{free_port()}/nowhere")
+    for local_next in (7, 8):  # two runs of one process: each claims seq
+        seq, problem = writer.claim_seq(local_next)
+        assert seq == local_next and problem is not None and "hunter2" not in problem
+    assert len(opened) == 1  # the second claim did not wait for the connect timeout again
+    writer.close()
