@@ -593,6 +593,21 @@ def _selector_key(r: int) -> str:
     return f"evolution.selector.{r}"
 
 
+def _judge_orders(
+    run_seed: int, judges: Sequence[EffectiveJudge], ids: Sequence[str], round_index: int
+) -> dict[str, tuple[str, ...]]:
+    """Each judge's own seeded presentation order of ``ids`` in round ``round_index``.
+    Round 0 keeps the single-round seed path (``judge_order``, judge id), so a run without
+    rounds presents the cards exactly as before rounds existed."""
+    out: dict[str, tuple[str, ...]] = {}
+    for judge in judges:
+        path = (judge.id,) if round_index == 0 else (round_index, judge.id)
+        order = list(ids)
+        rng_for(run_seed, "judge_order", *path).shuffle(order)
+        out[judge.id] = tuple(order)
+    return out
+
+
 @dataclass(frozen=True)
 class _Rounds:
     """Multi-round selection (``prompt.scoring.evolution``): builds each later round when the
@@ -734,12 +749,7 @@ class _Rounds:
         return _Judged(ids=judged, dropped=dict(kept.dropped))
 
     def orders(self, ids: Sequence[str], r: int) -> dict[str, tuple[str, ...]]:
-        out: dict[str, tuple[str, ...]] = {}
-        for judge in self.judges:
-            order = list(ids)
-            rng_for(self.run_seed, "judge_order", r, judge.id).shuffle(order)
-            out[judge.id] = tuple(order)
-        return out
+        return _judge_orders(self.run_seed, self.judges, ids, r)
 
     def paths(self, r: int) -> dict[str, str]:
         base = "pipeline/blackbox_scoring" + ("" if r == 0 else f"/round_{r}")
@@ -779,20 +789,7 @@ class _Rounds:
         ids = self.judged_ids(ctx, r)
         if not ids:
             return []
-        orders = (
-            {j.id: o for j, o in zip(self.judges, self._first_orders(), strict=True)}
-            if r == 0
-            else self.orders(ids, r)
-        )
-        return _judge_results(ctx, self.judges, orders, self.paths(r), r)
-
-    def _first_orders(self) -> list[tuple[str, ...]]:
-        out = []
-        for judge in self.judges:
-            order = [c.id for c in self.first]
-            rng_for(self.run_seed, "judge_order", judge.id).shuffle(order)
-            out.append(tuple(order))
-        return out
+        return _judge_results(ctx, self.judges, self.orders(ids, r), self.paths(r), r)
 
     def _table(self, ctx: Context, r: int) -> tuple[ScoreRow, ...]:
         ids = self.judged_ids(ctx, r)
@@ -1037,11 +1034,7 @@ def scoring_pipeline(
     ids = card_ids(scoring.num_ideas)
     candidates = directions_for(run_seed, ids)
     judges = tuple(judges)
-    orders: dict[str, tuple[str, ...]] = {}
-    for judge in judges:
-        order = list(ids)
-        rng_for(run_seed, "judge_order", judge.id).shuffle(order)
-        orders[judge.id] = tuple(order)
+    orders = _judge_orders(run_seed, judges, ids, 0)
     use_hints = scoring.generator_profile_abstraction
     reask = ReaskPolicy(max=scoring.max_reasks, style="restate")
 
