@@ -23,6 +23,7 @@ from image_project.record import RunRecord
 from image_project.store.db import RunStore, RunSummary, StoreError, parse_since
 from image_project.store.rows import run_status
 from image_project.store.url import sqlite_path
+from image_project.summary import record_lines
 
 __all__ = [
     "EXPORT_CSV_FIELDS",
@@ -170,41 +171,10 @@ def _show(store: RunStore, ref: str, out: IO[str]) -> int:
 
 
 def show_lines(record: RunRecord) -> list[str]:
-    """``runs show``: the run's summary as the CLI printed it, its status and error, and
-    (for a scoring run) the score table and each judge's status."""
-    # The same lines the CLI prints after a run (imported here: the CLI imports this module
-    # only when a runs command runs).
-    from image_project.cli import _prompt_lines as prompt_lines
-    from image_project.cli import _scoring_lines as scoring_lines
-    from image_project.record import ScoringRecord
-
-    backend = record.backend
-    lines = [
-        f"Generation {record.generation_id}  (seed {record.seed}, {backend.provider} backend, "
-        f"{backend.execution_mode})",
-        f"  Status      {run_status(record)}  (created {record.created_at})",
-        f"  Concepts    {' | '.join(record.selected_concepts)}",
-    ]
-    if record.error is not None:
-        error = record.error
-        where = f" at {error.path}" if error.path else ""
-        lines.append(f"  Error       {error.type} in phase {error.phase}{where}: {error.message}")
-    title = record.title_generation
-    if title is not None:
-        lines.append(f"  Title       #{title.seq:03d} - {title.title}")
-    if isinstance(record.blackbox_scoring, ScoringRecord):
-        lines += scoring_lines(record.blackbox_scoring)
-    if record.final_image_prompt:
-        lines += prompt_lines(record.final_image_prompt, whole=False)
-    if record.image_path is not None:
-        size = f" ({record.image_bytes:,} bytes)" if record.image_bytes is not None else ""
-        lines.append(f"  Image       {record.image_path}{size}")
-    usage = record.usage
-    lines.append(
-        f"  Model calls {usage.model_calls} text + {usage.image_calls} image, "
-        f"{usage.total_tokens:,} tokens, {record.timing.wall_s:.1f} s"
-    )
-    return lines
+    """``runs show``: the run's summary as the CLI printed it (:mod:`image_project.summary`),
+    with its status and error, and (for a scoring run) the score table and each judge's
+    status."""
+    return record_lines(record, whole_prompt=False, with_status=True)
 
 
 # --------------------------------------------------------------------------- export
