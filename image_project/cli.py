@@ -215,12 +215,12 @@ def _store_command(args: argparse.Namespace, env: Mapping[str, str], root: Path)
         print(f"configuration error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     if args.command == "review":
-        from image_project.store.commands import review_command
+        from image_project.store.commands import review_stored_runs
 
         if out_dir is None:
             assert cfg is not None
             out_dir = Path(cfg.image.log_path).parent / "review"
-        return review_command(url, out_dir, last=args.last, image_base=root)
+        return review_stored_runs(url, out_dir, last=args.last, image_base=root)
     from image_project.store.commands import run_command
 
     return run_command(args, url)

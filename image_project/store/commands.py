@@ -29,7 +29,7 @@ __all__ = [
     "EXPORT_CSV_FIELDS",
     "format_summaries",
     "iter_records",
-    "review_command",
+    "review_stored_runs",
     "run_command",
     "show_lines",
 ]
@@ -90,7 +90,7 @@ def run_command(args: argparse.Namespace, url: str, out: IO[str] | None = None) 
         return 1
 
 
-def review_command(
+def review_stored_runs(
     url: str, out_dir: Path, *, last: int, image_base: Path, out: IO[str] | None = None
 ) -> int:
     """``image-project review``: the static review site of the ``last`` newest stored runs
@@ -106,9 +106,9 @@ def review_command(
     except StoreError as exc:
         print(f"store error: {exc}", file=sys.stderr)
         return 1
-    from image_project.review import review_command as write_site
+    from image_project.review import review_command
 
-    return write_site(records, out_dir, image_base=image_base, out=out)
+    return review_command(records, out_dir, image_base=image_base, out=out)
 
 
 # --------------------------------------------------------------------------- list
