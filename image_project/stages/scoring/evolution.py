@@ -45,7 +45,7 @@ from image_project.record.scoring import (
     SurvivorCategory,
 )
 from image_project.seeding import rng_for
-from image_project.stages.scoring.cards import card_ids
+from image_project.stages.scoring.cards import card_ids, card_text
 
 __all__ = [
     "MUTATION_AXES",
@@ -72,9 +72,7 @@ _TOKEN = re.compile(r"[a-z0-9]+")
 def card_tokens(card: IdeaCard) -> frozenset[str]:
     """The card's words (lower case, three letters or more) from hook, narrative and
     options: what near-duplicates and diversity are measured on."""
-    o = card.options
-    text = " ".join([card.hook, card.narrative, *o.composition, *o.palette, *o.medium, *o.mood])
-    return frozenset(t for t in _TOKEN.findall(text.lower()) if len(t) >= 3)
+    return frozenset(t for t in _TOKEN.findall(card_text(card).lower()) if len(t) >= 3)
 
 
 def card_distance(a: IdeaCard, b: IdeaCard) -> float:
