@@ -593,6 +593,37 @@ def _selector_key(r: int) -> str:
     return f"evolution.selector.{r}"
 
 
+def _judge_panel(
+    judges: Sequence[EffectiveJudge],
+    orders: Mapping[str, tuple[str, ...]],
+    brief: Brief,
+    novelty: NoveltyState,
+    *,
+    run_seed: int,
+    max_reasks: int,
+    round_index: int = 0,
+) -> Block:
+    """The judges of one round, in parallel, each shown the round's cards in its own order
+    (``orders``, from :func:`_judge_orders`)."""
+    return Block(
+        name="judges",
+        merge="none",
+        parallel=True,
+        nodes=[
+            _judge_step(
+                judge,
+                orders[judge.id],
+                brief,
+                novelty,
+                run_seed=run_seed,
+                max_reasks=max_reasks,
+                round_index=round_index,
+            )
+            for judge in judges
+        ],
+    )
+
+
 def _judge_orders(
     run_seed: int, judges: Sequence[EffectiveJudge], ids: Sequence[str], round_index: int
 ) -> dict[str, tuple[str, ...]]:
@@ -758,23 +789,14 @@ class _Rounds:
     def _judges_block(self, ctx: Context, r: int) -> Block:
         judged = ctx.outputs[_judged_key(r)]
         assert isinstance(judged, _Judged)
-        orders = self.orders(judged.ids, r)
-        return Block(
-            name="judges",
-            merge="none",
-            parallel=True,
-            nodes=[
-                _judge_step(
-                    judge,
-                    orders[judge.id],
-                    self.brief,
-                    self.novelty,
-                    run_seed=self.run_seed,
-                    max_reasks=self.scoring.max_reasks,
-                    round_index=r,
-                )
-                for judge in self.judges
-            ],
+        return _judge_panel(
+            self.judges,
+            self.orders(judged.ids, r),
+            self.brief,
+            self.novelty,
+            run_seed=self.run_seed,
+            max_reasks=self.scoring.max_reasks,
+            round_index=r,
         )
 
     # -- scores and survivors -----------------------------------------------------------
@@ -1078,21 +1100,8 @@ def scoring_pipeline(
         )
     )
     scoring_nodes.append(
-        Block(
-            name="judges",
-            merge="none",
-            parallel=True,
-            nodes=[
-                _judge_step(
-                    judge,
-                    orders[judge.id],
-                    brief,
-                    novelty,
-                    run_seed=run_seed,
-                    max_reasks=scoring.max_reasks,
-                )
-                for judge in judges
-            ],
+        _judge_panel(
+            judges, orders, brief, novelty, run_seed=run_seed, max_reasks=scoring.max_reasks
         )
     )
 
