@@ -11,6 +11,8 @@
     ├── PipelineDefinitionError          a step tree that cannot run (name collision, bad merge
     │                                    mode, a shared capture key between parallel siblings);
     │                                    raised when the tree is built or first checked
+    ├── StoreError                       the run store could not be opened, read or written;
+    │                                    names the store's URL without its password
     ├── StepFailedError                  a step could not produce a usable result at run time
     │   ├── EmptyPromptError             a None / non-string / blank prompt (before any call)
     │   ├── EmptyResponseError           a None / blank model answer the step does not allow
@@ -73,6 +75,7 @@ __all__ = [
     "ServerError",
     "StepFailedError",
     "StepLocation",
+    "StoreError",
     "add_cancelled_paths",
     "cancelled_paths_of",
     "locate",
@@ -139,6 +142,11 @@ class InputFileError(ImageProjectError):
 
 class PipelineDefinitionError(ImageProjectError):
     """A step tree that cannot run: detected before any model call."""
+
+
+class StoreError(ImageProjectError):
+    """The run store could not be opened, read or written; the message names its URL (never
+    the password) and the driver's exception is chained."""
 
 
 class StepFailedError(ImageProjectError):

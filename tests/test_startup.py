@@ -1,7 +1,9 @@
-"""Start-up cost: the OpenAI SDK is imported only when the OpenAI-compatible backend is built.
+"""Start-up cost: the OpenAI SDK is imported only when the OpenAI-compatible backend is built,
+and SQLAlchemy only when a run store is created, migrated or read.
 
-``openai`` is most of the import time of the command line, and ``--help`` or an offline run
-never use it. Each check runs in a fresh interpreter (``sys.modules`` of the test process
+``openai`` was most of the import time of the command line, and ``--help`` or an offline run
+never use it; SQLAlchemy's import was most of the rest, and a run written into an existing
+SQLite store does not need it (``image_project.store.sqlite_writer``). Each check runs in a fresh interpreter (``sys.modules`` of the test process
 already holds everything), offline, with no OpenAI variables in the environment.
 """
 
@@ -18,7 +20,8 @@ REPO = Path(__file__).resolve().parents[1]
 _PROBE = """
 import contextlib, io, json, sys
 import image_project.cli as cli
-after_import = "openai" in sys.modules
+watched = sys.argv[2]
+after_import = watched in sys.modules
 argv = json.loads(sys.argv[1])
 code = None
 if argv is not None:
@@ -28,15 +31,17 @@ if argv is not None:
             code = cli.main(argv, env={})
         except SystemExit as exc:
             code = exc.code
-print(json.dumps({"after_import": after_import, "after_run": "openai" in sys.modules,
+print(json.dumps({"after_import": after_import, "after_run": watched in sys.modules,
                   "code": code}))
 """
 
 
-def probe(argv: list[str] | None) -> dict[str, object]:
+def probe(argv: list[str] | None, watched: str = "openai") -> dict[str, object]:
+    """Run the CLI with ``argv`` (None: only import it) in a fresh interpreter: whether
+    ``watched`` was imported after the import and after the run, and the exit code."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "IMAGE_PROJECT"))}
     done = subprocess.run(
-        [sys.executable, "-c", _PROBE, json.dumps(argv)],
+        [sys.executable, "-c", _PROBE, json.dumps(argv), watched],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -84,3 +89,19 @@ def test_the_openai_backend_still_imports_it_when_chosen(tmp_path: Path) -> None
     result = probe(argv)
     assert result["after_import"] is False and result["after_run"] is True
     assert result["code"] == 1  # the run failed on the closed port, transcript written
+
+
+def test_a_run_into_an_existing_sqlite_store_does_not_import_sqlalchemy(tmp_path: Path) -> None:
+    """The first run creates the store (SQLAlchemy and Alembic); the next process writes its
+    run with ``sqlite3`` alone, and both runs are in the store."""
+    argv = ["--offline", "--prompt-only", *outputs(tmp_path)]
+    first = probe([*argv, "--seed", "7"], watched="sqlalchemy")
+    assert first == {"after_import": False, "after_run": True, "code": 0}
+    second = probe([*argv, "--seed", "8"], watched="sqlalchemy")
+    assert second == {"after_import": False, "after_run": False, "code": 0}
+
+    from image_project.store import open_store
+
+    with open_store(f"sqlite:///{tmp_path / 'logs' / 'runs.sqlite'}") as store:
+        assert sorted(r.seed for r in store.records()) == [7, 8]
+

@@ -35,9 +35,9 @@ from sqlalchemy import (
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
-from image_project.errors import ImageProjectError
+from image_project.errors import StoreError
 from image_project.record import RunRecord
-from image_project.store.rows import parse_utc, record_rows
+from image_project.store.rows import parse_utc, record_rows, utc_now
 from image_project.store.schema import (
     ALL_TABLES,
     SCHEMA_REVISION,
@@ -45,6 +45,7 @@ from image_project.store.schema import (
     judge_results,
     runs,
 )
+from image_project.store.sqlite_writer import BUSY_TIMEOUT_S
 from image_project.store.url import check_store_url, sqlite_path
 
 __all__ = [
@@ -61,11 +62,6 @@ __all__ = [
 MIGRATIONS_DIR: Final = Path(__file__).with_name("migrations")
 _MIGRATE_LOCK: Final = 0x1A6E_0001  # pg_advisory_xact_lock keys of this application
 _SEQ_LOCK: Final = 0x1A6E_0002
-
-
-class StoreError(ImageProjectError):
-    """The store could not be opened, read or written; the message names its URL (never
-    the password) and the cause is chained."""
 
 
 def safe_url(url: str) -> str:
@@ -119,7 +115,7 @@ def _engine(url: str) -> Engine:
     if database is None:
         return create_engine(url, connect_args={"connect_timeout": 10})
     database.parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(url, connect_args={"timeout": 60.0})
+    engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_S})
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -261,7 +257,7 @@ class RunStore:
     ) -> None:
         """Write ``record`` in one transaction (``pending``'s, if given). A run already
         stored raises StoreError."""
-        rows = record_rows(record, source=source, stored_at=_now())
+        rows = record_rows(record, source=source, stored_at=utc_now())
         with self._errors("write to"):
             if pending is None:
                 with self.engine.begin() as conn:
@@ -275,7 +271,7 @@ class RunStore:
 
     def import_record(self, record: RunRecord) -> bool:
         """Write ``record`` unless a run with its generation id is stored; True if written."""
-        rows = record_rows(record, source="import", stored_at=_now())
+        rows = record_rows(record, source="import", stored_at=utc_now())
         with self._errors("import into"):
             try:
                 with self.engine.begin() as conn:
@@ -393,10 +389,6 @@ class RunStore:
         order = list(table.primary_key.columns)
         with self._errors("read"), self.engine.connect() as conn:
             return [dict(row._mapping) for row in conn.execute(select(table).order_by(*order))]
-
-
-def _now() -> datetime:
-    return datetime.now(UTC).replace(tzinfo=None)
 
 
 def _current_revision(conn: Connection) -> str | None:

@@ -18,7 +18,7 @@ from typing import Any
 from image_project.record import ChatEvent, ImageEvent, RunRecord, ScoringRecord
 from image_project.record.scoring import JudgeResult, RoundCandidate, RoundRecord, ScoreRow
 
-__all__ = ["RecordRows", "Row", "parse_utc", "record_rows", "run_status"]
+__all__ = ["RecordRows", "Row", "parse_utc", "record_rows", "run_status", "utc_now"]
 
 Row = dict[str, Any]
 """One table row: column name to value."""
@@ -31,6 +31,11 @@ def parse_utc(text: str) -> datetime:
     if moment.tzinfo is not None:
         moment = moment.astimezone(UTC).replace(tzinfo=None)
     return moment
+
+
+def utc_now() -> datetime:
+    """Now, as a naive UTC datetime (the form every time column holds)."""
+    return datetime.now(UTC).replace(tzinfo=None)
 
 
 def run_status(record: RunRecord) -> str:

@@ -34,6 +34,8 @@ from sqlalchemy import (
     Text,
 )
 
+from image_project.store.sqlite_writer import SCHEMA_REVISION
+
 __all__ = [
     "ALL_TABLES",
     "SCHEMA_REVISION",
@@ -49,8 +51,6 @@ __all__ = [
     "survivors",
 ]
 
-SCHEMA_REVISION = "0001"
-"""The newest migration's revision id (``migrations/versions/0001_initial.py``)."""
 
 metadata = MetaData()
 

@@ -1,8 +1,10 @@
 """What a run uses to write itself into the store: :class:`StoreWriter`.
 
 The transcript is the source of truth, so the writer never fails a run: every problem is
-returned as a :class:`StoreOutcome` (and the run says so, loudly). SQLAlchemy is imported
-only when the writer first touches the store. One writer serves one run or, in the CLI, all
+returned as a :class:`StoreOutcome` (and the run says so, loudly). The store is opened when
+the writer first touches it: a SQLite store already at the current schema is written with
+``sqlite3`` alone (:mod:`.sqlite_writer`), any other store through SQLAlchemy (which creates
+or migrates it). One writer serves one run or, in the CLI, all
 the runs of one process (the store is opened once).
 
 ``seq``: with a PostgreSQL store the titles ``seq`` is allocated inside the run's store
@@ -14,9 +16,9 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from image_project.store.url import POSTGRES_PREFIX, redact_url
+from image_project.store.url import POSTGRES_PREFIX, redact_url, sqlite_path
 
 if TYPE_CHECKING:
     from image_project.record import RunRecord
@@ -45,7 +47,7 @@ class StoreWriter:
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self._store: RunStore | None = None
+        self._store: _Sink | None = None
         self._pending: PendingWrite | None = None
         self._open_failure: Exception | None = None
 
@@ -57,11 +59,21 @@ class StoreWriter:
         return redact_url(self.url)
 
     @property
+    def via(self) -> str | None:
+        """How the open store is written: ``sqlite3`` (a SQLite store at the current schema)
+        or ``sqlalchemy`` (any other); None before the first write or claim."""
+        if self._store is None:
+            return None
+        from image_project.store.sqlite_writer import SqliteRunWriter
+
+        return "sqlite3" if isinstance(self._store, SqliteRunWriter) else "sqlalchemy"
+
+    @property
     def allocates_seq(self) -> bool:
         """True when the store, not the manifest lock, allocates ``seq`` (PostgreSQL)."""
         return self.url.startswith(POSTGRES_PREFIX)
 
-    def _open(self) -> RunStore:
+    def _open(self) -> _Sink:
         """The open store. A store that could not be opened is not tried again by this
         writer: each attempt can wait for the connect timeout, and a later run of the same
         process would pay it twice more (its ``seq`` claim and its save); its runs say the
@@ -69,14 +81,21 @@ class StoreWriter:
         if self._open_failure is not None:
             raise self._open_failure
         if self._store is None:
-            from image_project.store.db import RunStore
-
             try:
-                self._store = RunStore.open(self.url)
+                self._store = _open_sink(self.url)
             except Exception as exc:
                 self._open_failure = exc
                 raise
         return self._store
+
+    def _run_store(self) -> RunStore:
+        """The open store as a RunStore (a PostgreSQL store always is one)."""
+        from image_project.store.db import RunStore
+
+        store = self._open()
+        if isinstance(store, RunStore):
+            return store
+        raise TypeError(f"{self.shown_url} is written without SQLAlchemy; it allocates no seq")
 
     def claim_seq(self, local_next: int) -> tuple[int, str | None]:
         """The run's ``seq`` and, if the store could not allocate it, why (``seq`` is then
@@ -87,7 +106,7 @@ class StoreWriter:
             return local_next, None
         self.abandon()
         try:
-            self._pending = self._open().claim_seq(local_next)
+            self._pending = self._run_store().claim_seq(local_next)
         except Exception as exc:
             return local_next, _reason(exc)
         return self._pending.seq, None
@@ -118,6 +137,33 @@ class StoreWriter:
         if self._store is not None:
             self._store.close()
             self._store = None
+
+
+class _Sink(Protocol):
+    """What the writer writes through: :class:`~image_project.store.db.RunStore`, or for a
+    SQLite store already at the current schema :class:`SqliteRunWriter` (no SQLAlchemy)."""
+
+    @property
+    def safe_url(self) -> str: ...
+
+    def write(self, record: RunRecord, *, pending: PendingWrite | None = None) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def _open_sink(url: str) -> _Sink:
+    """A SQLite store at the current schema is written with ``sqlite3`` alone (SQLAlchemy's
+    import would be most of a short run's start-up, see ``sqlite_writer``); any other store
+    (a new or older SQLite file, PostgreSQL) is opened, created or migrated by RunStore."""
+    if sqlite_path(url) is not None:
+        from image_project.store.sqlite_writer import SqliteRunWriter
+
+        writer = SqliteRunWriter.open(url)
+        if writer is not None:
+            return writer
+    from image_project.store.db import RunStore
+
+    return RunStore.open(url)
 
 
 def _reason(exc: Exception) -> str:
