@@ -41,8 +41,8 @@ Guarantees:
 from __future__ import annotations
 
 import logging
+import secrets
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -54,15 +54,11 @@ import anyio
 from image_project.artifacts import (
     append_generation_row,
     append_manifest_row,
-    caption_text,
-    decode_checked,
     existing_titles,
     file_size,
-    load_caption_font,
     manifest_lock,
     next_seq,
     read_manifest,
-    save_captioned_frame,
     transcript_path,
     truncate_back,
     write_transcript,
@@ -99,8 +95,6 @@ from image_project.record import (
 from image_project.seeding import derive_seed, run_seed
 from image_project.stages.concepts import Categories, load_categories, select_concepts
 from image_project.stages.profile import Profile, avoid_list, load_profile, render_guidance
-from image_project.stages.scoring import ScoringPlan, describe_ensemble, load_novelty
-from image_project.stages.scoring import scoring_pipeline as build_scoring_pipeline
 from image_project.stages.standard import (
     CONCEPTS_KEY,
     DALLE_PROMPT_KEY,
@@ -114,6 +108,8 @@ from image_project.store.writer import StoreOutcome, StoreWriter
 
 if TYPE_CHECKING:
     from PIL.Image import Image
+
+    from image_project.stages.scoring import ScoringPlan
 
 __all__ = [
     "PHASES",
@@ -157,6 +153,8 @@ def load_inputs(cfg: AppConfig) -> Inputs:
     nothing."""
     font = cfg.image.caption_font_path
     if font is not None:
+        from image_project.artifacts.image import load_caption_font
+
         load_caption_font(14, Path(font))  # InputFileError naming the file and the key
     inputs = Inputs(
         categories=load_categories(cfg.prompt.categories_path),
@@ -191,7 +189,8 @@ class RunFailed(ImageProjectError):
 
 
 def new_generation_id() -> str:
-    return f"{datetime.now(UTC):%Y%m%d_%H%M%S}_{uuid.uuid4().hex[:8]}"
+    """``YYYYmmdd_HHMMSS_`` (UTC) and 8 random hex digits (from the OS, never the run seed)."""
+    return f"{datetime.now(UTC):%Y%m%d_%H%M%S}_{secrets.token_hex(4)}"
 
 
 def _utc_iso(timespec: str = "seconds") -> str:
@@ -246,6 +245,7 @@ class _Saved:
     bytes: int
     seq: int
     title: TitleResult
+    caption: str
 
 
 @dataclass
@@ -331,7 +331,7 @@ class RunState:
                     title_raw=saved.title.raw,
                     attempts=saved.title.attempts,
                     seq=saved.seq,
-                    caption=caption_text(saved.seq, saved.title.title),
+                    caption=saved.caption,
                 )
                 if saved
                 else None
@@ -386,6 +386,11 @@ async def _pipeline(run: RunState) -> None:
             )
         )
     else:
+        # Imported here: a run without scoring (the default) never needs it, and its import
+        # is about 0.03 s of the command line's start-up (bench/startup.py).
+        from image_project.stages.scoring import describe_ensemble, load_novelty
+        from image_project.stages.scoring import scoring_pipeline as build_scoring_pipeline
+
         judges = scoring.effective_judges(run.backends.text.default_model)
         run.announce(
             f"black-box scoring ({scoring.num_ideas} ideas x {counted(len(judges), 'judge')}), "
@@ -450,6 +455,10 @@ async def _verified(reply: ImageReply) -> Image:
     readable image fails here, in phase ``image`` (cancelling the title call if it is still
     going). The decoded pixels are kept for the records phase, which then only captions and
     encodes them."""
+    # Pillow is imported with the image files' module here, on a run's first image: a
+    # prompt-only run never needs it (tests/test_startup.py).
+    from image_project.artifacts.image import decode_checked
+
     try:
         return await anyio.to_thread.run_sync(decode_checked, reply.data, abandon_on_cancel=True)
     except ImageProjectError as exc:
@@ -770,6 +779,8 @@ def _write_records(run: RunState, image_path: Path) -> _Saved:
     records phase leaves neither an image nor a row behind."""
     assert run.image is not None and run.image_event is not None and run.title is not None
     assert run.final_prompt is not None and run.frame is not None
+    from image_project.artifacts.image import caption_text, save_captioned_frame
+
     cfg, manifest = run.cfg, run.cfg.effective_titles_manifest_path
     with manifest_lock(manifest):
         rows = read_manifest(manifest)
@@ -778,12 +789,8 @@ def _write_records(run: RunState, image_path: Path) -> _Saved:
             seq = _store_seq(run, run.store, seq)
         title = resolve_collision(run.title, existing_titles(rows))
         manifest_before = file_size(manifest)
-        save_captioned_frame(
-            run.frame,
-            image_path,
-            caption_text(seq, title.title),
-            font_path=cfg.image.caption_font_path,
-        )
+        caption = caption_text(seq, title.title)
+        save_captioned_frame(run.frame, image_path, caption, font_path=cfg.image.caption_font_path)
         try:
             append_manifest_row(
                 manifest,
@@ -829,4 +836,4 @@ def _write_records(run: RunState, image_path: Path) -> _Saved:
                     run.generation_id,
                 )
             raise
-    return _Saved(path=image_path, bytes=saved_bytes, seq=seq, title=title)
+    return _Saved(path=image_path, bytes=saved_bytes, seq=seq, title=title, caption=caption)

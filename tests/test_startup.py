@@ -1,5 +1,6 @@
 """Start-up cost: the OpenAI SDK is imported only when the OpenAI-compatible backend is built,
-and SQLAlchemy only when a run store is created, migrated or read.
+SQLAlchemy only when a run store is created, migrated or read, Pillow only when an image is
+drawn or saved, and the scoring stage only when scoring is on.
 
 ``openai`` was most of the import time of the command line, and ``--help`` or an offline run
 never use it; SQLAlchemy's import was most of the rest, and a run written into an existing
@@ -105,3 +106,29 @@ def test_a_run_into_an_existing_sqlite_store_does_not_import_sqlalchemy(tmp_path
     with open_store(f"sqlite:///{tmp_path / 'logs' / 'runs.sqlite'}") as store:
         assert sorted(r.seed for r in store.records()) == [7, 8]
 
+
+def test_a_prompt_only_run_imports_neither_pillow_nor_the_scoring_stage(tmp_path: Path) -> None:
+    argv = ["--offline", "--prompt-only", "--seed", "7", *outputs(tmp_path)]
+    for module in ("PIL", "image_project.stages.scoring"):
+        assert probe(argv, watched=module) == {
+            "after_import": False,
+            "after_run": False,
+            "code": 0,
+        }, module
+
+
+def test_pillow_and_the_scoring_stage_are_imported_when_used(tmp_path: Path) -> None:
+    """The controls: a run that draws and saves an image imports Pillow; a scoring run
+    imports the scoring stage."""
+    image_run = ["--offline", "--seed", "7", *outputs(tmp_path / "image")]
+    assert probe(image_run, watched="PIL") == {"after_import": False, "after_run": True, "code": 0}
+    assert list((tmp_path / "image" / "images").glob("*.jpg"))
+    scoring_run = [
+        *("--offline", "--prompt-only", "--seed", "7", *outputs(tmp_path / "scoring")),
+        *("--set", "prompt.scoring.enabled=true"),
+    ]
+    assert probe(scoring_run, watched="image_project.stages.scoring") == {
+        "after_import": False,
+        "after_run": True,
+        "code": 0,
+    }

@@ -7,6 +7,8 @@ fsynced, and cross-process sections (allocating a manifest ``seq``) run under a
 :class:`FileLock`.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from image_project.artifacts.atomic import (
     append_bytes,
     atomic_write_bytes,
@@ -21,15 +23,6 @@ from image_project.artifacts.generations import (
     read_generations,
     read_recent_prompts,
 )
-from image_project.artifacts.image import (
-    caption_text,
-    check_image,
-    decode_checked,
-    load_caption_font,
-    overlay_caption,
-    save_captioned_frame,
-    save_captioned_jpeg,
-)
 from image_project.artifacts.locking import FileLock
 from image_project.artifacts.manifest import (
     MANIFEST_FIELDS,
@@ -40,6 +33,31 @@ from image_project.artifacts.manifest import (
     read_manifest,
 )
 from image_project.artifacts.transcript import read_transcript, transcript_path, write_transcript
+
+if TYPE_CHECKING:
+    from image_project.artifacts.image import (
+        caption_text,
+        check_image,
+        decode_checked,
+        load_caption_font,
+        overlay_caption,
+        save_captioned_frame,
+        save_captioned_jpeg,
+    )
+
+_IMAGE_NAMES = frozenset(
+    {
+        "caption_text",
+        "check_image",
+        "decode_checked",
+        "load_caption_font",
+        "overlay_caption",
+        "save_captioned_frame",
+        "save_captioned_jpeg",
+    }
+)
+"""Names of :mod:`.image`, imported (with Pillow) when first asked for: a run that saves no
+image (``--prompt-only``) never imports Pillow (``tests/test_startup.py``)."""
 
 __all__ = [
     "GENERATIONS_FIELDS",
@@ -70,3 +88,11 @@ __all__ = [
     "truncate_back",
     "write_transcript",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _IMAGE_NAMES:
+        from image_project.artifacts import image
+
+        return getattr(image, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

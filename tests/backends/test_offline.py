@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from image_project.app import run_generation
 from image_project.artifacts.image import caption_layout
-from image_project.backends import offline
+from image_project.backends import offline_drawing
 from image_project.backends.base import (
     STRICT_KEYWORDS,
     ImageBackend,
@@ -1110,11 +1110,11 @@ async def test_an_offline_scoring_run_shows_a_panel_that_disagrees(tmp_path: Pat
 async def test_the_offline_badge_never_meets_the_caption_strip(size: tuple[int, int]) -> None:
     width, height = size
     draw = ImageDraw.Draw(Image.new("RGBA", (1, 1)))
-    badge = offline._badge(draw, width, height)
+    badge = offline_drawing._badge(draw, width, height)
     if badge is None:
         assert height < 45  # only an image too small to hold even the 6 px "offline"
         return
-    x0, y0, x1, y1 = offline._badge_box(badge, width)
+    x0, y0, x1, y1 = offline_drawing._badge_box(badge, width)
     assert 0 <= x0 < x1 <= width and 0 <= y0 < y1 <= height // 3
     for caption in ("#004 - Achievable Share Keeps", "#123 - Turquoise Citadel Beneath Lanterns"):
         assert y1 <= caption_layout(size, caption).strip_top
@@ -1126,9 +1126,9 @@ async def test_the_badge_is_in_the_top_right_corner_and_the_bottom_rows_are_the_
     with Image.open(io.BytesIO(reply.data)) as img:
         picture = img.convert("RGB")
     draw = ImageDraw.Draw(Image.new("RGBA", (1, 1)))
-    badge = offline._badge(draw, 1024, 1536)
+    badge = offline_drawing._badge(draw, 1024, 1536)
     assert badge is not None and badge.text == "offline preview"
-    x0, y0, x1, y1 = offline._badge_box(badge, 1024)
+    x0, y0, x1, y1 = offline_drawing._badge_box(badge, 1024)
     assert (x1, y0) == (1024 - badge.margin, badge.margin)
     # The badge's translucent black box darkens its corner of the picture.
     inside = ImageStat.Stat(picture.crop((x0 + 2, y0 + 2, x1 - 2, y1 - 2))).mean

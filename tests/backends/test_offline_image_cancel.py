@@ -11,7 +11,7 @@ from collections.abc import Callable
 import anyio
 import pytest
 
-from image_project.backends import offline
+from image_project.backends import offline_drawing
 from image_project.backends.base import ImageRequest
 from image_project.backends.offline import OfflineImageBackend
 
@@ -25,7 +25,7 @@ async def test_a_cancelled_drawing_releases_the_caller_and_stops_at_its_next_che
     resume = threading.Event()  # let it go on, once the caller has been released
     ended: list[BaseException | None] = []
     done = threading.Event()
-    render = offline._render
+    render = offline_drawing.render
 
     def watched(
         size: tuple[int, int],
@@ -51,7 +51,7 @@ async def test_a_cancelled_drawing_releases_the_caller_and_stops_at_its_next_che
         finally:
             done.set()
 
-    monkeypatch.setattr(offline, "_render", watched)
+    monkeypatch.setattr(offline_drawing, "render", watched)
     request = ImageRequest("a teal harbour at dusk", size="512x512", seed=1)
     async with anyio.create_task_group() as tg:
         tg.start_soon(OfflineImageBackend().generate, request)
@@ -75,8 +75,8 @@ def test_the_checks_do_not_change_the_picture_and_come_often() -> None:
     def draw(check: Callable[[], None] | None) -> bytes:
         names = ["teal", "crimson", "ochre"]
         if check is None:
-            return offline._render((640, 480), names, "close_up", random.Random(3))
-        return offline._render((640, 480), names, "close_up", random.Random(3), check)
+            return offline_drawing.render((640, 480), names, "close_up", random.Random(3))
+        return offline_drawing.render((640, 480), names, "close_up", random.Random(3), check)
 
     assert draw(count) == draw(None)
     # Before each gradient and glow, between the finishing passes, before each PNG chunk.
