@@ -450,17 +450,22 @@ class _ImageCall:
         )
 
 
+def _decode(data: bytes) -> Image:
+    """:func:`~image_project.artifacts.image.decode_checked`, in a worker thread. Pillow is
+    imported with the image files' module on a run's first image, here, off the event loop: a
+    prompt-only run never needs it (tests/test_startup.py)."""
+    from image_project.artifacts.image import decode_checked
+
+    return decode_checked(data)
+
+
 async def _verified(reply: ImageReply) -> Image:
     """Decode the whole image now, before the records phase, so an answer that is not a
     readable image fails here, in phase ``image`` (cancelling the title call if it is still
     going). The decoded pixels are kept for the records phase, which then only captions and
     encodes them."""
-    # Pillow is imported with the image files' module here, on a run's first image: a
-    # prompt-only run never needs it (tests/test_startup.py).
-    from image_project.artifacts.image import decode_checked
-
     try:
-        return await anyio.to_thread.run_sync(decode_checked, reply.data, abandon_on_cancel=True)
+        return await anyio.to_thread.run_sync(_decode, reply.data, abandon_on_cancel=True)
     except ImageProjectError as exc:
         raise ModelOutputError(
             "undecodable_image",

@@ -41,7 +41,13 @@ def launch(*, prog: str, root: Path | None = None) -> int:
 
 
 def _import_main() -> Callable[..., int]:
-    """:func:`image_project.cli.main`, imported with the collector off, its objects frozen."""
+    """:func:`image_project.cli.main`, imported with the collector off and its objects frozen
+    the first time (a later call, in a process that embeds :func:`launch`, freezes nothing
+    more: what it made since is that process's to collect)."""
+    if "image_project.cli" in sys.modules:
+        from image_project.cli import main
+
+        return main
     enabled = gc.isenabled()
     gc.disable()
     try:

@@ -2,8 +2,9 @@
 
 :class:`~image_project.backends.offline.OfflineImageBackend` reads the palette and the layout
 from the prompt and calls :func:`render` in a worker thread. The drawing is a module of its
-own so that Pillow is imported only when an offline image is drawn: a prompt-only run, or any
-run of the OpenAI-compatible backend, never imports it (``tests/test_startup.py``). How the
+own so that it is imported, with Pillow, only when an offline image is drawn: a prompt-only
+run imports neither (``tests/test_startup.py``), and a run of the OpenAI-compatible backend
+never imports this module. How the
 picture is made (gradients, shapes, grain, vignette, the "offline preview" badge) and when the
 drawing checks for cancellation are described in :mod:`image_project.backends.offline`.
 """

@@ -2,19 +2,23 @@
 
 Every run (success, failure, interrupt) is written in one transaction from its
 :class:`~image_project.record.RunRecord` at the end of the run; the transcript file stays the
-source of truth, and ``image-project runs import`` writes transcripts the store missed. One
-code path (SQLAlchemy 2 Core) serves SQLite (the default, a file beside the transcripts) and
-PostgreSQL (``postgresql+psycopg://…``, for runs from several machines). The schema is
-versioned with Alembic migrations shipped in this package and applied when a store is opened.
-See ``docs/store.md``.
+source of truth, and ``image-project runs import`` writes transcripts the store missed.
+SQLAlchemy 2 Core serves SQLite (the default, a file beside the transcripts) and PostgreSQL
+(``postgresql+psycopg://…``, for runs from several machines). The schema is versioned with
+Alembic migrations shipped in this package and applied when a store is opened. See
+``docs/store.md``.
 
 This package is imported by the configuration, so importing it stays light: SQLAlchemy and
-Alembic are imported only when a store is opened (:func:`open_store`).
+Alembic are imported only when a store is created, migrated or read, or is PostgreSQL. A run
+written into an existing SQLite store at the current schema (every run after a store's
+first) uses :mod:`.sqlite_writer`: the same rows, inserted with ``sqlite3`` alone, because
+SQLAlchemy's import was about half of a short run's start-up.
 
 * :mod:`.url` — the store URL, checked without SQLAlchemy;
 * :mod:`.rows` — a RunRecord as table rows (pure data);
 * :mod:`.schema` — the tables; :mod:`.db` — :class:`~image_project.store.db.RunStore`;
 * :mod:`.writer` — what a run uses to write itself (and, with PostgreSQL, allocate ``seq``);
+* :mod:`.sqlite_writer` — a run's rows into an existing SQLite store, without SQLAlchemy;
 * :mod:`.commands` — the ``image-project runs …`` subcommands.
 """
 

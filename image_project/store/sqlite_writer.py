@@ -12,8 +12,8 @@ The rows written are those SQLAlchemy writes, value for value and type for type:
 SQLAlchemy's SQLite ``DATETIME`` text, JSON columns as ``json.dumps`` of the value (``None``
 included, as the JSON ``null``), booleans as 0 / 1. ``tests/store/test_sqlite_writer.py``
 writes the same records both ways and compares the databases' dumps, and checks
-:data:`INSERT_ORDER` and :data:`JSON_COLUMNS` against the SQLAlchemy tables, so the two cannot
-drift apart. The transaction is the same as the engine's: ``BEGIN IMMEDIATE`` (wait for other
+:data:`INSERT_ORDER`, :data:`JSON_COLUMNS` and :data:`DATETIME_COLUMNS` against the SQLAlchemy
+tables, so the two cannot drift apart. The transaction is the same as the engine's: ``BEGIN IMMEDIATE`` (wait for other
 writers, up to 60 s), foreign keys on.
 """
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BUSY_TIMEOUT_S",
+    "DATETIME_COLUMNS",
     "INSERT_ORDER",
     "JSON_COLUMNS",
     "SCHEMA_REVISION",
@@ -67,6 +68,11 @@ JSON_COLUMNS: Final[Mapping[str, frozenset[str]]] = {
 }
 """The columns of SQLAlchemy's ``JSON`` type, per table."""
 
+DATETIME_COLUMNS: Final[Mapping[str, frozenset[str]]] = {
+    "runs": frozenset({"created_at", "stored_at"}),
+}
+"""The columns of SQLAlchemy's ``DateTime`` type, per table."""
+
 BUSY_TIMEOUT_S: Final = 60.0
 """How long a write waits for another writer's lock (the SQLAlchemy engine's too)."""
 
@@ -90,13 +96,19 @@ class SqliteRunWriter:
         path = sqlite_path(url)
         if path is None:
             raise ValueError(f"not a SQLite store URL: {redact_url(url)!r}")
-        if not path.is_file():
-            return None
         try:
+            if not path.is_file():
+                return None
+            # Not bound to this thread: a writer may be used from any one thread at a time,
+            # as a SQLAlchemy pool's connections are.
             connection = sqlite3.connect(
-                _read_write_uri(path), uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None
+                _read_write_uri(path),
+                uri=True,
+                timeout=BUSY_TIMEOUT_S,
+                isolation_level=None,
+                check_same_thread=False,
             )
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OSError) as exc:
             raise StoreError(f"cannot open the run store {redact_url(url)}: {exc}") from exc
         writer = cls(connection, url)
         try:
@@ -149,7 +161,8 @@ class SqliteRunWriter:
 
 
 def _read_write_uri(path: Path) -> str:
-    """A ``file:`` URI that opens ``path`` for reading and writing but never creates it."""
+    """A ``file:`` URI that opens ``path`` for reading and writing but never creates it
+    (``quote`` escapes ``?``, ``#`` and ``%`` in the path)."""
     return f"file:{quote(str(path.resolve()))}?mode=rw"
 
 
@@ -157,19 +170,33 @@ def _insert(connection: sqlite3.Connection, table: str, rows: Sequence[Row]) -> 
     if not rows:
         return
     columns = list(rows[0])
+    if any(row.keys() != rows[0].keys() for row in rows):
+        raise sqlite3.DataError(f"the rows for {table} do not all have the same columns")
     json_columns = JSON_COLUMNS.get(table, frozenset())
+    datetime_columns = DATETIME_COLUMNS.get(table, frozenset())
+    binders = [_binder(c, json_columns, datetime_columns) for c in columns]
     names = ", ".join(f'"{c}"' for c in columns)
     marks = ", ".join("?" for _ in columns)
     connection.executemany(
         f'INSERT INTO "{table}" ({names}) VALUES ({marks})',
-        [tuple(_value(row[c], c in json_columns) for c in columns) for row in rows],
+        [tuple(bind(row[c]) for bind, c in zip(binders, columns, strict=True)) for row in rows],
     )
 
 
-def _value(value: Any, is_json: bool) -> Any:
-    """``value`` as SQLAlchemy's SQLite dialect binds it."""
-    if is_json:
-        return json.dumps(value)
-    if isinstance(value, datetime):
-        return value.strftime(_DATETIME_FORMAT)
+def _binder(
+    column: str, json_columns: frozenset[str], datetime_columns: frozenset[str]
+) -> Callable[[Any], Any]:
+    """How SQLAlchemy's SQLite dialect binds a value of ``column``."""
+    if column in json_columns:
+        return json.dumps  # None included: the JSON null
+    if column in datetime_columns:
+        return _datetime_text
+    return _same
+
+
+def _datetime_text(value: datetime | None) -> str | None:
+    return None if value is None else value.strftime(_DATETIME_FORMAT)
+
+
+def _same(value: Any) -> Any:
     return value

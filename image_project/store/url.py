@@ -4,7 +4,9 @@ runs).
 
 Two kinds of URL are accepted, one per engine the store supports:
 
-* ``sqlite:///PATH`` (a file; a relative PATH is resolved against the project root);
+* ``sqlite:///PATH`` (a file; a relative PATH is resolved against the project root; ``%XX``
+  escapes are decoded, as in any URL, so a ``?``, ``#`` or ``%`` in a name is written
+  ``%3F``, ``%23``, ``%25``);
 * ``postgresql+psycopg://USER[:PASSWORD]@HOST[:PORT]/DBNAME`` (psycopg 3, the driver that is
   installed with image_project). Leave the password out and let libpq find it (``PGPASSWORD``,
   ``~/.pgpass``), so that no secret lives in a config file.
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from urllib.parse import quote, unquote
 
 __all__ = [
     "DEFAULT_SQLITE_NAME",
@@ -51,8 +54,8 @@ def check_store_url(url: str, root: Path | None = None) -> str:
                 f"got {redact_url(url)!r}: a SQLite store must be a file "
                 "(sqlite:///PATH); a store in memory is lost when the run ends"
             )
-        if root is not None and not Path(path).is_absolute():
-            return SQLITE_PREFIX + str(root / path)
+        if root is not None and not Path(unquote(path)).is_absolute():
+            return SQLITE_PREFIX + quote(str(root)) + "/" + path
         return url
     if url.startswith(POSTGRES_PREFIX):
         rest = url[len(POSTGRES_PREFIX) :]
@@ -75,11 +78,12 @@ def check_store_url(url: str, root: Path | None = None) -> str:
 
 def default_store_url(log_path: Path) -> str:
     """The store used when ``store.url`` is null: a SQLite file in the transcripts' folder."""
-    return SQLITE_PREFIX + str(log_path / DEFAULT_SQLITE_NAME)
+    return SQLITE_PREFIX + quote(str(log_path / DEFAULT_SQLITE_NAME))
 
 
 def sqlite_path(url: str) -> Path | None:
-    """The file of a SQLite store URL; None for any other engine."""
+    """The file of a SQLite store URL, read as SQLAlchemy reads it (the part before ``?``,
+    ``%XX`` escapes decoded); None for any other engine."""
     if not url.startswith(SQLITE_PREFIX):
         return None
-    return Path(url[len(SQLITE_PREFIX) :].split("?", 1)[0])
+    return Path(unquote(url[len(SQLITE_PREFIX) :].split("?", 1)[0]))

@@ -6,11 +6,13 @@ at the current schema is left to SQLAlchemy; a failed write leaves nothing behin
 from __future__ import annotations
 
 import sqlite3
+import threading
 from datetime import datetime
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
-from sqlalchemy import JSON
+from sqlalchemy import JSON, DateTime
 
 from image_project.errors import StoreError
 from image_project.record import RunRecord, ScoringRecord
@@ -18,6 +20,7 @@ from image_project.store import open_store
 from image_project.store.db import known_revisions
 from image_project.store.schema import ALL_TABLES
 from image_project.store.sqlite_writer import (
+    DATETIME_COLUMNS,
     INSERT_ORDER,
     JSON_COLUMNS,
     SCHEMA_REVISION,
@@ -36,6 +39,11 @@ def test_table_order_json_columns_and_revision_are_the_sqlalchemy_schemas() -> N
         t.name: frozenset(c.name for c in t.columns if isinstance(c.type, JSON)) for t in ALL_TABLES
     }
     assert {k: v for k, v in json_columns.items() if v} == JSON_COLUMNS
+    datetime_columns = {
+        t.name: frozenset(c.name for c in t.columns if isinstance(c.type, DateTime))
+        for t in ALL_TABLES
+    }
+    assert {k: v for k, v in datetime_columns.items() if v} == DATETIME_COLUMNS
     assert known_revisions()[-1] == SCHEMA_REVISION
 
 
@@ -163,5 +171,44 @@ def test_a_run_already_stored_is_refused_and_a_failed_write_leaves_nothing(
         conn.execute("DROP TRIGGER refuse")
     writer.write(scoring[1])  # the same connection writes after the rollbacks
     writer.close()
+    with open_store(url) as store:
+        assert store.count() == 2
+
+
+def test_a_writer_opened_in_one_thread_writes_and_closes_in_another(
+    tmp_path: Path, records: list[RunRecord]
+) -> None:
+    """As a SQLAlchemy pool's connections may: a StoreWriter is not tied to a thread."""
+    url = new_store(tmp_path / "threads.sqlite")
+    writer = StoreWriter(url)
+    assert writer.save(records[0]).written and writer.via == "sqlite3"
+    outcomes = []
+    worker = threading.Thread(target=lambda: outcomes.append(writer.save(records[1])))
+    worker.start()
+    worker.join()
+    assert [o.error for o in outcomes] == [None]
+    closer = threading.Thread(target=writer.close)
+    closer.start()
+    closer.join()
+    with open_store(url) as store:
+        assert store.count() == 2
+
+
+@pytest.mark.parametrize("folder", ["a b", "50%", "q?x", "h#1", "ü"])
+def test_both_writers_use_the_same_file_whatever_its_path(
+    tmp_path: Path, records: list[RunRecord], folder: str
+) -> None:
+    """``%41``-style escapes in a URL are decoded by SQLAlchemy; the sqlite3 writer reads the
+    path the same way, so a run lands in the file ``runs list`` reads."""
+    path = tmp_path / folder / "runs.sqlite"
+    path.parent.mkdir()
+    url = f"sqlite:///{quote(str(path))}"
+    first = StoreWriter(url)
+    assert first.save(records[0]).written and first.via == "sqlalchemy"
+    first.close()
+    second = StoreWriter(url)
+    assert second.save(records[1]).written and second.via == "sqlite3"
+    second.close()
+    assert list(tmp_path.rglob("runs.sqlite")) == [path]  # no second file under another name
     with open_store(url) as store:
         assert store.count() == 2

@@ -6,10 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from sqlalchemy.engine import make_url
 
 from image_project.config import load_config
 from image_project.errors import ConfigError
-from image_project.store.url import redact_url
+from image_project.store.url import check_store_url, redact_url, sqlite_path
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -18,6 +19,25 @@ def test_default_store_is_a_sqlite_file_beside_the_transcripts(tmp_path: Path) -
     cfg = load_config(root=REPO, env={}, overrides=[f"image.log_path={tmp_path / 'logs'}"])
     assert cfg.store.enabled is True and cfg.store.url is None
     assert cfg.effective_store_url == f"sqlite:///{tmp_path / 'logs' / 'runs.sqlite'}"
+
+
+@pytest.mark.parametrize("folder", ["my logs", "50%", "q?x", "h#1"])
+def test_the_default_store_url_names_the_log_folder_whatever_its_name(
+    tmp_path: Path, folder: str
+) -> None:
+    """The folder is escaped in the URL (SQLAlchemy decodes ``%XX``, stops at ``?``), so the
+    store is the file beside the transcripts, not one under a truncated or decoded name."""
+    logs = tmp_path / folder
+    cfg = load_config(root=REPO, env={}, overrides=[f"image.log_path={logs}"])
+    assert sqlite_path(cfg.effective_store_url) == logs / "runs.sqlite"
+    assert make_url(cfg.effective_store_url).database == str(logs / "runs.sqlite")
+
+
+def test_a_relative_sqlite_path_under_an_odd_project_root_is_escaped(tmp_path: Path) -> None:
+    root = tmp_path / "proj #1"
+    assert sqlite_path(check_store_url("sqlite:///data/runs.sqlite", root)) == (
+        root / "data" / "runs.sqlite"
+    )
 
 
 def test_relative_sqlite_path_resolves_against_the_project_root() -> None:
