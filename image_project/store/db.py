@@ -1,7 +1,9 @@
 """The run store over SQLAlchemy 2 Core: :class:`RunStore` (open, migrate, write, read).
 
-One code path for both engines; what differs is set up in :func:`_engine` (SQLite: a busy
-timeout, foreign keys on, write transactions that take the database lock at ``BEGIN``) and
+One code path for both engines (a run into an existing SQLite store is written by
+:mod:`.sqlite_writer` instead); what differs is set up in :func:`_engine` (SQLite: a busy
+timeout, foreign keys on, write transactions that take the database lock at ``BEGIN`` while
+reads never wait for one) and
 in two PostgreSQL advisory locks (the schema migration, and the allocation of the titles
 ``seq`` across machines).
 
@@ -62,6 +64,8 @@ __all__ = [
 MIGRATIONS_DIR: Final = Path(__file__).with_name("migrations")
 _MIGRATE_LOCK: Final = 0x1A6E_0001  # pg_advisory_xact_lock keys of this application
 _SEQ_LOCK: Final = 0x1A6E_0002
+_WRITE: Final = "image_project_write"
+"""The execution option of the store's write transactions (SQLite: ``BEGIN IMMEDIATE``)."""
 
 
 def safe_url(url: str) -> str:
@@ -124,9 +128,11 @@ def _engine(url: str) -> Engine:
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
-        # Take the write lock at BEGIN, so that two writers wait for each other (busy
-        # timeout) instead of one failing when it upgrades a read lock.
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        # A write takes the write lock at BEGIN, so that two writers wait for each other
+        # (busy timeout) instead of one failing when it upgrades a read lock. A read begins
+        # deferred: it reads what is committed and never waits for a writer's transaction.
+        write = conn.get_execution_options().get(_WRITE, False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
     return engine
 
@@ -155,6 +161,8 @@ class RunStore:
     def __init__(self, engine: Engine, url: str) -> None:
         self.engine = engine
         self.url = url
+        # The same pool and events; its transactions are writes (see _engine).
+        self._writer = engine.execution_options(**{_WRITE: True})
 
     @classmethod
     def open(cls, url: str) -> RunStore:
@@ -212,7 +220,10 @@ class RunStore:
     def migrate(self) -> None:
         """Create or upgrade the schema to :data:`SCHEMA_REVISION`, under a lock, so that
         several processes opening a new store at once create it once."""
-        with self._errors("open"), self.engine.begin() as conn:
+        with self._errors("open"), self.engine.connect() as conn:
+            if _current_revision(conn) == SCHEMA_REVISION:
+                return  # the usual case: a read, which never waits for a writer
+        with self._errors("open"), self._writer.begin() as conn:
             if self.is_postgres:
                 conn.execute(select(func.pg_advisory_xact_lock(_MIGRATE_LOCK)))
             current = _current_revision(conn)
@@ -241,7 +252,7 @@ class RunStore:
         the largest stored (and at least ``local_next``, this machine's manifest). The lock
         is held until :meth:`write` commits or the pending write is abandoned."""
         with self._errors("allocate a title number in"):
-            conn = self.engine.connect()
+            conn = self._writer.connect()
             try:
                 conn.begin()
                 if self.is_postgres:
@@ -260,7 +271,7 @@ class RunStore:
         rows = record_rows(record, source=source, stored_at=utc_now())
         with self._errors("write to"):
             if pending is None:
-                with self.engine.begin() as conn:
+                with self._writer.begin() as conn:
                     _insert(conn, rows.tables)
                 return
             try:
@@ -274,7 +285,7 @@ class RunStore:
         rows = record_rows(record, source="import", stored_at=utc_now())
         with self._errors("import into"):
             try:
-                with self.engine.begin() as conn:
+                with self._writer.begin() as conn:
                     if _stored(conn, record.generation_id):
                         return False
                     _insert(conn, rows.tables)
@@ -289,7 +300,7 @@ class RunStore:
 
     def delete(self, generation_id: str) -> bool:
         """Delete one run and its rows; True if it was stored."""
-        with self._errors("delete from"), self.engine.begin() as conn:
+        with self._errors("delete from"), self._writer.begin() as conn:
             for table in reversed(ALL_TABLES):
                 result = conn.execute(table.delete().where(table.c.generation_id == generation_id))
             return result.rowcount > 0

@@ -12,9 +12,9 @@ The rows written are those SQLAlchemy writes, value for value and type for type:
 SQLAlchemy's SQLite ``DATETIME`` text, JSON columns as ``json.dumps`` of the value (``None``
 included, as the JSON ``null``), booleans as 0 / 1. ``tests/store/test_sqlite_writer.py``
 writes the same records both ways and compares the databases' dumps, and checks
-:data:`INSERT_ORDER`, :data:`JSON_COLUMNS` and :data:`DATETIME_COLUMNS` against the SQLAlchemy
-tables, so the two cannot drift apart. The transaction is the same as the engine's: ``BEGIN IMMEDIATE`` (wait for other
-writers, up to 60 s), foreign keys on.
+:data:`INSERT_ORDER`, :data:`JSON_COLUMNS` and :data:`DATETIME_COLUMNS` against the
+SQLAlchemy tables, so the two cannot drift apart. The transaction is the same as the engine's
+writes: ``BEGIN IMMEDIATE`` (wait for other writers, up to 60 s), foreign keys on.
 """
 
 from __future__ import annotations

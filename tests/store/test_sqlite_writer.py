@@ -212,3 +212,25 @@ def test_both_writers_use_the_same_file_whatever_its_path(
     assert list(tmp_path.rglob("runs.sqlite")) == [path]  # no second file under another name
     with open_store(url) as store:
         assert store.count() == 2
+
+
+def test_reading_a_sqlite_store_does_not_wait_for_a_writer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``runs list`` / ``review`` read what is committed while a run is being written; two
+    writers still wait for each other (here the busy timeout is cut to 0.5 s, so a second
+    writer fails fast instead of waiting its 60 s)."""
+    monkeypatch.setattr("image_project.store.db.BUSY_TIMEOUT_S", 0.5)
+    path = tmp_path / "busy.sqlite"
+    url = new_store(path)
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")  # a run's write in progress, in another connection
+        with open_store(url) as store:
+            assert store.count() == 0
+            assert store.summaries() == [] and store.records() == []
+            with pytest.raises(StoreError, match="database is locked"):
+                store.delete("20261123_000000_00000000")
+        other.execute("ROLLBACK")
+    finally:
+        other.close()
