@@ -38,12 +38,12 @@ print(json.dumps({"after_import": after_import, "after_run": watched in sys.modu
 """
 
 
-def probe(argv: list[str] | None, watched: str = "openai") -> dict[str, object]:
-    """Run the CLI with ``argv`` (None: only import it) in a fresh interpreter: whether
-    ``watched`` was imported after the import and after the run, and the exit code."""
+def run_probe(code: str, *args: str) -> dict[str, object]:
+    """Run ``code`` with ``args`` in a fresh interpreter (offline, no OpenAI variables): the
+    JSON object its last line prints."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "IMAGE_PROJECT"))}
     done = subprocess.run(
-        [sys.executable, "-c", _PROBE, json.dumps(argv), watched],
+        [sys.executable, "-c", code, *args],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -53,6 +53,12 @@ def probe(argv: list[str] | None, watched: str = "openai") -> dict[str, object]:
     assert done.returncode == 0, done.stderr
     result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
+
+
+def probe(argv: list[str] | None, watched: str = "openai") -> dict[str, object]:
+    """Run the CLI with ``argv`` (None: only import it) in a fresh interpreter: whether
+    ``watched`` was imported after the import and after the run, and the exit code."""
+    return run_probe(_PROBE, json.dumps(argv), watched)
 
 
 def outputs(tmp_path: Path) -> list[str]:
@@ -149,17 +155,8 @@ def test_launch_freezes_what_the_imports_made_and_runs_with_the_collector_on(
     tmp_path: Path,
 ) -> None:
     argv = ["--offline", "--prompt-only", "--seed", "7", *outputs(tmp_path)]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "IMAGE_PROJECT"))}
-    done = subprocess.run(
-        [sys.executable, "-c", _GC_PROBE, json.dumps(argv)],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result = run_probe(_GC_PROBE, json.dumps(argv))
     assert result["code"] == 0 and result["enabled"] is True
     # The command line's modules, classes and schemas: tens of thousands of objects.
-    assert result["frozen"] > 20_000
+    frozen = result["frozen"]
+    assert isinstance(frozen, int) and frozen > 20_000
