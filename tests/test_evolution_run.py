@@ -325,27 +325,22 @@ async def run_plain(tmp: Path, *extra: str) -> Any:
     return transcript(tmp), text.requests
 
 
+def offline_evolution_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> str:
+    """An offline multi-round CLI run at seed 5 with ``extra`` arguments: its stdout."""
+    config = write_config(tmp_path)
+    argv = ["--config", str(config), "--offline", "--seed", "5"]
+    scoring = ["--set", "prompt.scoring.enabled=true"]
+    evolution = ["--set", "prompt.scoring.evolution.enabled=true"]
+    code = main([*argv, *scoring, *evolution, *extra], env={}, root=REPO)
+    out = capsys.readouterr().out
+    assert code == 0, out
+    return out
+
+
 def test_offline_cli_run_prints_one_line_per_round(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    config = write_config(tmp_path)
-    code = main(
-        [
-            "--config",
-            str(config),
-            "--offline",
-            "--seed",
-            "5",
-            "--set",
-            "prompt.scoring.enabled=true",
-            "--set",
-            "prompt.scoring.evolution.enabled=true",
-        ],
-        env={},
-        root=REPO,
-    )
-    out = capsys.readouterr().out
-    assert code == 0, out
+    out = offline_evolution_cli(tmp_path, capsys)
     lines = [ln for ln in out.splitlines() if ln.startswith("  Round ")]
     assert [ln.split()[1] for ln in lines] == ["0", "1", "2"]
     assert "survivors" in lines[0] and "performance" in lines[0] and "(code)" in lines[0]
@@ -355,26 +350,7 @@ def test_offline_cli_run_prints_one_line_per_round(
 def test_offline_llm_selector_proposes_valid_survivors(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    config = write_config(tmp_path)
-    code = main(
-        [
-            "--config",
-            str(config),
-            "--offline",
-            "--seed",
-            "5",
-            "--set",
-            "prompt.scoring.enabled=true",
-            "--set",
-            "prompt.scoring.evolution.enabled=true",
-            "--set",
-            LLM,
-        ],
-        env={},
-        root=REPO,
-    )
-    out = capsys.readouterr().out
-    assert code == 0, out
+    offline_evolution_cli(tmp_path, capsys, "--set", LLM)
     (path,) = (tmp_path / "out" / "logs").glob("*_transcript.json")
     rounds = json.loads(path.read_text(encoding="utf-8"))["blackbox_scoring"]["evolution"]["rounds"]
     for r in rounds[:2]:

@@ -4,8 +4,8 @@ The transcript is the source of truth, so the writer never fails a run: every pr
 returned as a :class:`StoreOutcome` (and the run says so, loudly). The store is opened when
 the writer first touches it: a SQLite store already at the current schema is written with
 ``sqlite3`` alone (:mod:`.sqlite_writer`), any other store through SQLAlchemy (which creates
-or migrates it). One writer serves one run or, in the CLI, all
-the runs of one process (the store is opened once).
+or migrates it). One writer serves one run or, in the CLI, all the runs of one process (the
+store is opened once).
 
 ``seq``: with a PostgreSQL store the titles ``seq`` is allocated inside the run's store
 transaction (:meth:`StoreWriter.claim_seq`), so machines sharing the store never share a
