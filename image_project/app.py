@@ -109,7 +109,7 @@ from image_project.store.writer import StoreOutcome, StoreWriter
 if TYPE_CHECKING:
     from PIL.Image import Image
 
-    from image_project.stages.scoring import ScoringPlan
+    from image_project.stages.scoring import ScoringRun
 
 __all__ = [
     "PHASES",
@@ -270,7 +270,7 @@ class RunState:
     concepts: tuple[str, ...] = ()
     concept_filter: ConceptFilter | None = None
     brief: Brief | None = None
-    scoring: ScoringPlan | None = None
+    scoring: ScoringRun | None = None
     final_prompt: str | None = None
     image: ImageReply | None = None
     image_event: ImageEvent | None = None
@@ -289,8 +289,6 @@ class RunState:
     phase_times: dict[str, float] = field(default_factory=dict)
 
     async def run_tree(self, node: Node) -> None:
-        if isinstance(self.recorder, ProgressRecorder):
-            self.recorder.watch(node)
         await self.runner.run(self.ctx, node)
 
     def announce(self, line: str) -> None:
@@ -336,7 +334,7 @@ class RunState:
                 if saved
                 else None
             ),
-            blackbox_scoring=self.scoring.record(self.ctx) if self.scoring else ScoringOff(),
+            blackbox_scoring=self.scoring.record() if self.scoring else ScoringOff(),
             usage=RunUsage(
                 prompt_tokens=usage.prompt_tokens,
                 completion_tokens=usage.completion_tokens,
@@ -388,10 +386,15 @@ async def _pipeline(run: RunState) -> None:
     else:
         # Imported here: a run without scoring (the default) never needs it, and its import
         # is about 0.03 s of the command line's start-up (bench/startup.py).
-        from image_project.stages.scoring import describe_ensemble, load_novelty
-        from image_project.stages.scoring import scoring_pipeline as build_scoring_pipeline
+        from image_project.stages.scoring import (
+            ScoringRun,
+            ScoringSetup,
+            describe_ensemble,
+            load_novelty,
+        )
 
-        judges = scoring.effective_judges(run.backends.text.default_model)
+        text_model = run.backends.text.default_model
+        judges = scoring.effective_judges(text_model)
         run.announce(
             f"black-box scoring ({scoring.num_ideas} ideas x {counted(len(judges), 'judge')}), "
             f"then the final prompt (refinement: {cfg.prompt.refinement})"
@@ -403,17 +406,20 @@ async def _pipeline(run: RunState) -> None:
             Path(cfg.prompt.generations_path),
         )
         logger.info("%s", describe_ensemble(scoring, judges, novelty))
-        run.scoring = build_scoring_pipeline(
-            brief=run.brief,
-            run_seed=run.seed,
-            scoring=scoring,
-            judges=judges,
-            likes=run.inputs.profile.taste,
-            novelty=novelty,
-            refinement=cfg.prompt.refinement,
-            temperature=cfg.prompt.text_temperature,
+        run.scoring = ScoringRun(
+            ScoringSetup(
+                brief=run.brief,
+                run_seed=run.seed,
+                scoring=scoring,
+                judges=judges,
+                selector_model=scoring.effective_selector_model(text_model),
+                likes=tuple(run.inputs.profile.taste),
+                novelty=novelty,
+                refinement=cfg.prompt.refinement,
+                temperature=cfg.prompt.text_temperature,
+            )
         )
-        await run.run_tree(run.scoring.tree)
+        await run.scoring.run(run.runner, run.ctx)
     run.final_prompt = str(run.ctx.outputs[DALLE_PROMPT_KEY])
 
 
@@ -612,11 +618,14 @@ async def run_generation(
     generation_id: str | None = None,
     emit: Callable[[str], None] | None = None,
     store: StoreWriter | None = None,
+    recorder: DefaultStepRecorder | None = None,
 ) -> RunResult:
     """Run one generation. ``emit`` receives progress lines (None = silent). ``seed`` None
     means the configured seed (``prompt.random_seed``) or, without one, a fresh recorded
     seed. ``store`` is the run store writer to use (the CLI shares one across runs); None
-    opens one for this run when ``store.enabled`` (and closes it at the end).
+    opens one for this run when ``store.enabled`` (and closes it at the end). ``recorder``
+    replaces the step recorder (default: progress lines with ``emit``, else a silent one),
+    e.g. to read which parallel groups ran (``recorder.groups``).
 
     The run is written to the store at its end (success, failure or interrupt), after the
     transcript; a store that cannot be written is reported and changes nothing else.
@@ -634,7 +643,7 @@ async def run_generation(
     own_store = store is None and cfg.store.enabled
     if own_store:
         store = StoreWriter(cfg.effective_store_url)
-    recorder: DefaultStepRecorder = ProgressRecorder(say) if emit else DefaultStepRecorder()
+    recorder = recorder or (ProgressRecorder(say) if emit else DefaultStepRecorder())
     run = RunState(
         cfg=cfg,
         backends=backends,

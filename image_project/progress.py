@@ -5,8 +5,10 @@ every record in declared order) that also writes a short line per finished step,
 
     [  3.1s] ✓ pipeline/dalle_prompt_creation/tot_enclave/fanout/munch   3/5 of fanout
 
-The group counts come from the step tree itself (:func:`parallel_groups`), so they are right
-whatever order concurrent steps finish in.
+The group counts come from the engine, which announces every parallel group as it starts with
+the number of steps in it (``on_group_start``; for a tree, :func:`parallel_groups` gives the
+same counts), so they are right whatever order concurrent steps finish in, also for groups
+that code builds as it goes (the rounds of a scoring run).
 """
 
 from __future__ import annotations
@@ -51,11 +53,11 @@ class ProgressRecorder(DefaultStepRecorder):
         self.emit = emit
         self.clock = clock
         self.started = clock()
-        self.groups: dict[str, int] = {}
         self.done: dict[str, int] = {}
 
     def watch(self, root: Node) -> None:
-        """Register the concurrent groups of a tree about to run."""
+        """Register the concurrent groups of a tree about to run (the runner also announces
+        each as it starts)."""
         self.groups.update(parallel_groups(root))
 
     def on_step_end(self, ctx: Context, record: EngineEvent) -> None:

@@ -16,7 +16,8 @@ were looked up on 2026-11-23.
 
 :func:`check_models` applies the tables to a configuration, for the models a run served by
 the OpenAI-compatible provider would call: ``backend.text_model``, every judge's model
-(when scoring is on) and ``image.model``. A model the tables do not know (a local server's
+and the LLM survivor selector's (when scoring, and that selector, are on) and
+``image.model``. A model the tables do not know (a local server's
 ``llama3.1``, a model newer than the table) is never blocked. The offline backend serves every
 request itself (any temperature; 16..4096 pixels per side at any quality, which the schema
 already enforces), so the factory does not apply the tables to it.
@@ -262,6 +263,16 @@ def _text_uses(cfg: AppConfig) -> list[_Use]:
         else:
             key = "backend.text_model"
         uses.append(_Use(key, judge.model, judge.temperature, f"judge {judge.id!r}"))
+    evolution = scoring.evolution
+    if evolution.enabled and evolution.selector == "llm":
+        if evolution.selector_model is not None:
+            key = "prompt.scoring.evolution.selector_model"
+        elif scoring.judge_model is not None:
+            key = "prompt.scoring.judge_model"
+        else:
+            key = "backend.text_model"
+        model = scoring.effective_selector_model(cfg.backend.text_model)
+        uses.append(_Use(key, model, 0.0, "the LLM survivor selector"))
     return uses
 
 

@@ -645,6 +645,12 @@ class ScoringConfig(_Section):
             for judge, (_, _, temperature) in zip(self.judges, self._judge_settings(), strict=True)
         )
 
+    def effective_selector_model(self, text_model: str) -> str:
+        """The LLM survivor selector's model: ``evolution.selector_model``, else
+        ``judge_model``, else ``text_model`` (the backend's). Resolved once per run, like the
+        judges'; the pre-flight check, the step and the record read it."""
+        return self.evolution.selector_model or self.judge_model or text_model
+
     def judge_temperatures(self) -> tuple[tuple[str, float], ...]:
         """``(judge id, temperature)`` per judge, every fallback applied (no model needed)."""
         return tuple((judge_id, t) for judge_id, _, t in self._judge_settings())

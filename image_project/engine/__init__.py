@@ -8,7 +8,6 @@ from image_project.engine.nodes import (
     ActionStep,
     Block,
     ChatStep,
-    Deferred,
     MergeMode,
     Node,
     PromptFn,
@@ -26,16 +25,17 @@ from image_project.engine.recorder import (
     check_recorder,
 )
 from image_project.engine.runner import ChatRunner, ExecutionMode, NodeOutcome, as_json
+from image_project.engine.scope import Answer, Scope
 
 __all__ = [
     "MERGE_MODES",
     "ActionStep",
+    "Answer",
     "Block",
     "ChatRunner",
     "ChatStep",
     "Context",
     "DefaultStepRecorder",
-    "Deferred",
     "EngineEvent",
     "ExecutionMode",
     "JsonOutput",
@@ -46,6 +46,7 @@ __all__ = [
     "PromptFn",
     "PromptSource",
     "ReaskPolicy",
+    "Scope",
     "StepRecorder",
     "TextOutput",
     "as_json",

@@ -1,6 +1,9 @@
-"""The step tree: :class:`ChatStep`, :class:`ActionStep`, :class:`Block` and :class:`Deferred`.
+"""The step tree: :class:`ChatStep`, :class:`ActionStep` and :class:`Block`.
 
-Nodes are frozen descriptions; :class:`~image_project.engine.runner.ChatRunner` executes them.
+Nodes are frozen descriptions; :class:`~image_project.engine.runner.ChatRunner` executes them,
+as a whole tree (:meth:`~image_project.engine.runner.ChatRunner.run`) or one at a time from
+code that decides the next step on the typed values of the last
+(:class:`~image_project.engine.scope.Scope`: ``ask``, ``gather``, ``act``).
 Everything that can be checked without running (merge modes, names, sibling collisions,
 capture keys shared by parallel siblings, temperature as a field) is checked when the node is
 constructed, so a broken tree fails before any model call.
@@ -15,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias, get_args
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias, TypeVar, get_args
 
 from image_project.engine.output import JsonOutput, Output, ReaskPolicy, TextOutput
 from image_project.errors import PipelineDefinitionError
@@ -28,10 +31,7 @@ __all__ = [
     "ActionFn",
     "ActionStep",
     "Block",
-    "BuildFn",
     "ChatStep",
-    "Deferred",
-    "FailureFn",
     "MergeMode",
     "Node",
     "PromptFn",
@@ -47,8 +47,7 @@ MERGE_MODES: tuple[str, ...] = get_args(MergeMode)
 PromptFn: TypeAlias = "Callable[[Context], str]"
 PromptSource: TypeAlias = "str | Callable[[Context], str]"
 ActionFn: TypeAlias = "Callable[[Context], object | Awaitable[object]]"
-FailureFn: TypeAlias = Callable[[Exception], object]
-BuildFn: TypeAlias = "Callable[[Context], Node]"
+T = TypeVar("T")
 
 
 def _check_name(value: object, what: str) -> str | None:
@@ -72,8 +71,8 @@ def _check_merge(value: object, where: str) -> None:
 
 
 @dataclass(frozen=True, kw_only=True)
-class ChatStep:
-    """One model call.
+class ChatStep(Generic[T]):
+    """One model call, whose answer is a ``T``.
 
     ``prompt`` is a string or a function of the run :class:`Context` returning one; a None,
     non-string or blank prompt fails before any call (unless ``allow_empty_prompt``).
@@ -90,13 +89,14 @@ class ChatStep:
     (``ValueError`` or ``ModelOutputError``) is re-asked as ``reask`` says
     (:class:`~image_project.engine.output.ReaskPolicy`: how many times, in which style, with
     which wording, and an optional fallback once they are used up); a ``RefusalError`` is
-    never re-asked. The parsed value is what ``capture_key`` stores; the conversation gets
-    the answer's text. Without ``output`` the answer text itself is captured.
+    never re-asked. The parsed value (a ``T``) is what the step hands back (``Scope.ask``)
+    and what ``capture_key`` stores; the conversation gets the answer's text. Without
+    ``output`` the answer text itself is the value.
 
     ``on_failure(exc)``, when set, makes the step *recoverable*: any error of the step (a
     transport error after the retries, a refusal, an answer still invalid after the re-asks)
     is recorded on the step's transcript record (``error``) and the return value of
-    ``on_failure`` is captured instead of failing the run, so parallel siblings go on. Used by
+    ``on_failure`` (also a ``T``) is the step's value instead of failing the run, so parallel siblings go on. Used by
     the judge ensemble, whose quorum rule decides later whether the run can continue.
     Cancellation is never recovered.
     """
@@ -108,12 +108,12 @@ class ChatStep:
     capture_key: str | None = None
     model: str | None = None
     seed: int | None = None
-    output: Output | None = None
+    output: Output[T] | None = None
     reask: ReaskPolicy = field(default_factory=ReaskPolicy)
     max_output_tokens: int | None = None
     stateless: bool = False
     system_prompt: str | None = None
-    on_failure: FailureFn | None = None
+    on_failure: Callable[[Exception], T] | None = None
     allow_empty_prompt: bool = False
     allow_empty_response: bool = False
     meta: Mapping[str, Any] = field(default_factory=dict)
@@ -203,10 +203,9 @@ class Block:
         _check_merge(self.merge, where)
         nodes = tuple(self.nodes)
         for node in nodes:
-            if not isinstance(node, ChatStep | ActionStep | Block | Deferred):
+            if not isinstance(node, ChatStep | ActionStep | Block):
                 raise PipelineDefinitionError(
-                    f"{where}: children must be ChatStep, ActionStep, Block or Deferred, "
-                    f"got {node!r}"
+                    f"{where}: children must be ChatStep, ActionStep or Block, got {node!r}"
                 )
         object.__setattr__(self, "nodes", nodes)
         names = tuple(default_name(node, i) for i, node in enumerate(nodes, start=1))
@@ -228,38 +227,7 @@ class Block:
                     owner[key] = child_name
 
 
-@dataclass(frozen=True, kw_only=True)
-class Deferred:
-    """A node that is built when the run reaches it: ``build(ctx)`` returns the node to run
-    (a :class:`ChatStep`, :class:`ActionStep`, :class:`Block` or another :class:`Deferred`),
-    so its shape may depend on what earlier steps captured (how many candidates survived a
-    round, which ids a judge must score). The built node runs at this node's path and
-    declared position, so its records keep their place in the transcript whatever it turns
-    out to be; its own name is ignored, and this node's ``merge`` applies to its result.
-
-    What a deferred subtree captures is not known before the run, so the build-time check
-    that parallel siblings do not share a capture key cannot see into it: keep deferred
-    nodes in sequential blocks, or give their captures distinct keys yourself. A ``build``
-    that raises fails the step like any other error, at this node's path.
-    """
-
-    build: BuildFn
-    name: str | None = None
-    merge: MergeMode = "none"
-    meta: Mapping[str, Any] = field(default_factory=dict)
-
-    @property
-    def capture_key(self) -> None:
-        return None
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "name", _check_name(self.name, "Deferred.name"))
-        _check_merge(self.merge, f"Deferred {self.name or '(unnamed)'}")
-        if not callable(self.build):
-            raise PipelineDefinitionError(f"Deferred {self.name}: build must be callable")
-
-
-Node: TypeAlias = ChatStep | ActionStep | Block | Deferred
+Node: TypeAlias = "ChatStep[Any] | ActionStep | Block"
 
 
 def default_name(node: Node, index: int) -> str:
@@ -271,14 +239,13 @@ def default_name(node: Node, index: int) -> str:
         if isinstance(node, ChatStep)
         else "action"
         if isinstance(node, ActionStep)
-        else "block"  # a Block, or a Deferred (which usually builds one)
+        else "block"
     )
     return f"{prefix}_{index:02d}"
 
 
 def capture_keys(node: Node) -> set[str]:
-    """Every capture key written anywhere in ``node``'s subtree (none known for a
-    :class:`Deferred`, whose subtree is built at run time)."""
+    """Every capture key written anywhere in ``node``'s subtree."""
     keys = {node.capture_key} if node.capture_key else set()
     if isinstance(node, Block):
         for child in node.nodes:
@@ -287,8 +254,7 @@ def capture_keys(node: Node) -> set[str]:
 
 
 def walk(node: Node, path: str | None = None) -> Iterator[tuple[str, Node]]:
-    """Every node of the tree with its path, in declared pre-order (root first). A
-    :class:`Deferred` is listed itself; what it builds is not known before the run."""
+    """Every node of the tree with its path, in declared pre-order (root first)."""
     here = path or node.name or ("pipeline" if isinstance(node, Block) else default_name(node, 1))
     yield here, node
     if isinstance(node, Block):

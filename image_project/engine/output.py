@@ -39,7 +39,7 @@ import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import Any, Generic, Literal, TypeAlias, TypeVar, cast
 
 from pydantic import BaseModel, ValidationError
 
@@ -64,6 +64,10 @@ __all__ = [
 ]
 
 ReaskStyle = Literal["conversation", "restate"]
+
+T = TypeVar("T")
+U = TypeVar("U")
+"""What an output hands back: the validated answer (after ``check``) or the parsed text."""
 
 
 def default_reask(error: str) -> str:
@@ -298,17 +302,19 @@ def describe_validation_error(exc: ValidationError, *, limit: int = 6) -> str:
 
 
 @dataclass(frozen=True)
-class JsonOutput:
+class JsonOutput(Generic[T]):
     """A structured answer: ``model`` defines both the strict JSON schema sent with the
     request (:attr:`schema`) and the validation of the answer (:meth:`parse`).
 
     ``check(value)`` runs after the model validated; it may return a different value to
     capture, or raise ``ValueError`` to have the answer re-asked with that message.
     ``what`` names the answer in messages (default: the schema name with spaces).
+    ``T`` is what :meth:`parse` returns: the model instance, or what ``check`` returns
+    (annotate the output, e.g. ``JsonOutput[IdeaCard]``, so steps built on it are typed).
     """
 
     model: type[BaseModel]
-    check: Callable[[Any], object] | None = None
+    check: Callable[[Any], T] | None = None
     refusals: bool = False
     what: str | None = None
     schema: JsonSchema = field(init=False, repr=False, compare=False)
@@ -320,7 +326,17 @@ class JsonOutput:
     def label(self) -> str:
         return self.what or self.schema.name.replace("_", " ")
 
-    def parse(self, text: str) -> object:
+    def then(self, fn: Callable[[T], U]) -> JsonOutput[U]:
+        """The same output (schema, checks, refusals, wording) handing back ``fn`` of its
+        value: e.g. a judge's scores wrapped as the verdict its flow reads."""
+        check = self.check
+
+        def composed(value: Any) -> U:
+            return fn(value if check is None else check(value))
+
+        return JsonOutput(self.model, check=composed, refusals=self.refusals, what=self.what)
+
+    def parse(self, text: str) -> T:
         """The validated answer (after ``check``), ``ValueError`` saying what is wrong (for a
         re-ask), or ``RefusalError`` (see the module docstring)."""
         try:
@@ -335,16 +351,18 @@ class JsonOutput:
             value = self.model.model_validate(data)
         except ValidationError as exc:
             raise ValueError(f"invalid {self.label}: {describe_validation_error(exc)}") from exc
-        return value if self.check is None else self.check(value)
+        if self.check is None:
+            return cast("T", value)  # without a check, T is the model itself
+        return self.check(value)
 
 
 @dataclass(frozen=True)
-class TextOutput:
+class TextOutput(Generic[T]):
     """A free-text answer read by ``parse(text)``, which returns the value to capture or
     raises ``ValueError`` / ``ModelOutputError`` (re-asked) or ``RefusalError`` (not)."""
 
-    parse: Callable[[str], object]
+    parse: Callable[[str], T]
     schema: None = field(default=None, init=False, repr=False, compare=False)
 
 
-Output: TypeAlias = JsonOutput | TextOutput
+Output: TypeAlias = JsonOutput[T] | TextOutput[T]

@@ -60,11 +60,19 @@ def check_recorder(recorder: object) -> StepRecorder:
 
 
 class DefaultStepRecorder:
-    """Logs each step and keeps the transcript records in declared order."""
+    """Logs each step and keeps the transcript records in declared order. ``groups`` maps
+    the path of every parallel group that started to its number of steps (the runner
+    announces each through the optional hook ``on_group_start``): with the step paths, the
+    shape of what ran, for progress counts and the latency bench's critical path."""
 
     def __init__(self, logger: logging.Logger | None = None) -> None:
         self.logger = logger or logging.getLogger("image_project.steps")
         self._in_flight: dict[str, None] = {}
+        self.groups: dict[str, int] = {}
+
+    def on_group_start(self, path: str, steps: int) -> None:
+        """A parallel group of ``steps`` steps starts at ``path``."""
+        self.groups[path] = steps
 
     @property
     def in_flight(self) -> list[str]:

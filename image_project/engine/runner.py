@@ -25,27 +25,36 @@ import functools
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 import anyio
 from pydantic import JsonValue
 from pydantic_core import to_jsonable_python
 
 from image_project.backends.base import Message, TextBackend, TextReply, TextRequest, Usage
-from image_project.engine.context import Context
+from image_project.engine.context import Context, EngineEvent
 from image_project.engine.fanout import ordered_fanout
-from image_project.engine.nodes import ActionStep, Block, ChatStep, Deferred, Node, default_name
+from image_project.engine.nodes import (
+    ActionStep,
+    Block,
+    ChatStep,
+    MergeMode,
+    Node,
+    default_name,
+    walk,
+)
 from image_project.engine.output import ReaskPolicy
 from image_project.engine.recorder import DefaultStepRecorder, StepRecorder, check_recorder
+from image_project.engine.scope import Scope, merge_produced, root_scope
 from image_project.errors import (
     BackendError,
     EmptyPromptError,
     EmptyResponseError,
     ModelOutputError,
     NodeType,
-    PipelineDefinitionError,
     RefusalError,
     StepFailedError,
     locate,
@@ -62,11 +71,14 @@ _REASK_ERROR_CHARS = 2000
 
 @dataclass(frozen=True)
 class NodeOutcome:
-    """What a node produced: the messages it added to its working copy, and its last
-    assistant response (None when it produced none)."""
+    """What a node produced: the messages it added to its working copy, its last assistant
+    response (None when it produced none) and, for a step, its value (a chat step's parsed
+    answer or ``on_failure`` value, an action's return value) and its transcript event."""
 
     produced: Conversation
     last_response: str | None
+    value: object = None
+    event: EngineEvent | None = None
 
 
 def _utc_now() -> str:
@@ -79,7 +91,7 @@ def _node_type(node: Node) -> NodeType:
         if isinstance(node, ChatStep)
         else "action"
         if isinstance(node, ActionStep)
-        else "block"  # a Block or a Deferred
+        else "block"
     )
 
 
@@ -116,20 +128,28 @@ class ChatRunner:
         name = node.name or ("pipeline" if isinstance(node, Block) else default_name(node, 1))
         root_index = ctx.roots_run
         ctx.roots_run += 1
-        outcome = await self._run(
+        outcome = await self.run_node(
             node, ctx, ctx.messages, path=name, name=name, order=(root_index,)
         )
-        ctx.messages = self._merge(ctx.messages, node, outcome, name)
+        ctx.messages = self.merge(ctx.messages, node, outcome, name)
         return outcome
 
-    async def run_step(self, ctx: Context, step: ChatStep) -> str:
+    def scope(
+        self, ctx: Context, name: str, *, merge: MergeMode = "all_messages"
+    ) -> AbstractAsyncContextManager[Scope]:
+        """A root block run from code (:class:`~image_project.engine.scope.Scope`): ``async
+        with runner.scope(ctx, "pipeline") as pipeline: ...``; merged into ``ctx.messages``
+        when it closes without an error."""
+        return root_scope(self, ctx, name, merge)
+
+    async def run_step(self, ctx: Context, step: ChatStep[Any]) -> str:
         """Run one step as the root and return its response text."""
         outcome = await self.run(ctx, step)
         return outcome.last_response or ""
 
     # -- dispatch -----------------------------------------------------------------------
 
-    async def _run(
+    async def run_node(
         self,
         node: Node,
         ctx: Context,
@@ -144,26 +164,17 @@ class ChatRunner:
                 return await self._run_chat(node, ctx, base, path, name, order)
             if isinstance(node, ActionStep):
                 return await self._run_action(node, ctx, path, name, order)
-            if isinstance(node, Deferred):
-                return await self._run_deferred(node, ctx, base, path, name, order)
             return await self._run_block(node, ctx, base, path, order)
         except Exception as exc:
             locate(exc, path=path, name=name, node_type=_node_type(node))
             raise
 
-    def _merge(
+    def merge(
         self, parent: Conversation, node: Node, outcome: NodeOutcome, path: str
     ) -> Conversation:
-        if isinstance(node, ActionStep) or node.merge == "none":
-            return parent
-        if node.merge == "all_messages":
-            return parent + outcome.produced
-        last = outcome.last_response
-        if last is None or not last.strip():
-            raise StepFailedError(
-                f"{path}: merge 'last_response' requested but the node produced no assistant output"
-            )
-        return (*parent, Message("assistant", last))
+        """``parent`` after ``node`` (which produced ``outcome``) merged into it."""
+        mode: MergeMode = "none" if isinstance(node, ActionStep) else node.merge
+        return merge_produced(parent, mode, outcome.produced, path)
 
     # -- blocks -------------------------------------------------------------------------
 
@@ -173,10 +184,11 @@ class ChatRunner:
         children = list(zip(block.child_names, block.nodes, strict=True))
         working = base
         if block.parallel:
+            self.announce_group(path, block)
             forks = [ctx.fork() for _ in children]
             fns: list[Callable[[], Awaitable[NodeOutcome]]] = [
                 functools.partial(
-                    self._run,
+                    self.run_node,
                     child,
                     forks[i][0],
                     base,
@@ -195,14 +207,14 @@ class ChatRunner:
                 children, forks, outcomes, strict=True
             ):
                 ctx.outputs.update(overlay)
-                working = self._merge(working, child, outcome, f"{path}/{child_name}")
+                working = self.merge(working, child, outcome, f"{path}/{child_name}")
         else:
             for i, (child_name, child) in enumerate(children):
                 child_path = f"{path}/{child_name}"
-                outcome = await self._run(
+                outcome = await self.run_node(
                     child, ctx, working, path=child_path, name=child_name, order=(*order, i)
                 )
-                working = self._merge(working, child, outcome, child_path)
+                working = self.merge(working, child, outcome, child_path)
         produced = working[len(base) :]
         last = next((m.content for m in reversed(produced) if m.role == "assistant"), None)
         if block.capture_key is not None:
@@ -213,28 +225,6 @@ class ChatRunner:
                 )
             ctx.outputs[block.capture_key] = last
         return NodeOutcome(produced, last)
-
-    async def _run_deferred(
-        self,
-        node: Deferred,
-        ctx: Context,
-        base: Conversation,
-        path: str,
-        name: str,
-        order: tuple[int, ...],
-    ) -> NodeOutcome:
-        """Build the node now and run it in this node's place (path and declared order)."""
-        try:
-            built = node.build(ctx)
-            if not isinstance(built, ChatStep | ActionStep | Block | Deferred):
-                raise PipelineDefinitionError(
-                    f"{path}: Deferred.build must return a ChatStep, ActionStep, Block or "
-                    f"Deferred, got {built!r}"
-                )
-        except Exception as exc:
-            self._report_error(ctx, path, name, exc)
-            raise
-        return await self._run(built, ctx, base, path=path, name=name, order=order)
 
     # -- actions ------------------------------------------------------------------------
 
@@ -263,13 +253,13 @@ class ChatRunner:
             raise
         if step.capture_key is not None:
             ctx.outputs[step.capture_key] = result
-        return NodeOutcome((), None)
+        return NodeOutcome((), None, result, record)
 
     # -- chat ---------------------------------------------------------------------------
 
     async def _run_chat(
         self,
-        step: ChatStep,
+        step: ChatStep[Any],
         ctx: Context,
         base: Conversation,
         path: str,
@@ -344,10 +334,12 @@ class ChatRunner:
         if step.capture_key is not None:
             ctx.outputs[step.capture_key] = value
         if failure is not None or text is None:
-            return NodeOutcome((), None)
-        return NodeOutcome((Message("user", prompt), Message("assistant", text)), text)
+            return NodeOutcome((), None, value, record)
+        return NodeOutcome(
+            (Message("user", prompt), Message("assistant", text)), text, value, record
+        )
 
-    def _render_prompt(self, step: ChatStep, ctx: Context, path: str) -> str:
+    def _render_prompt(self, step: ChatStep[Any], ctx: Context, path: str) -> str:
         prompt = step.prompt(ctx) if callable(step.prompt) else step.prompt
         if prompt is None:
             raise EmptyPromptError(f"{path}: prompt is None; no model call was made")
@@ -362,7 +354,7 @@ class ChatRunner:
 
     async def _ask(
         self,
-        step: ChatStep,
+        step: ChatStep[Any],
         history: Conversation,
         prompt: str,
         model: str,
@@ -417,6 +409,13 @@ class ChatRunner:
         async with self.limiter:
             return await self.backend.complete(request)
 
+    def announce_group(self, path: str, block: Block) -> None:
+        """Tell a recorder that has ``on_group_start(path, steps)`` (the CLI's progress lines)
+        that a parallel group starts, with the number of steps in it."""
+        hook = getattr(self.recorder, "on_group_start", None)
+        if hook is not None:
+            hook(path, sum(1 for _, node in walk(block, path) if not isinstance(node, Block)))
+
     def _report_error(self, ctx: Context, path: str, name: str, exc: BaseException) -> None:
         try:
             self.recorder.on_step_error(ctx, path, name, exc)
@@ -424,7 +423,7 @@ class ChatRunner:
             exc.add_note(f"the step recorder also failed: {recorder_exc!r}")
 
 
-def _answer_text(step: ChatStep, reply: TextReply, path: str) -> str:
+def _answer_text(step: ChatStep[Any], reply: TextReply, path: str) -> str:
     """The answer's text, or the refusal / empty-answer error the step does not allow."""
     text = reply.text
     if reply.refusal and not (text and text.strip()):

@@ -279,7 +279,7 @@ def tot_enclave(stage: str, *, brief: Brief, run_seed: int, temperature: float) 
             for i in range(1, CONSENSUS_DRAFTS + 1)
         ],
     )
-    final = ChatStep(
+    final: ChatStep[str] = ChatStep(
         name="final_consensus",
         prompt=_final_prompt(stage),
         temperature=temperature,
@@ -299,7 +299,7 @@ def stage_block(
 ) -> Block:
     """One stage: a draft, then (``refine``) the ToT enclave; merges its last response and
     captures it as ``stage.<stage>`` (``dalle_prompt`` for the last stage)."""
-    draft = ChatStep(
+    draft: ChatStep[str] = ChatStep(
         name="draft",
         prompt=prompt,
         temperature=temperature,
@@ -375,7 +375,7 @@ def _rewrite_model(count: int) -> type[ConceptRewrite]:
     return model
 
 
-def concept_rewrite_output(count: int) -> JsonOutput:
+def concept_rewrite_output(count: int) -> JsonOutput[tuple[str, ...]]:
     """The rewrite's output: ``count`` non-empty concepts, captured as a tuple."""
 
     def concepts(answer: ConceptRewrite) -> tuple[str, ...]:
@@ -386,7 +386,7 @@ def concept_rewrite_output(count: int) -> JsonOutput:
 
 def dislike_rewrite_step(
     concepts: Sequence[str], dislikes: Sequence[str], *, run_seed: int, max_reasks: int = 2
-) -> ChatStep:
+) -> ChatStep[tuple[str, ...]]:
     """One stateless call that rewrites only the concepts that conflict with a dislike; it
     captures the concepts as ``concepts`` (:data:`CONCEPTS_KEY`)."""
     return ChatStep(

@@ -333,7 +333,7 @@ def title_step(
     temperature: float = 0.2,
     max_attempts: int = 3,
     seed: int | None = None,
-) -> ChatStep:
+) -> ChatStep[TitleResult]:
     """The ``title`` step: its capture ``ctx.outputs["title"]`` is a :class:`TitleResult`.
 
     Stateless (system prompt :data:`TITLE_SYSTEM_PROMPT` + one user message, see

@@ -53,10 +53,10 @@ from image_project.engine.output import JsonOutput, strict_json_schema
 from image_project.errors import RequestRejectedError
 from image_project.record import IdeaCard
 from image_project.stages.scoring.cards import CARD_OUTPUT
-from image_project.stages.scoring.flow import HINTS_KEY, NoveltyState, _card_key, _judge_prompt
 from image_project.stages.scoring.hints import ProfileHints, hints_output
 from image_project.stages.scoring.judges import judge_output
-from image_project.stages.scoring.novelty import recent_motifs
+from image_project.stages.scoring.novelty import NoveltyState, recent_motifs
+from image_project.stages.scoring.prompts import judge_prompt
 from image_project.stages.scoring.rubrics import judge_system_prompt
 from image_project.stages.standard import (
     CONCEPTS_KEY,
@@ -819,10 +819,7 @@ def judge_request(
     seed: int | None = 7,
     temperature: float = 0.0,
 ) -> TextRequest:
-    ctx = Context(outputs={HINTS_KEY: RUBRIC_HINTS})
-    ctx.outputs.update({_card_key(card_id): card for card_id, card in cards.items()})
-    user_text = _judge_prompt(order, RUBRIC_BRIEF, novelty, view)(ctx)
-    assert isinstance(user_text, str)
+    user_text = judge_prompt(order, cards, RUBRIC_BRIEF, novelty.summary, view, RUBRIC_HINTS)
     return TextRequest(
         messages=(Message("system", judge_system_prompt(rubric)), Message("user", user_text)),
         temperature=temperature,

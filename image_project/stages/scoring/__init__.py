@@ -1,26 +1,25 @@
 """Black-box scoring: idea cards, a median judge ensemble, a seeded selector, novelty.
 
-See ``docs/scoring.md`` for the flow and :mod:`.flow` for the step tree.
+See ``docs/scoring.md`` for the flow. The wing, by what changes together:
+
+* :mod:`.flow`: one run's scoring flow on the engine's typed steps (:class:`ScoringRun`);
+* :mod:`.prompts`: every prompt text (markers from :mod:`image_project.markers`);
+* :mod:`.panel`: the judges of a round, their orders, verdicts and the score table;
+* :mod:`.rounds`: survivors, variants and near-duplicates of multi-round selection;
+* :mod:`.results`: the typed round results and the record built from them as the run goes;
+* the pure parts: :mod:`.cards`, :mod:`.hints`, :mod:`.judges`, :mod:`.rubrics`,
+  :mod:`.aggregation`, :mod:`.selection`, :mod:`.novelty`, :mod:`.evolution`.
 """
 
-from image_project.stages.scoring.flow import (
-    HINTS_KEY,
-    OUTCOME_KEY,
-    NoveltyState,
-    ScoringOutcome,
-    ScoringPlan,
-    describe_ensemble,
-    load_novelty,
-    scoring_pipeline,
-)
+from image_project.stages.scoring.flow import ScoringRun, ScoringSetup, describe_ensemble
+from image_project.stages.scoring.novelty import NoveltyState, load_novelty
+from image_project.stages.scoring.results import ScoringOutcome
 
 __all__ = [
-    "HINTS_KEY",
-    "OUTCOME_KEY",
     "NoveltyState",
     "ScoringOutcome",
-    "ScoringPlan",
+    "ScoringRun",
+    "ScoringSetup",
     "describe_ensemble",
     "load_novelty",
-    "scoring_pipeline",
 ]

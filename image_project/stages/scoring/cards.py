@@ -31,15 +31,13 @@ __all__ = [
     "parse_card",
 ]
 
-CARD_OUTPUT = JsonOutput(IdeaCard)
+CARD_OUTPUT: JsonOutput[IdeaCard] = JsonOutput(IdeaCard)
 """A generator's output: one :class:`IdeaCard`."""
 
 
 def parse_card(text: str) -> IdeaCard:
     """One card from a model answer, or ``ValueError`` saying what is wrong (for a re-ask)."""
-    card = CARD_OUTPUT.parse(text)
-    assert isinstance(card, IdeaCard)
-    return card
+    return CARD_OUTPUT.parse(text)
 
 
 def card_ids(n: int) -> tuple[str, ...]:

@@ -30,7 +30,7 @@ import statistics
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import ConfigDict, Field, StringConstraints, create_model
 
@@ -266,15 +266,16 @@ def _selector_model(ids: tuple[str, ...], count: int) -> type[SelectorAnswer]:
     )
 
 
-def selector_output(ids: Sequence[str], categories: Sequence[SurvivorCategory]) -> JsonOutput:
+def selector_output(
+    ids: Sequence[str], categories: Sequence[SurvivorCategory]
+) -> JsonOutput[SelectorAnswer]:
     """The selector's output for a round whose candidates are ``ids`` and whose survivors
     must fill ``categories``: known ids (an ``enum`` in the schema), exactly
     ``len(categories)`` selections, each id at most once, and as many of each category as
     the quota gives. Anything else is a ``ValueError`` (re-asked)."""
     wanted = Counter(categories)
 
-    def check(answer: Any) -> Any:
-        assert isinstance(answer, SelectorAnswer)
+    def check(answer: SelectorAnswer) -> SelectorAnswer:
         picked = [p.id for p in answer.selections]
         twice = sorted({i for i in picked if picked.count(i) > 1})
         if twice:

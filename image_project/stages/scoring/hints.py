@@ -131,7 +131,7 @@ def check_hints(phrases: Iterable[str], likes: Iterable[str]) -> list[str]:
     return problems
 
 
-def hints_output(likes: Sequence[str]) -> JsonOutput:
+def hints_output(likes: Sequence[str]) -> JsonOutput[ProfileHints]:
     """The abstraction step's output: valid :class:`ProfileHints`, then :func:`check_hints`
     (a violation is a ``ValueError`` listing every problem, so it is re-asked)."""
 
@@ -146,7 +146,7 @@ def hints_output(likes: Sequence[str]) -> JsonOutput:
     return JsonOutput(ProfileHints, check=check, what="hints")
 
 
-def parse_hints(likes: Sequence[str]) -> Callable[[str], object]:
+def parse_hints(likes: Sequence[str]) -> Callable[[str], ProfileHints]:
     """:func:`hints_output`'s parse function: an answer in, :class:`ProfileHints` out."""
     return hints_output(likes).parse
 

@@ -153,7 +153,7 @@ def _scores(answer: JudgeAnswer) -> dict[str, int]:
     return answer.as_dict()
 
 
-def judge_output(ids: Sequence[str]) -> JsonOutput:
+def judge_output(ids: Sequence[str]) -> JsonOutput[dict[str, int]]:
     """A judge's output for cards shown in the order ``ids``: the schema lists the ids in that
     order, the captured value is ``{id: score}`` in that order. An answer with no JSON object
     that reads like a refusal is a refusal (never re-asked)."""
@@ -168,9 +168,7 @@ def parse_scores(text: str, ids: Sequence[str]) -> dict[str, int]:
     wrong. An answer that tried (a ``{...}`` with an apology around it) is malformed, not a
     refusal: a re-ask can fix it.
     """
-    scores = judge_output(ids).parse(text)
-    assert isinstance(scores, dict)
-    return scores
+    return judge_output(ids).parse(text)
 
 
 def status_of(exc: Exception) -> JudgeStatus:

@@ -9,16 +9,23 @@ kept (ties by word). Each motif's ``share`` is its prompt count / the number of 
 Penalty of a card: ``min(25, 10 * sum(share of every motif the card uses))``, rounded to
 0.1. A card that reuses a motif found in every recent prompt loses 10 points; three such
 motifs hit the 25-point cap. The judges also see the motif list as context.
+
+:func:`load_novelty` reads the history for a run (:class:`NoveltyState`): the scoring
+stage's one warn-and-continue.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
-from image_project.record.scoring import Motif
+from image_project.artifacts import read_recent_prompts
+from image_project.errors import ImageProjectError
+from image_project.record.scoring import Motif, NoveltyRecord
 from image_project.stages.scoring.hints import content_tokens
 
 __all__ = [
@@ -27,7 +34,9 @@ __all__ = [
     "MIN_PROMPTS",
     "MIN_SHARE",
     "PENALTY_PER_SHARE",
+    "NoveltyState",
     "NoveltySummary",
+    "load_novelty",
     "novelty_penalty",
     "recent_motifs",
 ]
@@ -88,3 +97,54 @@ def novelty_penalty(card_text: str, summary: NoveltySummary) -> tuple[float, tup
     used = tuple(m for m in summary.motifs if m.word in words)
     penalty = min(MAX_PENALTY, PENALTY_PER_SHARE * sum(m.share for m in used))
     return round(penalty, 1), tuple(m.word for m in used)
+
+
+logger = logging.getLogger("image_project.scoring")
+
+
+@dataclass(frozen=True)
+class NoveltyState:
+    """What novelty this run uses: ``used`` only when history was read; ``warning`` says why
+    it was not when it should have been."""
+
+    enabled: bool
+    window: int
+    summary: NoveltySummary | None = None
+    warning: str | None = None
+
+    @property
+    def used(self) -> bool:
+        return self.summary is not None
+
+    def to_record(self) -> NoveltyRecord:
+        return NoveltyRecord(
+            enabled=self.enabled,
+            used=self.used,
+            window=self.window,
+            rows=self.summary.rows if self.summary else 0,
+            motifs=self.summary.motifs if self.summary else (),
+            warning=self.warning,
+        )
+
+
+def load_novelty(enabled: bool, window: int, history_path: Path) -> NoveltyState:
+    """Read the recent prompts for novelty.
+
+    The one documented warn-and-continue of the scoring stage: a missing, empty or unreadable
+    history logs a WARNING naming the path and the exception and turns novelty off for this
+    run (recorded in ``warning``). ``enabled: false`` or ``window: 0`` turn it off quietly.
+    """
+    if not enabled or window <= 0:
+        return NoveltyState(enabled=enabled and window > 0, window=window)
+    try:
+        prompts = read_recent_prompts(history_path, window)
+        if not prompts:
+            raise ValueError("the history has no final_image_prompt rows yet")
+    except (OSError, ValueError, ImageProjectError) as exc:
+        warning = (
+            f"Novelty enabled but history unavailable; disabling novelty for this run: "
+            f"{history_path} {type(exc).__name__}: {exc}"
+        )
+        logger.warning("%s", warning)
+        return NoveltyState(enabled=True, window=window, warning=warning)
+    return NoveltyState(enabled=True, window=window, summary=recent_motifs(prompts))

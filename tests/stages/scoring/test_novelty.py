@@ -14,9 +14,10 @@ from image_project.artifacts.generations import (
     read_recent_prompts,
 )
 from image_project.record import Motif, NoveltyRecord
-from image_project.stages.scoring.flow import NoveltyState, load_novelty
 from image_project.stages.scoring.novelty import (
+    NoveltyState,
     NoveltySummary,
+    load_novelty,
     novelty_penalty,
     recent_motifs,
 )

@@ -1,0 +1,124 @@
+"""Scopes: blocks run from code, whose steps hand back typed values and are recorded at their
+declared paths and positions, in both execution modes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+
+from image_project.backends.base import TextRequest
+from image_project.engine import Answer, Block, ChatRunner, ChatStep, Context, DefaultStepRecorder
+from image_project.engine.output import TextOutput
+from image_project.errors import PipelineDefinitionError, location_of
+from image_project.record.events import ActionEvent, ChatEvent
+from image_project.testing import FunctionTextBackend, last_user_text
+
+pytestmark = pytest.mark.anyio
+
+
+def echo() -> FunctionTextBackend:
+    return FunctionTextBackend(lambda req: f"re:{last_user_text(req)}")
+
+
+def length_step(name: str, prompt: str) -> ChatStep[int]:
+    return ChatStep(name=name, prompt=prompt, temperature=0.0, merge="none", output=TextOutput(len))
+
+
+@pytest.mark.parametrize("mode", ["concurrent", "sequential"])
+async def test_steps_hand_back_typed_values_and_record_in_declared_order(mode: str) -> None:
+    ctx = Context()
+    runner = ChatRunner(echo(), mode=mode)  # type: ignore[arg-type]
+    async with runner.scope(ctx, "root") as root:
+        first = await root.ask(length_step("plan", "abc"))
+        count: int = first.value  # "re:abc" has 6 characters
+        answers = await root.gather(
+            "round", [length_step(f"s{i}", "x" * (i + 1)) for i in range(count // 2)]
+        )
+        total = await root.act("sum", lambda: sum(a.value for a in answers))
+        await root.run(ChatStep(name="after", prompt="done", temperature=0.0))
+    assert count == 6 and [a.value for a in answers] == [4, 5, 6] and total == 15
+    assert isinstance(first.event, ChatEvent) and first.event.path == "root/plan"
+    assert [a.event.path for a in answers] == ["root/round/s0", "root/round/s1", "root/round/s2"]
+    paths = [e.path for e in ctx.steps]
+    assert paths == ["root/plan", "root/round/s0", "root/round/s1", "root/round/s2", "root/sum",
+                     "root/after"]  # fmt: skip
+    action = ctx.steps[4]
+    assert isinstance(action, ActionEvent) and action.result == 15
+    # merge "none" steps leave the conversation alone; the tree step merged its messages.
+    assert [m.content for m in ctx.messages] == ["done", "re:done"]
+    assert not ctx.outputs  # values came back as values, never through ctx.outputs
+
+
+async def test_a_nested_scope_merges_only_when_it_closes_and_as_its_mode_says() -> None:
+    ctx = Context()
+    runner = ChatRunner(echo())
+    async with runner.scope(ctx, "root") as root:
+        async with root.scope("quiet") as quiet:  # merge "none" by default
+            await quiet.run(ChatStep(name="a", prompt="hidden", temperature=0.0))
+            assert [m.content for m in quiet.working] == ["hidden", "re:hidden"]
+        assert not root.working
+        async with root.scope("loud", merge="last_response") as loud:
+            await loud.run(ChatStep(name="b", prompt="kept", temperature=0.0))
+        assert [m.content for m in root.working] == ["re:kept"]
+    assert [m.content for m in ctx.messages] == ["re:kept"]
+
+
+async def test_each_sees_every_answer_that_arrived_before_a_sibling_failed() -> None:
+    release = anyio.Event()
+
+    async def answer(request: TextRequest) -> str:
+        text = last_user_text(request)
+        if text == "bad":
+            await release.wait()  # fails only once the good sibling has answered
+            raise RuntimeError("boom")
+        return f"re:{text}"
+
+    arrived: list[tuple[int, str]] = []
+
+    def each(i: int, a: Answer[str]) -> None:
+        arrived.append((i, a.value))
+        release.set()
+
+    steps: list[ChatStep[str]] = [
+        ChatStep(name="good", prompt="fine", temperature=0.0, merge="none"),
+        ChatStep(name="bad", prompt="bad", temperature=0.0, merge="none"),
+    ]
+    ctx = Context()
+    with pytest.raises(RuntimeError) as info:
+        async with ChatRunner(FunctionTextBackend(answer)).scope(ctx, "root") as root:
+            await root.gather("panel", steps, each=each)
+    assert arrived == [(0, "re:fine")]
+    loc = location_of(info.value)
+    assert loc is not None and loc.path == "root/panel/bad"
+    assert ctx.messages == ()  # a failed scope merges nothing
+
+
+async def test_gather_announces_its_group_to_a_recorder_that_listens() -> None:
+    groups: list[tuple[str, int]] = []
+
+    class Listening(DefaultStepRecorder):
+        def on_group_start(self, path: str, steps: int) -> None:
+            groups.append((path, steps))
+
+    runner = ChatRunner(echo(), recorder=Listening())
+    async with runner.scope(Context(), "root") as root:
+        await root.gather("ideas", [length_step(f"i{n}", "p") for n in range(3)])
+        await root.run(Block(name="tree", parallel=True, nodes=[length_step("t", "q")]))
+    assert groups == [("root/ideas", 3), ("root/tree", 1)]
+
+
+async def test_children_need_distinct_names_and_gathered_steps_capture_nothing() -> None:
+    runner = ChatRunner(echo())
+    with pytest.raises(PipelineDefinitionError, match="two children are named 'a'"):
+        async with runner.scope(Context(), "root") as root:
+            await root.ask(length_step("a", "x"))
+            await root.ask(length_step("a", "y"))
+    capturing: ChatStep[Any] = ChatStep(name="c", prompt="x", temperature=0.0, capture_key="k")
+    with pytest.raises(PipelineDefinitionError, match="capture_key"):
+        async with runner.scope(Context(), "root") as root:
+            await root.gather("g", [capturing])
+    with pytest.raises(PipelineDefinitionError, match="merge"):
+        async with runner.scope(Context(), "root", merge="sideways") as root:  # type: ignore[arg-type]
+            pass
