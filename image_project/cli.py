@@ -39,10 +39,10 @@ from typing import Any
 
 import anyio
 
-from image_project.app import Inputs, RunFailed, RunResult, load_inputs, run_generation
 from image_project.backends.factory import Backends, make_backends
 from image_project.config import AppConfig, load_config
 from image_project.errors import AuthenticationError, ConfigError, InputFileError
+from image_project.run import Inputs, RunFailed, RunResult, load_inputs, run_generation
 from image_project.seeding import run_seed
 from image_project.store.writer import StoreWriter
 from image_project.summary import record_lines

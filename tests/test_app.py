@@ -203,7 +203,7 @@ async def test_failing_generations_append_undoes_the_image_and_the_manifest_row(
     def disk_full(*args: object, **kwargs: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("image_project.app.append_generation_row", disk_full)
+    monkeypatch.setattr("image_project.run.records.append_generation_row", disk_full)
     with pytest.raises(RunFailed) as info:
         await run_generation(
             make_cfg(tmp_path, "prompt.random_seed=99"), backends(FunctionTextBackend(answer))

@@ -1,5 +1,10 @@
 """The OpenAI adapter: the only module in image_project that imports ``openai``.
 
+Why one module of over 600 lines: it is the one seam to the SDK, and keeping every use of
+``openai`` (client, requests, responses, the error mapping) in one file is the rule that makes
+the rest of the package SDK-free; its retry and pacing policies live in :mod:`.retry` and
+:mod:`.pacing`.
+
 ::
 
     OpenAITransport        one openai.AsyncOpenAI client (SDK retries off), one CapacityLimiter

@@ -19,6 +19,11 @@ Validating a model directly raises pydantic's ``ValidationError``; this module's
 raise ``_Invalid`` / ``_KeyedInvalid`` inside it, and
 :func:`~image_project.config.loading.load_config` turns it into one :class:`ConfigError` with
 the full dotted key. :func:`parse_strict_bool` raises :class:`ConfigError` itself.
+
+Why one module of over 600 lines: it is one schema, one model per section of the YAML file,
+and the sections refer to each other (the scoring section's judges, rubrics and evolution,
+the app config's cross-section checks); the bounds, validators and the fallbacks each key
+resolves to (``effective_*``) are read together when a key is added or changed.
 """
 
 from __future__ import annotations

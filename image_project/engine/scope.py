@@ -45,7 +45,7 @@ from image_project.record.events import ActionEvent, ChatEvent
 if TYPE_CHECKING:
     from image_project.engine.runner import ChatRunner, NodeOutcome
 
-__all__ = ["Answer", "Scope"]
+__all__ = ["Answer", "Scope", "merge_produced", "root_scope"]
 
 T = TypeVar("T")
 R = TypeVar("R")

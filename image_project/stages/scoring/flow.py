@@ -56,7 +56,7 @@ from image_project.stages.scoring.rounds import Rounds
 from image_project.stages.scoring.selection import select
 from image_project.stages.standard import Brief, stage_block, stage_prompt
 
-__all__ = ["ScoringRun", "describe_ensemble"]
+__all__ = ["ScoringRun", "ScoringSetup", "describe_ensemble"]
 
 logger = logging.getLogger("image_project.scoring")
 

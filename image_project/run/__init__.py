@@ -1,0 +1,32 @@
+"""The run driver: one generation, end to end (:func:`run_generation`; the contract is in
+:mod:`.driver`'s docstring).
+
+* :mod:`.state`: the run's typed state, its inputs, result and failure, and its record;
+* :mod:`.phases`: the phases, each ``async def`` over the state;
+* :mod:`.records`: the records phase's all-or-nothing writes and the run store write;
+* :mod:`.log`: the per-run log file;
+* :mod:`.driver`: :func:`run_generation`, which times the phases, attributes a failure or an
+  interrupt and writes the transcript and the store row however the run ends.
+"""
+
+from image_project.run.driver import run_generation
+from image_project.run.state import (
+    PHASES,
+    Inputs,
+    RunFailed,
+    RunResult,
+    RunState,
+    load_inputs,
+    new_generation_id,
+)
+
+__all__ = [
+    "PHASES",
+    "Inputs",
+    "RunFailed",
+    "RunResult",
+    "RunState",
+    "load_inputs",
+    "new_generation_id",
+    "run_generation",
+]

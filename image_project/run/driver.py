@@ -1,0 +1,233 @@
+"""One generation, end to end: :func:`run_generation`, the run driver.
+
+The run is a sequence of phases, each one ``async def`` over the run's typed state
+(:class:`RunState`); a short driver owns the phase names, their timing, error attribution,
+interruption and writing the record::
+
+    data_load -> concept_selection -> concept_filter -> pipeline -> image | title -> records
+
+(``error.phase`` names the one that failed; a prompt-only run stops after ``pipeline``.)
+The ``image`` and ``title`` phases run at the same time (both need only the final prompt;
+the ``records`` phase captions the image with the title once both are done), one after the
+other in the ``sequential`` execution mode. A failure in either cancels the other and is
+attributed to its own phase; ``timing.phases_s.image`` spans both, ``phases_s.title`` is the
+title's own time.
+
+Guarantees:
+
+* Every random choice derives from the run seed (:mod:`image_project.seeding`), recorded.
+* The run's :class:`~image_project.record.run.RunRecord` is written as the transcript on
+  success **and** on failure, with ``error {type, message, phase, step, path,
+  cancelled_paths}`` when the run failed (plus ``status, attempts`` for a transport error,
+  ``reason, output_preview`` for a bad model answer). A cancelled run (Ctrl-C) has
+  ``error.type == "interrupted"`` and the steps that were in flight as ``cancelled_paths``.
+* A failed run leaves no image, manifest row or generations row: the image is written, the
+  manifest row appended and the generations row appended only in the ``records`` phase, the
+  whole phase under the manifest lock (which also makes ``seq`` unique across processes); if
+  any of it fails, the image is removed and the manifest cut back, so no half is left. The
+  records phase is shielded from cancellation, so an interrupt never splits it.
+* The record is then written to the run store (:mod:`image_project.store`; success,
+  failure and interrupt alike) in one transaction. The transcript stays the source of
+  truth: a store that cannot be written is reported loudly and changes nothing else. With a
+  PostgreSQL store, ``seq`` is allocated inside that store transaction (opened in the
+  records phase), so machines sharing the store never share a number.
+* Each fact is decided once: the run seed (:func:`image_project.seeding.run_seed`), the judge
+  models (:meth:`~image_project.config.ScoringConfig.effective_judges` with the backend's text
+  model), the image model (the image backend's ``default_model``; the model that answered is
+  recorded), the saved image's size (the file on disk). Progress lines, the log, the record
+  and the CLI summary all read those values.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from image_project.artifacts import (
+    transcript_path,
+    write_transcript,
+)
+from image_project.backends.factory import Backends
+from image_project.config import AppConfig
+from image_project.engine import ChatRunner, Context, DefaultStepRecorder
+from image_project.errors import (
+    BackendError,
+    ModelOutputError,
+    location_of,
+)
+from image_project.progress import ProgressRecorder
+from image_project.record import (
+    RunError,
+    RunRecord,
+)
+from image_project.seeding import run_seed
+from image_project.stages.standard import (
+    SYSTEM_PROMPT,
+)
+from image_project.store.writer import StoreOutcome, StoreWriter
+
+if TYPE_CHECKING:
+    pass
+
+
+from image_project.run.log import RunLog
+from image_project.run.phases import PhaseFailed, phases_for
+from image_project.run.records import save_to_store
+from image_project.run.state import (
+    Inputs,
+    RunFailed,
+    RunResult,
+    RunState,
+    load_inputs,
+    new_generation_id,
+    utc_iso,
+)
+
+__all__ = ["run_error", "run_generation"]
+
+logger = logging.getLogger("image_project.run")
+
+
+async def run_generation(
+    cfg: AppConfig,
+    backends: Backends,
+    *,
+    inputs: Inputs | None = None,
+    seed: int | None = None,
+    prompt_only: bool | None = None,
+    generation_id: str | None = None,
+    emit: Callable[[str], None] | None = None,
+    store: StoreWriter | None = None,
+    recorder: DefaultStepRecorder | None = None,
+) -> RunResult:
+    """Run one generation. ``emit`` receives progress lines (None = silent). ``seed`` None
+    means the configured seed (``prompt.random_seed``) or, without one, a fresh recorded
+    seed. ``store`` is the run store writer to use (the CLI shares one across runs); None
+    opens one for this run when ``store.enabled`` (and closes it at the end). ``recorder``
+    replaces the step recorder (default: progress lines with ``emit``, else a silent one),
+    e.g. to read which parallel groups ran (``recorder.groups``).
+
+    The run is written to the store at its end (success, failure or interrupt), after the
+    transcript; a store that cannot be written is reported and changes nothing else.
+
+    Raises :class:`RunFailed` (transcript written, cause chained) when a started run fails;
+    an input file that cannot be loaded fails the run in phase ``data_load``.
+    """
+    started = time.perf_counter()
+    generation_id = generation_id or new_generation_id()
+    prompt_only = cfg.run.mode == "prompt_only" if prompt_only is None else prompt_only
+    log_dir = Path(cfg.image.log_path)
+    t_path = transcript_path(log_dir, generation_id)
+    run_log = RunLog(log_dir / f"{generation_id}.log")
+    say = emit or (lambda _line: None)
+    own_store = store is None and cfg.store.enabled
+    if own_store:
+        store = StoreWriter(cfg.effective_store_url)
+    recorder = recorder or (ProgressRecorder(say) if emit else DefaultStepRecorder())
+    run = RunState(
+        cfg=cfg,
+        backends=backends,
+        generation_id=generation_id,
+        seed=seed if seed is not None else run_seed(cfg.prompt.random_seed),
+        prompt_only=prompt_only,
+        created_at=utc_iso(),
+        ctx=Context.with_system(SYSTEM_PROMPT),
+        runner=ChatRunner(backends.text, recorder=recorder, mode=cfg.run.concurrency),
+        recorder=recorder,
+        say=say,
+        started=started,
+        store=store,
+    )
+    logger.info(
+        "Generation %s started with seed %d (%s)", generation_id, run.seed, backends.description
+    )
+    phase, phase_start = "data_load", time.perf_counter()
+
+    stored: list[StoreOutcome | None] = []
+
+    def finish(error: RunError | None) -> RunRecord:
+        """Write the transcript (success or failure), then the run store; close the run
+        log (and a store opened for this run)."""
+        run.phase_times.setdefault(phase, round(time.perf_counter() - phase_start, 3))
+        record = run.to_record(error, round(time.perf_counter() - started, 3))
+        try:
+            write_transcript(t_path, record)
+            stored.append(save_to_store(run, record, t_path))
+        finally:
+            if store is not None:
+                store.abandon()
+                if own_store:
+                    store.close()
+            run_log.close()
+        return record
+
+    try:
+        run.inputs = inputs or load_inputs(cfg)
+        for name, step in phases_for(prompt_only):
+            now = time.perf_counter()
+            run.phase_times[phase] = round(now - phase_start, 3)
+            phase, phase_start = name, now
+            await step(run)
+        run.phase_times[phase] = round(time.perf_counter() - phase_start, 3)
+        phase, phase_start = "done", time.perf_counter()
+    except Exception as caught:
+        exc = caught.cause if isinstance(caught, PhaseFailed) else caught
+        if isinstance(caught, PhaseFailed):
+            run.phase_times.setdefault(phase, round(time.perf_counter() - phase_start, 3))
+            phase = caught.phase
+        error = run_error(exc, phase)
+        logger.error(
+            "Generation %s failed in phase %s: %s: %s", generation_id, phase, error.type, exc
+        )
+        record = finish(error)
+        raise RunFailed(
+            f"run failed in phase {phase}"
+            + (f" at {error.path}" if error.path else "")
+            + f": {error.type}: {exc}",
+            record=record,
+            transcript=t_path,
+        ) from exc
+    except BaseException as exc:
+        # Cancellation (Ctrl-C / SIGTERM through the CLI) or a KeyboardInterrupt: the steps
+        # in flight were cut off; nothing was written but this transcript and its store row
+        # (records are shielded). Record what we know, then let it propagate.
+        if phase == "image" and run.unfinished:  # image and title go together: the first
+            phase = run.unfinished[0]  # still going (the title once the image is done)
+        cut_off = [*run.recorder.in_flight, *run.cut_off]
+        finish(
+            RunError(
+                type="interrupted",
+                message=f"the run was interrupted in phase {phase} ({type(exc).__name__})"
+                + (f"; {len(cut_off)} step(s) in flight were cancelled" if cut_off else ""),
+                phase=phase,
+                cancelled_paths=tuple(cut_off),
+            )
+        )
+        logger.warning(
+            "Generation %s interrupted in phase %s; transcript written to %s",
+            generation_id,
+            phase,
+            t_path,
+        )
+        raise
+    record = finish(None)
+    return RunResult(record=record, transcript_path=t_path, log_path=run_log.path, store=stored[0])
+
+
+def run_error(exc: Exception, phase: str) -> RunError:
+    loc = location_of(exc)
+    return RunError(
+        type=type(exc).__name__,
+        message=str(exc),
+        phase=phase,
+        step=loc.name if loc else None,
+        path=loc.path if loc else None,
+        cancelled_paths=loc.cancelled_paths if loc else (),
+        status=exc.status if isinstance(exc, BackendError) else None,
+        attempts=exc.attempts if isinstance(exc, BackendError) else None,
+        reason=exc.reason if isinstance(exc, ModelOutputError) else None,
+        output_preview=exc.output_preview if isinstance(exc, ModelOutputError) else None,
+    )

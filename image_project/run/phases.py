@@ -1,0 +1,309 @@
+"""The phases of a run, each ``async def`` over the run's :class:`~.state.RunState`:
+concept selection, the concept filter, the prompt pipeline (standard or scoring), the image
+and title (together), and the records phase. The driver (:mod:`.driver`) times them and
+attributes failures.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import anyio
+
+from image_project.artifacts import (
+    existing_titles,
+    read_manifest,
+)
+from image_project.backends.base import ImageReply, ImageRequest
+from image_project.errors import (
+    BackendError,
+    ImageProjectError,
+    ModelOutputError,
+    add_cancelled_paths,
+    locate,
+)
+from image_project.progress import counted
+from image_project.record import (
+    ConceptFilter,
+    ImageEvent,
+    StepError,
+)
+from image_project.seeding import derive_seed
+from image_project.stages.concepts import select_concepts
+from image_project.stages.profile import avoid_list, render_guidance
+from image_project.stages.standard import (
+    CONCEPTS_KEY,
+    DALLE_PROMPT_KEY,
+    Brief,
+    dislike_rewrite_step,
+    prompt_pipeline,
+)
+from image_project.stages.title import run_title
+
+if TYPE_CHECKING:
+    from PIL.Image import Image
+
+
+from image_project.run.records import write_records
+from image_project.run.state import RunState, utc_iso
+
+__all__ = ["PhaseFailed", "phases_for", "say_done"]
+
+logger = logging.getLogger("image_project.run")
+
+
+async def _concept_selection(run: RunState) -> None:
+    assert run.inputs is not None
+    run.concepts = select_concepts(run.inputs.categories, run.seed)
+
+
+async def _concept_filter(run: RunState) -> None:
+    assert run.inputs is not None
+    dislikes = avoid_list(run.inputs.profile)
+    concepts = run.concepts
+    if dislikes:
+        run.announce("concept filter")
+        await run.run_tree(dislike_rewrite_step(concepts, dislikes, run_seed=run.seed))
+        concepts = tuple(run.ctx.outputs[CONCEPTS_KEY])
+    run.concept_filter = ConceptFilter(input=run.concepts, output=concepts, dislikes=dislikes)
+    run.concepts = concepts
+    run.brief = Brief(concepts, render_guidance(run.inputs.profile), tuple(dislikes))
+
+
+async def _pipeline(run: RunState) -> None:
+    assert run.inputs is not None and run.brief is not None
+    cfg, scoring = run.cfg, run.cfg.prompt.scoring
+    if not scoring.enabled:
+        run.announce(f"prompt pipeline (refinement: {cfg.prompt.refinement})")
+        await run.run_tree(
+            prompt_pipeline(
+                brief=run.brief,
+                run_seed=run.seed,
+                refinement=cfg.prompt.refinement,
+                temperature=cfg.prompt.text_temperature,
+            )
+        )
+    else:
+        # Imported here: a run without scoring (the default) never needs it, and its import
+        # is about 0.03 s of the command line's start-up (bench/startup.py).
+        from image_project.stages.scoring import (
+            ScoringRun,
+            ScoringSetup,
+            describe_ensemble,
+            load_novelty,
+        )
+
+        text_model = run.backends.text.default_model
+        judges = scoring.effective_judges(text_model)
+        run.announce(
+            f"black-box scoring ({scoring.num_ideas} ideas x {counted(len(judges), 'judge')}), "
+            f"then the final prompt (refinement: {cfg.prompt.refinement})"
+        )
+        novelty = await anyio.to_thread.run_sync(
+            load_novelty,
+            scoring.novelty.enabled,
+            scoring.novelty.window,
+            Path(cfg.prompt.generations_path),
+        )
+        logger.info("%s", describe_ensemble(scoring, judges, novelty))
+        run.scoring = ScoringRun(
+            ScoringSetup(
+                brief=run.brief,
+                run_seed=run.seed,
+                scoring=scoring,
+                judges=judges,
+                selector_model=scoring.effective_selector_model(text_model),
+                likes=tuple(run.inputs.profile.taste),
+                novelty=novelty,
+                refinement=cfg.prompt.refinement,
+                temperature=cfg.prompt.text_temperature,
+            )
+        )
+        await run.scoring.run(run.runner, run.ctx)
+    run.final_prompt = str(run.ctx.outputs[DALLE_PROMPT_KEY])
+
+
+class _ImageCall:
+    """The image call as it goes: what was asked, when, and the reply once there is one.
+    :meth:`event` records it however it ended."""
+
+    def __init__(self, request: ImageRequest, order: tuple[int, ...]) -> None:
+        self.request = request
+        self.order = order
+        self.created_at = utc_iso("milliseconds")
+        self.started = time.perf_counter()
+        self.reply: ImageReply | None = None
+
+    def event(self, error: StepError | None = None, attempts: int | None = None) -> ImageEvent:
+        request, reply = self.request, self.reply
+        assert request.model is not None and request.seed is not None
+        return ImageEvent(
+            order=self.order,
+            prompt=request.prompt,
+            model=reply.model if reply else request.model,
+            size=request.size,
+            quality=request.quality,
+            seed=request.seed,
+            created_at=self.created_at,
+            latency_ms=round((time.perf_counter() - self.started) * 1000, 3),
+            attempts=reply.attempts if reply else attempts,
+            received_bytes=len(reply.data) if reply else None,
+            format=reply.format if reply else None,
+            revised_prompt=reply.revised_prompt if reply else None,
+            metadata=dict(reply.metadata) if reply else {},
+            error=error,
+            pacing_wait_ms=reply.pacing_wait_ms if reply else 0.0,
+        )
+
+
+def _decode(data: bytes) -> Image:
+    """:func:`~image_project.artifacts.image.decode_checked`, in a worker thread. Pillow is
+    imported with the image files' module on a run's first image, here, off the event loop: a
+    prompt-only run never needs it (tests/test_startup.py)."""
+    from image_project.artifacts.image import decode_checked
+
+    return decode_checked(data)
+
+
+async def _verified(reply: ImageReply) -> Image:
+    """Decode the whole image now, before the records phase, so an answer that is not a
+    readable image fails here, in phase ``image`` (cancelling the title call if it is still
+    going). The decoded pixels are kept for the records phase, which then only captions and
+    encodes them."""
+    try:
+        return await anyio.to_thread.run_sync(_decode, reply.data, abandon_on_cancel=True)
+    except ImageProjectError as exc:
+        raise ModelOutputError(
+            "undecodable_image",
+            f"the image backend answered with data that is {exc}",
+            output=bytes(reply.data[:32]),
+        ) from exc
+
+
+async def _image(run: RunState) -> None:
+    """The image call, and the check that its answer is a whole image. The call is recorded
+    however it ends: with its reply, cut off (``error.type == "cancelled"``, and listed as
+    cut off), or failed (the error, which names the ``image`` step)."""
+    assert run.final_prompt is not None
+    cfg, image_backend = run.cfg, run.backends.image
+    request = ImageRequest(
+        prompt=run.final_prompt,
+        model=image_backend.default_model,
+        size=cfg.image.size,
+        quality=cfg.image.quality,
+        seed=derive_seed(run.seed, "image"),
+    )
+    run.announce(f"image ({request.model}, {request.size})")
+    call = _ImageCall(request, run.image_order)
+    try:
+        call.reply = await image_backend.generate(request)
+        run.frame = await _verified(call.reply)
+    except Exception as exc:
+        locate(exc, path="image", name="image", node_type="image")
+        attempts = exc.attempts if isinstance(exc, BackendError) else None
+        run.image_event = call.event(StepError.of(exc), attempts)
+        raise
+    except BaseException:  # cancelled (Ctrl-C, SIGTERM) or KeyboardInterrupt
+        run.image_event = call.event(StepError(type="cancelled", message=run.cancel_reason))
+        run.cut_off.append("image")
+        raise
+    run.image = image = call.reply
+    run.image_event = call.event()
+    say_done(run, f"image from {image.model} ({image.format}, {request.size})")
+
+
+async def _title(run: RunState) -> None:
+    assert run.final_prompt is not None
+    started = time.perf_counter()
+    run.announce("title")
+    manifest = run.cfg.effective_titles_manifest_path
+    known = existing_titles(await anyio.to_thread.run_sync(read_manifest, manifest))
+    run.title = await run_title(
+        run.runner, run.ctx, run.final_prompt, known, seed=derive_seed(run.seed, "title")
+    )
+    run.phase_times["title"] = round(time.perf_counter() - started, 3)
+
+
+class PhaseFailed(Exception):
+    """Carries the failure of one of two phases run together, naming that phase (the driver
+    attributes it there); the original exception is ``cause``."""
+
+    def __init__(self, phase: str, cause: Exception) -> None:
+        super().__init__(phase)
+        self.phase = phase
+        self.cause = cause
+
+
+async def _image_and_title(run: RunState) -> None:
+    """The ``image`` and ``title`` phases, concurrently (in order in the sequential mode).
+
+    The image's place in the record is reserved first, so it is recorded between the prompt
+    trees and the title whatever finishes first. The first to fail cancels the other; its
+    error leaves as :class:`PhaseFailed` naming its phase, with the other's cut-off steps
+    as cancelled paths. ``run.unfinished`` lists the two until each is done, so that an
+    interrupt is attributed to the first still going (the title, once the image is done)."""
+    run.image_order = (run.ctx.roots_run,)
+    run.ctx.roots_run += 1
+    run.unfinished = ["image", "title"]
+    if run.cfg.run.concurrency == "sequential":
+        for phase, step in (("image", _image), ("title", _title)):
+            try:
+                await step(run)
+            except Exception as exc:
+                raise PhaseFailed(phase, exc) from exc
+            run.unfinished.remove(phase)
+        return
+    failed: list[PhaseFailed] = []
+    async with anyio.create_task_group() as tg:
+
+        async def guarded(phase: str, step: _Phase) -> None:
+            try:
+                await step(run)
+            except Exception as exc:  # kept, not raised: no ExceptionGroup to unwrap
+                failed.append(PhaseFailed(phase, exc))
+                run.cancel_reason = f"the {phase} call failed, so the run stopped"
+                tg.cancel_scope.cancel()
+            else:
+                run.unfinished.remove(phase)
+
+        tg.start_soon(guarded, "image", _image)
+        tg.start_soon(guarded, "title", _title)
+    if failed:
+        first = failed[0]
+        add_cancelled_paths(first.cause, [*run.recorder.in_flight, *run.cut_off])
+        raise first from first.cause
+
+
+async def _records(run: RunState) -> None:
+    assert run.image is not None and run.title is not None and run.final_prompt is not None
+    assert run.image_event is not None
+    run.announce("records")
+    image_path = Path(run.cfg.image.generation_path) / f"{run.generation_id}_image.jpg"
+    # Shielded: a Ctrl-C that arrives now waits for the local writes (milliseconds) instead
+    # of leaving an image without its rows; the run then counts as finished.
+    with anyio.CancelScope(shield=True):
+        saved = await anyio.to_thread.run_sync(write_records, run, image_path)
+    run.saved = saved
+    say_done(run, f"records: image #{saved.seq:03d}, {saved.bytes:,} bytes")
+
+
+def say_done(run: RunState, what: str) -> None:
+    run.say(f"[{time.perf_counter() - run.started:6.1f}s] ✓ {what}")
+
+
+_Phase = Callable[[RunState], Awaitable[None]]
+
+
+def phases_for(prompt_only: bool) -> list[tuple[str, _Phase]]:
+    phases: list[tuple[str, _Phase]] = [
+        ("concept_selection", _concept_selection),
+        ("concept_filter", _concept_filter),
+        ("pipeline", _pipeline),
+    ]
+    if not prompt_only:
+        phases += [("image", _image_and_title), ("records", _records)]
+    return phases

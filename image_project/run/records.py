@@ -1,0 +1,139 @@
+"""The records phase's writes (:func:`write_records`: image, manifest row, generations row,
+all or nothing under the manifest lock) and the run store write at a run's end
+(:func:`save_to_store`).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from image_project.artifacts import (
+    append_generation_row,
+    append_manifest_row,
+    existing_titles,
+    file_size,
+    manifest_lock,
+    next_seq,
+    read_manifest,
+    truncate_back,
+)
+from image_project.record import (
+    RunRecord,
+)
+from image_project.stages.title import resolve_collision
+from image_project.store.writer import StoreOutcome, StoreWriter
+
+if TYPE_CHECKING:
+    pass
+
+
+from image_project.run.state import RunState, Saved
+
+__all__ = ["save_to_store", "store_seq", "write_records"]
+
+logger = logging.getLogger("image_project.run")
+
+
+def store_seq(run: RunState, store: StoreWriter, local_next: int) -> int:
+    """``seq`` from a store that allocates it (PostgreSQL), else ``local_next``; a store that
+    cannot is reported and this machine's manifest number is used."""
+    seq, problem = store.claim_seq(local_next)
+    if problem is not None:
+        message = (
+            f"store: could not allocate the title number in {store.shown_url} ({problem}); "
+            f"using #{seq:03d} from this machine's manifest"
+        )
+        logger.error("%s", message)
+        run.say(f"✗ {message}")
+    return seq
+
+
+def save_to_store(run: RunState, record: RunRecord, t_path: Path) -> StoreOutcome | None:
+    """Write the run to the store, if there is one; a failure is said loudly (progress line
+    and log) and does not change how the run ends: the transcript has everything."""
+    if run.store is None:
+        return None
+    outcome = run.store.save(record)
+    if outcome.written:
+        logger.info("Generation %s written to the run store %s", record.generation_id, outcome.url)
+        return outcome
+    message = (
+        f"store: run {record.generation_id} was NOT written to {outcome.url} "
+        f"({outcome.error}); its transcript has everything: "
+        f"image-project runs import {t_path}"
+    )
+    logger.error("%s", message)
+    run.say(f"✗ {message}")
+    return outcome
+
+
+def write_records(run: RunState, image_path: Path) -> Saved:
+    """The records phase in one call (one thread, so a cancellation cannot split it).
+
+    All or nothing, under the manifest lock: allocate seq, settle the title against the
+    freshest manifest, write the captioned image, append the manifest row, append the
+    generations row. If anything after the image fails, the image is removed and the manifest
+    is cut back to its size before this run (safe: the lock is still held), so a failed
+    records phase leaves neither an image nor a row behind."""
+    assert run.image is not None and run.image_event is not None and run.title is not None
+    assert run.final_prompt is not None and run.frame is not None
+    from image_project.artifacts.image import caption_text, save_captioned_frame
+
+    cfg, manifest = run.cfg, run.cfg.effective_titles_manifest_path
+    with manifest_lock(manifest):
+        rows = read_manifest(manifest)
+        seq = next_seq(rows)
+        if run.store is not None:
+            seq = store_seq(run, run.store, seq)
+        title = resolve_collision(run.title, existing_titles(rows))
+        manifest_before = file_size(manifest)
+        caption = caption_text(seq, title.title)
+        save_captioned_frame(run.frame, image_path, caption, font_path=cfg.image.caption_font_path)
+        try:
+            append_manifest_row(
+                manifest,
+                {
+                    "seq": str(seq),
+                    "title": title.title,
+                    "generation_id": run.generation_id,
+                    "image_prompt": run.final_prompt,
+                    "image_path": str(image_path),
+                    "created_at": "",
+                    "model": run.image_event.model,
+                    "size": run.image_event.size,
+                    "quality": run.image_event.quality,
+                    "seed": str(run.seed),
+                    "title_source": title.source,
+                    "title_raw": title.raw,
+                },
+            )
+            append_generation_row(
+                Path(cfg.prompt.generations_path),
+                {
+                    "generation_id": run.generation_id,
+                    "selected_concepts": list(run.concepts),
+                    "final_image_prompt": run.final_prompt,
+                    "image_path": str(image_path),
+                    "created_at": run.created_at,
+                    "seed": str(run.seed),
+                },
+            )
+            saved_bytes = image_path.stat().st_size
+        except BaseException:
+            try:
+                image_path.unlink(missing_ok=True)
+                truncate_back(manifest, manifest_before)
+            except OSError as undo:
+                logger.error(
+                    "could not undo this run's records after a failure (%s: %s); check %s "
+                    "and %s for a row of generation %s",
+                    type(undo).__name__,
+                    undo,
+                    image_path,
+                    manifest,
+                    run.generation_id,
+                )
+            raise
+    return Saved(path=image_path, bytes=saved_bytes, seq=seq, title=title, caption=caption)

@@ -1,0 +1,248 @@
+"""The typed state of one run (:class:`RunState`) and what a run hands back: its inputs
+(:func:`load_inputs`, checked before any model call), its result (:class:`RunResult`) or its
+failure (:class:`RunFailed`), and the record built from the state (:meth:`RunState.to_record`).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from image_project.backends.base import ImageReply, Usage
+from image_project.backends.factory import Backends
+from image_project.config import AppConfig
+from image_project.engine import ChatRunner, Context, DefaultStepRecorder, Node
+from image_project.errors import (
+    ImageProjectError,
+)
+from image_project.preflight import check_outputs
+from image_project.record import (
+    SCHEMA_VERSION,
+    ActionEvent,
+    BackendInfo,
+    ChatEvent,
+    ConceptFilter,
+    ImageEvent,
+    RunError,
+    RunRecord,
+    RunUsage,
+    ScoringOff,
+    Timing,
+    TitleRecord,
+)
+from image_project.stages.concepts import Categories, load_categories
+from image_project.stages.profile import Profile, load_profile
+from image_project.stages.standard import (
+    Brief,
+)
+from image_project.stages.title import TitleResult
+from image_project.store.writer import StoreOutcome, StoreWriter
+
+if TYPE_CHECKING:
+    from PIL.Image import Image
+
+    from image_project.stages.scoring import ScoringRun
+
+
+__all__ = [
+    "PHASES",
+    "Inputs",
+    "RunFailed",
+    "RunResult",
+    "RunState",
+    "Saved",
+    "load_inputs",
+    "new_generation_id",
+    "utc_iso",
+]
+
+logger = logging.getLogger("image_project.run")
+
+PHASES: tuple[str, ...] = (
+    "data_load",
+    "concept_selection",
+    "concept_filter",
+    "pipeline",
+    "image",
+    "title",
+    "records",
+)
+"""The phases of a full run, in order; a prompt-only run stops after ``pipeline``."""
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """The data files a run reads, loaded and checked before any model call."""
+
+    categories: Categories
+    profile: Profile
+
+
+def load_inputs(cfg: AppConfig) -> Inputs:
+    """Load the categories and profile files, check an explicitly configured caption font,
+    then check the output directories and existing record CSVs
+    (:func:`image_project.preflight.check_outputs`), so that none of them fails after model
+    calls were paid for. Raises InputFileError naming the bad file or directory (and, for an
+    output, its config key); the input files are checked first, so a bad one creates
+    nothing."""
+    font = cfg.image.caption_font_path
+    if font is not None:
+        from image_project.artifacts.image import load_caption_font
+
+        load_caption_font(14, Path(font))  # InputFileError naming the file and the key
+    inputs = Inputs(
+        categories=load_categories(cfg.prompt.categories_path),
+        profile=load_profile(cfg.prompt.profile_path),
+    )
+    check_outputs(cfg)
+    return inputs
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """A finished run: its record (what the transcript holds), where its files are, and
+    whether it reached the run store (None when the store is disabled)."""
+
+    record: RunRecord
+    transcript_path: Path
+    log_path: Path
+    store: StoreOutcome | None = None
+
+
+class RunFailed(ImageProjectError):
+    """A run failed after it started; its transcript was written. The cause is chained;
+    ``error`` is the record's error and ``record`` the whole record."""
+
+    def __init__(self, message: str, *, record: RunRecord, transcript: Path) -> None:
+        assert record.error is not None
+        self.record = record
+        self.error: RunError = record.error
+        self.phase = record.error.phase
+        self.transcript_path = transcript
+        super().__init__(message)
+
+
+def new_generation_id() -> str:
+    """``YYYYmmdd_HHMMSS_`` (UTC) and 8 random hex digits (from the OS, never the run seed)."""
+    return f"{datetime.now(UTC):%Y%m%d_%H%M%S}_{secrets.token_hex(4)}"
+
+
+def utc_iso(timespec: str = "seconds") -> str:
+    return datetime.now(UTC).isoformat(timespec=timespec).replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class Saved:
+    """What the records phase wrote: the captioned JPEG and its manifest row."""
+
+    path: Path
+    bytes: int
+    seq: int
+    title: TitleResult
+    caption: str
+
+
+@dataclass
+class RunState:
+    """The typed state of one run, filled in phase by phase. Steps that capture values for
+    later steps do so in ``ctx.outputs`` (the engine's captures); everything a phase hands to
+    a later phase is a field here."""
+
+    cfg: AppConfig
+    backends: Backends
+    generation_id: str
+    seed: int
+    prompt_only: bool
+    created_at: str
+    ctx: Context
+    runner: ChatRunner
+    recorder: DefaultStepRecorder
+    say: Callable[[str], None]
+    started: float
+    store: StoreWriter | None = None
+    inputs: Inputs | None = None
+    concepts: tuple[str, ...] = ()
+    concept_filter: ConceptFilter | None = None
+    brief: Brief | None = None
+    scoring: ScoringRun | None = None
+    final_prompt: str | None = None
+    image: ImageReply | None = None
+    image_event: ImageEvent | None = None
+    frame: Image | None = None
+    """The image's decoded pixels (checked in phase ``image``), for the records phase."""
+    title: TitleResult | None = None
+    saved: Saved | None = None
+    image_order: tuple[int, ...] = ()
+    cut_off: list[str] = field(default_factory=list)
+    """Paths cut off outside the step trees (the image call); the trees' own are the
+    recorder's ``in_flight``."""
+    cancel_reason: str = "the run was interrupted during the image call"
+    """What a cut-off image call records as its error message."""
+    unfinished: list[str] = field(default_factory=list)
+    """Of the ``image`` and ``title`` phases (run together), those not done yet."""
+    phase_times: dict[str, float] = field(default_factory=dict)
+
+    async def run_tree(self, node: Node) -> None:
+        await self.runner.run(self.ctx, node)
+
+    def announce(self, line: str) -> None:
+        self.say(f"→ {line}")
+
+    def to_record(self, error: RunError | None, wall_s: float) -> RunRecord:
+        """The run's record from whatever it got to."""
+        steps: list[ChatEvent | ActionEvent | ImageEvent] = list(self.ctx.steps)
+        if self.image_event is not None:
+            steps.append(self.image_event)
+        steps.sort(key=lambda event: event.order)
+        chats = [e for e in self.ctx.steps if isinstance(e, ChatEvent)]
+        usage = Usage.total(e.usage for e in chats)
+        saved = self.saved
+        return RunRecord(
+            schema_version=SCHEMA_VERSION,
+            generation_id=self.generation_id,
+            seed=self.seed,
+            created_at=self.created_at,
+            run_mode="prompt_only" if self.prompt_only else "full",
+            backend=BackendInfo(
+                provider=self.backends.provider,
+                description=self.backends.description,
+                text_model=self.backends.text.default_model,
+                image_model=self.backends.image.default_model,
+                execution_mode=self.cfg.run.concurrency,
+            ),
+            selected_concepts=self.concepts,
+            concept_filter=self.concept_filter,
+            steps=tuple(steps),
+            final_image_prompt=self.final_prompt,
+            image_path=str(saved.path) if saved else None,
+            image_bytes=saved.bytes if saved else None,
+            title_generation=(
+                TitleRecord(
+                    title=saved.title.title,
+                    title_source=saved.title.source,
+                    title_raw=saved.title.raw,
+                    attempts=saved.title.attempts,
+                    seq=saved.seq,
+                    caption=saved.caption,
+                )
+                if saved
+                else None
+            ),
+            blackbox_scoring=self.scoring.record() if self.scoring else ScoringOff(),
+            usage=RunUsage(
+                prompt_tokens=usage.prompt_tokens,
+                completion_tokens=usage.completion_tokens,
+                total_tokens=usage.total_tokens,
+                model_calls=len(chats),
+                image_calls=(
+                    1 if self.image_event and self.image_event.received_bytes is not None else 0
+                ),
+            ),
+            timing=Timing(wall_s=wall_s, phases_s=dict(self.phase_times)),
+            error=error,
+        )
