@@ -7,7 +7,8 @@ writes per scenario:
 * ``<name>.requests.json``: every HTTP request body the server received, sorted (concurrent
   calls arrive in any order);
 * ``<name>.transcript.json``: the run's transcript with what differs between two runs of the
-  same seed removed (times, latencies, the generation id).
+  same seed removed (times, latencies, the generation id, the local server's address) and the
+  image sizes (they depend on the installed image encoders).
 
 Usage: ``python scripts/wire_snapshot.py OUT_DIR`` then ``diff -r BEFORE AFTER``.
 tests/test_wire_snapshot.py runs the same scenarios against the saved snapshots in
@@ -54,6 +55,8 @@ SCENARIOS: dict[str, list[str]] = {
 
 _VOLATILE = frozenset(
     {"created_at", "latency_ms", "pacing_wait_ms", "wall_s", "phases_s", "timing", "generation_id"}
+    # The image files' sizes depend on the installed Pillow's and zlib's encoders.
+    | {"image_bytes", "received_bytes"}
 )
 
 

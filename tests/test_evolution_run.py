@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -352,10 +353,45 @@ def test_offline_llm_selector_proposes_valid_survivors(
 ) -> None:
     offline_evolution_cli(tmp_path, capsys, "--set", LLM)
     (path,) = (tmp_path / "out" / "logs").glob("*_transcript.json")
-    rounds = json.loads(path.read_text(encoding="utf-8"))["blackbox_scoring"]["evolution"]["rounds"]
+    data = json.loads(path.read_text(encoding="utf-8"))
+    rounds = data["blackbox_scoring"]["evolution"]["rounds"]
     for r in rounds[:2]:
         assert r["selector"]["status"] == "ok", r["selector"]
         assert all(s["proposed_by"] == "llm" for s in r["survivors"])
+    # One fact in three places: the model the selector's step sent is the record's and the
+    # store's (it was recorded as null while the step ran on the backend's text model).
+    steps = {s["path"]: s for s in data["steps"]}
+    for r in rounds[:2]:
+        sent = steps[r["selector"]["path"]]["params"]["model"]
+        assert sent == r["selector"]["model"] == "offline-text-1"
+    with sqlite3.connect(tmp_path / "out" / "logs" / "runs.sqlite") as db:
+        stored = db.execute('SELECT selector_model FROM rounds ORDER BY "round"').fetchall()
+    assert [m for (m,) in stored][:2] == ["offline-text-1", "offline-text-1"]
+
+
+def test_a_shut_down_selector_model_exits_2_before_any_model_call(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_config(tmp_path)
+    evolution = "prompt.scoring.evolution"
+    code = main(
+        [
+            "--config",
+            str(config),
+            "--set",
+            "backend.base_url=http://127.0.0.1:9/v1",  # never contacted
+            *("--set", "prompt.scoring.enabled=true"),
+            *("--set", f"{evolution}.enabled=true"),
+            *("--set", f"{evolution}.selector=llm"),
+            *("--set", f"{evolution}.selector_model=gpt-4-turbo"),
+        ],
+        env={"OPENAI_API_KEY": "test-key"},
+        root=REPO,
+    )
+    assert code == 2
+    err = capsys.readouterr().err
+    assert f"{evolution}.selector_model" in err and "shut down" in err
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_bad_evolution_key_exits_2_before_any_model_call(

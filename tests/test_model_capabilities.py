@@ -257,3 +257,16 @@ def test_a_custom_image_table_is_used() -> None:
         "  (1 more problem(s)):\n"
         "  image.quality: got 'high', must be one of 'low' (the qualities tiny offers)",
     )
+
+
+def test_the_llm_selector_model_is_checked_like_the_judges() -> None:
+    evolution = {"enabled": True, "selector": "llm", "selector_model": "gpt-4-turbo"}
+    error = problem(cfg(prompt=scoring(evolution=evolution)))
+    assert error.key == "prompt.scoring.evolution.selector_model"
+    assert "shut down on 2026-10-23" in error.message
+    # Without its own model the selector runs on judge_model (checked under that key), and
+    # with the code selector no selector model is called at all.
+    inherited = scoring(judge_model="gpt-4-turbo", evolution={"enabled": True, "selector": "llm"})
+    assert "prompt.scoring.judge_model" in problem(cfg(prompt=inherited)).key
+    code = {"enabled": True, "selector": "code", "selector_model": "gpt-4-turbo"}
+    assert check_models(cfg(prompt=scoring(evolution=code)), today=TODAY) == ()
