@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 
 from image_project.engine import Block, Context, DefaultStepRecorder, EngineEvent, Node, walk
-from image_project.record.events import ChatEvent
+from image_project.record.events import ChatEvent, ImageEvent
 
 __all__ = ["ProgressRecorder", "counted", "parallel_groups"]
 
@@ -62,6 +62,8 @@ class ProgressRecorder(DefaultStepRecorder):
 
     def on_step_end(self, ctx: Context, record: EngineEvent) -> None:
         super().on_step_end(ctx, record)
+        if isinstance(record, ImageEvent):
+            return  # the image phase says itself how its call ended
         innermost = ""
         for group in self.groups:
             if record.path.startswith(group + "/"):

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 from image_project.backends.base import Message
-from image_project.record.events import ActionEvent, ChatEvent
+from image_project.record.events import ActionEvent, ChatEvent, ImageEvent
 
 __all__ = ["Context", "EngineEvent"]
 
-EngineEvent: TypeAlias = ChatEvent | ActionEvent
+EngineEvent: TypeAlias = ChatEvent | ActionEvent | ImageEvent
 """What the engine records for a step."""
 
 

@@ -1,4 +1,4 @@
-"""The step tree: :class:`ChatStep`, :class:`ActionStep` and :class:`Block`.
+"""The step tree: :class:`ChatStep`, :class:`ImageStep`, :class:`ActionStep` and :class:`Block`.
 
 Nodes are frozen descriptions; :class:`~image_project.engine.runner.ChatRunner` executes them,
 as a whole tree (:meth:`~image_project.engine.runner.ChatRunner.run`) or one at a time from
@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias, TypeVar, get_args
 
+from image_project.backends.base import ImageReply, ImageRequest
 from image_project.engine.output import JsonOutput, Output, ReaskPolicy, TextOutput
 from image_project.errors import PipelineDefinitionError
 
@@ -32,6 +33,7 @@ __all__ = [
     "ActionStep",
     "Block",
     "ChatStep",
+    "ImageStep",
     "MergeMode",
     "Node",
     "PromptFn",
@@ -158,6 +160,44 @@ class ChatStep(Generic[T]):
             )
 
 
+def _interrupted() -> str:
+    return "the run was interrupted during the image call"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImageStep(Generic[T]):
+    """One image call, whose checked answer is a ``T``.
+
+    The runner sends ``request`` to its image backend, then awaits ``check(reply)`` (e.g. the
+    decode of the whole image, off the event loop), whose value is the step's; without
+    ``check`` the reply itself is. The call is recorded as an
+    :class:`~image_project.record.events.ImageEvent` however it ends: with its reply, failed
+    (the error, and the reply when one arrived but failed its check), or cut off by a
+    cancellation (``error.type == "cancelled"`` with the message ``cancelled()`` gives at
+    that moment). It adds nothing to the conversation."""
+
+    request: ImageRequest
+    name: str | None = None
+    check: Callable[[ImageReply], Awaitable[T]] | None = None
+    cancelled: Callable[[], str] = _interrupted
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def capture_key(self) -> None:
+        return None
+
+    @property
+    def merge(self) -> MergeMode:
+        return "none"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", _check_name(self.name, "ImageStep.name"))
+        if not isinstance(self.request, ImageRequest):
+            raise PipelineDefinitionError(
+                f"ImageStep {self.name}: request must be an ImageRequest, got {self.request!r}"
+            )
+
+
 @dataclass(frozen=True, kw_only=True)
 class ActionStep:
     """Pure Python glue (sync or async). Produces no messages; ``capture_key`` stores its
@@ -203,9 +243,10 @@ class Block:
         _check_merge(self.merge, where)
         nodes = tuple(self.nodes)
         for node in nodes:
-            if not isinstance(node, ChatStep | ActionStep | Block):
+            if not isinstance(node, ChatStep | ImageStep | ActionStep | Block):
                 raise PipelineDefinitionError(
-                    f"{where}: children must be ChatStep, ActionStep or Block, got {node!r}"
+                    f"{where}: children must be ChatStep, ImageStep, ActionStep or Block, "
+                    f"got {node!r}"
                 )
         object.__setattr__(self, "nodes", nodes)
         names = tuple(default_name(node, i) for i, node in enumerate(nodes, start=1))
@@ -227,7 +268,7 @@ class Block:
                     owner[key] = child_name
 
 
-Node: TypeAlias = "ChatStep[Any] | ActionStep | Block"
+Node: TypeAlias = "ChatStep[Any] | ImageStep[Any] | ActionStep | Block"
 
 
 def default_name(node: Node, index: int) -> str:
@@ -237,6 +278,8 @@ def default_name(node: Node, index: int) -> str:
     prefix = (
         "step"
         if isinstance(node, ChatStep)
+        else "image"
+        if isinstance(node, ImageStep)
         else "action"
         if isinstance(node, ActionStep)
         else "block"

@@ -104,7 +104,9 @@ class DefaultStepRecorder:
                 record.attempts,
             )
         else:
-            self.logger.debug("Completed action %s (%.1f ms)", record.path, record.latency_ms)
+            self.logger.debug(
+                "Completed %s %s (%.1f ms)", record.type, record.path, record.latency_ms
+            )
 
     def on_step_error(self, ctx: Context, path: str, step_name: str, exc: BaseException) -> None:
         self._in_flight.pop(path, None)

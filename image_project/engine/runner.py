@@ -34,13 +34,23 @@ import anyio
 from pydantic import JsonValue
 from pydantic_core import to_jsonable_python
 
-from image_project.backends.base import Message, TextBackend, TextReply, TextRequest, Usage
+from image_project.backends.base import (
+    ImageBackend,
+    ImageReply,
+    ImageRequest,
+    Message,
+    TextBackend,
+    TextReply,
+    TextRequest,
+    Usage,
+)
 from image_project.engine.context import Context, EngineEvent
 from image_project.engine.fanout import ordered_fanout
 from image_project.engine.nodes import (
     ActionStep,
     Block,
     ChatStep,
+    ImageStep,
     MergeMode,
     Node,
     default_name,
@@ -55,11 +65,19 @@ from image_project.errors import (
     EmptyResponseError,
     ModelOutputError,
     NodeType,
+    PipelineDefinitionError,
     RefusalError,
     StepFailedError,
     locate,
 )
-from image_project.record.events import ActionEvent, ChatEvent, ChatParams, Reask, StepError
+from image_project.record.events import (
+    ActionEvent,
+    ChatEvent,
+    ChatParams,
+    ImageEvent,
+    Reask,
+    StepError,
+)
 
 __all__ = ["ChatRunner", "Conversation", "ExecutionMode", "NodeOutcome", "as_json"]
 
@@ -89,6 +107,8 @@ def _node_type(node: Node) -> NodeType:
     return (
         "chat"
         if isinstance(node, ChatStep)
+        else "image"
+        if isinstance(node, ImageStep)
         else "action"
         if isinstance(node, ActionStep)
         else "block"
@@ -96,7 +116,7 @@ def _node_type(node: Node) -> NodeType:
 
 
 class ChatRunner:
-    """Runs nodes against a :class:`TextBackend`.
+    """Runs nodes against a :class:`TextBackend` (and, for image steps, ``image_backend``).
 
     ``limiter`` (optional) bounds the model calls this runner has in flight; backends may
     apply their own limit as well. ``clock`` is the monotonic clock used for latencies.
@@ -110,6 +130,7 @@ class ChatRunner:
         mode: ExecutionMode = "concurrent",
         limiter: anyio.CapacityLimiter | None = None,
         clock: Callable[[], float] = time.perf_counter,
+        image_backend: ImageBackend | None = None,
     ) -> None:
         if mode not in ("concurrent", "sequential"):
             raise ValueError(f"mode must be 'concurrent' or 'sequential', got {mode!r}")
@@ -120,6 +141,7 @@ class ChatRunner:
         self.mode: ExecutionMode = mode
         self.limiter = limiter
         self.clock = clock
+        self.image_backend = image_backend
 
     # -- public API ---------------------------------------------------------------------
 
@@ -164,6 +186,8 @@ class ChatRunner:
                 return await self._run_chat(node, ctx, base, path, name, order)
             if isinstance(node, ActionStep):
                 return await self._run_action(node, ctx, path, name, order)
+            if isinstance(node, ImageStep):
+                return await self._run_image(node, ctx, path, name, order)
             return await self._run_block(node, ctx, base, path, order)
         except Exception as exc:
             locate(exc, path=path, name=name, node_type=_node_type(node))
@@ -254,6 +278,36 @@ class ChatRunner:
         if step.capture_key is not None:
             ctx.outputs[step.capture_key] = result
         return NodeOutcome((), None, result, record)
+
+    # -- image --------------------------------------------------------------------------
+
+    async def _run_image(
+        self, step: ImageStep[Any], ctx: Context, path: str, name: str, order: tuple[int, ...]
+    ) -> NodeOutcome:
+        """The image call and its check, recorded however it ends (see :class:`ImageStep`).
+        A cut-off call is recorded with its ``cancelled`` error (``ImageEvent.cancelled``),
+        so its path is known to have been cut off."""
+        if self.image_backend is None:
+            raise PipelineDefinitionError(f"{path}: an image step needs the runner's image_backend")
+        request = step.request
+        call = _ImageCall(request, order, name, path, _utc_now(), self.clock)
+        self.recorder.on_step_start(
+            ctx, path, type="image", name=name, model=request.model, size=request.size
+        )
+        try:
+            call.reply = await self.image_backend.generate(request)
+            value = call.reply if step.check is None else await step.check(call.reply)
+        except Exception as exc:
+            attempts = exc.attempts if isinstance(exc, BackendError) else None
+            self.recorder.on_step_end(ctx, call.event(StepError.of(exc), attempts))
+            raise
+        except BaseException:  # cancelled (Ctrl-C, SIGTERM) or KeyboardInterrupt
+            cut = call.event(StepError(type="cancelled", message=step.cancelled()))
+            self.recorder.on_step_end(ctx, cut)
+            raise
+        event = call.event()
+        self.recorder.on_step_end(ctx, event)
+        return NodeOutcome((), None, value, event)
 
     # -- chat ---------------------------------------------------------------------------
 
@@ -421,6 +475,46 @@ class ChatRunner:
             self.recorder.on_step_error(ctx, path, name, exc)
         except Exception as recorder_exc:
             exc.add_note(f"the step recorder also failed: {recorder_exc!r}")
+
+
+@dataclass
+class _ImageCall:
+    """The image call as it goes: what was asked, when, and the reply once there is one."""
+
+    request: ImageRequest
+    order: tuple[int, ...]
+    name: str
+    path: str
+    created_at: str
+    clock: Callable[[], float]
+    reply: ImageReply | None = None
+
+    def __post_init__(self) -> None:
+        self.started = self.clock()
+
+    def event(self, error: StepError | None = None, attempts: int | None = None) -> ImageEvent:
+        request, reply = self.request, self.reply
+        if request.model is None or request.seed is None:
+            raise PipelineDefinitionError(f"{self.path}: an image request needs a model and a seed")
+        return ImageEvent(
+            order=self.order,
+            name=self.name,
+            path=self.path,
+            prompt=request.prompt,
+            model=reply.model if reply else request.model,
+            size=request.size,
+            quality=request.quality,
+            seed=request.seed,
+            created_at=self.created_at,
+            latency_ms=round((self.clock() - self.started) * 1000, 3),
+            attempts=reply.attempts if reply else attempts,
+            received_bytes=len(reply.data) if reply else None,
+            format=reply.format if reply else None,
+            revised_prompt=reply.revised_prompt if reply else None,
+            metadata=dict(reply.metadata) if reply else {},
+            error=error,
+            pacing_wait_ms=reply.pacing_wait_ms if reply else 0.0,
+        )
 
 
 def _answer_text(step: ChatStep[Any], reply: TextReply, path: str) -> str:

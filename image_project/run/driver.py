@@ -63,16 +63,6 @@ from image_project.record import (
     RunError,
     RunRecord,
 )
-from image_project.seeding import run_seed
-from image_project.stages.standard import (
-    SYSTEM_PROMPT,
-)
-from image_project.store.writer import StoreOutcome, StoreWriter
-
-if TYPE_CHECKING:
-    pass
-
-
 from image_project.run.log import RunLog
 from image_project.run.phases import PhaseFailed, phases_for
 from image_project.run.records import save_to_store
@@ -85,6 +75,15 @@ from image_project.run.state import (
     new_generation_id,
     utc_iso,
 )
+from image_project.seeding import run_seed
+from image_project.stages.standard import (
+    SYSTEM_PROMPT,
+)
+from image_project.store.writer import StoreOutcome, StoreWriter
+
+if TYPE_CHECKING:
+    pass
+
 
 __all__ = ["run_error", "run_generation"]
 
@@ -135,7 +134,12 @@ async def run_generation(
         prompt_only=prompt_only,
         created_at=utc_iso(),
         ctx=Context.with_system(SYSTEM_PROMPT),
-        runner=ChatRunner(backends.text, recorder=recorder, mode=cfg.run.concurrency),
+        runner=ChatRunner(
+            backends.text,
+            recorder=recorder,
+            mode=cfg.run.concurrency,
+            image_backend=backends.image,
+        ),
         recorder=recorder,
         say=say,
         started=started,
@@ -196,7 +200,7 @@ async def run_generation(
         # (records are shielded). Record what we know, then let it propagate.
         if phase == "image" and run.unfinished:  # image and title go together: the first
             phase = run.unfinished[0]  # still going (the title once the image is done)
-        cut_off = [*run.recorder.in_flight, *run.cut_off]
+        cut_off = run.cut_off()
         finish(
             RunError(
                 type="interrupted",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,19 +20,19 @@ from image_project.artifacts import (
     read_manifest,
 )
 from image_project.backends.base import ImageReply, ImageRequest
+from image_project.engine import ImageStep
 from image_project.errors import (
-    BackendError,
     ImageProjectError,
     ModelOutputError,
     add_cancelled_paths,
-    locate,
 )
 from image_project.progress import counted
 from image_project.record import (
     ConceptFilter,
     ImageEvent,
-    StepError,
 )
+from image_project.run.records import write_records
+from image_project.run.state import RunState
 from image_project.seeding import derive_seed
 from image_project.stages.concepts import select_concepts
 from image_project.stages.profile import avoid_list, render_guidance
@@ -47,9 +48,6 @@ from image_project.stages.title import run_title
 if TYPE_CHECKING:
     from PIL.Image import Image
 
-
-from image_project.run.records import write_records
-from image_project.run.state import RunState, utc_iso
 
 __all__ = ["PhaseFailed", "phases_for", "say_done"]
 
@@ -127,39 +125,6 @@ async def _pipeline(run: RunState) -> None:
     run.final_prompt = str(run.ctx.outputs[DALLE_PROMPT_KEY])
 
 
-class _ImageCall:
-    """The image call as it goes: what was asked, when, and the reply once there is one.
-    :meth:`event` records it however it ended."""
-
-    def __init__(self, request: ImageRequest, order: tuple[int, ...]) -> None:
-        self.request = request
-        self.order = order
-        self.created_at = utc_iso("milliseconds")
-        self.started = time.perf_counter()
-        self.reply: ImageReply | None = None
-
-    def event(self, error: StepError | None = None, attempts: int | None = None) -> ImageEvent:
-        request, reply = self.request, self.reply
-        assert request.model is not None and request.seed is not None
-        return ImageEvent(
-            order=self.order,
-            prompt=request.prompt,
-            model=reply.model if reply else request.model,
-            size=request.size,
-            quality=request.quality,
-            seed=request.seed,
-            created_at=self.created_at,
-            latency_ms=round((time.perf_counter() - self.started) * 1000, 3),
-            attempts=reply.attempts if reply else attempts,
-            received_bytes=len(reply.data) if reply else None,
-            format=reply.format if reply else None,
-            revised_prompt=reply.revised_prompt if reply else None,
-            metadata=dict(reply.metadata) if reply else {},
-            error=error,
-            pacing_wait_ms=reply.pacing_wait_ms if reply else 0.0,
-        )
-
-
 def _decode(data: bytes) -> Image:
     """:func:`~image_project.artifacts.image.decode_checked`, in a worker thread. Pillow is
     imported with the image files' module on a run's first image, here, off the event loop: a
@@ -184,10 +149,22 @@ async def _verified(reply: ImageReply) -> Image:
         ) from exc
 
 
+@dataclass(frozen=True)
+class _Checked:
+    """The image call's answer and its decoded pixels (for the records phase)."""
+
+    reply: ImageReply
+    frame: Image
+
+
+async def _checked(reply: ImageReply) -> _Checked:
+    return _Checked(reply, await _verified(reply))
+
+
 async def _image(run: RunState) -> None:
-    """The image call, and the check that its answer is a whole image. The call is recorded
-    however it ends: with its reply, cut off (``error.type == "cancelled"``, and listed as
-    cut off), or failed (the error, which names the ``image`` step)."""
+    """The image call, and the check that its answer is a whole image: an engine
+    :class:`~image_project.engine.ImageStep` at path ``image``, recorded however it ends
+    (with its reply, failed, or cut off with ``error.type == "cancelled"``)."""
     assert run.final_prompt is not None
     cfg, image_backend = run.cfg, run.backends.image
     request = ImageRequest(
@@ -198,22 +175,16 @@ async def _image(run: RunState) -> None:
         seed=derive_seed(run.seed, "image"),
     )
     run.announce(f"image ({request.model}, {request.size})")
-    call = _ImageCall(request, run.image_order)
-    try:
-        call.reply = await image_backend.generate(request)
-        run.frame = await _verified(call.reply)
-    except Exception as exc:
-        locate(exc, path="image", name="image", node_type="image")
-        attempts = exc.attempts if isinstance(exc, BackendError) else None
-        run.image_event = call.event(StepError.of(exc), attempts)
-        raise
-    except BaseException:  # cancelled (Ctrl-C, SIGTERM) or KeyboardInterrupt
-        run.image_event = call.event(StepError(type="cancelled", message=run.cancel_reason))
-        run.cut_off.append("image")
-        raise
-    run.image = image = call.reply
-    run.image_event = call.event()
-    say_done(run, f"image from {image.model} ({image.format}, {request.size})")
+    step: ImageStep[_Checked] = ImageStep(
+        name="image", request=request, check=_checked, cancelled=lambda: run.cancel_reason
+    )
+    outcome = await run.runner.run_node(
+        step, run.ctx, (), path="image", name="image", order=run.image_order
+    )
+    checked = outcome.value
+    assert isinstance(checked, _Checked) and isinstance(outcome.event, ImageEvent)
+    run.image, run.frame, run.image_event = checked.reply, checked.frame, outcome.event
+    say_done(run, f"image from {checked.reply.model} ({checked.reply.format}, {request.size})")
 
 
 async def _title(run: RunState) -> None:
@@ -274,7 +245,7 @@ async def _image_and_title(run: RunState) -> None:
         tg.start_soon(guarded, "title", _title)
     if failed:
         first = failed[0]
-        add_cancelled_paths(first.cause, [*run.recorder.in_flight, *run.cut_off])
+        add_cancelled_paths(first.cause, run.cut_off())
         raise first from first.cause
 
 

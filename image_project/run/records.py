@@ -22,14 +22,13 @@ from image_project.artifacts import (
 from image_project.record import (
     RunRecord,
 )
+from image_project.run.state import RunState, Saved
 from image_project.stages.title import resolve_collision
 from image_project.store.writer import StoreOutcome, StoreWriter
 
 if TYPE_CHECKING:
     pass
 
-
-from image_project.run.state import RunState, Saved
 
 __all__ = ["save_to_store", "store_seq", "write_records"]
 

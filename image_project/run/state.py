@@ -23,7 +23,6 @@ from image_project.errors import (
 from image_project.preflight import check_outputs
 from image_project.record import (
     SCHEMA_VERSION,
-    ActionEvent,
     BackendInfo,
     ChatEvent,
     ConceptFilter,
@@ -178,9 +177,7 @@ class RunState:
     title: TitleResult | None = None
     saved: Saved | None = None
     image_order: tuple[int, ...] = ()
-    cut_off: list[str] = field(default_factory=list)
-    """Paths cut off outside the step trees (the image call); the trees' own are the
-    recorder's ``in_flight``."""
+    """The image step's declared position, reserved before it and the title start."""
     cancel_reason: str = "the run was interrupted during the image call"
     """What a cut-off image call records as its error message."""
     unfinished: list[str] = field(default_factory=list)
@@ -190,15 +187,18 @@ class RunState:
     async def run_tree(self, node: Node) -> None:
         await self.runner.run(self.ctx, node)
 
+    def cut_off(self) -> list[str]:
+        """The paths of the steps an interrupt or a failing sibling cut off: those still in
+        flight, then the image call if it was recorded as cancelled."""
+        cancelled = [e.path for e in self.ctx.steps if isinstance(e, ImageEvent) and e.cancelled]
+        return [*self.recorder.in_flight, *cancelled]
+
     def announce(self, line: str) -> None:
         self.say(f"→ {line}")
 
     def to_record(self, error: RunError | None, wall_s: float) -> RunRecord:
         """The run's record from whatever it got to."""
-        steps: list[ChatEvent | ActionEvent | ImageEvent] = list(self.ctx.steps)
-        if self.image_event is not None:
-            steps.append(self.image_event)
-        steps.sort(key=lambda event: event.order)
+        steps = self.ctx.steps  # in declared order (the recorder inserts by position)
         chats = [e for e in self.ctx.steps if isinstance(e, ChatEvent)]
         usage = Usage.total(e.usage for e in chats)
         saved = self.saved
@@ -240,7 +240,11 @@ class RunState:
                 total_tokens=usage.total_tokens,
                 model_calls=len(chats),
                 image_calls=(
-                    1 if self.image_event and self.image_event.received_bytes is not None else 0
+                    1
+                    if any(
+                        isinstance(e, ImageEvent) and e.received_bytes is not None for e in steps
+                    )
+                    else 0
                 ),
             ),
             timing=Timing(wall_s=wall_s, phases_s=dict(self.phase_times)),
