@@ -44,25 +44,14 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from image_project.artifacts import (
-    transcript_path,
-    write_transcript,
-)
+from image_project.artifacts import transcript_path, write_transcript
 from image_project.backends.factory import Backends
 from image_project.config import AppConfig
 from image_project.engine import ChatRunner, Context, DefaultStepRecorder
-from image_project.errors import (
-    BackendError,
-    ModelOutputError,
-    location_of,
-)
+from image_project.errors import BackendError, ModelOutputError, location_of
 from image_project.progress import ProgressRecorder
-from image_project.record import (
-    RunError,
-    RunRecord,
-)
+from image_project.record import RunError, RunRecord
 from image_project.run.log import RunLog
 from image_project.run.phases import PhaseFailed, phases_for
 from image_project.run.records import save_to_store
@@ -76,14 +65,8 @@ from image_project.run.state import (
     utc_iso,
 )
 from image_project.seeding import run_seed
-from image_project.stages.standard import (
-    SYSTEM_PROMPT,
-)
+from image_project.stages.standard import SYSTEM_PROMPT
 from image_project.store.writer import StoreOutcome, StoreWriter
-
-if TYPE_CHECKING:
-    pass
-
 
 __all__ = ["run_error", "run_generation"]
 
@@ -115,113 +98,178 @@ async def run_generation(
     Raises :class:`RunFailed` (transcript written, cause chained) when a started run fails;
     an input file that cannot be loaded fails the run in phase ``data_load``.
     """
-    started = time.perf_counter()
-    generation_id = generation_id or new_generation_id()
-    prompt_only = cfg.run.mode == "prompt_only" if prompt_only is None else prompt_only
-    log_dir = Path(cfg.image.log_path)
-    t_path = transcript_path(log_dir, generation_id)
-    run_log = RunLog(log_dir / f"{generation_id}.log")
-    say = emit or (lambda _line: None)
-    own_store = store is None and cfg.store.enabled
-    if own_store:
-        store = StoreWriter(cfg.effective_store_url)
-    recorder = recorder or (ProgressRecorder(say) if emit else DefaultStepRecorder())
-    run = RunState(
-        cfg=cfg,
-        backends=backends,
-        generation_id=generation_id,
-        seed=seed if seed is not None else run_seed(cfg.prompt.random_seed),
-        prompt_only=prompt_only,
-        created_at=utc_iso(),
-        ctx=Context.with_system(SYSTEM_PROMPT),
-        runner=ChatRunner(
-            backends.text,
-            recorder=recorder,
-            mode=cfg.run.concurrency,
-            image_backend=backends.image,
-        ),
-        recorder=recorder,
-        say=say,
-        started=started,
+    run = _Run.start(
+        cfg,
+        backends,
+        seed=seed,
+        prompt_only=cfg.run.mode == "prompt_only" if prompt_only is None else prompt_only,
+        generation_id=generation_id or new_generation_id(),
+        emit=emit,
         store=store,
+        recorder=recorder,
     )
-    logger.info(
-        "Generation %s started with seed %d (%s)", generation_id, run.seed, backends.description
-    )
-    phase, phase_start = "data_load", time.perf_counter()
-
-    stored: list[StoreOutcome | None] = []
-
-    def finish(error: RunError | None) -> RunRecord:
-        """Write the transcript (success or failure), then the run store; close the run
-        log (and a store opened for this run)."""
-        run.phase_times.setdefault(phase, round(time.perf_counter() - phase_start, 3))
-        record = run.to_record(error, round(time.perf_counter() - started, 3))
-        try:
-            write_transcript(t_path, record)
-            stored.append(save_to_store(run, record, t_path))
-        finally:
-            if store is not None:
-                store.abandon()
-                if own_store:
-                    store.close()
-            run_log.close()
-        return record
-
     try:
-        run.inputs = inputs or load_inputs(cfg)
-        for name, step in phases_for(prompt_only):
-            now = time.perf_counter()
-            run.phase_times[phase] = round(now - phase_start, 3)
-            phase, phase_start = name, now
-            await step(run)
-        run.phase_times[phase] = round(time.perf_counter() - phase_start, 3)
-        phase, phase_start = "done", time.perf_counter()
+        run.state.inputs = inputs or load_inputs(cfg)
+        for name, phase in phases_for(run.state.prompt_only):
+            run.enter(name)
+            await phase(run.state)
+        run.enter("done")
     except Exception as caught:
+        raise run.failed(caught) from (caught.cause if isinstance(caught, PhaseFailed) else caught)
+    except BaseException as exc:  # Ctrl-C / SIGTERM through the CLI, or KeyboardInterrupt
+        run.interrupted(exc)
+        raise
+    return run.finished()
+
+
+class _Run:
+    """One run as the driver sees it: its state, which phase it is in and since when, and
+    how it ends (transcript, store row, run log closed; a store opened for it closed)."""
+
+    def __init__(self, state: RunState, transcript: Path, log: RunLog, own_store: bool) -> None:
+        self.state = state
+        self.transcript = transcript
+        self.log = log
+        self.own_store = own_store
+        self.phase = "data_load"
+        self.phase_start = time.perf_counter()
+
+    @classmethod
+    def start(
+        cls,
+        cfg: AppConfig,
+        backends: Backends,
+        *,
+        seed: int | None,
+        prompt_only: bool,
+        generation_id: str,
+        emit: Callable[[str], None] | None,
+        store: StoreWriter | None,
+        recorder: DefaultStepRecorder | None,
+    ) -> _Run:
+        """The run's state, its log file, and its store writer (opened here when the caller
+        gave none and ``store.enabled``)."""
+        started = time.perf_counter()
+        log_dir = Path(cfg.image.log_path)
+        log = RunLog(log_dir / f"{generation_id}.log")
+        say = emit or (lambda _line: None)
+        own_store = store is None and cfg.store.enabled
+        if own_store:
+            store = StoreWriter(cfg.effective_store_url)
+        recorder = recorder or (ProgressRecorder(say) if emit else DefaultStepRecorder())
+        state = RunState(
+            cfg=cfg,
+            backends=backends,
+            generation_id=generation_id,
+            seed=seed if seed is not None else run_seed(cfg.prompt.random_seed),
+            prompt_only=prompt_only,
+            created_at=utc_iso(),
+            ctx=Context.with_system(SYSTEM_PROMPT),
+            runner=ChatRunner(
+                backends.text,
+                recorder=recorder,
+                mode=cfg.run.concurrency,
+                image_backend=backends.image,
+            ),
+            recorder=recorder,
+            say=say,
+            started=started,
+            store=store,
+        )
+        logger.info(
+            "Generation %s started with seed %d (%s)",
+            generation_id,
+            state.seed,
+            backends.description,
+        )
+        return cls(state, transcript_path(log_dir, generation_id), log, own_store)
+
+    def enter(self, phase: str) -> None:
+        """The current phase has ended (its time is recorded); ``phase`` starts."""
+        now = time.perf_counter()
+        self.state.phase_times[self.phase] = round(now - self.phase_start, 3)
+        self.phase, self.phase_start = phase, now
+
+    def failed(self, caught: Exception) -> RunFailed:
+        """The run failed in its current phase (or in the one a :class:`PhaseFailed`
+        names): write what it got to, and the error to raise."""
         exc = caught.cause if isinstance(caught, PhaseFailed) else caught
         if isinstance(caught, PhaseFailed):
-            run.phase_times.setdefault(phase, round(time.perf_counter() - phase_start, 3))
-            phase = caught.phase
-        error = run_error(exc, phase)
+            self._time_phase()
+            self.phase = caught.phase
+        error = run_error(exc, self.phase)
         logger.error(
-            "Generation %s failed in phase %s: %s: %s", generation_id, phase, error.type, exc
+            "Generation %s failed in phase %s: %s: %s",
+            self.state.generation_id,
+            self.phase,
+            error.type,
+            exc,
         )
-        record = finish(error)
-        raise RunFailed(
-            f"run failed in phase {phase}"
+        record, _ = self._finish(error)
+        return RunFailed(
+            f"run failed in phase {self.phase}"
             + (f" at {error.path}" if error.path else "")
             + f": {error.type}: {exc}",
             record=record,
-            transcript=t_path,
-        ) from exc
-    except BaseException as exc:
-        # Cancellation (Ctrl-C / SIGTERM through the CLI) or a KeyboardInterrupt: the steps
-        # in flight were cut off; nothing was written but this transcript and its store row
-        # (records are shielded). Record what we know, then let it propagate.
-        if phase == "image" and run.unfinished:  # image and title go together: the first
-            phase = run.unfinished[0]  # still going (the title once the image is done)
-        cut_off = run.cut_off()
-        finish(
+            transcript=self.transcript,
+        )
+
+    def interrupted(self, exc: BaseException) -> None:
+        """The run was cancelled: the steps in flight were cut off and nothing was written
+        but this transcript and its store row (the records phase is shielded). Record what
+        is known; the caller lets the cancellation propagate."""
+        state = self.state
+        if self.phase == "image" and state.unfinished:  # image and title go together: the
+            self.phase = state.unfinished[0]  # first still going (the title once the image is)
+        cut_off = state.cut_off()
+        self._finish(
             RunError(
                 type="interrupted",
-                message=f"the run was interrupted in phase {phase} ({type(exc).__name__})"
+                message=f"the run was interrupted in phase {self.phase} ({type(exc).__name__})"
                 + (f"; {len(cut_off)} step(s) in flight were cancelled" if cut_off else ""),
-                phase=phase,
+                phase=self.phase,
                 cancelled_paths=tuple(cut_off),
             )
         )
         logger.warning(
             "Generation %s interrupted in phase %s; transcript written to %s",
-            generation_id,
-            phase,
-            t_path,
+            state.generation_id,
+            self.phase,
+            self.transcript,
         )
-        raise
-    record = finish(None)
-    return RunResult(record=record, transcript_path=t_path, log_path=run_log.path, store=stored[0])
+
+    def finished(self) -> RunResult:
+        record, stored = self._finish(None)
+        return RunResult(
+            record=record, transcript_path=self.transcript, log_path=self.log.path, store=stored
+        )
+
+    def _time_phase(self) -> None:
+        self.state.phase_times.setdefault(
+            self.phase, round(time.perf_counter() - self.phase_start, 3)
+        )
+
+    def _finish(self, error: RunError | None) -> tuple[RunRecord, StoreOutcome | None]:
+        """Write the transcript (success or failure), then the run store; close the run
+        log (and a store opened for this run)."""
+        state = self.state
+        self._time_phase()
+        record = state.to_record(error, round(time.perf_counter() - state.started, 3))
+        try:
+            write_transcript(self.transcript, record)
+            stored = save_to_store(state, record, self.transcript)
+        finally:
+            if state.store is not None:
+                state.store.abandon()
+                if self.own_store:
+                    state.store.close()
+            self.log.close()
+        return record, stored
 
 
 def run_error(exc: Exception, phase: str) -> RunError:
+    """The record's error for ``exc`` in ``phase``: where the engine located it, and what a
+    transport error (status, attempts) or a bad answer (reason, preview) adds."""
     loc = location_of(exc)
     return RunError(
         type=type(exc).__name__,
