@@ -112,6 +112,7 @@ import anyio
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from image_project import markers  # noqa: E402
 from image_project.app import RunFailed, RunResult, run_generation  # noqa: E402
 from image_project.backends.base import TextReply, TextRequest  # noqa: E402
 from image_project.backends.factory import Backends  # noqa: E402
@@ -172,8 +173,7 @@ card's liked motifs are exactly the likes it carries and novelty's word statisti
 whole motifs."""
 
 _HOOK_NUMBER = re.compile(r"No\. (\d+): ")
-_REWORK = "The idea card to rework:"
-_DIRECTIVE = re.compile(r"^Directive: (.+)$", re.MULTILINE)
+_DIRECTIVE = re.compile(rf"^{re.escape(markers.DIRECTIVE)}(.+)$", re.MULTILINE)
 _OPTION_AXES: dict[str, tuple[str, str, int]] = {
     "composition": ("layout", "c", 2),
     "palette": ("scheme", "p", 2),
@@ -302,7 +302,7 @@ class World:
         parent = self._parent_of(user)
         directive = _DIRECTIVE.search(user)
         if directive is None:
-            raise ValueError("the variant request carries no 'Directive:' line")
+            raise ValueError(f"the variant request carries no {markers.DIRECTIVE!r} line")
         axes = {a for a in MUTATION_AXES if re.search(rf"\b{a}\b", directive.group(1))}
         if not axes:
             raise ValueError(f"the variant directive names no axis: {directive.group(1)!r}")
@@ -317,7 +317,7 @@ class World:
         return self._keep(request, quality, motifs, reworked, parent=parent)
 
     def _parent_of(self, user: str) -> TrueCard:
-        hook = next((line for line in user.splitlines() if line.startswith("Hook: ")), "")
+        hook = next((line for line in user.splitlines() if line.startswith(markers.HOOK)), "")
         number = _HOOK_NUMBER.search(hook)
         if number is None or number.group(1) not in self._by_number:
             raise ValueError(f"the variant request reworks no card of this world: {hook!r}")
@@ -396,7 +396,8 @@ class World:
     async def answer(self, request: TextRequest) -> str | TextReply:
         kind = request.json_schema.name if request.json_schema is not None else None
         if kind == "idea_card":
-            return self.variant(request) if _REWORK in _user_text(request) else self.card(request)
+            reworks = markers.REWORK in _user_text(request)
+            return self.variant(request) if reworks else self.card(request)
         if kind == "idea_scores":
             return self.judge(request)
         system = next((m.content for m in request.messages if m.role == "system"), "")

@@ -19,6 +19,7 @@ __all__ = [
     "DIRECTIVE",
     "DO_NOT_COPY_CLOSE",
     "DO_NOT_COPY_OPEN",
+    "HOOK",
     "IDEA_CARDS",
     "PROFILE_AUTHORITATIVE",
     "PROFILE_DISLIKES",
@@ -46,6 +47,10 @@ REWORK = "The idea card to rework:"
 
 DIRECTIVE = "Directive: "
 """A variant prompt's directive line."""
+
+HOOK = "Hook: "
+"""The first line of a card shown as labelled lines (a variant's parent, the selected card
+in the final prompt): the card's hook."""
 
 DO_NOT_COPY_OPEN = "<do_not_copy>"
 DO_NOT_COPY_CLOSE = "</do_not_copy>"

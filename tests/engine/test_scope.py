@@ -42,8 +42,14 @@ async def test_steps_hand_back_typed_values_and_record_in_declared_order(mode: s
     assert isinstance(first.event, ChatEvent) and first.event.path == "root/plan"
     assert [a.event.path for a in answers] == ["root/round/s0", "root/round/s1", "root/round/s2"]
     paths = [e.path for e in ctx.steps]
-    assert paths == ["root/plan", "root/round/s0", "root/round/s1", "root/round/s2", "root/sum",
-                     "root/after"]  # fmt: skip
+    assert paths == [
+        "root/plan",
+        "root/round/s0",
+        "root/round/s1",
+        "root/round/s2",
+        "root/sum",
+        "root/after",
+    ]
     action = ctx.steps[4]
     assert isinstance(action, ActionEvent) and action.result == 15
     # merge "none" steps leave the conversation alone; the tree step merged its messages.

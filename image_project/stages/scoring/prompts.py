@@ -125,7 +125,7 @@ def card_summary(card: IdeaCard) -> str:
     """A card as labelled lines (how the variant and final-prompt steps see it)."""
     o = card.options
     lines = [
-        f"Hook: {card.hook}",
+        f"{markers.HOOK}{card.hook}",
         f"Narrative: {card.narrative}",
         f"Composition options: {' | '.join(o.composition)}",
         f"Palette options: {' | '.join(o.palette)}",

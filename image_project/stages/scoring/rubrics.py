@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from image_project import markers
 from image_project.config import RubricSpec
 
 __all__ = ["BUILTIN_RUBRIC_TEXTS", "DEFAULT_CRITERION", "judge_system_prompt", "rubric_text"]
@@ -88,4 +89,5 @@ def judge_system_prompt(rubric: RubricSpec) -> str:
         label = rubric.label
     else:
         label = f"{rubric.label}, custom"
-    return _INSTRUCTION.format(criterion="by the rubric below") + f"\n\nRubric ({label}):\n{text}"
+    header = f"{markers.RUBRIC}{label}):"
+    return _INSTRUCTION.format(criterion="by the rubric below") + f"\n\n{header}\n{text}"
