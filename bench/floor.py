@@ -3,10 +3,12 @@ project, in the same call structure, against the same simulator.
 
 A run's requests are captured server-side (the simulator keeps each request's JSON body,
 :attr:`simulator.CallRecord.body`) and matched to the run's steps by the API seed each step
-sends. :func:`replay` then sends them again in the run's structure: ``dislike_rewrite``, the
-step tree (a sequential block in order, a parallel block at once under a
-``CapacityLimiter`` of ``backend.max_concurrency``; a step's re-asks one after the other),
-then the image call and the title call together. Two clients:
+sends. :func:`replay` then sends them again in the run's recorded structure
+(:class:`shape.Shape`: the run's step paths and the parallel groups the engine announced):
+its roots one after another (``dislike_rewrite``, ``pipeline``), a sequential block's
+children in order, a parallel group's at once under a ``CapacityLimiter`` of
+``backend.max_concurrency``, a step's re-asks one after the other, then the image call and
+the title call together. Two clients:
 
 * ``sdk``: a bare ``openai.AsyncOpenAI`` (SDK retries off), ``chat.completions.create`` /
   ``images.generate`` with the captured body as keyword arguments, typed responses, the
@@ -31,8 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 import httpx2
 import openai
-
-from image_project.engine import ActionStep, ChatStep, Deferred, Node
+from shape import Shape
 
 if TYPE_CHECKING:
     from simulator import CallRecord
@@ -41,6 +42,9 @@ __all__ = ["Captured", "Replay", "capture", "replay"]
 
 Client = Literal["sdk", "httpx"]
 CLIENTS: tuple[Client, ...] = ("sdk", "httpx")
+Kind = Literal["chat", "image"]
+IMAGE = "image"
+"""The image call's path in the transcript (``steps[].path`` of its event)."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,17 @@ class Captured:
     @property
     def calls(self) -> int:
         return sum(len(v) for v in self.chats.values()) + len(self.images)
+
+    @property
+    def paths(self) -> set[str]:
+        """The step paths with requests (the image call's is ``image``)."""
+        return set(self.chats) | ({IMAGE} if self.images else set())
+
+    def requests(self, path: str) -> list[tuple[Kind, dict[str, Any]]]:
+        """The requests the step at ``path`` sent, in order."""
+        if path == IMAGE:
+            return [("image", body) for body in self.images]
+        return [("chat", body) for body in self.chats.get(path, ())]
 
 
 @dataclass(frozen=True)
@@ -80,76 +95,42 @@ def capture(records: Sequence[CallRecord], paths_by_seed: Mapping[int | None, st
     return Captured({k: tuple(v) for k, v in chats.items()}, tuple(images))
 
 
-Send = Callable[[Literal["chat", "image"], dict[str, Any]], Awaitable[None]]
+Send = Callable[[Kind, dict[str, Any]], Awaitable[None]]
 
 
-async def _node(node: Node, path: str, captured: Captured, send: Send) -> None:
-    if isinstance(node, ChatStep):
-        for body in captured.chats.get(path, ()):
-            await send("chat", body)
+async def _node(shape: Shape, path: str, captured: Captured, send: Send) -> None:
+    """Send what ran at ``path``: a step's requests in order, a sequential block's children
+    one after another, a parallel group's children at once."""
+    if shape.is_step(path):
+        for kind, body in captured.requests(path):
+            await send(kind, body)
         return
-    if isinstance(node, ActionStep):
+    children = shape.children[path]
+    if shape.parallel(path):
+        await _together(shape, children, captured, send)
         return
-    if isinstance(node, Deferred):
-        await _deferred(path, captured, send)
-        return
-    children = [
-        (child, f"{path}/{name}") for name, child in zip(node.child_names, node.nodes, strict=True)
-    ]
-    if not node.parallel:
-        for child, child_path in children:
-            await _node(child, child_path, captured, send)
-        return
+    for child in children:
+        await _node(shape, child, captured, send)
+
+
+async def _together(shape: Shape, paths: Sequence[str], captured: Captured, send: Send) -> None:
     async with anyio.create_task_group() as tg:
-        for child, child_path in children:
-            tg.start_soon(_node, child, child_path, captured, send)
+        for path in paths:
+            tg.start_soon(_node, shape, path, captured, send)
 
 
-async def _deferred(path: str, captured: Captured, send: Send) -> None:
-    """A :class:`Deferred` node (an evolution round), whose tree is only known from the calls
-    captured under its path (as bench/latency.py's ``deferred_cost`` reads it): its parts in
-    the order they were first sent, one after another; a part that is itself a call sends
-    its requests in order, a part with calls below it sends them all at once."""
-    prefix = path + "/"
-    parts: dict[str, list[str]] = {}
-    for step in captured.chats:  # arrival order
-        if step.startswith(prefix):
-            parts.setdefault(step[len(prefix) :].split("/", 1)[0], []).append(step)
-    for name, steps in parts.items():
-        if steps == [f"{prefix}{name}"]:
-            for body in captured.chats[steps[0]]:
-                await send("chat", body)
-            continue
-        async with anyio.create_task_group() as tg:
-            for step in steps:
-                tg.start_soon(_send_all, captured.chats[step], send)
-
-
-async def _send_all(bodies: Sequence[dict[str, Any]], send: Send) -> None:
-    for body in bodies:
-        await send("chat", body)
-
-
-async def _run(tree: Node, captured: Captured, send: Send) -> None:
-    for body in captured.chats.get("dislike_rewrite", ()):
-        await send("chat", body)
-    await _node(tree, "pipeline", captured, send)
-
-    async def images() -> None:
-        for body in captured.images:
-            await send("image", body)
-
-    async def title() -> None:
-        for body in captured.chats.get("title", ()):
-            await send("chat", body)
-
-    async with anyio.create_task_group() as tg:  # the image and the title go together
-        tg.start_soon(images)
-        tg.start_soon(title)
+async def _run(shape: Shape, captured: Captured, send: Send) -> None:
+    """The run's stages one after another (the image and the title call are one stage, sent
+    together)."""
+    for stage in shape.stages():
+        if len(stage) == 1:
+            await _node(shape, stage[0], captured, send)
+        else:
+            await _together(shape, stage, captured, send)
 
 
 def _sdk_send(client: openai.AsyncOpenAI, limiter: anyio.CapacityLimiter) -> Send:
-    async def send(kind: Literal["chat", "image"], body: dict[str, Any]) -> None:
+    async def send(kind: Kind, body: dict[str, Any]) -> None:
         async with limiter:
             if kind == "chat":
                 completion = await client.chat.completions.create(**body)
@@ -163,7 +144,7 @@ def _sdk_send(client: openai.AsyncOpenAI, limiter: anyio.CapacityLimiter) -> Sen
 
 
 def _httpx_send(client: httpx2.AsyncClient, limiter: anyio.CapacityLimiter) -> Send:
-    async def send(kind: Literal["chat", "image"], body: dict[str, Any]) -> None:
+    async def send(kind: Kind, body: dict[str, Any]) -> None:
         path = "chat/completions" if kind == "chat" else "images/generations"
         async with limiter:
             response = await client.post(path, json=body)
@@ -176,24 +157,28 @@ def _httpx_send(client: httpx2.AsyncClient, limiter: anyio.CapacityLimiter) -> S
 
 
 async def replay(
-    client: Client, base_url: str, tree: Node, captured: Captured, max_concurrency: int
+    client: Client, base_url: str, shape: Shape, captured: Captured, max_concurrency: int
 ) -> Replay:
-    """Send ``captured`` again in the run's structure through a fresh ``client``, made before
-    the clock starts (as bench/latency.py makes the project's backends before timing its run:
-    making a client loads the TLS trust store, tens of milliseconds, on both sides) and
-    closed after it stops."""
+    """Send ``captured`` again in the run's structure (``shape``) through a fresh ``client``,
+    made before the clock starts (as bench/latency.py makes the project's backends before
+    timing its run: making a client loads the TLS trust store, tens of milliseconds, on both
+    sides) and closed after it stops. Every captured request must belong to a step of
+    ``shape`` (else it would be counted but not sent)."""
+    missing = sorted(captured.paths - set(shape.steps))
+    if missing:
+        raise ValueError(f"requests captured for paths that are no step of the run: {missing}")
     limiter = anyio.CapacityLimiter(max_concurrency)
     if client == "sdk":
         sdk = openai.AsyncOpenAI(api_key="bench", base_url=base_url, max_retries=0)
         try:
             t0, c0 = time.perf_counter(), time.thread_time()
-            await _run(tree, captured, _sdk_send(sdk, limiter))
+            await _run(shape, captured, _sdk_send(sdk, limiter))
             wall, cpu = time.perf_counter() - t0, time.thread_time() - c0
         finally:
             await sdk.close()
     else:
         async with httpx2.AsyncClient(base_url=base_url.rstrip("/") + "/", timeout=120) as raw:
             t0, c0 = time.perf_counter(), time.thread_time()
-            await _run(tree, captured, _httpx_send(raw, limiter))
+            await _run(shape, captured, _httpx_send(raw, limiter))
             wall, cpu = time.perf_counter() - t0, time.thread_time() - c0
     return Replay(wall, cpu, captured.calls)

@@ -20,16 +20,19 @@ Per scenario:
 * ``sequential_s`` / ``concurrent_s``: wall time of ``run_generation`` (median, min, max);
 * ``speedup`` = sequential / concurrent (medians); ``ideal`` = (sum of all simulated
   latencies) / critical path, the best any scheduler could do;
-* ``critical_path_s``: the lower bound from the simulated latencies of the calls and the step
-  tree (a sequential block sums its children, a parallel block takes its slowest child, or
-  its total work / ``max_concurrency`` when the limiter is tighter), plus the slower of the
-  image and title calls (they go together);
+* ``critical_path_s``: the lower bound from the simulated latencies of the calls and the
+  shape of what the run ran (``bench/shape.py``: the transcript's step paths and the
+  parallel groups the engine announced, the same for the standard pipeline's tree and the
+  scoring flow's steps run from code): a sequential block sums its children, a parallel
+  group takes its slowest child, or its total work / ``max_concurrency`` when the limiter
+  is tighter; plus the slower of the image and title calls (they go together);
 * ``local_s``: the run's local phase (``records``: captioning, encoding and writing the JPEG
   and the rows; median of the concurrent runs), which no call overlaps; ``bound_s`` =
   critical_path_s + local_s, and ``efficiency`` = bound_s / concurrent_s;
 * the **floor** (``bench/floor.py``): after every concurrent run, its requests are replayed
-  in the same call structure against the same simulator through a bare ``openai.AsyncOpenAI``
-  (``sdk``) and through raw ``httpx`` (``httpx``), interleaved with the project's runs.
+  in the same call structure (that run's shape) against the same simulator through a bare
+  ``openai.AsyncOpenAI`` (``sdk``) and through raw ``httpx`` (``httpx``), interleaved with
+  the project's runs.
   ``floor_efficiency`` = bound_s / (sdk replay wall + local_s): what the bare SDK reaches on
   the same requests; ``efficiency_vs_floor`` = (sdk wall + local_s) / concurrent_s;
 * ``cpu_ms_per_call``: the event-loop thread's CPU time per call (``time.thread_time``; work
@@ -55,7 +58,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -67,6 +70,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 import floor  # noqa: E402
+from shape import Shape  # noqa: E402
 
 from image_project.app import run_generation  # noqa: E402
 from image_project.backends.base import TextReply, TextRequest  # noqa: E402
@@ -74,19 +78,15 @@ from image_project.backends.factory import make_backends  # noqa: E402
 from image_project.backends.offline import OfflineTextBackend  # noqa: E402
 from image_project.config import AppConfig, load_config  # noqa: E402
 from image_project.engine import (  # noqa: E402
-    ActionStep,
-    Block,
     ChatRunner,
-    ChatStep,
     Context,
-    Deferred,
-    Node,
+    DefaultStepRecorder,
+    EngineEvent,
     NullStepRecorder,
-    walk,
 )
 from image_project.stages.profile import avoid_list, load_profile, render_guidance  # noqa: E402
-from image_project.stages.scoring import NoveltyState, scoring_pipeline  # noqa: E402
-from image_project.stages.standard import Brief, prompt_pipeline  # noqa: E402
+from image_project.stages.scoring import NoveltyState, ScoringRun, ScoringSetup  # noqa: E402
+from image_project.stages.standard import Brief  # noqa: E402
 
 if TYPE_CHECKING:  # the simulator (and uvicorn) is imported only when it is used
     from simulator import CallRecord, LatencySimulator, RemoteSimulator
@@ -134,28 +134,6 @@ def evolution(
     )
 
 
-def deferred_cost(path: str, latency: Mapping[str, float], capacity: int | None = None) -> float:
-    """The critical path of a :class:`Deferred` node (an evolution round), whose tree is only
-    known from the calls recorded under its path: its parts run one after another (variants,
-    judges, selector); a part with calls below it is a parallel fan-out (its slowest call,
-    or its work / ``capacity``), a part that is itself a call costs its latency."""
-    parts: dict[str, list[float]] = {}
-    prefix = path + "/"
-    for step, seconds in latency.items():
-        if step.startswith(prefix):
-            parts.setdefault(step[len(prefix) :].split("/", 1)[0], []).append(seconds)
-    total = 0.0
-    for name, calls in parts.items():
-        if f"{prefix}{name}" in latency:
-            total += sum(calls)
-        else:
-            bound = max(calls)
-            if capacity is not None and len(calls) > capacity:
-                bound = max(bound, sum(calls) / capacity)
-            total += bound
-    return total
-
-
 def scenarios(quick: bool) -> list[Scenario]:
     standard = [
         Scenario("standard refinement=final", ("prompt.refinement=final",)),
@@ -191,6 +169,12 @@ class RunOutcome:
     records: list[CallRecord]
     t0: float  # time.time() at the start, the clock of the simulator's records
     cpu_s: float = 0.0  # the event-loop thread's CPU time over run_generation
+    groups: dict[str, int] = field(default_factory=dict)  # the recorder's parallel groups
+
+    @property
+    def shape(self) -> Shape:
+        """What the run ran: its step paths (transcript order) and its parallel groups."""
+        return Shape.of((s["path"] for s in self.transcript["steps"]), self.groups)
 
     @property
     def local_s(self) -> float:
@@ -236,81 +220,20 @@ async def run_once(
         backends = make_backends(cfg, os.environ if sim is None else {})
         if sim is not None:
             sim.reset()
+        # The default recorder of a run without progress lines, kept to read its groups.
+        recorder = DefaultStepRecorder()
         t0, t0_clock, c0 = time.perf_counter(), time.time(), time.thread_time()
         try:
-            result = await run_generation(cfg, backends, seed=SEED)
+            result = await run_generation(cfg, backends, seed=SEED, recorder=recorder)
         finally:
             await backends.aclose()
         wall, cpu = time.perf_counter() - t0, time.thread_time() - c0
         transcript = json.loads(result.transcript_path.read_text(encoding="utf-8"))
     records = list(sim.records) if sim is not None else []
-    return RunOutcome(wall, transcript, records, t0_clock, cpu)
+    return RunOutcome(wall, transcript, records, t0_clock, cpu, dict(recorder.groups))
 
 
 # --------------------------------------------------------------------------- critical path
-
-BRIEF = Brief(("a", "b", "c"), "Likes:\n- x")
-
-
-def tree_for(scenario: Scenario, brief: Brief = BRIEF) -> Node:
-    """The scenario's step tree (the brief's words do not change its shape)."""
-    cfg = load_config(root=REPO, env={}, overrides=list(scenario.overrides))
-    if cfg.prompt.scoring.enabled:
-        return scoring_pipeline(
-            brief=brief,
-            run_seed=SEED,
-            scoring=cfg.prompt.scoring,
-            judges=cfg.prompt.scoring.effective_judges("model"),
-            likes=(),
-            novelty=NoveltyState(enabled=False, window=0),
-            refinement=cfg.prompt.refinement,
-            temperature=cfg.prompt.text_temperature,
-        ).tree
-    return prompt_pipeline(
-        brief=brief,
-        run_seed=SEED,
-        refinement=cfg.prompt.refinement,
-        temperature=cfg.prompt.text_temperature,
-    )
-
-
-def work(node: Node, path: str, latency: Mapping[str, float]) -> float:
-    """The total latency of the calls under ``node``."""
-    if isinstance(node, ChatStep):
-        return latency.get(path, 0.0)
-    if isinstance(node, ActionStep):
-        return 0.0
-    if isinstance(node, Deferred):
-        return sum(v for p, v in latency.items() if p.startswith(path + "/"))
-    return sum(
-        work(child, f"{path}/{name}", latency)
-        for name, child in zip(node.child_names, node.nodes, strict=True)
-    )
-
-
-def cost(node: Node, path: str, latency: Mapping[str, float], capacity: int | None = None) -> float:
-    """The node's critical path: chat = its latency, sequential = sum, parallel = max.
-
-    With ``capacity`` (``backend.max_concurrency``) a parallel block also takes at least its
-    total work / capacity: no schedule runs more calls at once than the limiter allows."""
-    if isinstance(node, ChatStep):
-        return latency.get(path, 0.0)
-    if isinstance(node, ActionStep):
-        return 0.0
-    if isinstance(node, Deferred):
-        return deferred_cost(path, latency, capacity)
-    parts = [
-        cost(child, f"{path}/{name}", latency, capacity)
-        for name, child in zip(node.child_names, node.nodes, strict=True)
-    ]
-    if not parts:
-        return 0.0
-    if not node.parallel:
-        return sum(parts)
-    bound = max(parts)
-    if capacity is not None and len(parts) > capacity:
-        bound = max(bound, work(node, path, latency) / capacity)
-    return bound
 
 
 def paths_by_seed(outcome: RunOutcome) -> dict[int | None, str]:
@@ -320,62 +243,53 @@ def paths_by_seed(outcome: RunOutcome) -> dict[int | None, str]:
     }
 
 
-def step_latencies(outcome: RunOutcome) -> tuple[dict[str, float], float]:
-    """Latency per chat step path (summed over re-asks) and of the image call.
+def step_latencies(outcome: RunOutcome) -> dict[str, float]:
+    """Latency per step path of the calls (a chat step's summed over its re-asks; the image
+    call's under its path, ``image``); actions make no call and have none.
 
     With simulator records, the simulated (server-side) latencies, matched to steps by the
-    API seed each step sends; without (a real endpoint), the client-measured ``latency_ms``.
+    API seed each step sends; without (a real endpoint, prompt only), the client-measured
+    ``latency_ms`` of the chat steps.
     """
     latency: dict[str, float] = {}
-    image = 0.0
     if not outcome.records:
         for step in outcome.transcript["steps"]:
             if step["type"] == "chat":
                 path = step["path"]
                 latency[path] = latency.get(path, 0.0) + step["latency_ms"] / 1000
-        return latency, image
+        return latency
     by_seed = paths_by_seed(outcome)
     for record in outcome.records:
-        if record.kind == "image":
-            image += record.latency_s
-            continue
-        path = by_seed[record.seed]
+        path = floor.IMAGE if record.kind == "image" else by_seed[record.seed]
         latency[path] = latency.get(path, 0.0) + record.latency_s
-    return latency, image
+    return latency
 
 
-def scoring_stage(outcome: RunOutcome) -> tuple[float, float] | None:
-    """(wall span, critical path) of the scoring stage's calls (hints, ideas, judges), from
-    the simulator's records; None for a run without scoring or without records."""
+SCORING_STAGE = "pipeline/blackbox_scoring"
+
+
+def scoring_stage(outcome: RunOutcome, capacity: int | None = None) -> tuple[float, float] | None:
+    """(wall span, critical path) of the scoring stage's calls (hints, ideas, judges, the
+    rounds), from the simulator's records and the run's shape; None for a run without
+    scoring or without records."""
     by_seed = paths_by_seed(outcome)
     calls = [
-        (r, by_seed[r.seed])
+        r
         for r in outcome.records
-        if r.kind == "chat" and by_seed[r.seed].startswith("pipeline/blackbox_scoring/")
+        if r.kind == "chat" and by_seed[r.seed].startswith(SCORING_STAGE + "/")
     ]
     if not calls:
         return None
-    span = max(r.finished for r, _ in calls) - min(r.started for r, _ in calls)
-    # Fan-outs (ideas, judges, an evolution round's variants and judges) cost their slowest
-    # call; single calls (hints, a round's selector) their latency, re-asks included.
-    parts: dict[str, float] = {}
-    for r, p in calls:
-        group = p.rsplit("/", 1)[0]
-        if group.endswith(("/ideas", "/judges", "/variants")):
-            parts[group] = max(parts.get(group, 0.0), r.latency_s)
-        else:
-            parts[p] = parts.get(p, 0.0) + r.latency_s
-    return span, sum(parts.values())
+    span = max(r.finished for r in calls) - min(r.started for r in calls)
+    return span, outcome.shape.cost(SCORING_STAGE, step_latencies(outcome), capacity)
 
 
 def critical_path(scenario: Scenario, outcome: RunOutcome) -> tuple[float, float]:
-    """(critical path, sum of all call latencies) in seconds."""
-    latency, image = step_latencies(outcome)
-    tree = tree_for(scenario)
-    cp = cost(tree, "pipeline", latency, scenario.max_concurrency)
-    # The image and title calls go together: the slower of the two is on the path.
-    cp += latency.get("dislike_rewrite", 0.0) + max(latency.get("title", 0.0), image)
-    return cp, sum(latency.values()) + image
+    """(critical path, sum of all call latencies) in seconds: the run's shape costed with
+    its calls' latencies (bench/shape.py; the image and title calls go together, so the
+    slower of the two is on the path)."""
+    latency = step_latencies(outcome)
+    return outcome.shape.run_cost(latency, scenario.max_concurrency), sum(latency.values())
 
 
 # --------------------------------------------------------------------------- scenario
@@ -474,7 +388,7 @@ async def run_scenario(
             result.timeline[mode] = outcome
             if mode == "concurrent" and sim is not None:
                 await measure_floor(result, outcome, base_url)
-            stage = scoring_stage(outcome)
+            stage = scoring_stage(outcome, scenario.max_concurrency)
             if stage is not None:
                 result.stage.setdefault(f"{mode}_s", []).append(stage[0])
                 result.stage.setdefault("critical_path_s", []).append(stage[1])
@@ -493,12 +407,14 @@ async def measure_floor(result: Result, outcome: RunOutcome, base_url: str) -> N
     """Replay ``outcome``'s requests through the bare SDK and raw httpx (bench/floor.py) and
     add the figures, with the project run's own CPU per call and local time, to ``result``."""
     captured = floor.capture(outcome.records, paths_by_seed(outcome))
-    tree = tree_for(result.scenario)
+    shape = outcome.shape
     cpu = result.cpu_ms_per_call
     cpu.setdefault("project", []).append(outcome.cpu_s / captured.calls * 1000)
     result.local.append(outcome.local_s)
     for client in floor.CLIENTS:
-        done = await floor.replay(client, base_url, tree, captured, result.scenario.max_concurrency)
+        done = await floor.replay(
+            client, base_url, shape, captured, result.scenario.max_concurrency
+        )
         cpu.setdefault(client, []).append(done.cpu_ms_per_call)
         result.floor_wall.setdefault(client, []).append(done.wall_s)
 
@@ -533,28 +449,51 @@ class _TimedBackend:
             self.spent += time.perf_counter() - t
 
 
+class _CountingRecorder(NullStepRecorder):
+    """Records nothing, counts the steps that ran."""
+
+    def __init__(self) -> None:
+        self.steps = 0
+
+    def on_step_end(self, ctx: Context, record: EngineEvent) -> None:
+        self.steps += 1
+
+
 async def engine_overhead(runs: int = 30) -> float:
-    """ms per step of the engine itself: the scoring 6x3 tree through an in-process backend
-    with zero latency, minus the time spent inside the backend."""
-    scenario = scoring(6, 3)
+    """ms per step of the engine itself: the scoring 6x3 flow (:class:`ScoringRun`, its
+    steps run from code) through an in-process backend with zero latency, minus the time
+    spent inside the backend, per step that ran."""
+    cfg = load_config(root=REPO, env={}, overrides=list(scoring(6, 3).overrides))
+    settings = cfg.prompt.scoring
     profile = load_profile(REPO / "config" / "profile.csv")
     backend = _TimedBackend()
     walls = []
     steps = 0
-    brief = Brief(
-        ("Baroque", "Bird's-Eye View", "Complementary colours"),
-        render_guidance(profile),
-        tuple(avoid_list(profile)),
+    setup = ScoringSetup(
+        brief=Brief(
+            ("Baroque", "Bird's-Eye View", "Complementary colours"),
+            render_guidance(profile),
+            tuple(avoid_list(profile)),
+        ),
+        run_seed=SEED,
+        scoring=settings,
+        judges=settings.effective_judges(backend.default_model),
+        selector_model=settings.effective_selector_model(backend.default_model),
+        likes=(),
+        novelty=NoveltyState(enabled=False, window=0),
+        refinement=cfg.prompt.refinement,
+        temperature=cfg.prompt.text_temperature,
     )
     for _ in range(runs):
-        tree = tree_for(scenario, brief)
+        flow = ScoringRun(setup)
         ctx = Context.with_system("bench")
-        runner = ChatRunner(backend, recorder=NullStepRecorder())
+        recorder = _CountingRecorder()
+        runner = ChatRunner(backend, recorder=recorder)
         before = backend.spent
         t0 = time.perf_counter()
-        await runner.run(ctx, tree)
+        await flow.run(runner, ctx)
         walls.append((time.perf_counter() - t0) - (backend.spent - before))
-        steps = sum(1 for _, node in walk(tree) if not isinstance(node, Block))
+        steps = recorder.steps
     return statistics.median(walls) / steps * 1000
 
 

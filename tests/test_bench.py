@@ -1,24 +1,27 @@
-"""The benchmark's own logic: the critical-path bound and the latency simulator (served by
+"""The benchmark's own logic: the shape of what a run ran and the critical-path bound it gives
+for given latencies, the floor's replay in that shape, and the latency simulator (served by
 uvicorn on 127.0.0.1 and called through the real openai client). No timing is asserted."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import pytest
 from PIL import Image
 
 from image_project.backends.base import ImageRequest, Message, TextRequest
 from image_project.backends.openai_backend import OpenAIBackends, openai_backends
-from image_project.engine import ActionStep, Block, ChatStep, walk
+from image_project.engine import Block, walk
 from image_project.stages.scoring.cards import CARD_OUTPUT, parse_card
 from image_project.stages.scoring.judges import judge_output, parse_scores
+from image_project.stages.standard import Brief, prompt_pipeline
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 sys.path.insert(0, str(BENCH))
@@ -27,28 +30,29 @@ if TYPE_CHECKING:  # mypy sees the real modules (bench/ is on its path; see pypr
     import floor
     import latency
     import simulator
+    from shape import Shape
 else:
     floor = pytest.importorskip("floor")
     latency = pytest.importorskip("latency")
     simulator = pytest.importorskip("simulator")
-
-
-def chat(name: str) -> ChatStep:
-    return ChatStep(name=name, prompt=name, temperature=0)
+    Shape = pytest.importorskip("shape").Shape
 
 
 def test_critical_path_sums_sequential_blocks_and_takes_the_slowest_parallel_child() -> None:
-    tree = Block(
-        name="pipeline",
-        nodes=[
-            chat("a"),
-            Block(name="fan", parallel=True, nodes=[chat("x"), chat("y"), chat("z")]),
-            ActionStep(name="glue", fn=lambda ctx: None),
-            Block(
-                name="inner",
-                nodes=[chat("b"), Block(name="p", parallel=True, nodes=[chat("c"), chat("d")])],
-            ),
+    """Steps are leaves, their prefixes blocks; a prefix that is a parallel group costs its
+    slowest child, any other the sum of its children; an action (no latency) costs 0."""
+    shape = Shape.of(
+        [
+            "pipeline/a",
+            "pipeline/fan/x",
+            "pipeline/fan/y",
+            "pipeline/fan/z",
+            "pipeline/glue",  # an action
+            "pipeline/inner/b",
+            "pipeline/inner/p/c",
+            "pipeline/inner/p/d",
         ],
+        {"pipeline/fan": 3, "pipeline/inner/p": 2},
     )
     lat = {
         "pipeline/a": 1.0,
@@ -59,16 +63,173 @@ def test_critical_path_sums_sequential_blocks_and_takes_the_slowest_parallel_chi
         "pipeline/inner/p/c": 0.75,
         "pipeline/inner/p/d": 0.5,
     }
-    assert latency.cost(tree, "pipeline", lat) == pytest.approx(1.0 + 2.0 + 0.25 + 0.75)
+    assert shape.children["pipeline"] == (
+        "pipeline/a",
+        "pipeline/fan",
+        "pipeline/glue",
+        "pipeline/inner",
+    )
+    assert shape.cost("pipeline", lat) == pytest.approx(1.0 + 2.0 + 0.25 + 0.75)
+    assert shape.cost("pipeline/inner", lat) == pytest.approx(0.25 + 0.75)
+    assert shape.work("pipeline", lat) == pytest.approx(sum(lat.values()))
+    # the same paths without the groups: everything one after another
+    assert Shape.of(shape.steps, ()).cost("pipeline", lat) == pytest.approx(sum(lat.values()))
 
 
-def test_with_a_limiter_a_parallel_block_takes_at_least_its_work_over_the_capacity() -> None:
-    fan = Block(name="fan", parallel=True, nodes=[chat(f"c{i}") for i in range(6)])
+def test_with_a_limiter_a_parallel_group_takes_at_least_its_work_over_the_capacity() -> None:
+    shape = Shape.of([f"fan/c{i}" for i in range(6)], {"fan": 6})
     lat = {f"fan/c{i}": 1.0 for i in range(6)} | {"fan/c0": 2.5}
-    assert latency.cost(fan, "fan", lat) == pytest.approx(2.5)  # unlimited: the slowest
-    assert latency.cost(fan, "fan", lat, capacity=2) == pytest.approx(7.5 / 2)  # the work
-    assert latency.cost(fan, "fan", lat, capacity=6) == pytest.approx(2.5)
-    assert latency.cost(fan, "fan", lat, capacity=4) == pytest.approx(2.5)  # 7.5/4 < 2.5
+    assert shape.cost("fan", lat) == pytest.approx(2.5)  # unlimited: the slowest
+    assert shape.cost("fan", lat, capacity=2) == pytest.approx(7.5 / 2)  # the work
+    assert shape.cost("fan", lat, capacity=6) == pytest.approx(2.5)
+    assert shape.cost("fan", lat, capacity=4) == pytest.approx(2.5)  # 7.5/4 < 2.5
+
+
+def test_the_run_costs_its_roots_in_turn_but_the_image_and_title_together() -> None:
+    shape = Shape.of(["dislike_rewrite", "pipeline/a", "pipeline/b", "image", "title"], ())
+    assert shape.stages() == [("dislike_rewrite",), ("pipeline",), ("image", "title")]
+    lat = {"dislike_rewrite": 0.5, "pipeline/a": 1.0, "pipeline/b": 2.0, "image": 4.0}
+    assert shape.run_cost(lat | {"title": 1.0}) == pytest.approx(0.5 + 3.0 + 4.0)
+    assert shape.run_cost(lat | {"title": 5.0}) == pytest.approx(0.5 + 3.0 + 5.0)
+    prompt_only = Shape.of(["pipeline/a", "pipeline/b"], ())
+    assert prompt_only.stages() == [("pipeline",)]
+    assert prompt_only.run_cost(lat) == pytest.approx(3.0)
+
+
+def test_an_evolution_round_costs_its_slowest_variant_then_judge_then_selector() -> None:
+    """A round is a scope run from code: its parts one after another, its variants and its
+    judges parallel groups (as the engine announced them), its actions free."""
+    round_1 = "p/round_1"
+    shape = Shape.of(
+        [
+            f"{round_1}/variants/variant_G",
+            f"{round_1}/variants/variant_H",
+            f"{round_1}/dedupe",
+            f"{round_1}/judges/j1",
+            f"{round_1}/judges/j2",
+            f"{round_1}/table",
+            f"{round_1}/selector",
+            f"{round_1}/survivors",
+            "p/round_2/judges/j1",
+        ],
+        {f"{round_1}/variants": 2, f"{round_1}/judges": 2, "p/round_2/judges": 1},
+    )
+    lat = {
+        f"{round_1}/variants/variant_G": 1.0,
+        f"{round_1}/variants/variant_H": 3.0,
+        f"{round_1}/judges/j1": 0.5,
+        f"{round_1}/judges/j2": 2.0,
+        f"{round_1}/selector": 0.25,
+        "p/round_2/judges/j1": 9.0,  # another round: not this one's
+    }
+    assert shape.cost(round_1, lat) == pytest.approx(3.0 + 2.0 + 0.25)
+    assert shape.cost(round_1, lat, capacity=1) == pytest.approx(4.0 + 2.5 + 0.25)
+    assert shape.cost("p", lat) == pytest.approx(3.0 + 2.0 + 0.25 + 9.0)
+
+
+def test_a_shape_keeps_the_transcript_order_and_rejects_a_step_with_steps_under_it() -> None:
+    shape = Shape.of(["r/b", "r/a/x", "r/c", "r/a/y", "r/b"], {"r/a": 2})
+    assert shape.steps == ("r/b", "r/a/x", "r/c", "r/a/y")
+    assert shape.roots == ("r",)
+    assert shape.children["r"] == ("r/b", "r/a", "r/c")
+    assert shape.children["r/a"] == ("r/a/x", "r/a/y")
+    assert shape.is_step("r/b") and not shape.is_step("r/a") and shape.parallel("r/a")
+    with pytest.raises(ValueError, match="also blocks"):
+        Shape.of(["r/a", "r/a/x"], ())
+
+
+# --------------------------------------------------------------------------- recorded runs
+
+
+@pytest.fixture
+def zero_latency(allow_loopback: None) -> Iterator[tuple[str, simulator.LatencySimulator]]:
+    """The simulator with zero latencies, served on loopback: its base URL and itself."""
+    sim = simulator.LatencySimulator(chat_median_s=0.0, image_median_s=0.0)
+    with sim.serve() as base_url:
+        yield base_url, sim
+
+
+def with_latencies(outcome: latency.RunOutcome, chat: float, image: float) -> latency.RunOutcome:
+    """``outcome`` as if every chat call had taken ``chat`` seconds and the image ``image``."""
+    records = [
+        dataclasses.replace(r, latency_s=image if r.kind == "image" else chat)
+        for r in outcome.records
+    ]
+    return dataclasses.replace(outcome, records=records)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("refinement", "enclaves"), [("final", 1), ("per_stage", 6)])
+async def test_a_standard_run_records_the_shape_of_its_step_tree(
+    zero_latency: tuple[str, simulator.LatencySimulator],
+    refinement: Literal["final", "per_stage"],
+    enclaves: int,
+) -> None:
+    """The standard pipeline is a static tree: the shape its run records (step paths and
+    announced groups) is that tree, leaf for leaf and parallel block for parallel block, so
+    its critical path is the tree's. With every call 1 s: six stage drafts one after
+    another, and per ToT enclave its 5 drafts at once, its 3 consensus calls at once and the
+    final consensus (3 s; 5/2 + 3/2 + 1 = 5 s under a limit of 2 calls)."""
+    base_url, sim = zero_latency
+    scenario = latency.Scenario(refinement, (f"prompt.refinement={refinement}",))
+    outcome = await latency.run_once(scenario, "sequential", base_url, sim)
+    shape = outcome.shape
+    tree = prompt_pipeline(
+        brief=Brief(("a", "b", "c"), "Likes:\n- x"),
+        run_seed=latency.SEED,
+        refinement=refinement,
+        temperature=0.7,
+    )
+    assert [p for p in shape.steps if p.startswith("pipeline/")] == [
+        path for path, node in walk(tree) if not isinstance(node, Block)
+    ]
+    assert outcome.groups == {
+        path: len(node.nodes)
+        for path, node in walk(tree)
+        if isinstance(node, Block) and node.parallel
+    }
+    assert shape.stages() == [("dislike_rewrite",), ("pipeline",), ("image", "title")]
+    ones = dict.fromkeys(shape.steps, 1.0)
+    assert shape.cost("pipeline", ones) == pytest.approx(6 + 3 * enclaves)
+    assert shape.cost("pipeline", ones, capacity=2) == pytest.approx(6 + 5 * enclaves)
+    # the bench's figure: the filter call, the pipeline, then the slower of image and title
+    timed = with_latencies(outcome, chat=1.0, image=2.0)
+    calls = len(timed.records)
+    assert latency.critical_path(scenario, timed) == pytest.approx(
+        (1 + 6 + 3 * enclaves + 2, (calls - 1) * 1.0 + 2.0)
+    )
+    assert latency.scoring_stage(timed) is None
+
+
+@pytest.mark.anyio
+async def test_an_evolution_run_records_its_rounds_the_same_in_both_modes(
+    zero_latency: tuple[str, simulator.LatencySimulator],
+) -> None:
+    """The scoring flow is code: its groups (cards, judges, each round's variants and
+    judges) exist only once the run announces them. Both modes record the same shape (the
+    bound comes from the sequential run, the floor replays the concurrent one). With every
+    call 1 s: hints, cards, judges, two rounds of (variants, judges), then the final
+    stages (draft, ToT enclave, DALL-E draft) = 12 s, plus the filter call and the image."""
+    base_url, sim = zero_latency
+    scenario = latency.evolution()
+    seq = await latency.run_once(scenario, "sequential", base_url, sim)
+    con = await latency.run_once(scenario, "concurrent", base_url, sim)
+    assert (seq.shape, seq.groups) == (con.shape, con.groups)
+    scoring = "pipeline/blackbox_scoring"
+    assert {k: v for k, v in seq.groups.items() if k.startswith(scoring)} == {
+        f"{scoring}/ideas": 6,
+        f"{scoring}/judges": 3,
+        f"{scoring}/round_1/variants": 6,
+        f"{scoring}/round_1/judges": 3,
+        f"{scoring}/round_2/variants": 6,
+        f"{scoring}/round_2/judges": 3,
+    }
+    timed = with_latencies(seq, chat=1.0, image=2.0)
+    assert latency.critical_path(scenario, timed) == pytest.approx((1 + 12 + 2, 41 + 2.0))
+    stage = latency.scoring_stage(timed)
+    assert stage is not None and stage[1] == pytest.approx(7.0)
+    # under a limit of 2 calls at a time: ideas 3, judges 1.5, each round 3 + 1.5
+    assert timed.shape.cost(scoring, latency.step_latencies(timed), 2) == pytest.approx(14.5)
 
 
 def test_call_keyed_latency_ignores_the_text_but_not_the_step() -> None:
@@ -180,14 +341,11 @@ async def test_the_floor_replays_a_captured_run_in_its_structure_through_both_cl
     allow_loopback: None,
 ) -> None:
     """A run's requests, captured by the simulator and mapped to step paths by their seeds,
-    are sent again in the tree's structure (then image and title together), once through the
+    are sent again in the run's shape (then image and title together), once through the
     bare SDK and once through raw httpx: the same requests, in a structure-respecting order."""
-    tree = Block(
-        name="pipeline",
-        nodes=[chat("a"), Block(name="fan", parallel=True, nodes=[chat("x"), chat("y")])],
-    )
     seeds = {"dislike_rewrite": 1, "pipeline/a": 2, "pipeline/fan/x": 3, "pipeline/fan/y": 4}
     seeds["title"] = 5
+    shape = Shape.of([*list(seeds)[:-1], "image", "title"], {"pipeline/fan": 2})
     sim = simulator.LatencySimulator(chat_median_s=0.0, image_median_s=0.0)
     with sim.serve() as base_url:
         async with real_client(base_url) as backends:
@@ -202,7 +360,7 @@ async def test_the_floor_replays_a_captured_run_in_its_structure_through_both_cl
         assert captured.calls == 6 and set(captured.chats) == set(seeds)
         for client in floor.CLIENTS:
             sim.reset()
-            done = await floor.replay(client, base_url, tree, captured, max_concurrency=4)
+            done = await floor.replay(client, base_url, shape, captured, max_concurrency=4)
             assert done.calls == 6 and done.cpu_s > 0
             order = [r.seed for r in sorted(sim.records, key=lambda r: r.started)]
             assert order[:2] == [1, 2] and set(order[2:4]) == {3, 4}, order
@@ -218,17 +376,32 @@ def test_capture_needs_the_request_bodies() -> None:
         floor.capture([record], {1: "title"})
 
 
-def test_an_evolution_round_costs_its_slowest_variant_then_judge_then_selector() -> None:
-    lat = {
-        "p/round_1/variants/variant_G": 1.0,
-        "p/round_1/variants/variant_H": 3.0,
-        "p/round_1/judges/j1": 0.5,
-        "p/round_1/judges/j2": 2.0,
-        "p/round_1/selector": 0.25,
-        "p/round_2/judges/j1": 9.0,  # another round: not this one's
-    }
-    assert latency.deferred_cost("p/round_1", lat) == pytest.approx(3.0 + 2.0 + 0.25)
-    assert latency.deferred_cost("p/round_1", lat, capacity=1) == pytest.approx(4.0 + 2.5 + 0.25)
-    tree = latency.tree_for(latency.evolution())
-    names = [path for path, _ in walk(tree) if "/round_" in path]
-    assert names[-2:] == ["pipeline/blackbox_scoring/round_1", "pipeline/blackbox_scoring/round_2"]
+@pytest.mark.anyio
+async def test_the_floor_refuses_requests_of_a_step_the_shape_does_not_have() -> None:
+    captured = floor.Captured({"pipeline/a": ({},), "pipeline/gone": ({},)}, ({},))
+    with pytest.raises(ValueError, match=r"\['image', 'pipeline/gone'\]"):
+        await floor.replay(
+            "httpx", "http://127.0.0.1:9/v1", Shape.of(["pipeline/a"], ()), captured, 4
+        )
+
+
+@pytest.mark.anyio
+async def test_the_floor_replays_an_evolution_run_in_its_recorded_shape(
+    zero_latency: tuple[str, simulator.LatencySimulator],
+) -> None:
+    """The replay of a run whose scoring steps were run from code: every request once, and a
+    round's variants only after round 0's judges have all answered."""
+    base_url, sim = zero_latency
+    outcome = await latency.run_once(latency.evolution(), "concurrent", base_url, sim)
+    by_seed = latency.paths_by_seed(outcome)
+    captured = floor.capture(outcome.records, by_seed)
+    assert captured.calls == len(outcome.records) == 42
+    sim.reset()
+    done = await floor.replay("httpx", base_url, outcome.shape, captured, max_concurrency=64)
+    assert done.calls == 42
+    sent = sorted(json.dumps(r.body, sort_keys=True) for r in sim.records)
+    assert sent == sorted(json.dumps(r.body, sort_keys=True) for r in outcome.records)
+    paths = [(floor.IMAGE if r.kind == "image" else by_seed[r.seed], r) for r in sim.records]
+    judges = [r.finished for p, r in paths if p.startswith(f"{latency.SCORING_STAGE}/judges/")]
+    variants = [r.started for p, r in paths if "/round_1/variants/" in p]
+    assert len(judges) == 3 and len(variants) == 6 and max(judges) <= min(variants)
