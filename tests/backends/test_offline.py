@@ -21,7 +21,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from image_project.app import run_generation
 from image_project.artifacts.image import caption_layout
-from image_project.backends import offline_drawing
 from image_project.backends.base import (
     STRICT_KEYWORDS,
     ImageBackend,
@@ -39,14 +38,10 @@ from image_project.backends.jsonschema_instance import (
     check_schema,
     generate_instance,
 )
-from image_project.backends.offline import (
-    LAYOUTS,
-    OfflineImageBackend,
-    OfflineTextBackend,
-    _derive_seed,
-    _last_user_text,
-    _salient_units,
-)
+from image_project.backends.offline import LAYOUTS, OfflineImageBackend, OfflineTextBackend
+from image_project.backends.offline import drawing as offline_drawing
+from image_project.backends.offline.seed import _derive_seed
+from image_project.backends.offline.words import _last_user_text, _salient_units
 from image_project.config import ProfileView, RubricSpec, load_config
 from image_project.engine import ChatRunner, Context
 from image_project.engine.output import JsonOutput, strict_json_schema

@@ -11,9 +11,9 @@ from collections.abc import Callable
 import anyio
 import pytest
 
-from image_project.backends import offline_drawing
 from image_project.backends.base import ImageRequest
 from image_project.backends.offline import OfflineImageBackend
+from image_project.backends.offline import drawing as offline_drawing
 
 pytestmark = pytest.mark.anyio
 

@@ -1,12 +1,12 @@
 """The offline image backend's drawing: a PNG of a palette in a layout, made with Pillow.
 
-:class:`~image_project.backends.offline.OfflineImageBackend` reads the palette and the layout
-from the prompt and calls :func:`render` in a worker thread. The drawing is a module of its
-own so that it is imported, with Pillow, only when an offline image is drawn: a prompt-only
-run imports neither (``tests/test_startup.py``), and a run of the OpenAI-compatible backend
-never imports this module. How the
-picture is made (gradients, shapes, grain, vignette, the "offline preview" badge) and when the
-drawing checks for cancellation are described in :mod:`image_project.backends.offline`.
+:class:`~image_project.backends.offline.OfflineImageBackend` (:mod:`.image`) reads the palette
+and the layout from the prompt and calls :func:`render` in a worker thread. The drawing is a
+module of its own so that it is imported, with Pillow, only when an offline image is drawn: a
+prompt-only run imports neither (``tests/test_startup.py``), and a run of the
+OpenAI-compatible backend never imports this module. How the picture is made (gradients,
+shapes, grain, vignette, the "offline preview" badge) and when the drawing checks for
+cancellation are described in :mod:`image_project.backends.offline`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from PIL import Image, ImageChops, ImageDraw, ImageFilter, ImageFont, ImageOps
 
-from image_project.backends.offline import COLOURS, RGB
+from image_project.backends.offline.vocabulary import COLOURS, RGB
 
 if TYPE_CHECKING:
     from _typeshed import ReadableBuffer
