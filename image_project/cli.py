@@ -205,7 +205,7 @@ def _store_command(args: argparse.Namespace, env: Mapping[str, str], root: Path)
         if args.store is None or (args.command == "review" and out_dir is None):
             cfg = load_config(root=root, config_path=args.config, overrides=args.overrides, env=env)
         if args.store is not None:
-            from image_project.store.url import check_store_url
+            from image_project.config.store_url import check_store_url
 
             url = check_store_url(args.store, root)
         else:

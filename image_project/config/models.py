@@ -46,8 +46,8 @@ from pydantic import (
     model_validator,
 )
 
+from image_project.config.store_url import check_store_url, default_store_url, redact_url
 from image_project.errors import ConfigError, short_repr
-from image_project.store.url import check_store_url, default_store_url, redact_url
 
 __all__ = [
     "BUILTIN_RUBRICS",
@@ -700,7 +700,7 @@ _STORE_URL_MUST = (
 
 
 def _check_store_url(value: str | None, info: ValidationInfo) -> str | None:
-    """A store URL (:func:`image_project.store.url.check_store_url`); messages never show
+    """A store URL (:func:`image_project.config.store_url.check_store_url`); messages never show
     its password."""
     if value is None:
         return None

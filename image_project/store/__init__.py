@@ -8,13 +8,14 @@ SQLAlchemy 2 Core serves SQLite (the default, a file beside the transcripts) and
 Alembic migrations shipped in this package and applied when a store is opened. See
 ``docs/store.md``.
 
-This package is imported by the configuration, so importing it stays light: SQLAlchemy and
-Alembic are imported only when a store is created, migrated or read, or is PostgreSQL. A run
-written into an existing SQLite store at the current schema (every run after a store's
-first) uses :mod:`.sqlite_writer`: the same rows, inserted with ``sqlite3`` alone, because
-SQLAlchemy's import was about half of a short run's start-up.
+This package is imported by every run that writes its record, so importing it stays light:
+SQLAlchemy and Alembic are imported only when a store is created, migrated or read, or is
+PostgreSQL. A run written into an existing SQLite store at the current schema (every run
+after a store's first) uses :mod:`.sqlite_writer`: the same rows, inserted with ``sqlite3``
+alone, because SQLAlchemy's import was about half of a short run's start-up.
 
-* :mod:`.url` — the store URL, checked without SQLAlchemy;
+* :mod:`image_project.config.store_url` — the store URL, checked without SQLAlchemy (part of
+  the configuration, which checks it when it loads; re-exported here);
 * :mod:`.rows` — a RunRecord as table rows (pure data);
 * :mod:`.schema` — the tables; :mod:`.db` — :class:`~image_project.store.db.RunStore`;
 * :mod:`.writer` — what a run uses to write itself (and, with PostgreSQL, allocate ``seq``);
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from image_project.store.url import check_store_url, default_store_url, redact_url
+from image_project.config.store_url import check_store_url, default_store_url, redact_url
 
 if TYPE_CHECKING:
     from image_project.store.db import RunStore

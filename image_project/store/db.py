@@ -37,6 +37,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
+from image_project.config.store_url import check_store_url, sqlite_path
 from image_project.errors import StoreError
 from image_project.record import RunRecord
 from image_project.store.rows import parse_utc, record_rows, utc_now
@@ -48,7 +49,6 @@ from image_project.store.schema import (
     runs,
 )
 from image_project.store.sqlite_writer import BUSY_TIMEOUT_S
-from image_project.store.url import check_store_url, sqlite_path
 
 __all__ = [
     "MIGRATIONS_DIR",

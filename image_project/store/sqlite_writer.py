@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import quote
 
+from image_project.config.store_url import redact_url, sqlite_path
 from image_project.errors import StoreError
 from image_project.store.rows import Row, record_rows, utc_now
-from image_project.store.url import redact_url, sqlite_path
 
 if TYPE_CHECKING:
     from image_project.record import RunRecord

@@ -18,7 +18,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from image_project.store.url import POSTGRES_PREFIX, redact_url, sqlite_path
+from image_project.config.store_url import POSTGRES_PREFIX, redact_url, sqlite_path
 
 if TYPE_CHECKING:
     from image_project.record import RunRecord

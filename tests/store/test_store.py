@@ -16,10 +16,10 @@ import pytest
 from image_project import cli
 from image_project.app import RunFailed, RunResult, run_generation
 from image_project.backends.base import TextRequest
+from image_project.config.store_url import sqlite_path
 from image_project.record import RunRecord, ScoringRecord
 from image_project.store import open_store
 from image_project.store.schema import ALL_TABLES, metadata
-from image_project.store.url import sqlite_path
 from image_project.testing import FunctionTextBackend
 from tests.store.conftest import PostgresServer, free_port
 from tests.test_app import answer, backends, make_cfg

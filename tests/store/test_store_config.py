@@ -9,8 +9,8 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from image_project.config import load_config
+from image_project.config.store_url import check_store_url, redact_url, sqlite_path
 from image_project.errors import ConfigError
-from image_project.store.url import check_store_url, redact_url, sqlite_path
 
 REPO = Path(__file__).resolve().parents[2]
 

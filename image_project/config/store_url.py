@@ -1,6 +1,8 @@
-"""The store URL: checked without importing SQLAlchemy (the configuration is loaded on every
-run, and the store's libraries are imported only when a run is written or a ``runs`` command
-runs).
+"""The store URL (``store.url``): checked without importing SQLAlchemy (the configuration is
+loaded on every run, and the store's libraries are imported only when a run is written or a
+``runs`` command runs). It lives in the configuration, which checks it at load time, and the
+run store (:mod:`image_project.store`) reads the checked URL through it; the store is a layer
+above the configuration, so the configuration does not import the store.
 
 Two kinds of URL are accepted, one per engine the store supports:
 
