@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from image_project.progress import counted
-from image_project.record import RoundRecord, RunRecord, ScoringRecord
-from image_project.store.rows import run_status
+from image_project.record import RoundRecord, RunRecord, ScoringRecord, run_status
 
 __all__ = ["prompt_lines", "record_lines", "scoring_lines"]
 

@@ -29,6 +29,7 @@ from image_project.record.run import (
     Timing,
     TitleRecord,
     TitleSource,
+    run_status,
 )
 from image_project.record.schema import transcript_json_schema
 from image_project.record.scoring import (
@@ -94,5 +95,6 @@ __all__ = [
     "Timing",
     "TitleRecord",
     "TitleSource",
+    "run_status",
     "transcript_json_schema",
 ]

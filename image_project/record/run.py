@@ -26,6 +26,7 @@ __all__ = [
     "Timing",
     "TitleRecord",
     "TitleSource",
+    "run_status",
 ]
 
 SCHEMA_VERSION: Final = 2
@@ -157,3 +158,10 @@ class RunRecord(RecordModel):
     @property
     def image_step(self) -> ImageEvent | None:
         return next((s for s in self.steps if isinstance(s, ImageEvent)), None)
+
+
+def run_status(record: RunRecord) -> str:
+    """``ok``, ``interrupted`` (Ctrl-C / SIGTERM) or ``failed``."""
+    if record.error is None:
+        return "ok"
+    return "interrupted" if record.error.type == "interrupted" else "failed"

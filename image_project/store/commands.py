@@ -20,9 +20,8 @@ from typing import IO, Any
 from pydantic import ValidationError
 
 from image_project.config.store_url import sqlite_path
-from image_project.record import RunRecord
+from image_project.record import RunRecord, run_status
 from image_project.store.db import RunStore, RunSummary, StoreError, parse_since
-from image_project.store.rows import run_status
 from image_project.summary import record_lines
 
 __all__ = [

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from image_project.record import ChatEvent, ImageEvent, RunRecord, ScoringRecord
+from image_project.record import ChatEvent, ImageEvent, RunRecord, ScoringRecord, run_status
 from image_project.record.scoring import JudgeResult, RoundCandidate, RoundRecord, ScoreRow
 
-__all__ = ["RecordRows", "Row", "parse_utc", "record_rows", "run_status", "utc_now"]
+__all__ = ["RecordRows", "Row", "parse_utc", "record_rows", "utc_now"]
 
 Row = dict[str, Any]
 """One table row: column name to value."""
@@ -36,13 +36,6 @@ def parse_utc(text: str) -> datetime:
 def utc_now() -> datetime:
     """Now, as a naive UTC datetime (the form every time column holds)."""
     return datetime.now(UTC).replace(tzinfo=None)
-
-
-def run_status(record: RunRecord) -> str:
-    """``ok``, ``interrupted`` (Ctrl-C / SIGTERM) or ``failed``."""
-    if record.error is None:
-        return "ok"
-    return "interrupted" if record.error.type == "interrupted" else "failed"
 
 
 @dataclass
