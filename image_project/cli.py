@@ -4,7 +4,7 @@ One CLI, three ways in, each naming itself in ``--help`` and errors: the console
 ``image-project`` and ``python -m image_project`` read ``config/`` from the current
 directory; ``python main.py`` reads it from the checkout that holds ``main.py``. The
 subcommands are ``generate``, ``runs`` (``list``, ``show``, ``export``, ``import``,
-``stats``: the run store, :mod:`image_project.store.commands`) and ``review`` (a static site
+``stats``: the run store, :mod:`image_project.store_commands`) and ``review`` (a static site
 of the stored runs); with no subcommand the options mean ``generate``, so ``image-project --seed 42`` is ``image-project generate --seed 42``.
 
 Exit codes: 0 success; 1 a run failed (its transcript was written, the error attributed to a
@@ -196,7 +196,7 @@ def _positive_int(text: str) -> int:
 
 def _store_command(args: argparse.Namespace, env: Mapping[str, str], root: Path) -> int:
     """``runs …`` and ``review``: the store's URL from ``--store`` or the configuration's
-    ``store.url``, then :mod:`image_project.store.commands` (imported only now: it imports
+    ``store.url``, then :mod:`image_project.store_commands` (imported only now: it imports
     SQLAlchemy, and ``review`` Jinja2 and matplotlib). The configuration is read only when
     something comes from it (no ``--store``, or ``review`` without ``--out``)."""
     out_dir: Path | None = getattr(args, "out", None) if args.command == "review" else None
@@ -215,13 +215,13 @@ def _store_command(args: argparse.Namespace, env: Mapping[str, str], root: Path)
         print(f"configuration error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     if args.command == "review":
-        from image_project.store.commands import review_stored_runs
+        from image_project.store_commands import review_stored_runs
 
         if out_dir is None:
             assert cfg is not None
             out_dir = Path(cfg.image.log_path).parent / "review"
         return review_stored_runs(url, out_dir, last=args.last, image_base=root)
-    from image_project.store.commands import run_command
+    from image_project.store_commands import run_command
 
     return run_command(args, url)
 

@@ -19,8 +19,10 @@ alone, because SQLAlchemy's import was about half of a short run's start-up.
 * :mod:`.rows` — a RunRecord as table rows (pure data);
 * :mod:`.schema` — the tables; :mod:`.db` — :class:`~image_project.store.db.RunStore`;
 * :mod:`.writer` — what a run uses to write itself (and, with PostgreSQL, allocate ``seq``);
-* :mod:`.sqlite_writer` — a run's rows into an existing SQLite store, without SQLAlchemy;
-* :mod:`.commands` — the ``image-project runs …`` subcommands.
+* :mod:`.sqlite_writer` — a run's rows into an existing SQLite store, without SQLAlchemy.
+
+The ``image-project runs …`` and ``review`` commands over the store are
+:mod:`image_project.store_commands`.
 """
 
 from __future__ import annotations

@@ -5,6 +5,10 @@ The parser is built by :mod:`image_project.cli` (argparse only, so the CLI stays
 import); this module, which imports SQLAlchemy through :mod:`image_project.store.db`, is
 imported only when a ``runs`` command runs. Exit codes: 0 done; 1 a store error, an unknown
 run, or a file that could not be imported (the others are imported); 2 a configuration error.
+
+It sits beside :mod:`image_project.app`, above the packages it puts together (the store, the
+summary lines, the review site, the panel statistics), rather than inside the store, which
+knows none of them.
 """
 
 from __future__ import annotations
