@@ -312,7 +312,7 @@ REWRITE_USER = (
     'Return ONLY {"concepts": [...]} with exactly 3 strings, same order.'
 )
 # (output, user message, what its parse must give)
-REAL_OUTPUTS: dict[str, tuple[JsonOutput, str, Callable[[object], bool]]] = {
+REAL_OUTPUTS: dict[str, tuple[JsonOutput[Any], str, Callable[[object], bool]]] = {
     "idea_card": (CARD_OUTPUT, USER, lambda v: isinstance(v, IdeaCard)),
     "profile_hints": (hints_output(LIKES), HINTS_USER, lambda v: isinstance(v, ProfileHints)),
     "judge": (

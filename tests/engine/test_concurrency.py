@@ -58,7 +58,7 @@ def shuffled_backend(
 def build_tree() -> Block:
     """Nested parallel groups, captures read by later prompts, all three merge modes."""
 
-    def critic(stage: str, i: int) -> ChatStep:
+    def critic(stage: str, i: int) -> ChatStep[str]:
         return ChatStep(
             name=f"critic_{i}",
             prompt=f"critique {stage} as critic {i}",

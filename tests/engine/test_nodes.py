@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from image_project.engine import (
@@ -15,7 +17,7 @@ from image_project.engine import (
 from image_project.errors import PipelineDefinitionError
 
 
-def chat(name: str | None = None, **kw: object) -> ChatStep:
+def chat(name: str | None = None, **kw: object) -> ChatStep[Any]:
     return ChatStep(prompt="p", temperature=0.5, name=name, **kw)  # type: ignore[arg-type]
 
 

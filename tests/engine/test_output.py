@@ -155,7 +155,9 @@ def test_refs_are_inlined_and_only_strict_keywords_remain() -> None:
 def test_a_field_with_a_default_is_still_required_in_the_schema() -> None:
     """Strict mode needs every key; the model still accepts the answer without it."""
     assert "notes" in strict_json_schema(Palette).schema["required"]
-    value = JsonOutput(Palette).parse(json.dumps({k: v for k, v in GOOD.items() if k != "notes"}))
+    value = JsonOutput[Palette](Palette).parse(
+        json.dumps({k: v for k, v in GOOD.items() if k != "notes"})
+    )
     assert isinstance(value, Palette) and value.notes == []
 
 
@@ -271,7 +273,7 @@ def test_open_objects_are_rejected(model: type[BaseModel]) -> None:
 
 
 def test_json_output_holds_the_strict_schema_of_its_model() -> None:
-    output = JsonOutput(Palette)
+    output = JsonOutput[Palette](Palette)
     assert output.schema == strict_json_schema(Palette)
     assert output.label == "test palette"
     assert JsonOutput(Palette, what="palette").label == "palette"
@@ -283,7 +285,7 @@ def test_json_output_holds_the_strict_schema_of_its_model() -> None:
     ids=["bare", "whitespace", "json-fence", "fence"],
 )
 def test_json_output_parses_a_valid_answer_into_the_model(text: str) -> None:
-    value = JsonOutput(Palette).parse(text)
+    value = JsonOutput[Palette](Palette).parse(text)
     assert value == Palette.model_validate(GOOD)
 
 
@@ -478,7 +480,7 @@ def _chat(ctx: Context) -> ChatEvent:
 
 @pytest.mark.anyio
 async def test_json_output_schema_is_sent_and_the_model_is_captured() -> None:
-    output = JsonOutput(Palette)
+    output = JsonOutput[Palette](Palette)
     backend = ScriptedTextBackend([GOOD_TEXT])
     ctx = Context()
     await ChatRunner(backend).run(
@@ -503,7 +505,7 @@ async def test_an_invalid_json_answer_is_reasked_with_the_validation_error() -> 
     bad = json.dumps({**GOOD, "mood": "sad"})
     backend = ScriptedTextBackend([bad, GOOD_TEXT])
     ctx = Context()
-    step = ChatStep(
+    step: ChatStep[Any] = ChatStep(
         name="p",
         prompt="a palette",
         temperature=0,
@@ -526,7 +528,7 @@ async def test_an_invalid_json_answer_is_reasked_with_the_validation_error() -> 
 @pytest.mark.anyio
 async def test_a_json_refusal_is_never_reasked() -> None:
     backend = ScriptedTextBackend([REFUSAL])
-    step = ChatStep(
+    step: ChatStep[Any] = ChatStep(
         name="p",
         prompt="a palette",
         temperature=0,
@@ -541,7 +543,7 @@ async def test_a_json_refusal_is_never_reasked() -> None:
 @pytest.mark.anyio
 async def test_a_json_answer_still_invalid_after_the_reasks_is_a_model_output_error() -> None:
     backend = FunctionTextBackend(lambda r: "not json")
-    step = ChatStep(
+    step: ChatStep[Any] = ChatStep(
         name="p",
         prompt="a palette",
         temperature=0,

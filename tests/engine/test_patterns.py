@@ -18,7 +18,7 @@ from image_project.testing import FunctionTextBackend, last_user_text
 pytestmark = pytest.mark.anyio
 
 
-def thread(i: int) -> ChatStep:
+def thread(i: int) -> ChatStep[str]:
     return ChatStep(
         name=f"t{i}", prompt=f"thread {i}", temperature=0.8, merge="none", capture_key=f"t{i}"
     )

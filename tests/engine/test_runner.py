@@ -65,14 +65,16 @@ async def test_all_messages_appends_prompt_and_response() -> None:
 
 async def test_last_response_appends_one_assistant_message() -> None:
     ctx = ctx0()
-    step = ChatStep(name="s", prompt="p1", temperature=0.2, merge="last_response")
+    step: ChatStep[str] = ChatStep(name="s", prompt="p1", temperature=0.2, merge="last_response")
     await ChatRunner(echo_backend()).run(ctx, step)
     assert roles(ctx) == [("system", "sys"), ("assistant", "re:p1")]
 
 
 async def test_merge_none_leaves_conversation_but_records_step() -> None:
     ctx = ctx0()
-    step = ChatStep(name="s", prompt="p1", temperature=0.2, merge="none", capture_key="k")
+    step: ChatStep[str] = ChatStep(
+        name="s", prompt="p1", temperature=0.2, merge="none", capture_key="k"
+    )
     await ChatRunner(echo_backend()).run(ctx, step)
     assert roles(ctx) == [("system", "sys")]
     assert [r.path for r in ctx.steps] == ["s"]
@@ -123,13 +125,13 @@ async def test_last_response_without_output_is_an_error(nodes: list[Any]) -> Non
 
 async def test_merge_none_threads_are_independent_and_consensus_sees_captures() -> None:
     backend = echo_backend()
-    threads = [
+    threads: list[ChatStep[str]] = [
         ChatStep(
             name=f"t{i}", prompt=f"thread {i}", temperature=0.8, merge="none", capture_key=f"t{i}"
         )
         for i in (1, 2)
     ]
-    consensus = ChatStep(
+    consensus: ChatStep[str] = ChatStep(
         name="consensus",
         prompt=lambda c: f"merge {c.outputs['t1']} + {c.outputs['t2']}",
         temperature=0.8,
@@ -692,7 +694,7 @@ async def test_recoverable_step_failure_is_recorded_and_siblings_continue() -> N
 async def test_recoverable_step_keeps_the_last_bad_answer_and_reasks() -> None:
     backend = ScriptedTextBackend(["one", "two"])
     ctx = ctx0()
-    step = ChatStep(
+    step: ChatStep[Any] = ChatStep(
         name="n",
         prompt="a number",
         temperature=0,
@@ -713,7 +715,7 @@ async def test_recoverable_step_keeps_the_last_bad_answer_and_reasks() -> None:
 async def test_recoverable_refusal_is_recorded_without_reask() -> None:
     backend = ScriptedTextBackend([TextReply(text=None, model="m", refusal="no")])
     ctx = ctx0()
-    step = ChatStep(
+    step: ChatStep[Any] = ChatStep(
         name="n",
         prompt="p",
         temperature=0,

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import cast
 
 import pytest
 
@@ -169,7 +168,7 @@ def test_no_likes_only_colours_matter() -> None:
 def _parser() -> Callable[[str], ProfileHints]:
     parse = parse_hints(LIKES)
     assert callable(parse)
-    return cast(Callable[[str], ProfileHints], parse)
+    return parse
 
 
 def test_parse_hints_valid() -> None:
