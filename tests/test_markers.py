@@ -14,7 +14,7 @@ import re
 import pytest
 
 from image_project import markers
-from image_project.config import RubricSpec
+from image_project.config import RubricSpec, SurvivorCategory
 from image_project.record.scoring import CardOptions, IdeaCard, ScoreRow
 from image_project.stages.scoring.hints import ProfileHints
 from image_project.stages.scoring.novelty import recent_motifs
@@ -146,3 +146,45 @@ def test_a_rubric_judge_system_prompt_has_its_rubric_header() -> None:
     assert header == f"{markers.RUBRIC}strict):"
     default = judge_system_prompt(RubricSpec(name="default"))
     assert markers.RUBRIC not in default
+
+
+# --------------------------------------------------------------------------- the offline readers
+
+
+def test_the_offline_judge_reads_what_the_real_judge_prompt_shows() -> None:
+    from image_project.backends.offline.rubric import _judge_view, _read_rubric
+
+    history = recent_motifs(["misty harbour at dawn", "misty harbour, gulls", "a misty pier"])
+    view = _judge_view(judge_prompt(("C", "A", "B"), CARDS, BRIEF, history, "raw", None))
+    assert len(view.concepts) == len(BRIEF.concepts)
+    assert list(view.cards) == ["C", "A", "B"]
+    assert view.likes is not None and "harbour" in view.likes
+    assert any("clown" in d for d in view.dislikes)
+    assert "misty" in view.motifs
+    rubric = _read_rubric(judge_system_prompt(RubricSpec(name="strict")))
+    assert rubric is not None and rubric.axes
+    assert _read_rubric(judge_system_prompt(RubricSpec(name="default"))) is None
+
+
+def test_the_offline_selector_fills_the_slots_the_real_selector_prompt_names() -> None:
+    from image_project.backends.offline.selector import _selector_reply
+    from image_project.stages.scoring.evolution import selector_output
+
+    table = [
+        ScoreRow(
+            id=i,
+            judge_scores={"j": 50 + n},
+            median=50 + n,
+            aggregate=50 + n,
+            spread=0,
+            n_ok=1,
+            effective_score=50.0 + n,
+        )
+        for n, i in enumerate(CARDS)
+    ]
+    slots: tuple[SurvivorCategory, ...] = ("performance", "diversity")
+    output = selector_output(list(CARDS), slots)
+    reply = _selector_reply(output.schema, selector_prompt(1, 2, "median", table, CARDS, slots))
+    assert reply is not None
+    answer = output.parse(reply)
+    assert sorted(p.category for p in answer.selections) == sorted(slots)

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from image_project import markers
 from image_project.backends.base import JsonSchema, TextRequest
 from image_project.backends.offline.vocabulary import _COLOUR_ALIASES, COLOURS, LAYOUTS
 from image_project.backends.offline.words import _is_salient, _last_user_text, _tokens
@@ -19,7 +20,7 @@ __all__: list[str] = []
 
 
 _JUDGE_SCHEMA = "idea_scores"
-_RUBRIC_HEADER_RE = re.compile(r"^Rubric \([^\n]*\):[ \t]*$", re.MULTILINE)
+_RUBRIC_HEADER_RE = re.compile(rf"^{re.escape(markers.RUBRIC)}[^\n]*\):[ \t]*$", re.MULTILINE)
 _START_RE = re.compile(r"\bstart (?:every|each) card at (\d{1,3})\b", re.IGNORECASE)
 _AXIS_RE = re.compile(
     r"^[ \t]*[-*\u2022][ \t]*([A-Za-z][A-Za-z '/_-]{0,40}?)[ \t]*:[ \t]*(.+)$", re.MULTILINE
@@ -38,9 +39,13 @@ _AXIS_KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 """Feature name -> the fragments of a rubric's axis name that select it (the first wins)."""
 
-_CONCEPTS_RE = re.compile(r"^Concepts:[ \t]*\n((?:[ \t]*-[ \t].*(?:\n|$))*)", re.MULTILINE)
-_VIEW_END_RE = re.compile(r"^(?:Recent history:|Idea cards\b)", re.MULTILINE)
-_HISTORY_RE = re.compile(r"^Recent history:(.*)$", re.MULTILINE)
+_CONCEPTS_RE = re.compile(
+    rf"^{re.escape(markers.CONCEPTS)}[ \t]*\n((?:[ \t]*-[ \t].*(?:\n|$))*)", re.MULTILINE
+)
+_VIEW_END_RE = re.compile(
+    rf"^(?:{re.escape(markers.RECENT_HISTORY)}|{re.escape(markers.IDEA_CARDS)})", re.MULTILINE
+)
+_HISTORY_RE = re.compile(rf"^{re.escape(markers.RECENT_HISTORY)}(.*)$", re.MULTILINE)
 _MOTIF_RE = re.compile(r"([A-Za-z][A-Za-z'\-]*) \((\d+)/(\d+)\)")
 _NEGATIVE_RE = re.compile(r"dislike|hate|avoid|never", re.IGNORECASE)
 _LIKES_FOR_FULL_FIT = 6

@@ -6,6 +6,7 @@ import json
 import re
 from typing import Any
 
+from image_project import markers
 from image_project.backends.base import JsonSchema
 
 __all__: list[str] = []
@@ -21,7 +22,7 @@ def _words_of(value: object) -> set[str]:
 def _selector_reply(schema: JsonSchema, user_text: str) -> str | None:
     """The survivor selector's proposal (see the package docstring), or None when the request
     is not the selector's or names no candidates or slots."""
-    if schema.name != _SELECTOR_SCHEMA or "in any order: " not in user_text:
+    if schema.name != _SELECTOR_SCHEMA or markers.SELECTOR_SLOTS not in user_text:
         return None
     rows = []
     for line in user_text.splitlines():
@@ -30,7 +31,7 @@ def _selector_reply(schema: JsonSchema, user_text: str) -> str | None:
                 rows.append(json.loads(line))
             except ValueError:
                 continue
-    slots = user_text.rsplit("in any order: ", 1)[1].split(".")[0].split(", ")
+    slots = user_text.rsplit(markers.SELECTOR_SLOTS, 1)[1].split(".")[0].split(", ")
     if not rows:
         return None
     rows.sort(key=lambda r: -float(r.get("effective", 0)))

@@ -7,6 +7,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
+from image_project import markers
 from image_project.backends.base import Message
 
 __all__ = ["estimate_tokens"]
@@ -98,7 +99,10 @@ def _salient_units(text: str) -> list[str]:
     return sorted(counts, key=lambda u: (-counts[u], first[u]))
 
 
-_DO_NOT_COPY_RE = re.compile(r"<do_not_copy>.*?(?:</do_not_copy>|\Z)", re.DOTALL | re.IGNORECASE)
+_DO_NOT_COPY_RE = re.compile(
+    rf"{re.escape(markers.DO_NOT_COPY_OPEN)}.*?(?:{re.escape(markers.DO_NOT_COPY_CLOSE)}|\Z)",
+    re.DOTALL | re.IGNORECASE,
+)
 
 
 def _last_user_text(messages: Sequence[Message]) -> str:
