@@ -438,3 +438,25 @@ async def test_a_round_without_quorum_fails_the_run_with_every_round_so_far_reco
     assert len(rounds[1]["survivors"]) == 3
     assert {j["status"] for j in rounds[2]["judges"]} == {"parse_error"}
     assert rounds[2]["score_table"] == [] and data["blackbox_scoring"]["selected_id"] is None
+
+
+def test_progress_counts_the_groups_of_every_round(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_config(tmp_path)
+    code = main(
+        ["--config", str(config), "--offline", "--seed", "5", "--prompt-only",
+         "--set", "prompt.scoring.enabled=true", "--set", "prompt.scoring.evolution.enabled=true"],
+        env={},
+        root=REPO,
+    )  # fmt: skip
+    assert code == 0
+    err = capsys.readouterr().err
+    # Rounds are built as the run reaches them; their groups are counted all the same.
+    for r in (1, 2):
+        counts = [
+            ln.rsplit("   ", 1)[1]
+            for ln in err.splitlines()
+            if f"/round_{r}/variants/" in ln and "of variants" in ln
+        ]
+        assert sorted(counts) == [f"{k}/6 of variants" for k in range(1, 7)]
