@@ -13,6 +13,9 @@
     │                                    raised when the tree is built or first checked
     ├── StoreError                       the run store could not be opened, read or written;
     │                                    names the store's URL without its password
+    ├── ContextInjectorError             a context injector (a plugin's) raised or answered in
+    │                                    the wrong shape; names the injector; the run fails
+    │                                    in phase ``context``, before any model call
     ├── StepFailedError                  a step could not produce a usable result at run time
     │   ├── EmptyPromptError             a None / non-string / blank prompt (before any call)
     │   ├── EmptyResponseError           a None / blank model answer the step does not allow
@@ -58,6 +61,7 @@ __all__ = [
     "BackendError",
     "BackendTimeoutError",
     "ConfigError",
+    "ContextInjectorError",
     "EmptyPromptError",
     "EmptyResponseError",
     "ImageProjectError",
@@ -147,6 +151,15 @@ class PipelineDefinitionError(ImageProjectError):
 class StoreError(ImageProjectError):
     """The run store could not be opened, read or written; the message names its URL (never
     the password) and the driver's exception is chained."""
+
+
+class ContextInjectorError(ImageProjectError):
+    """A context injector failed at run time (``image_project.context``). ``injector`` names
+    it; plugins are imported and checked earlier, at configuration time (ConfigError)."""
+
+    def __init__(self, injector: str, message: str) -> None:
+        self.injector = injector
+        super().__init__(f"context injector {injector!r}: {message}")
 
 
 class StepFailedError(ImageProjectError):

@@ -3,12 +3,20 @@
 * :mod:`.events` — every step as a typed event (``chat``, ``action``, ``image``);
 * :mod:`.scoring` — the black-box scoring record (cards, judges, score table, selection,
   novelty);
+* :mod:`.context` — the context injectors' record (the date, the guidance, each injector's
+  decision);
 * :mod:`.run` — :class:`RunRecord`, the whole run.
 
 The transcript file is ``RunRecord``'s JSON (``RunRecord.model_validate_json`` reads any
 transcript this version writes back); the CLI summary reads it; the run store writes it.
 """
 
+from image_project.record.context import (
+    ContextOff,
+    ContextRecord,
+    ContextSection,
+    InjectorRecord,
+)
 from image_project.record.events import (
     TIMING_FIELDS,
     ActionEvent,
@@ -67,9 +75,13 @@ __all__ = [
     "ChatEvent",
     "ChatParams",
     "ConceptFilter",
+    "ContextOff",
+    "ContextRecord",
+    "ContextSection",
     "EvolutionRecord",
     "IdeaCard",
     "ImageEvent",
+    "InjectorRecord",
     "JudgeResult",
     "JudgeStatus",
     "Motif",

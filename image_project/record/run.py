@@ -13,6 +13,7 @@ from typing import Any, Final, Literal
 from pydantic import Field, model_validator
 
 from image_project.record.base import RecordModel
+from image_project.record.context import ContextOff, ContextSection
 from image_project.record.events import ChatEvent, ImageEvent, StepEvent
 from image_project.record.scoring import ScoringOff, ScoringSection
 
@@ -128,6 +129,8 @@ class RunRecord(RecordModel):
     image_bytes: int | None = None
     title_generation: TitleRecord | None = None
     blackbox_scoring: ScoringSection = Field(default_factory=ScoringOff)
+    # context injectors (issue 28): the date, the guidance, every injector's decision
+    context: ContextSection = Field(default_factory=ContextOff)
     usage: RunUsage = Field(default_factory=RunUsage)
     timing: Timing = Field(default_factory=Timing)
     error: RunError | None = None
