@@ -34,6 +34,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -258,6 +259,13 @@ def _add_generate_options(parser: argparse.ArgumentParser) -> None:
         help="run seed (overrides prompt.random_seed); with --runs, later runs derive theirs from it",
     )
     parser.add_argument(
+        "--date",
+        type=_iso_date,
+        metavar="YYYY-MM-DD",
+        help="the day the context injectors take as today (sets context.date), so a run "
+        "with context.enabled can be reproduced",
+    )
+    parser.add_argument(
         "--offline",
         action="store_true",
         help="use the built-in offline backend even if an API key is set",
@@ -279,8 +287,32 @@ def _add_generate_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _iso_date(text: str) -> str:
+    """``--date``: a real calendar day written ``YYYY-MM-DD`` (the range is the config's)."""
+    try:
+        if len(text) != 10:
+            raise ValueError(text)
+        date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"got {text!r}, must be a date YYYY-MM-DD") from None
+    return text
+
+
+def _check_context(cfg: AppConfig) -> None:
+    """With ``context.enabled``, the context injectors are loaded now, at the edge, like every
+    key: a plugin that cannot be imported or has the wrong shape, or a holiday calendar the
+    ``holidays`` package does not know, exits 2 before any call (ConfigError naming the key).
+    The context package (and ``holidays``) is imported only then."""
+    if cfg.context.enabled:
+        from image_project.context import load_injectors
+
+        load_injectors(cfg.context)
+
+
 def _overrides(args: argparse.Namespace) -> list[str]:
     extra = list(args.overrides)
+    if args.date is not None:
+        extra.append(f"context.date={args.date}")
     if args.offline:
         extra.append("backend.provider=offline")
     if args.prompt_only:
@@ -467,6 +499,7 @@ def main(
         return _store_command(args, env, root)
     try:
         cfg = load_config(root=root, config_path=args.config, overrides=_overrides(args), env=env)
+        _check_context(cfg)
         backends = make_backends(cfg, env)
     except (ConfigError, AuthenticationError) as exc:
         print(f"configuration error: {exc}", file=sys.stderr)

@@ -64,10 +64,14 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # Three concerns that must not know each other: what the user asked for (config), files
     # on disk (artifacts), the step-tree runner (engine: no configuration, no files, no art).
     ("core", ("config", "artifacts", "engine")),
-    # What a run is assembled from, none aware of another: the prompt stages, the model
-    # backends (at the edge: only the commands pick one), the run store, the judge-panel
-    # statistics, the input checks, live progress.
-    ("parts", ("stages", "backends", "store", "analysis", "preflight", "progress")),
+    # What a run is assembled from, none aware of another: the prompt stages, the context
+    # injectors (lines of guidance from the date and plugins; the stages take their text as a
+    # plain string), the model backends (at the edge: only the commands pick one), the run
+    # store, the judge-panel statistics, the input checks, live progress.
+    (
+        "parts",
+        ("stages", "context", "backends", "store", "analysis", "preflight", "progress"),
+    ),
     # Readers of finished runs: the review site, the summary lines.
     ("readers", ("review", "summary")),
     # The commands' work: a generation (run); `runs ...` and `review` over the store.

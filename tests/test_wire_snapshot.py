@@ -44,11 +44,17 @@ def test_a_run_sends_and_records_what_the_snapshot_holds(
     assert json.loads(json.dumps(transcript)) == saved(name, "transcript")
 
 
+ADDED_SINCE_ISSUE_23 = {"context": {"enabled": False}}
+"""Transcript fields added after issue 23, with their value in these runs (context off)."""
+
+
 def test_before_the_typed_scoring_wing_only_the_selector_model_differed() -> None:
     before = SAVED / "before_issue_23"
     for name in wire_snapshot.SCENARIOS:
         old, new = saved(name, "transcript", before), saved(name, "transcript")
         assert isinstance(old, dict) and isinstance(new, dict)
+        for key, value in ADDED_SINCE_ISSUE_23.items():
+            assert key not in old and new.pop(key) == value
         if name != "three_rounds_llm_selector":
             assert old == new
             continue

@@ -4,9 +4,11 @@ The run is a sequence of phases, each one ``async def`` over the run's typed sta
 (:class:`RunState`); a short driver owns the phase names, their timing, error attribution,
 interruption and writing the record::
 
-    data_load -> concept_selection -> concept_filter -> pipeline -> image | title -> records
+    data_load -> [context] -> concept_selection -> concept_filter -> pipeline -> image | title
+    -> records
 
-(``error.phase`` names the one that failed; a prompt-only run stops after ``pipeline``.)
+(``error.phase`` names the one that failed; a prompt-only run stops after ``pipeline``;
+``context`` runs only with ``context.enabled``.)
 The ``image`` and ``title`` phases run at the same time (both need only the final prompt;
 the ``records`` phase captions the image with the title once both are done), one after the
 other in the ``sequential`` execution mode. A failure in either cancels the other and is
@@ -110,7 +112,7 @@ async def run_generation(
     )
     try:
         run.state.inputs = inputs or load_inputs(cfg)
-        for name, phase in phases_for(run.state.prompt_only):
+        for name, phase in phases_for(run.state.prompt_only, cfg.context.enabled):
             run.enter(name)
             await phase(run.state)
         run.enter("done")

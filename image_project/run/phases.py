@@ -1,5 +1,5 @@
 """The phases of a run, each ``async def`` over the run's :class:`~.state.RunState`:
-concept selection, the concept filter, the prompt pipeline (standard or scoring), the image
+the context injectors (with ``context.enabled``), concept selection, the concept filter, the prompt pipeline (standard or scoring), the image
 and title (together), and the records phase. The driver (:mod:`.driver`) times them and
 attributes failures.
 """
@@ -10,6 +10,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,7 +20,7 @@ from image_project.artifacts import (
     existing_titles,
     read_manifest,
 )
-from image_project.backends.base import ImageReply, ImageRequest
+from image_project.backends.base import ImageReply, ImageRequest, Message
 from image_project.engine import ImageStep
 from image_project.errors import (
     ImageProjectError,
@@ -39,7 +40,9 @@ from image_project.stages.profile import avoid_list, render_guidance
 from image_project.stages.standard import (
     CONCEPTS_KEY,
     DALLE_PROMPT_KEY,
+    SYSTEM_PROMPT,
     Brief,
+    Guidance,
     dislike_rewrite_step,
     prompt_pipeline,
 )
@@ -52,6 +55,43 @@ if TYPE_CHECKING:
 __all__ = ["PhaseFailed", "phases_for", "say_done"]
 
 logger = logging.getLogger("image_project.run")
+
+
+def _today() -> date:
+    """The run's local calendar date (what ``context.date: null`` means)."""
+    return date.today()
+
+
+async def _context(run: RunState) -> None:
+    """The context injectors (issue 28): their record, and where their guidance goes. First
+    of the phases, before any model call: a plugin that fails here costs nothing. With
+    ``system`` (or ``both``), the run's conversation starts from the system prompt with the
+    guidance appended."""
+    from image_project.context import load_injectors, run_injectors
+
+    assert run.inputs is not None
+    cfg = run.cfg.context
+    run.context = run_injectors(
+        load_injectors(cfg),
+        run_seed=run.seed,
+        today=cfg.date or _today(),
+        date_source="fixed" if cfg.date else "today",
+        location=cfg.injection_location,
+        preferences=render_guidance(run.inputs.profile),
+        dislikes=avoid_list(run.inputs.profile),
+    )
+    run.guidance = Guidance.placed(run.context.guidance, cfg.injection_location)
+    if run.guidance.system:
+        system_prompt = run.guidance.in_system(SYSTEM_PROMPT)
+        run.ctx.messages = (Message("system", system_prompt),)
+        run.context = run.context.model_copy(update={"system_prompt": system_prompt})
+    applied = [i.name for i in run.context.injectors if i.applied]
+    say_done(
+        run,
+        f"context {run.context.date_used}: "
+        + (f"{', '.join(applied)} applied" if applied else "no guidance")
+        + f" ({cfg.injection_location})",
+    )
 
 
 async def _concept_selection(run: RunState) -> None:
@@ -83,6 +123,7 @@ async def _pipeline(run: RunState) -> None:
                 run_seed=run.seed,
                 refinement=cfg.prompt.refinement,
                 temperature=cfg.prompt.text_temperature,
+                guidance=run.guidance,
             )
         )
     else:
@@ -119,6 +160,7 @@ async def _pipeline(run: RunState) -> None:
                 novelty=novelty,
                 refinement=cfg.prompt.refinement,
                 temperature=cfg.prompt.text_temperature,
+                guidance=run.guidance,
             )
         )
         await run.scoring.run(run.runner, run.ctx)
@@ -269,8 +311,10 @@ def say_done(run: RunState, what: str) -> None:
 _Phase = Callable[[RunState], Awaitable[None]]
 
 
-def phases_for(prompt_only: bool) -> list[tuple[str, _Phase]]:
-    phases: list[tuple[str, _Phase]] = [
+def phases_for(prompt_only: bool, context: bool = False) -> list[tuple[str, _Phase]]:
+    """The phases after ``data_load``: ``context`` first when ``context`` (enabled)."""
+    phases: list[tuple[str, _Phase]] = [("context", _context)] if context else []
+    phases += [
         ("concept_selection", _concept_selection),
         ("concept_filter", _concept_filter),
         ("pipeline", _pipeline),

@@ -26,6 +26,8 @@ from image_project.record import (
     BackendInfo,
     ChatEvent,
     ConceptFilter,
+    ContextOff,
+    ContextRecord,
     ImageEvent,
     RunError,
     RunRecord,
@@ -37,7 +39,9 @@ from image_project.record import (
 from image_project.stages.concepts import Categories, load_categories
 from image_project.stages.profile import Profile, load_profile
 from image_project.stages.standard import (
+    NO_GUIDANCE,
     Brief,
+    Guidance,
 )
 from image_project.stages.title import TitleResult
 from image_project.store.writer import StoreOutcome, StoreWriter
@@ -64,6 +68,7 @@ logger = logging.getLogger("image_project.run")
 
 PHASES: tuple[str, ...] = (
     "data_load",
+    "context",
     "concept_selection",
     "concept_filter",
     "pipeline",
@@ -71,7 +76,8 @@ PHASES: tuple[str, ...] = (
     "title",
     "records",
 )
-"""The phases of a full run, in order; a prompt-only run stops after ``pipeline``."""
+"""The phases of a full run, in order; a prompt-only run stops after ``pipeline``; ``context``
+runs only with ``context.enabled``."""
 
 
 @dataclass(frozen=True)
@@ -165,6 +171,10 @@ class RunState:
     started: float
     store: StoreWriter | None = None
     inputs: Inputs | None = None
+    context: ContextRecord | None = None
+    """The context injectors' record (``context.enabled`` only)."""
+    guidance: Guidance = NO_GUIDANCE
+    """Where the context guidance goes in the prompts (nowhere without context)."""
     concepts: tuple[str, ...] = ()
     concept_filter: ConceptFilter | None = None
     brief: Brief | None = None
@@ -234,6 +244,7 @@ class RunState:
                 else None
             ),
             blackbox_scoring=self.scoring.record() if self.scoring else ScoringOff(),
+            context=self.context or ContextOff(),
             usage=RunUsage(
                 prompt_tokens=usage.prompt_tokens,
                 completion_tokens=usage.completion_tokens,

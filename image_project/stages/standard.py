@@ -52,10 +52,12 @@ __all__ = [
     "CONSENSUS_DRAFTS",
     "CRITICS",
     "DALLE_PROMPT_KEY",
+    "NO_GUIDANCE",
     "STAGES",
     "SYSTEM_PROMPT",
     "Brief",
     "ConceptRewrite",
+    "Guidance",
     "Refinement",
     "StagePrompt",
     "concept_lines",
@@ -88,6 +90,38 @@ class Brief:
     concepts: tuple[str, ...]
     preferences: str
     dislikes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Guidance:
+    """The run's context guidance (:mod:`image_project.context`) where
+    ``context.injection_location`` puts it: ``prompt`` is embedded at the end of the first
+    stage's prompt (the standard pipeline's ``initial_prompt``; in a scoring run every idea
+    and variant generator's, which write the ideas), ``system`` appended to the system prompt
+    of every generating call (the run's conversation, and the idea and variant generators'
+    own). Empty strings put it nowhere. Judges, the selector, the hints, the dislike rewrite
+    and the title never get it: no function that writes their prompts takes a Guidance."""
+
+    prompt: str = ""
+    system: str = ""
+
+    @classmethod
+    def placed(cls, text: str, location: str) -> Guidance:
+        """``text`` at ``location`` (``system``, ``prompt`` or ``both``)."""
+        return cls(
+            prompt=text if location in ("prompt", "both") else "",
+            system=text if location in ("system", "both") else "",
+        )
+
+    def in_prompt(self, prompt: str) -> str:
+        return f"{prompt}\n\n{self.prompt}" if self.prompt else prompt
+
+    def in_system(self, system_prompt: str) -> str:
+        return f"{system_prompt}\n\n{self.system}" if self.system else system_prompt
+
+
+NO_GUIDANCE = Guidance()
+"""Context off: the guidance goes nowhere."""
 
 
 def concept_lines(concepts: Sequence[str]) -> str:
@@ -313,9 +347,16 @@ def stage_block(
 
 
 def prompt_pipeline(
-    *, brief: Brief, run_seed: int, refinement: Refinement, temperature: float
+    *,
+    brief: Brief,
+    run_seed: int,
+    refinement: Refinement,
+    temperature: float,
+    guidance: Guidance = NO_GUIDANCE,
 ) -> Block:
-    """The six prompt stages; the last captures ``dalle_prompt``."""
+    """The six prompt stages; the last captures ``dalle_prompt``. ``guidance.prompt`` is
+    embedded in the first stage's prompt (its ``system`` part is the caller's, who owns the
+    conversation's system prompt)."""
     last = len(STAGES) - 1
     return Block(
         name="pipeline",
@@ -323,7 +364,9 @@ def prompt_pipeline(
         nodes=[
             stage_block(
                 stage,
-                stage_prompt(stage, brief),
+                guidance.in_prompt(stage_prompt(stage, brief))
+                if i == 0
+                else stage_prompt(stage, brief),
                 brief=brief,
                 refine=refinement == "per_stage" or (refinement == "final" and i == last),
                 run_seed=run_seed,

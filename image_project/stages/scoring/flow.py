@@ -27,6 +27,13 @@ shows a failed or interrupted run as far as it got.
 Isolation (FR7): every scoring step is stateless and the scoring block merges ``none``, so no
 scoring prompt or answer is in the conversation afterwards; the final stages read only the
 selected card, never the scores.
+
+Context guidance (``context.enabled``; :class:`~image_project.stages.standard.Guidance`):
+the scoring run's first stage is its generators, so with ``injection_location`` ``prompt``
+(or ``both``) the guidance ends every ``idea_*`` and ``variant_*`` prompt, and with
+``system`` (or ``both``) it ends their system prompts and the run's conversation's (which
+the final stages read). The hints, the judges and the selector never get it: a judge scores
+the cards against the person's profile, never against the guidance as if it were a like.
 """
 
 from __future__ import annotations
@@ -54,7 +61,7 @@ from image_project.stages.scoring.prompts import (
 from image_project.stages.scoring.results import Judged, RoundResult, ScoringLog, ScoringOutcome
 from image_project.stages.scoring.rounds import Rounds
 from image_project.stages.scoring.selection import select
-from image_project.stages.standard import Brief, stage_block, stage_prompt
+from image_project.stages.standard import NO_GUIDANCE, Brief, Guidance, stage_block, stage_prompt
 
 __all__ = ["ScoringRun", "ScoringSetup", "describe_ensemble"]
 
@@ -117,6 +124,8 @@ class ScoringSetup:
     novelty: NoveltyState
     refinement: str
     temperature: float
+    guidance: Guidance = NO_GUIDANCE
+    """The context guidance for the generators (ideas, variants); never for a judge."""
 
 
 class ScoringRun:
@@ -214,13 +223,13 @@ class ScoringRun:
         setup = self.setup
         return ChatStep(
             name=f"idea_{card_id}",
-            prompt=idea_prompt(direction, setup.brief, hints),
+            prompt=setup.guidance.in_prompt(idea_prompt(direction, setup.brief, hints)),
             temperature=setup.scoring.generator_temperature,
             seed=seed,
             output=CARD_OUTPUT,
             reask=self.reask,
             stateless=True,
-            system_prompt=IDEA_SYSTEM,
+            system_prompt=setup.guidance.in_system(IDEA_SYSTEM),
             merge="none",
             meta={"role": "idea", "card_id": card_id, "direction": direction},
         )
@@ -252,7 +261,14 @@ class ScoringRun:
     ) -> tuple[ScoreRow, ...]:
         """Round 0's table and survivors, then every later round; the last round's table."""
         setup, log = self.setup, self.log
-        rounds = Rounds(setup.scoring, setup.brief, hints, setup.run_seed, setup.selector_model)
+        rounds = Rounds(
+            setup.scoring,
+            setup.brief,
+            hints,
+            setup.run_seed,
+            setup.selector_model,
+            setup.guidance,
+        )
         current = log.rounds[0]
         async with scope.scope("round_0") as inner:
             await self._table(inner, current)

@@ -42,7 +42,7 @@ from image_project.stages.scoring.prompts import (
     variant_prompt,
 )
 from image_project.stages.scoring.results import Choice, Judged
-from image_project.stages.standard import Brief
+from image_project.stages.standard import NO_GUIDANCE, Brief, Guidance
 
 __all__ = ["Rounds", "SelectorVerdict"]
 
@@ -75,6 +75,8 @@ class Rounds:
     hints: ProfileHints | None
     run_seed: int
     selector_model: str
+    guidance: Guidance = NO_GUIDANCE
+    """The context guidance for the variant generators (never for the judges or selector)."""
 
     @property
     def generations(self) -> int:
@@ -117,13 +119,15 @@ class Rounds:
     def variant_step(self, variant: RoundCandidate, parent: IdeaCard, r: int) -> ChatStep[IdeaCard]:
         return ChatStep(
             name=f"variant_{variant.id}",
-            prompt=variant_prompt(parent, variant.directive, self.brief, self.hints),
+            prompt=self.guidance.in_prompt(
+                variant_prompt(parent, variant.directive, self.brief, self.hints)
+            ),
             temperature=self.scoring.generator_temperature,
             seed=variant.seed,
             output=CARD_OUTPUT,
             reask=ReaskPolicy(max=self.scoring.max_reasks, style="restate"),
             stateless=True,
-            system_prompt=VARIANT_SYSTEM,
+            system_prompt=self.guidance.in_system(VARIANT_SYSTEM),
             merge="none",
             meta={
                 "role": "variant",
