@@ -15,7 +15,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from image_project.record import ChatEvent, ImageEvent, RunRecord, ScoringRecord, run_status
+from image_project.record import (
+    ChatEvent,
+    ContextRecord,
+    ImageEvent,
+    RunRecord,
+    ScoringRecord,
+    run_status,
+)
 from image_project.record.scoring import JudgeResult, RoundCandidate, RoundRecord, ScoreRow
 
 __all__ = ["RecordRows", "Row", "parse_utc", "record_rows", "utc_now"]
@@ -77,6 +84,8 @@ def record_rows(record: RunRecord, *, source: str, stored_at: datetime) -> Recor
                 "quality": image.quality if image else None,
             },
         )
+    if isinstance(record.context, ContextRecord):
+        _context_rows(rows, record.generation_id, record.context)
     return rows
 
 
@@ -336,3 +345,34 @@ def _selection_row(generation_id: str, scoring: ScoringRecord) -> Row:
         "novelty_used": scoring.novelty.used,
         "evolution": (evolution.model_dump(mode="json", exclude={"rounds"}) if evolution else None),
     }
+
+
+def _context_rows(rows: RecordRows, generation_id: str, context: ContextRecord) -> None:
+    """A run's ``contexts`` row and one ``context_injectors`` row per injector (issue 28)."""
+    rows.add(
+        "contexts",
+        {
+            "generation_id": generation_id,
+            "date_used": context.date_used,
+            "date_source": context.date_source,
+            "injection_location": context.injection_location,
+            "guidance": context.guidance,
+        },
+    )
+    for position, injector in enumerate(context.injectors):
+        rows.add(
+            "context_injectors",
+            {
+                "generation_id": generation_id,
+                "position": position,
+                "name": injector.name,
+                "source": injector.source,
+                "module": injector.module,
+                "applied": injector.applied,
+                "reason": injector.reason,
+                "probability": injector.probability,
+                "roll": injector.roll,
+                "guidance": list(injector.guidance),
+                "metadata": injector.metadata,
+            },
+        )

@@ -9,7 +9,10 @@ Every child table's rows belong to one run (``generation_id``, deleted with it).
 UTC, stored without a zone. Multi-round selection (``prompt.scoring.evolution``) keeps every
 round: ``candidates``, ``judge_results`` and ``scores`` carry the ``round`` they belong to
 (a one-round run's rows are all round 0), ``rounds`` has one row per round (its selector)
-and ``survivors`` one per survivor; the final pick is made from the last round's rows. ``runs.record_json`` is the run's whole
+and ``survivors`` one per survivor; the final pick is made from the last round's rows. A run
+with context injectors has a ``contexts`` row (the date, where the guidance went, the
+guidance) and a ``context_injectors`` row per injector (applied or not, why, the
+probability and the roll). ``runs.record_json`` is the run's whole
 :class:`~image_project.record.RunRecord` as the transcript holds it, so a record read back
 from the store is the record the run wrote (the other columns are for queries).
 """
@@ -41,6 +44,8 @@ __all__ = [
     "SCHEMA_REVISION",
     "calls",
     "candidates",
+    "context_injectors",
+    "contexts",
     "images",
     "judge_results",
     "metadata",
@@ -276,6 +281,40 @@ images = Table(
     Index("ix_images_seq", "seq"),
 )
 
+# -- context injectors (issue 28; migration 0002) ----------------------------------------
+
+contexts = Table(
+    "contexts",
+    metadata,
+    Column(
+        "generation_id",
+        _ID,
+        ForeignKey("runs.generation_id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column("date_used", String(10), nullable=False),  # YYYY-MM-DD
+    Column("date_source", String(8), nullable=False),  # fixed | today
+    Column("injection_location", String(8), nullable=False),  # system | prompt | both
+    Column("guidance", Text, nullable=False),  # the rendered block; "" when none applied
+)
+
+context_injectors = Table(
+    "context_injectors",
+    metadata,
+    _run_fk(),
+    Column("position", Integer, nullable=False),  # the order the injectors ran in
+    Column("name", String(64), nullable=False),
+    Column("source", String(8), nullable=False),  # builtin | plugin
+    Column("module", Text),  # a plugin's module
+    Column("applied", Boolean, nullable=False),
+    Column("reason", String(200), nullable=False),
+    Column("probability", Float),
+    Column("roll", Float),
+    Column("guidance", JSON, nullable=False),  # its lines
+    Column("metadata", JSON, nullable=False),
+    PrimaryKeyConstraint("generation_id", "name"),
+)
+
 ALL_TABLES: tuple[Table, ...] = (
     runs,
     calls,
@@ -286,5 +325,7 @@ ALL_TABLES: tuple[Table, ...] = (
     survivors,
     selections,
     images,
+    contexts,
+    context_injectors,
 )
 """Every table, parents first (insert in this order)."""

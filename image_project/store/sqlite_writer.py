@@ -43,8 +43,8 @@ __all__ = [
     "SqliteRunWriter",
 ]
 
-SCHEMA_REVISION: Final = "0001"
-"""The newest migration's revision id (``migrations/versions/v0001_initial.py``)."""
+SCHEMA_REVISION: Final = "0002"
+"""The newest migration's revision id (``migrations/versions/v0002_context.py``)."""
 
 INSERT_ORDER: Final = (
     "runs",
@@ -56,6 +56,8 @@ INSERT_ORDER: Final = (
     "survivors",
     "selections",
     "images",
+    "contexts",
+    "context_injectors",
 )
 """Every table, parents first (``schema.ALL_TABLES``' order)."""
 
@@ -65,6 +67,7 @@ JSON_COLUMNS: Final[Mapping[str, frozenset[str]]] = {
     "candidates": frozenset({"card"}),
     "judge_results": frozenset({"presented_order"}),
     "selections": frozenset({"ranking", "explore_pool", "evolution"}),
+    "context_injectors": frozenset({"guidance", "metadata"}),
 }
 """The columns of SQLAlchemy's ``JSON`` type, per table."""
 

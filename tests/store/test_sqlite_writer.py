@@ -30,6 +30,8 @@ from image_project.store.writer import StoreWriter
 from tests.store.test_store import five_runs
 from tests.store.test_store_rounds import EVOLVE, LLM, offline_run
 
+CONTEXT = ("--date", "2026-10-25", "--set", "context.enabled=true", "--seed", "1")
+
 STORED_AT = datetime(2026, 11, 23, 16, 5, 7, 120034)
 
 
@@ -49,14 +51,16 @@ def test_table_order_json_columns_and_revision_are_the_sqlalchemy_schemas() -> N
 
 @pytest.fixture
 def records(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> list[RunRecord]:
-    """Standard, scoring (3 judges), failed, and multi-round runs (code and LLM selector):
-    every table gets rows, JSON columns hold lists, objects and nulls."""
+    """Standard, scoring (3 judges), failed, and multi-round runs (code and LLM selector),
+    and a run with context injectors: every table gets rows, JSON columns hold lists,
+    objects and nulls."""
     import anyio
 
     throwaway = f"sqlite:///{tmp_path / 'throwaway.sqlite'}"
     made = anyio.run(five_runs, tmp_path / "five", throwaway)
     made.append(offline_run(tmp_path / "evolve", throwaway, capsys, *EVOLVE)[0])
     made.append(offline_run(tmp_path / "llm", throwaway, capsys, *EVOLVE, *LLM)[0])
+    made.append(offline_run(tmp_path / "context", throwaway, capsys, *CONTEXT)[0])
     return made
 
 

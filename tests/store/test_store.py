@@ -19,7 +19,7 @@ from image_project.backends.base import TextRequest
 from image_project.config.store_url import sqlite_path
 from image_project.record import RunRecord, ScoringRecord
 from image_project.store import open_store
-from image_project.store.schema import ALL_TABLES, metadata
+from image_project.store.schema import ALL_TABLES, SCHEMA_REVISION, metadata
 from image_project.testing import FunctionTextBackend
 from tests.store.conftest import PostgresServer, free_port
 from tests.test_app import answer, backends, make_cfg
@@ -333,7 +333,7 @@ def test_migrated_schema_matches_the_tables(store_url: str) -> None:
     from alembic.migration import MigrationContext
 
     with open_store(store_url) as store:
-        assert store.revision() == "0001"
+        assert store.revision() == SCHEMA_REVISION
         with store.engine.connect() as conn:
             diff = compare_metadata(MigrationContext.configure(conn), metadata)
     assert diff == []
