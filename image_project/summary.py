@@ -6,9 +6,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from image_project.progress import counted
-from image_project.record import RoundRecord, RunRecord, ScoringRecord, run_status
+from image_project.record import (
+    ContextRecord,
+    InjectorRecord,
+    RoundRecord,
+    RunRecord,
+    ScoringRecord,
+    run_status,
+)
 
-__all__ = ["prompt_lines", "record_lines", "scoring_lines"]
+__all__ = ["context_lines", "prompt_lines", "record_lines", "scoring_lines"]
 
 
 def record_lines(
@@ -34,6 +41,8 @@ def record_lines(
         error = record.error
         where = f" at {error.path}" if error.path else ""
         lines.append(f"  Error       {error.type} in phase {error.phase}{where}: {error.message}")
+    if isinstance(record.context, ContextRecord):
+        lines += context_lines(record.context)
     title = record.title_generation
     if title is not None:
         lines.append(f"  Title       #{title.seq:03d} - {title.title}")
@@ -51,6 +60,34 @@ def record_lines(
         f"{usage.total_tokens:,} tokens, {record.timing.wall_s:.1f} s",
     ]
     return lines
+
+
+_PLACES = {
+    "system": "the system prompt",
+    "prompt": "the first stage prompt",
+    "both": "the system prompt and the first stage prompt",
+}
+
+
+def context_lines(context: ContextRecord) -> list[str]:
+    """The context injectors' lines: the date and where the guidance went, then one line per
+    injector (applied or not, why, and the chance it drew)."""
+    source = "fixed" if context.date_source == "fixed" else "today"
+    where = _PLACES[context.injection_location] if context.guidance else "nowhere (none applied)"
+    lines = [f"  Context     {context.date_used} ({source}); guidance in {where}"]
+    lines += [f"              {_injector_line(i)}" for i in context.injectors]
+    return lines
+
+
+def _injector_line(injector: InjectorRecord) -> str:
+    meta = injector.metadata
+    facts = [str(meta[k]) for k in ("season", "holiday", "holiday_date") if meta.get(k)]
+    line = f"{injector.name}: {'applied' if injector.applied else 'not applied'}"
+    line += f" ({injector.reason}"
+    if injector.probability is not None and injector.roll is not None:
+        line += f"; roll {injector.roll:.3f} vs p {injector.probability:.3f}"
+    line += ")"
+    return line + (f" {' '.join(facts)}" if facts else "")
 
 
 def prompt_lines(prompt: str, *, whole: bool) -> list[str]:

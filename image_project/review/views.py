@@ -6,11 +6,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from image_project.record import JudgeResult, RunError, RunRecord, ScoringRecord
+from image_project.record import ContextRecord, JudgeResult, RunError, RunRecord, ScoringRecord
 
 __all__ = [
+    "ContextView",
     "HeatCell",
     "HeatRow",
+    "InjectorLine",
     "JudgeLine",
     "RunView",
     "heat_style",
@@ -69,6 +71,30 @@ class JudgeLine:
 
 
 @dataclass(frozen=True)
+class InjectorLine:
+    """One context injector's decision, as the run page's table shows it."""
+
+    name: str
+    source: str
+    applied: bool
+    reason: str
+    probability: str
+    roll: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class ContextView:
+    """The run's context (issue 28): the date, where the guidance went, the guidance."""
+
+    date_used: str
+    date_source: str
+    location: str
+    guidance: str
+    injectors: tuple[InjectorLine, ...]
+
+
+@dataclass(frozen=True)
 class RunView:
     """One run as the gallery and its page show it."""
 
@@ -93,6 +119,7 @@ class RunView:
     judges: tuple[JudgeLine, ...]
     judge_ids: tuple[str, ...]
     rows: tuple[HeatRow, ...]
+    context: ContextView | None = None
 
 
 def _number(value: float | None) -> str:
@@ -139,6 +166,37 @@ def _judge_line(r: JudgeResult) -> JudgeLine:
     )
 
 
+def _chance(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _detail(metadata: dict[str, object]) -> str:
+    """The few facts of an injector worth a glance (the full metadata is in the record)."""
+    keys = ("season", "hemisphere", "holiday", "holiday_date", "days_until", "country")
+    return ", ".join(f"{k} {metadata[k]}" for k in keys if metadata.get(k) is not None)
+
+
+def _context_view(context: ContextRecord) -> ContextView:
+    return ContextView(
+        date_used=context.date_used,
+        date_source=context.date_source,
+        location=context.injection_location,
+        guidance=context.guidance,
+        injectors=tuple(
+            InjectorLine(
+                name=i.name,
+                source=i.module or i.source,
+                applied=i.applied,
+                reason=i.reason,
+                probability=_chance(i.probability),
+                roll=_chance(i.roll),
+                detail=_detail(dict(i.metadata)),
+            )
+            for i in context.injectors
+        ),
+    )
+
+
 def run_view(record: RunRecord, image: str | None, image_missing: str | None) -> RunView:
     """The view of ``record``; ``image`` is the site-relative path of its copied image (or
     None, with ``image_missing`` saying why when the run should have had one)."""
@@ -169,4 +227,7 @@ def run_view(record: RunRecord, image: str | None, image_missing: str | None) ->
         judges=tuple(_judge_line(j) for j in scoring.judges) if scoring is not None else (),
         judge_ids=judge_ids,
         rows=_rows(scoring, judge_ids) if scoring is not None else (),
+        context=(
+            _context_view(record.context) if isinstance(record.context, ContextRecord) else None
+        ),
     )
