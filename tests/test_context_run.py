@@ -8,6 +8,7 @@ the guidance, in one round or several, while every generator does."""
 from __future__ import annotations
 
 import json
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -227,3 +228,16 @@ def test_in_rounds_variants_get_the_guidance_and_judges_and_selector_never(
             kinds["selector" if name == "selector" else "judge"] += 1
             assert GUIDANCE_HEADER not in s["prompt"] + (s["system_prompt"] or ""), s["path"]
     assert kinds["generator"] > 6 and kinds["judge"] >= 9 and kinds["selector"] == 2
+
+
+@pytest.mark.anyio
+async def test_without_a_date_the_run_takes_its_local_day_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("image_project.run.phases._today", lambda: date(2026, 12, 24))
+    cfg = make_cfg(tmp_path, "context.enabled=true", "prompt.random_seed=1")
+    result = await run_generation(cfg, backends(FunctionTextBackend(answer)))
+    context = result.record.context
+    assert context.enabled
+    assert (context.date_used, context.date_source) == ("2026-12-24", "today")
+    assert context.injectors[1].metadata["holiday"] == "Christmas Day"
