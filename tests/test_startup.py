@@ -69,10 +69,6 @@ def outputs(tmp_path: Path) -> list[str]:
     ]
 
 
-def test_importing_the_cli_does_not_import_openai() -> None:
-    assert probe(None)["after_import"] is False
-
-
 def test_help_does_not_import_openai() -> None:
     result = probe(["--help"])
     assert result == {"after_import": False, "after_run": False, "code": 0}

@@ -8,14 +8,18 @@ the read timeout, which must really fire."""
 
 from __future__ import annotations
 
+import functools
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from image_project.app import RunFailed, run_generation
 from image_project.backends.factory import make_backends
+from image_project.backends.openai_backend import OpenAITextBackend
 from image_project.seeding import derive_seed
 from tests.faults.common import (
     MAX_ATTEMPTS,
@@ -68,6 +72,10 @@ SCORING = ("prompt.scoring.enabled=true", "prompt.scoring.num_ideas=4")
 
 
 IDEA_B_SEED = derive_seed(77, "step", "idea", "B")
+
+
+def idea_card_request(r: RecordedRequest) -> bool:
+    return r.schema_name == "idea_card"
 
 
 def idea(card_seed: int) -> Callable[[RecordedRequest], bool]:
@@ -339,26 +347,45 @@ async def test_twenty_concurrent_429s_stay_within_the_limiter_and_the_attempt_bu
     tmp_path: Path, allow_loopback: None
 ) -> None:
     ideas, limit, attempts = 20, 4, 3
+    is_idea = idea_card_request
     with OpenAIServer(offline=True) as server:
         # Every idea call is rate limited twice (40 refusals), each call by its own rule so that
-        # no call can draw a third 429 from a shared queue; each refusal takes a little server
-        # time so that calls really overlap.
+        # no call can draw a third 429 from a shared queue. The first refusals are held until
+        # the limiter's worth of idea calls is in flight together, so the calls overlap by
+        # construction, however slowly this machine gets them out (no wall-clock race).
+        first_round = threading.Event()
         for card in range(ideas):
             server.rule(
                 idea(derive_seed(77, "step", "idea", chr(ord("A") + card))),
-                *[Reply(status=429, headers={"Retry-After": "2"}, delay_s=0.01)] * 2,
+                Reply(status=429, headers={"Retry-After": "2"}, wait_for=first_round),
+                Reply(status=429, headers={"Retry-After": "2"}),
             )
-        t, sleep = await run_with(
-            tmp_path,
-            server,
-            "prompt.scoring.enabled=true",
-            f"prompt.scoring.num_ideas={ideas}",
-            max_concurrency=limit,
-            max_attempts=attempts,
-        )
-        idea_requests = [r for r in server.requests if r.schema_name == "idea_card"]
+        sleep = RecordingSleep()
+        async with http_backends(
+            server, sleep, max_concurrency=limit, max_attempts=attempts
+        ) as backends:
+            cfg = make_cfg(
+                tmp_path, "prompt.scoring.enabled=true", f"prompt.scoring.num_ideas={ideas}"
+            )
+            assert isinstance(backends.text, OpenAITextBackend)
+            limiter = backends.text.transport.limiter
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(run_generation, cfg, backends)
+                try:
+                    # Waits for the arrivals (the server's default bound only ends a broken run).
+                    together = await anyio.to_thread.run_sync(
+                        functools.partial(server.wait_for_in_flight, limit, where=is_idea),
+                        abandon_on_cancel=True,
+                    )
+                    held_in_flight, held_borrowed = server.in_flight, limiter.borrowed_tokens
+                finally:
+                    first_round.set()
+        (t,) = transcripts(tmp_path)
+        idea_requests = [r for r in server.requests if is_idea(r)]
         peak = server.max_in_flight
-    assert peak == limit  # the calls did overlap, and never beyond the limiter
+    assert together, "the limiter's worth of idea calls never was in flight at once"
+    assert held_in_flight == held_borrowed == limit  # the calls overlap, up to the limiter
+    assert peak == limit  # and never beyond it
     assert len(idea_requests) == ideas * attempts  # each: two 429s, then the answer
     assert len(server.requests) <= len(attempts_by_path(t)) * attempts + 1  # +1: the image
     idea_attempts = [n for p, n in attempts_by_path(t).items() if "/ideas/" in p]

@@ -124,20 +124,20 @@ def postgres_server() -> Iterator[PostgresServer]:
     data, log = base / "data", base / "server.log"
     if owner is not None:
         _chown_tree(base, owner)
-    port = free_port()
 
-    def run(*command: str) -> None:
-        done = subprocess.run(
+    def run(*command: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
             [*prefix, *command], capture_output=True, text=True, timeout=120, check=False
         )
-        if done.returncode != 0:
-            server_log = log.read_text(errors="replace") if log.exists() else ""
-            pytest.fail(
-                f"{' '.join(command)} failed ({done.returncode}):\n{done.stdout}\n"
-                f"{done.stderr}\n{server_log}"
-            )
 
-    run(
+    def failed(done: subprocess.CompletedProcess[str], command: tuple[str, ...]) -> str:
+        server_log = log.read_text(errors="replace") if log.exists() else ""
+        return (
+            f"{' '.join(command)} failed ({done.returncode}):\n{done.stdout}\n"
+            f"{done.stderr}\n{server_log}"
+        )
+
+    initdb = (
         str(bindir / "initdb"),
         "-D",
         str(data),
@@ -150,11 +150,26 @@ def postgres_server() -> Iterator[PostgresServer]:
         "--no-sync",
         "--no-instructions",
     )
-    options = (
-        f"-p {port} -k {base} -c listen_addresses=127.0.0.1 -c fsync=off "
-        "-c synchronous_commit=off -c full_page_writes=off -c max_connections=60"
-    )
-    run(str(bindir / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", options, "-w", "start")
+    done = run(*initdb)
+    if done.returncode != 0:
+        pytest.fail(failed(done, initdb))
+    # The port is free when chosen but not reserved: another process (a second pytest-xdist
+    # worker starting its own server, say) can take it first. Then choose again.
+    for _ in range(5):
+        port = free_port()
+        options = (
+            f"-p {port} -k {base} -c listen_addresses=127.0.0.1 -c fsync=off "
+            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=60"
+        )
+        start = (str(bindir / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", options, "-w")
+        done = run(*start, "start")
+        if done.returncode == 0:
+            break
+        if "already in use" not in (log.read_text(errors="replace") if log.exists() else ""):
+            pytest.fail(failed(done, (*start, "start")))
+        log.unlink()
+    else:
+        pytest.fail(failed(done, (*start, "start")))
     try:
         yield PostgresServer(port=port)
     finally:

@@ -49,18 +49,20 @@ def test_table_order_json_columns_and_revision_are_the_sqlalchemy_schemas() -> N
     assert known_revisions()[-1] == SCHEMA_REVISION
 
 
-@pytest.fixture
-def records(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> list[RunRecord]:
+@pytest.fixture(scope="module")
+def records(tmp_path_factory: pytest.TempPathFactory) -> list[RunRecord]:
     """Standard, scoring (3 judges), failed, and multi-round runs (code and LLM selector),
     and a run with context injectors: every table gets rows, JSON columns hold lists,
-    objects and nulls."""
+    objects and nulls. Made once for the module (eight runs, about a second): the tests only
+    read them, writing them into stores of their own."""
     import anyio
 
-    throwaway = f"sqlite:///{tmp_path / 'throwaway.sqlite'}"
-    made = anyio.run(five_runs, tmp_path / "five", throwaway)
-    made.append(offline_run(tmp_path / "evolve", throwaway, capsys, *EVOLVE)[0])
-    made.append(offline_run(tmp_path / "llm", throwaway, capsys, *EVOLVE, *LLM)[0])
-    made.append(offline_run(tmp_path / "context", throwaway, capsys, *CONTEXT)[0])
+    tmp = tmp_path_factory.mktemp("records")
+    throwaway = f"sqlite:///{tmp / 'throwaway.sqlite'}"
+    made = anyio.run(five_runs, tmp / "five", throwaway)
+    made.append(offline_run(tmp / "evolve", throwaway, None, *EVOLVE)[0])
+    made.append(offline_run(tmp / "llm", throwaway, None, *EVOLVE, *LLM)[0])
+    made.append(offline_run(tmp / "context", throwaway, None, *CONTEXT)[0])
     return made
 
 

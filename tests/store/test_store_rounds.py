@@ -7,6 +7,9 @@ rebuilding the same rows; and the queries over rounds in ``docs/store.md``."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
 import re
 from pathlib import Path
 from typing import Any
@@ -41,15 +44,30 @@ DOCS = REPO / "docs" / "store.md"
 
 
 def offline_run(
-    tmp: Path, url: str, capsys: pytest.CaptureFixture[str], *args: str
+    tmp: Path, url: str, capsys: pytest.CaptureFixture[str] | None, *args: str
 ) -> tuple[RunRecord, str]:
-    """One offline run through the CLI into the store at ``url``: its record and stdout."""
+    """One offline run through the CLI into the store at ``url``: its record and stdout.
+
+    ``capsys`` None (a fixture wider than one test, which has no capsys): stdout and stderr
+    are captured here, and the package logger, which the CLI gives a stderr handler, is put
+    back as it was (tests/conftest.py does that per test, but only around the test)."""
     tmp.mkdir(parents=True, exist_ok=True)
     config = write_config(tmp)
-    capsys.readouterr()
     argv = ["--config", str(config), "--offline", "--seed", "5", "--set", f"store.url={url}"]
-    code = cli.main([*argv, *args], env={}, root=REPO)
-    out = capsys.readouterr().out
+    if capsys is None:
+        logger = logging.getLogger("image_project")
+        handlers, level, propagate = list(logger.handlers), logger.level, logger.propagate
+        stdout = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(io.StringIO()):
+                code = cli.main([*argv, *args], env={}, root=REPO)
+        finally:
+            logger.handlers, logger.level, logger.propagate = handlers, level, propagate
+        out = stdout.getvalue()
+    else:
+        capsys.readouterr()
+        code = cli.main([*argv, *args], env={}, root=REPO)
+        out = capsys.readouterr().out
     assert code == 0, out
     (path,) = (tmp / "out" / "logs").glob("*_transcript.json")
     return RunRecord.model_validate_json(path.read_text(encoding="utf-8")), out

@@ -72,6 +72,11 @@ TINY_PNG = base64.b64decode(
 
 _POLL_S = 0.02
 
+WAIT_BOUND_S = 60.0
+"""How long :meth:`OpenAIServer.wait_for_in_flight` / ``wait_for_requests`` wait by default:
+a bound that only ends a broken test, never a timing assertion (5 s was within reach of a
+loaded 2-core machine starting a few calls)."""
+
 HTML_PAGE = (
     b"<!DOCTYPE html>\n<html><head><title>502 Bad Gateway</title></head>\n"
     b"<body><center><h1>502 Bad Gateway</h1></center><hr><center>nginx</center></body></html>\n"
@@ -296,6 +301,7 @@ class OpenAIServer:
         self._requests: list[RecordedRequest] = []
         self._cond = threading.Condition()
         self._in_flight = 0
+        self._in_flight_requests: list[RecordedRequest] = []
         self._max_in_flight = 0
         self._stopping = threading.Event()
         self._httpd: ThreadingHTTPServer | None = None
@@ -385,12 +391,24 @@ class OpenAIServer:
         with self._cond:
             return self._max_in_flight
 
-    def wait_for_in_flight(self, count: int, timeout: float = 5.0) -> bool:
-        """Block until at least ``count`` requests are in flight; False on timeout."""
-        with self._cond:
-            return self._cond.wait_for(lambda: self._in_flight >= count, timeout=timeout)
+    def wait_for_in_flight(
+        self,
+        count: int,
+        timeout: float = WAIT_BOUND_S,
+        where: Callable[[RecordedRequest], bool] | None = None,
+    ) -> bool:
+        """Block until at least ``count`` requests (those matching ``where``, if given) are in
+        flight; False on timeout (:data:`WAIT_BOUND_S` unless given)."""
 
-    def wait_for_requests(self, count: int, timeout: float = 5.0) -> bool:
+        def arrived() -> bool:
+            if where is None:
+                return self._in_flight >= count
+            return sum(1 for r in self._in_flight_requests if where(r)) >= count
+
+        with self._cond:
+            return self._cond.wait_for(arrived, timeout=timeout)
+
+    def wait_for_requests(self, count: int, timeout: float = WAIT_BOUND_S) -> bool:
         """Block until at least ``count`` requests have arrived; False on timeout."""
         with self._cond:
             return self._cond.wait_for(lambda: len(self._requests) >= count, timeout=timeout)
@@ -419,6 +437,7 @@ class OpenAIServer:
             self._requests.append(request)
             reply, window_headers = self._admit(request)
             self._in_flight += 1
+            self._in_flight_requests.append(request)
             self._max_in_flight = max(self._max_in_flight, self._in_flight)
             self._cond.notify_all()
         try:
@@ -437,6 +456,7 @@ class OpenAIServer:
             # response it may start another request, which must not see this one in flight.
             with self._cond:
                 self._in_flight -= 1
+                self._in_flight_requests.remove(request)
                 self._cond.notify_all()
         if reply is not None and reply.disconnect:
             handler.close_connection = True
