@@ -12,8 +12,13 @@ Layout (sizes relative to the image, so captions look alike at any resolution;
   boundaries, shrinking 1 px at a time down to 6 px until the lines fit into half the image
   height; if even that fails, the last line that fits ends in an ellipsis (as does a single
   word too wide for the image). Every glyph stays inside the image;
-* strip black at alpha 110; text white at alpha 230, centred, with a 1 px black alpha-160
-  shadow; both alpha-composited, the result converted to RGB, the size unchanged.
+* strip black at alpha 110; text white at alpha 230, centred, with a black alpha-160
+  shadow offset by 1 px per 32 px of font size (at least 1 px: 1 px up to a 47 px font);
+  both alpha-composited, the result converted to RGB, the size unchanged.
+
+Because every size is a fraction of the image, the same caption on the same picture at
+another resolution (the 4K image, :mod:`.upscale`) covers the same share of it and reads
+the same.
 
 The font is an explicit file when configured (it must load), else DejaVu Sans when it can
 be found, else Pillow's built-in font.
@@ -152,6 +157,11 @@ class CaptionLayout:
     boxes: tuple[tuple[int, int, int, int], ...]
     origins: tuple[tuple[int, int], ...]
 
+    @property
+    def shadow(self) -> int:
+        """The shadow's offset in pixels, right and down: it grows with the font."""
+        return max(1, round(self.font_size / 32))
+
 
 def _width(draw: ImageDraw.ImageDraw, text: str, font: CaptionFont) -> int:
     left, _, right, _ = _text_box(draw, text, font)
@@ -276,8 +286,9 @@ def overlay_caption(image: Image.Image, text: str, *, font_path: Path | None = N
 
     layer = Image.new("RGBA", base.size, (0, 0, 0, 0))
     draw = ImageDraw.Draw(layer)
+    shadow = layout.shadow
     for line, (x, y) in zip(layout.lines, layout.origins, strict=True):
-        draw.text((x + 1, y + 1), line, font=font, fill=_SHADOW_FILL)
+        draw.text((x + shadow, y + shadow), line, font=font, fill=_SHADOW_FILL)
         draw.text((x, y), line, font=font, fill=_TEXT_FILL)
     return Image.alpha_composite(base, layer).convert("RGB")
 
