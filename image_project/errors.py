@@ -16,6 +16,9 @@
     ├── ContextInjectorError             a context injector (a plugin's) raised or answered in
     │                                    the wrong shape; names the injector; the run fails
     │                                    in phase ``context``, before any model call
+    ├── UpscaleError                     the 4K upscale failed at run time (the upscaler binary
+    │                                    exited non-zero, timed out or wrote no image); carries
+    │                                    the tails of its output
     ├── StepFailedError                  a step could not produce a usable result at run time
     │   ├── EmptyPromptError             a None / non-string / blank prompt (before any call)
     │   ├── EmptyResponseError           a None / blank model answer the step does not allow
@@ -80,6 +83,7 @@ __all__ = [
     "StepFailedError",
     "StepLocation",
     "StoreError",
+    "UpscaleError",
     "add_cancelled_paths",
     "cancelled_paths_of",
     "locate",
@@ -160,6 +164,13 @@ class ContextInjectorError(ImageProjectError):
     def __init__(self, injector: str, message: str) -> None:
         self.injector = injector
         super().__init__(f"context injector {injector!r}: {message}")
+
+
+class UpscaleError(ImageProjectError):
+    """The 4K upscale (``upscale.enabled``) failed while the run wrote its records: the
+    upscaler binary exited non-zero, timed out or left no readable image, or the image needs
+    an upscaler the run does not have. The message names the binary and ends with the tails
+    of its output."""
 
 
 class StepFailedError(ImageProjectError):
