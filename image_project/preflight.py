@@ -17,6 +17,16 @@ profile files loaded. It checks what the run will write:
 Every failure is an :class:`~image_project.errors.InputFileError` naming the path, the config
 key and what is wrong (for the OS, the exception type and its message). Nothing is left behind
 but the (empty) directories created.
+
+The titles manifest may also have the header from before the 4K columns
+(:data:`~image_project.artifacts.manifest.MANIFEST_HEADERS`); with ``upscale.enabled`` the 4K
+image's directory (``upscale.output_path``) is checked like the others.
+
+:func:`check_upscale` is the 4K image's pre-flight (``upscale.enabled``, a full run): it finds
+the upscaler binary (the configured path, ``$REALESRGAN_NCNN_VULKAN_PATH``, ``PATH``) and its
+model files, and refuses a run whose image would need an upscaler that is not there when the
+Lanczos fallback is off, with a :class:`~image_project.errors.ConfigError` naming the key
+(exit 2) before any model call.
 """
 
 from __future__ import annotations
@@ -26,14 +36,18 @@ import csv
 import io
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from image_project.artifacts import GENERATIONS_FIELDS, MANIFEST_FIELDS
+from image_project.artifacts import GENERATIONS_FIELDS, MANIFEST_FIELDS, MANIFEST_HEADERS
 from image_project.config import AppConfig
-from image_project.errors import InputFileError
+from image_project.errors import ConfigError, InputFileError, UpscaleError
 
-__all__ = ["check_csv_record_file", "check_outputs", "check_writable_dir"]
+if TYPE_CHECKING:
+    from image_project.artifacts.upscale import UpscaleSettings
+
+__all__ = ["check_csv_record_file", "check_outputs", "check_upscale", "check_writable_dir"]
 
 _PROBE_PREFIX = ".image_project-write-check-"
 
@@ -61,12 +75,20 @@ def check_writable_dir(directory: Path, key: str) -> None:
         ) from exc
 
 
-def check_csv_record_file(path: Path, key: str, what: str, fields: Sequence[str]) -> None:
+def check_csv_record_file(
+    path: Path,
+    key: str,
+    what: str,
+    fields: Sequence[str],
+    *,
+    also: Sequence[Sequence[str]] = (),
+) -> None:
     """Check an existing CSV that a run appends to; a missing file passes (first run).
 
     It must be a regular file, open for appending, decode as UTF-8 (a BOM is allowed), parse
-    as CSV, and, unless it has no rows yet, have exactly ``fields`` as its header (cells
-    trimmed, as the appender compares them). Raises :class:`InputFileError` naming ``path``.
+    as CSV, and, unless it has no rows yet, have exactly ``fields`` as its header, or one of
+    the older headers in ``also`` that the appender still accepts (cells trimmed, as the
+    appender compares them). Raises :class:`InputFileError` naming ``path``.
     """
     if not path.exists():
         return
@@ -100,7 +122,7 @@ def check_csv_record_file(path: Path, key: str, what: str, fields: Sequence[str]
     if not rows:
         return
     header = [cell.strip() for cell in rows[0]]
-    if header != list(fields):
+    if header != list(fields) and header not in [list(old) for old in also]:
         raise InputFileError(
             path,
             f"{key}: the {what} has the header {header}, expected {list(fields)}; "
@@ -125,6 +147,13 @@ def check_outputs(cfg: AppConfig) -> None:
             (generations.parent, "prompt.generations_path"),
             (manifest.parent, manifest_key),
         ]
+        if cfg.upscale.enabled:
+            upscale_key = (
+                "upscale.output_path"
+                if cfg.upscale.output_path is not None
+                else "image.generation_path"
+            )
+            dirs.append((cfg.effective_upscale_path, upscale_key))
     seen: set[str] = set()
     for directory, key in dirs:
         ident = os.path.abspath(directory)
@@ -132,7 +161,83 @@ def check_outputs(cfg: AppConfig) -> None:
             seen.add(ident)
             check_writable_dir(directory, key)
     if full:
-        check_csv_record_file(manifest, manifest_key, "titles manifest", MANIFEST_FIELDS)
+        check_csv_record_file(
+            manifest, manifest_key, "titles manifest", MANIFEST_FIELDS, also=MANIFEST_HEADERS
+        )
         check_csv_record_file(
             generations, "prompt.generations_path", "generations CSV", GENERATIONS_FIELDS
         )
+
+
+def _image_size(size: str) -> tuple[int, int] | None:
+    """``image.size`` as ``(width, height)``; None for ``auto`` (known only from the reply)."""
+    if size == "auto":
+        return None
+    width, _, height = size.partition("x")
+    return int(width), int(height)
+
+
+def check_upscale(cfg: AppConfig, env: Mapping[str, str]) -> UpscaleSettings | None:
+    """The 4K image's settings for a full run, checked before any model call; None when
+    ``upscale.enabled`` is off. (A prompt-only run saves no image: its caller skips this.)
+
+    The upscaler binary is looked up in ``upscale.realesrgan_binary``, then
+    ``env["REALESRGAN_NCNN_VULKAN_PATH"]``, then ``env["PATH"]`` (the CLI passes the process
+    environment). Raises :class:`ConfigError` naming the key when a configured binary or model
+    directory does not exist (or lacks the model files), and when no binary was found, the
+    Lanczos fallback is off, and an image of the configured ``image.size`` (any size, for
+    ``auto``) would need the upscaler to reach the target."""
+    upscale = cfg.upscale
+    if not upscale.enabled:
+        return None
+    # Imported here: it imports Pillow, which only a run that saves an image needs.
+    from image_project.artifacts.upscale import (
+        BINARY_ENV_VAR,
+        BINARY_NAME,
+        UpscaleSettings,
+        UpscaleTarget,
+        choose_method,
+        find_upscaler,
+    )
+
+    upscaler = find_upscaler(
+        binary=upscale.realesrgan_binary,
+        model_dir=upscale.model_path,
+        model_name=upscale.model_name,
+        env=env,
+        tile_size=upscale.tile_size,
+        tta=upscale.tta,
+        timeout_s=upscale.timeout_s,
+    )
+    width, height = upscale.target_width_px, upscale.target_height_px
+    target = UpscaleTarget(
+        long_edge=upscale.target_long_edge_px,
+        size=(width, height) if width is not None and height is not None else None,
+        aspect=upscale.target_aspect_ratio,
+    )
+    if upscaler is None and not upscale.allow_fallback_resize:
+        source = _image_size(cfg.image.size)
+        try:
+            if source is None:
+                raise UpscaleError("image.size is auto, so any size may come back")
+            choose_method(source, target, upscaler=False, allow_fallback=False)
+        except UpscaleError:
+            need = (
+                "image.size is auto, so the image may need it"
+                if source is None
+                else f"a {source[0]}x{source[1]} image (image.size) needs it to reach "
+                f"{'x'.join(map(str, target.of(source)))}"
+            )
+            raise ConfigError(
+                "upscale.realesrgan_binary",
+                f"no upscaler found (this key is not set, ${BINARY_ENV_VAR} is not set, and "
+                f"{BINARY_NAME} is not on PATH), and {need}; set this key to the binary, or "
+                "upscale.allow_fallback_resize: true for a plain Lanczos resize, or turn "
+                "upscale.enabled off",
+            ) from None
+    return UpscaleSettings(
+        target=target,
+        upscaler=upscaler,
+        allow_fallback=upscale.allow_fallback_resize,
+        directory=cfg.effective_upscale_path,
+    )

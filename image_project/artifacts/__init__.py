@@ -1,4 +1,5 @@
-"""Every file a run writes: captioned image, titles manifest, generations CSV, transcript.
+"""Every file a run writes: captioned image, titles manifest, generations CSV, transcript,
+and the 4K image (:mod:`.upscale`, imported with Pillow only by a run that makes one).
 
 This layer knows files and formats, not models or prompts. Functions are plain and
 synchronous (the app runs them through ``anyio.to_thread.run_sync``). Nothing is left
@@ -26,11 +27,15 @@ from image_project.artifacts.generations import (
 from image_project.artifacts.locking import FileLock
 from image_project.artifacts.manifest import (
     MANIFEST_FIELDS,
+    MANIFEST_HEADERS,
+    ManifestMark,
     append_manifest_row,
     existing_titles,
     manifest_lock,
+    mark_manifest,
     next_seq,
     read_manifest,
+    restore_manifest,
 )
 from image_project.artifacts.transcript import read_transcript, transcript_path, write_transcript
 
@@ -62,7 +67,9 @@ image (``--prompt-only``) never imports Pillow (``tests/test_startup.py``)."""
 __all__ = [
     "GENERATIONS_FIELDS",
     "MANIFEST_FIELDS",
+    "MANIFEST_HEADERS",
     "FileLock",
+    "ManifestMark",
     "append_bytes",
     "append_generation_row",
     "append_manifest_row",
@@ -75,6 +82,7 @@ __all__ = [
     "file_size",
     "load_caption_font",
     "manifest_lock",
+    "mark_manifest",
     "next_seq",
     "overlay_caption",
     "parse_selected_concepts",
@@ -82,6 +90,7 @@ __all__ = [
     "read_manifest",
     "read_recent_prompts",
     "read_transcript",
+    "restore_manifest",
     "save_captioned_frame",
     "save_captioned_jpeg",
     "transcript_path",

@@ -3,7 +3,16 @@
 One row per captioned image::
 
     seq, title, generation_id, image_prompt, image_path, created_at,
-    model, size, quality, seed, title_source, title_raw
+    model, size, quality, seed, title_source, title_raw,
+    upscaled_path, upscaled_size, upscale_method
+
+The last three describe the 4K image (``upscale.enabled``; empty without one). They were
+added at the end, so a manifest written before them (:data:`MANIFEST_LEGACY_FIELDS`, the
+first twelve) keeps working: it is read as it is (its rows have no ``upscaled_*`` keys), a row
+without a 4K image is appended to it in its own twelve columns, and the first row with one
+rewrites its header line to the full one (atomically, under the lock; the old rows stay as
+they are and read back with the new columns empty). :func:`mark_manifest` /
+:func:`restore_manifest` undo an append either way.
 
 ``seq`` is unique across processes only if the whole sequence *read rows -> allocate seq ->
 caption and save the image -> append the row* runs under :func:`manifest_lock`::
@@ -22,34 +31,48 @@ the same write as the first row.
 
 from __future__ import annotations
 
+import codecs
 import csv
 import io
 import os
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from image_project.artifacts.atomic import append_bytes
+from image_project.artifacts.atomic import (
+    append_bytes,
+    atomic_write_bytes,
+    file_size,
+    truncate_back,
+)
 from image_project.artifacts.locking import DEFAULT_TIMEOUT_S, FileLock
 from image_project.errors import ImageProjectError, InputFileError
 
 __all__ = [
     "MANIFEST_FIELDS",
+    "MANIFEST_HEADERS",
+    "MANIFEST_LEGACY_FIELDS",
     "MANIFEST_REQUIRED_FIELDS",
+    "MANIFEST_UPSCALE_FIELDS",
+    "ManifestMark",
     "append_csv_row",
     "append_manifest_row",
     "existing_titles",
     "lock_path_for",
     "manifest_lock",
+    "mark_manifest",
     "next_seq",
     "prepare_row",
     "read_csv_header",
     "read_csv_rows",
     "read_manifest",
+    "restore_manifest",
+    "upgrade_manifest_header",
     "utc_now_iso",
 ]
 
-MANIFEST_FIELDS: tuple[str, ...] = (
+MANIFEST_LEGACY_FIELDS: tuple[str, ...] = (
     "seq",
     "title",
     "generation_id",
@@ -63,6 +86,13 @@ MANIFEST_FIELDS: tuple[str, ...] = (
     "title_source",
     "title_raw",
 )
+"""The manifest's columns before the 4K image's were added (still read and appended to)."""
+MANIFEST_UPSCALE_FIELDS: tuple[str, ...] = ("upscaled_path", "upscaled_size", "upscale_method")
+"""The 4K image's columns, at the end: its path, ``WxH`` size and method (empty without one)."""
+MANIFEST_FIELDS: tuple[str, ...] = MANIFEST_LEGACY_FIELDS + MANIFEST_UPSCALE_FIELDS
+MANIFEST_HEADERS: tuple[tuple[str, ...], ...] = (MANIFEST_FIELDS, MANIFEST_LEGACY_FIELDS)
+"""The headers an existing manifest may have: the current one, or the one before the 4K
+columns."""
 MANIFEST_REQUIRED_FIELDS: tuple[str, ...] = (
     "seq",
     "title",
@@ -244,17 +274,81 @@ def next_seq(rows: Iterable[Mapping[str, str]]) -> int:
     return highest + 1
 
 
+def _is_legacy(path: _PathLike) -> bool:
+    """Whether ``path`` exists with the header from before the 4K columns."""
+    return bool(file_size(path)) and read_csv_header(path) == list(MANIFEST_LEGACY_FIELDS)
+
+
 def append_manifest_row(path: _PathLike, row: Mapping[str, object]) -> dict[str, str]:
     """Append one manifest row; the caller holds :func:`manifest_lock` for ``path``.
 
     ``seq, title, generation_id, image_prompt, image_path`` are required and ``seq`` must be
     an integer; other columns default to ``""`` and an empty ``created_at`` is filled in.
-    Returns the row as written.
+    On a manifest with the old twelve-column header, a row whose 4K columns are empty is
+    appended in those twelve columns; one with a 4K image first upgrades the header
+    (:func:`upgrade_manifest_header`). Returns the row as written (all the columns).
     """
     out = prepare_row(path, MANIFEST_FIELDS, MANIFEST_REQUIRED_FIELDS, row, kind="manifest")
     try:
         int(out["seq"].strip())
     except ValueError:
         raise ValueError(f"{path}: manifest seq must be an integer, got {out['seq']!r}") from None
+    if _is_legacy(path):
+        if not any(out[name] for name in MANIFEST_UPSCALE_FIELDS):
+            append_csv_row(path, MANIFEST_LEGACY_FIELDS, out)
+            return out
+        upgrade_manifest_header(path)
     append_csv_row(path, MANIFEST_FIELDS, out)
     return out
+
+
+def _blank_line(line: bytes) -> bool:
+    """A line the CSV reader skips (no cell with anything but spaces)."""
+    return not line.strip(b' \t\r\n,"')
+
+
+def upgrade_manifest_header(path: _PathLike) -> bool:
+    """Give a manifest with the old twelve-column header the full header, replacing only its
+    header line (atomically; the rows are kept byte for byte, so they read back with the 4K
+    columns empty). The caller holds the lock. Returns whether the file was changed."""
+    if not _is_legacy(path):
+        return False
+    data = Path(path).read_bytes()
+    bom = codecs.BOM_UTF8 if data.startswith(codecs.BOM_UTF8) else b""
+    body = data[len(bom) :]
+    start = 0
+    while True:
+        end = body.find(b"\n", start)
+        end = len(body) if end == -1 else end + 1
+        if not _blank_line(body[start:end]) or end >= len(body):
+            break
+        start = end
+    atomic_write_bytes(path, bom + body[:start] + _csv_line(MANIFEST_FIELDS) + body[end:])
+    return True
+
+
+@dataclass(frozen=True)
+class ManifestMark:
+    """Where a manifest stood before a run appended to it (:func:`mark_manifest`): its size
+    (None: no file), and its whole content when the append may rewrite its header (an old
+    manifest), so that :func:`restore_manifest` can put it back exactly."""
+
+    size: int | None
+    content: bytes | None = None
+
+
+def mark_manifest(path: _PathLike) -> ManifestMark:
+    """Mark ``path`` before appending to it; the caller holds the lock until it restores or
+    is done."""
+    size = file_size(path)
+    content = Path(path).read_bytes() if _is_legacy(path) else None
+    return ManifestMark(size, content)
+
+
+def restore_manifest(path: _PathLike, mark: ManifestMark) -> None:
+    """Undo what was appended to ``path`` (and a header upgrade) since ``mark``; only for
+    the caller that has held the lock since then."""
+    if mark.content is not None:
+        atomic_write_bytes(path, mark.content)
+    else:
+        truncate_back(path, mark.size)

@@ -58,6 +58,7 @@ from image_project.config.models import (
     StrictBool,
     SurvivorCategory,
     SurvivorQuota,
+    UpscaleConfig,
     parse_strict_bool,
 )
 
@@ -102,6 +103,7 @@ __all__ = [
     "StrictBool",
     "SurvivorCategory",
     "SurvivorQuota",
+    "UpscaleConfig",
     "deep_merge",
     "load_config",
     "parse_strict_bool",
