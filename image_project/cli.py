@@ -22,7 +22,9 @@ A Ctrl-C during start-up (imports, configuration) exits 130 with one line, no tr
 (:mod:`image_project.launch`).
 
 Configuration is read and validated once, here at the edge, and passed down as typed
-objects. Environment variables are read here (and by the backend adapter's key lookup).
+objects. Environment variables are read here (and by the backend adapter's key lookup), the
+4K image's upscaler binary is looked up here too (:func:`image_project.preflight
+.check_upscale`: a missing one is exit 2 before any model call).
 """
 
 from __future__ import annotations
@@ -36,17 +38,21 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from datetime import date
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from image_project.backends.factory import Backends, make_backends
 from image_project.config import AppConfig, load_config
 from image_project.errors import AuthenticationError, ConfigError, InputFileError
+from image_project.preflight import check_upscale
 from image_project.run import Inputs, RunFailed, RunResult, load_inputs, run_generation
 from image_project.seeding import run_seed
 from image_project.store.writer import StoreWriter
 from image_project.summary import record_lines
+
+if TYPE_CHECKING:
+    from image_project.artifacts.upscale import UpscaleSettings
 
 __all__ = ["EXIT_CONFIG", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_RUN_FAILED", "build_parser", "main"]
 
@@ -359,7 +365,9 @@ def _summary(result: RunResult) -> str:
     return "\n".join(lines)
 
 
-async def _run_all(cfg: AppConfig, backends: Backends, quiet: bool) -> int:
+async def _run_all(
+    cfg: AppConfig, backends: Backends, quiet: bool, upscale: UpscaleSettings | None = None
+) -> int:
     """All runs, cancelled as a whole by SIGINT / SIGTERM (exit 128 + signal number). A
     signal that arrives when the work can no longer be stopped (the last run's records, which
     are shielded) and every run succeeded is reported as too late to stop anything: exit 0."""
@@ -371,7 +379,7 @@ async def _run_all(cfg: AppConfig, backends: Backends, quiet: bool) -> int:
             await tg.start(_cancel_on_signal, work, received)  # handlers in place first
             with work:
                 try:
-                    outcome.append(await _runs(cfg, backends, quiet))
+                    outcome.append(await _runs(cfg, backends, quiet, upscale))
                 except Exception as exc:  # re-raised below, not wrapped in an ExceptionGroup
                     outcome.append(exc)
                 except KeyboardInterrupt as exc:  # a second Ctrl-C (default handler back):
@@ -426,7 +434,9 @@ async def _cancel_on_signal(
             return
 
 
-async def _runs(cfg: AppConfig, backends: Backends, quiet: bool) -> int:
+async def _runs(
+    cfg: AppConfig, backends: Backends, quiet: bool, upscale: UpscaleSettings | None = None
+) -> int:
     emit = None if quiet else (lambda line: print(line, file=sys.stderr, flush=True))
     # Input files, output directories and record CSVs, once for all runs and before any
     # model call; an InputFileError leaves through main() as exit 2.
@@ -434,7 +444,7 @@ async def _runs(cfg: AppConfig, backends: Backends, quiet: bool) -> int:
     # One store writer for all runs (the store is opened once, on the first write).
     store = StoreWriter(cfg.effective_store_url) if cfg.store.enabled else None
     try:
-        return await _each_run(cfg, backends, quiet, inputs, store, emit)
+        return await _each_run(cfg, backends, quiet, inputs, store, emit, upscale)
     finally:
         if store is not None:
             store.close()
@@ -447,6 +457,7 @@ async def _each_run(
     inputs: Inputs,
     store: StoreWriter | None,
     emit: Callable[[str], None] | None,
+    upscale: UpscaleSettings | None = None,
 ) -> int:
     failed: list[int] = []
     for index in range(cfg.run.runs):
@@ -455,7 +466,7 @@ async def _each_run(
             print(f"== run {index + 1} of {cfg.run.runs}", file=sys.stderr, flush=True)
         try:
             result = await run_generation(
-                cfg, backends, inputs=inputs, seed=seed, emit=emit, store=store
+                cfg, backends, inputs=inputs, seed=seed, emit=emit, store=store, upscale=upscale
             )
         except RunFailed as exc:
             failed.append(index + 1)
@@ -500,13 +511,16 @@ def main(
     try:
         cfg = load_config(root=root, config_path=args.config, overrides=_overrides(args), env=env)
         _check_context(cfg)
+        # The 4K image's upscaler (binary, model files), found through the environment here at
+        # the edge, once for all runs.
+        upscale = check_upscale(cfg, env) if cfg.run.mode != "prompt_only" else None
         backends = make_backends(cfg, env)
     except (ConfigError, AuthenticationError) as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     print(backends.description, file=sys.stderr if args.quiet else sys.stdout, flush=True)
     try:
-        return anyio.run(_run_all, cfg, backends, args.quiet)
+        return anyio.run(_run_all, cfg, backends, args.quiet, upscale)
     except InputFileError as exc:
         print(f"input file error: {exc}", file=sys.stderr)
         return EXIT_CONFIG

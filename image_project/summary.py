@@ -26,7 +26,7 @@ def record_lines(
     files: Sequence[str] = (),
 ) -> list[str]:
     """The summary lines of ``record``: the run, its concepts, title, selection (a scoring
-    run), final prompt (whole, or its first line), image, ``files`` (lines the caller adds,
+    run), final prompt (whole, or its first line), image, 4K image, ``files`` (lines the caller adds,
     such as where the transcript is) and usage. ``with_status`` adds the run's status and,
     for a run that did not succeed, its error."""
     backend = record.backend
@@ -53,6 +53,12 @@ def record_lines(
     if record.image_path is not None:
         size = f" ({record.image_bytes:,} bytes)" if record.image_bytes is not None else ""
         lines.append(f"  Image       {record.image_path}{size}")
+    upscaled = record.upscale
+    if upscaled is not None:
+        lines.append(
+            f"  Image 4K    {upscaled.path} ({upscaled.size}, {upscaled.method}, "
+            f"{upscaled.bytes:,} bytes)"
+        )
     usage = record.usage
     lines += [
         *files,

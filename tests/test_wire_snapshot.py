@@ -44,8 +44,9 @@ def test_a_run_sends_and_records_what_the_snapshot_holds(
     assert json.loads(json.dumps(transcript)) == saved(name, "transcript")
 
 
-ADDED_SINCE_ISSUE_23 = {"context": {"enabled": False}}
-"""Transcript fields added after issue 23, with their value in these runs (context off)."""
+ADDED_SINCE_ISSUE_23 = {"context": {"enabled": False}, "upscale": None}
+"""Transcript fields added after issue 23, with their value in these runs (context and the
+4K image off)."""
 
 
 def test_before_the_typed_scoring_wing_only_the_selector_model_differed() -> None:

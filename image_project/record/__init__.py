@@ -5,6 +5,7 @@
   novelty);
 * :mod:`.context` — the context injectors' record (the date, the guidance, each injector's
   decision);
+* :mod:`.upscale` — the 4K image (:class:`UpscaleRecord`);
 * :mod:`.run` — :class:`RunRecord`, the whole run.
 
 The transcript file is ``RunRecord``'s JSON (``RunRecord.model_validate_json`` reads any
@@ -63,6 +64,7 @@ from image_project.record.scoring import (
     Survivor,
     SurvivorCategory,
 )
+from image_project.record.upscale import UpscaleMethodName, UpscaleRecord
 
 __all__ = [
     "JUDGE_STATUSES",
@@ -107,6 +109,8 @@ __all__ = [
     "Timing",
     "TitleRecord",
     "TitleSource",
+    "UpscaleMethodName",
+    "UpscaleRecord",
     "run_status",
     "transcript_json_schema",
 ]

@@ -16,6 +16,7 @@ from image_project.record.base import RecordModel
 from image_project.record.context import ContextOff, ContextSection
 from image_project.record.events import ChatEvent, ImageEvent, StepEvent
 from image_project.record.scoring import ScoringOff, ScoringSection
+from image_project.record.upscale import UpscaleRecord
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -111,8 +112,9 @@ class RunRecord(RecordModel):
 
     ``steps`` holds every step in declared order (the chat and action steps of the step
     trees, the image call). ``image_path`` and ``image_bytes`` describe the captioned JPEG
-    that was saved (None for a prompt-only or failed run); ``error`` is None exactly when the
-    run succeeded.
+    that was saved (None for a prompt-only or failed run); ``upscale`` the 4K JPEG saved with
+    it (None unless ``upscale.enabled`` and the records were written); ``error`` is None
+    exactly when the run succeeded.
     """
 
     schema_version: Literal[2]
@@ -127,6 +129,7 @@ class RunRecord(RecordModel):
     final_image_prompt: str | None = None
     image_path: str | None = None
     image_bytes: int | None = None
+    upscale: UpscaleRecord | None = None
     title_generation: TitleRecord | None = None
     blackbox_scoring: ScoringSection = Field(default_factory=ScoringOff)
     # context injectors (issue 28): the date, the guidance, every injector's decision

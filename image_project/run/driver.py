@@ -23,11 +23,13 @@ Guarantees:
   cancelled_paths}`` when the run failed (plus ``status, attempts`` for a transport error,
   ``reason, output_preview`` for a bad model answer). A cancelled run (Ctrl-C) has
   ``error.type == "interrupted"`` and the steps that were in flight as ``cancelled_paths``.
-* A failed run leaves no image, manifest row or generations row: the image is written, the
-  manifest row appended and the generations row appended only in the ``records`` phase, the
-  whole phase under the manifest lock (which also makes ``seq`` unique across processes); if
-  any of it fails, the image is removed and the manifest cut back, so no half is left. The
-  records phase is shielded from cancellation, so an interrupt never splits it.
+* A failed run leaves no image, 4K image, manifest row or generations row: the image (and
+  the 4K image, ``upscale.enabled``) is written, the manifest row appended and the
+  generations row appended only in the ``records`` phase, under the manifest lock (which
+  also makes ``seq`` unique across processes); if any of it fails, the images are removed
+  and the manifest put back, so no half is left. The writes are shielded from cancellation,
+  so an interrupt never splits them. (The 4K image's resize comes first, before the lock
+  and not shielded: an interrupt then stops it and nothing is written.)
 * The record is then written to the run store (:mod:`image_project.store`; success,
   failure and interrupt alike) in one transaction. The transcript stays the source of
   truth: a store that cannot be written is reported loudly and changes nothing else. With a
@@ -43,15 +45,18 @@ Guarantees:
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from image_project.artifacts import transcript_path, write_transcript
 from image_project.backends.factory import Backends
 from image_project.config import AppConfig
 from image_project.engine import ChatRunner, Context, DefaultStepRecorder
 from image_project.errors import BackendError, ModelOutputError, location_of
+from image_project.preflight import check_upscale
 from image_project.progress import ProgressRecorder
 from image_project.record import RunError, RunRecord
 from image_project.run.log import RunLog
@@ -70,6 +75,9 @@ from image_project.seeding import run_seed
 from image_project.stages.standard import SYSTEM_PROMPT
 from image_project.store.writer import StoreOutcome, StoreWriter
 
+if TYPE_CHECKING:
+    from image_project.artifacts.upscale import UpscaleSettings
+
 __all__ = ["run_error", "run_generation"]
 
 logger = logging.getLogger("image_project.run")
@@ -86,13 +94,18 @@ async def run_generation(
     emit: Callable[[str], None] | None = None,
     store: StoreWriter | None = None,
     recorder: DefaultStepRecorder | None = None,
+    upscale: UpscaleSettings | None = None,
 ) -> RunResult:
     """Run one generation. ``emit`` receives progress lines (None = silent). ``seed`` None
     means the configured seed (``prompt.random_seed``) or, without one, a fresh recorded
     seed. ``store`` is the run store writer to use (the CLI shares one across runs); None
     opens one for this run when ``store.enabled`` (and closes it at the end). ``recorder``
     replaces the step recorder (default: progress lines with ``emit``, else a silent one),
-    e.g. to read which parallel groups ran (``recorder.groups``).
+    e.g. to read which parallel groups ran (``recorder.groups``). ``upscale`` is the 4K
+    image's checked settings (:func:`image_project.preflight.check_upscale`, which the CLI
+    runs once for all runs); None with ``upscale.enabled`` checks them here, at the start of
+    the run (phase ``data_load``, before any model call), finding the upscaler binary through
+    the process environment.
 
     The run is written to the store at its end (success, failure or interrupt), after the
     transcript; a store that cannot be written is reported and changes nothing else.
@@ -112,6 +125,8 @@ async def run_generation(
     )
     try:
         run.state.inputs = inputs or load_inputs(cfg)
+        if cfg.upscale.enabled and not run.state.prompt_only:
+            run.state.upscale = upscale or check_upscale(cfg, os.environ)
         for name, phase in phases_for(run.state.prompt_only, cfg.context.enabled):
             run.enter(name)
             await phase(run.state)

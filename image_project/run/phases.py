@@ -291,17 +291,44 @@ async def _image_and_title(run: RunState) -> None:
         raise first from first.cause
 
 
+def _upscale(run: RunState) -> float:
+    """The image at its 4K size (``run.upscaled``), in a worker thread; its seconds. An
+    upscaler binary is killed when the run is cancelled meanwhile (nothing is written yet)."""
+    from image_project.artifacts.upscale import upscale_frame
+
+    assert run.frame is not None and run.upscale is not None
+    started = time.perf_counter()
+    run.upscaled = upscale_frame(run.frame, run.upscale, anyio.from_thread.check_cancelled)
+    return time.perf_counter() - started
+
+
 async def _records(run: RunState) -> None:
+    """The records: first the 4K image's resize (``upscale.enabled``; before the manifest
+    lock, so a slow upscaler holds up no other run, and cancellable: nothing is written yet),
+    then every write, all or nothing (:func:`~.records.write_records`). ``phases_s.upscale``
+    is the 4K image's own time within ``records``: its resize, caption and encoding."""
     assert run.image is not None and run.title is not None and run.final_prompt is not None
     assert run.image_event is not None
     run.announce("records")
     image_path = Path(run.cfg.image.generation_path) / f"{run.generation_id}_image.jpg"
-    # Shielded: a Ctrl-C that arrives now waits for the local writes (milliseconds) instead
-    # of leaving an image without its rows; the run then counts as finished.
+    resize_s = 0.0
+    if run.upscale is not None:
+        resize_s = await anyio.to_thread.run_sync(_upscale, run)
+        assert run.upscaled is not None
+        (w, h), (sw, sh) = run.upscaled.size, run.upscaled.source_size
+        say_done(run, f"upscale: {sw}x{sh} -> {w}x{h} by {run.upscaled.method} ({resize_s:.1f} s)")
+    # Shielded: a Ctrl-C that arrives now waits for the local writes (milliseconds; a second
+    # or so with a 4K image) instead of leaving an image without its rows; the run then
+    # counts as finished.
     with anyio.CancelScope(shield=True):
         saved = await anyio.to_thread.run_sync(write_records, run, image_path)
-    run.saved = saved
-    say_done(run, f"records: image #{saved.seq:03d}, {saved.bytes:,} bytes")
+    run.saved, run.upscaled = saved, None  # the 4K pixels are on disk now
+    line = f"records: image #{saved.seq:03d}, {saved.bytes:,} bytes"
+    if saved.upscale is not None:
+        upscale_s = round(resize_s + saved.upscale_s, 3)
+        run.phase_times["upscale"] = upscale_s
+        line += f"; 4K image {saved.upscale.bytes:,} bytes (upscale {upscale_s:.1f} s)"
+    say_done(run, line)
 
 
 def say_done(run: RunState, what: str) -> None:

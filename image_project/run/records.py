@@ -1,11 +1,12 @@
-"""The records phase's writes (:func:`write_records`: image, manifest row, generations row,
-all or nothing under the manifest lock) and the run store write at a run's end
-(:func:`save_to_store`).
+"""The records phase's writes (:func:`write_records`: image, 4K image, manifest row,
+generations row, all or nothing under the manifest lock) and the run store write at a run's
+end (:func:`save_to_store`).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -13,11 +14,11 @@ from image_project.artifacts import (
     append_generation_row,
     append_manifest_row,
     existing_titles,
-    file_size,
     manifest_lock,
+    mark_manifest,
     next_seq,
     read_manifest,
-    truncate_back,
+    restore_manifest,
 )
 from image_project.record import (
     RunRecord,
@@ -72,25 +73,42 @@ def write_records(run: RunState, image_path: Path) -> Saved:
     """The records phase in one call (one thread, so a cancellation cannot split it).
 
     All or nothing, under the manifest lock: allocate seq, settle the title against the
-    freshest manifest, write the captioned image, append the manifest row, append the
-    generations row. If anything after the image fails, the image is removed and the manifest
-    is cut back to its size before this run (safe: the lock is still held), so a failed
+    freshest manifest, write the captioned image, write the captioned 4K image (when the run
+    made one: ``run.upscaled``), append the manifest row, append the generations row. If
+    anything after the image fails, the image and the 4K image are removed and the manifest
+    is put back as it was before this run (safe: the lock is still held), so a failed
     records phase leaves neither an image nor a row behind."""
     assert run.image is not None and run.image_event is not None and run.title is not None
     assert run.final_prompt is not None and run.frame is not None
     from image_project.artifacts.image import caption_text, save_captioned_frame
 
     cfg, manifest = run.cfg, run.cfg.effective_titles_manifest_path
+    font = cfg.image.caption_font_path
     with manifest_lock(manifest):
         rows = read_manifest(manifest)
         seq = next_seq(rows)
         if run.store is not None:
             seq = store_seq(run, run.store, seq)
         title = resolve_collision(run.title, existing_titles(rows))
-        manifest_before = file_size(manifest)
+        before = mark_manifest(manifest)
         caption = caption_text(seq, title.title)
-        save_captioned_frame(run.frame, image_path, caption, font_path=cfg.image.caption_font_path)
+        save_captioned_frame(run.frame, image_path, caption, font_path=font)
+        upscaled_file: Path | None = None
         try:
+            up, up_s = None, 0.0
+            if run.upscaled is not None and run.upscale is not None:
+                from image_project.artifacts.upscale import save_upscaled, upscaled_path
+
+                started = time.perf_counter()
+                upscaled_file = upscaled_path(run.upscale.directory, run.generation_id)
+                up = save_upscaled(
+                    run.upscaled,
+                    upscaled_file,
+                    base_image=image_path,
+                    caption=caption,
+                    font_path=font,
+                )
+                up_s = time.perf_counter() - started
             append_manifest_row(
                 manifest,
                 {
@@ -106,6 +124,9 @@ def write_records(run: RunState, image_path: Path) -> Saved:
                     "seed": str(run.seed),
                     "title_source": title.source,
                     "title_raw": title.raw,
+                    "upscaled_path": str(up.path) if up else "",
+                    "upscaled_size": f"{up.size[0]}x{up.size[1]}" if up else "",
+                    "upscale_method": up.method if up else "",
                 },
             )
             append_generation_row(
@@ -123,16 +144,27 @@ def write_records(run: RunState, image_path: Path) -> Saved:
         except BaseException:
             try:
                 image_path.unlink(missing_ok=True)
-                truncate_back(manifest, manifest_before)
+                if upscaled_file is not None:
+                    upscaled_file.unlink(missing_ok=True)
+                restore_manifest(manifest, before)
             except OSError as undo:
                 logger.error(
-                    "could not undo this run's records after a failure (%s: %s); check %s "
-                    "and %s for a row of generation %s",
+                    "could not undo this run's records after a failure (%s: %s); check %s, "
+                    "%s and %s for a row of generation %s",
                     type(undo).__name__,
                     undo,
                     image_path,
+                    upscaled_file or "(no 4K image)",
                     manifest,
                     run.generation_id,
                 )
             raise
-    return Saved(path=image_path, bytes=saved_bytes, seq=seq, title=title, caption=caption)
+    return Saved(
+        path=image_path,
+        bytes=saved_bytes,
+        seq=seq,
+        title=title,
+        caption=caption,
+        upscale=up,
+        upscale_s=up_s,
+    )

@@ -35,6 +35,7 @@ from image_project.record import (
     ScoringOff,
     Timing,
     TitleRecord,
+    UpscaleRecord,
 )
 from image_project.stages.concepts import Categories, load_categories
 from image_project.stages.profile import Profile, load_profile
@@ -49,6 +50,7 @@ from image_project.store.writer import StoreOutcome, StoreWriter
 if TYPE_CHECKING:
     from PIL.Image import Image
 
+    from image_project.artifacts.upscale import SavedUpscale, Upscaled, UpscaleSettings
     from image_project.stages.scoring import ScoringRun
 
 
@@ -143,13 +145,16 @@ def utc_iso(timespec: str = "seconds") -> str:
 
 @dataclass(frozen=True)
 class Saved:
-    """What the records phase wrote: the captioned JPEG and its manifest row."""
+    """What the records phase wrote: the captioned JPEG and its manifest row, and the 4K
+    JPEG (``upscale``, with the seconds its caption and encoding took) when there is one."""
 
     path: Path
     bytes: int
     seq: int
     title: TitleResult
     caption: str
+    upscale: SavedUpscale | None = None
+    upscale_s: float = 0.0
 
 
 @dataclass
@@ -185,6 +190,10 @@ class RunState:
     frame: Image | None = None
     """The image's decoded pixels (checked in phase ``image``), for the records phase."""
     title: TitleResult | None = None
+    upscale: UpscaleSettings | None = None
+    """The 4K image's checked settings (``upscale.enabled``, a full run), else None."""
+    upscaled: Upscaled | None = None
+    """The image at its 4K size, before the caption (records phase, before the lock)."""
     saved: Saved | None = None
     image_order: tuple[int, ...] = ()
     """The image step's declared position, reserved before it and the title start."""
@@ -205,6 +214,26 @@ class RunState:
 
     def announce(self, line: str) -> None:
         self.say(f"→ {line}")
+
+    def _upscale_record(self) -> UpscaleRecord | None:
+        """The 4K image's record, once the records phase wrote it."""
+        up = self.saved.upscale if self.saved is not None else None
+        if up is None:
+            return None
+        upscaler = (
+            self.upscale.upscaler
+            if self.upscale is not None and up.method == "realesrgan"
+            else None
+        )
+        return UpscaleRecord(
+            path=str(up.path),
+            bytes=up.bytes,
+            size=f"{up.size[0]}x{up.size[1]}",
+            source_size=f"{up.source_size[0]}x{up.source_size[1]}",
+            method=up.method,
+            upscaler=str(upscaler.binary) if upscaler is not None else None,
+            model=upscaler.model_name if upscaler is not None else None,
+        )
 
     def to_record(self, error: RunError | None, wall_s: float) -> RunRecord:
         """The run's record from whatever it got to."""
@@ -231,6 +260,7 @@ class RunState:
             final_image_prompt=self.final_prompt,
             image_path=str(saved.path) if saved else None,
             image_bytes=saved.bytes if saved else None,
+            upscale=self._upscale_record(),
             title_generation=(
                 TitleRecord(
                     title=saved.title.title,
