@@ -8,6 +8,7 @@ Layout of ``out_dir``::
     panel.html            judge panel across the runs shown
     runs/<id>.html        one page per run
     images/<id>.<ext>     each run's image, copied from where the run saved it
+    images/<id>_4k.jpg    its 4K image (``upscale.enabled``), copied likewise
     plots/*.png           the panel plots
     static/style.css      the only stylesheet
 
@@ -32,7 +33,7 @@ import jinja2
 from image_project.analysis import PanelStats, panel_stats
 from image_project.record import JUDGE_STATUSES, RunRecord
 from image_project.review.plots import write_plots
-from image_project.review.views import RunView, page_name, run_view
+from image_project.review.views import RunView, page_name, run_view, upscale_view
 
 __all__ = ["build_site", "review_command"]
 
@@ -49,17 +50,21 @@ def _environment() -> jinja2.Environment:
     )
 
 
-def _copy_image(record: RunRecord, out_dir: Path, base: Path) -> tuple[str | None, str | None]:
-    """Copy the run's image into ``out_dir/images``: (site-relative path, None), or (None,
-    why there is no image) — None, None for a run that was not meant to have one."""
-    if record.image_path is None:
+def _copy_image(
+    record: RunRecord, out_dir: Path, base: Path, path: str | None = None, tag: str = ""
+) -> tuple[str | None, str | None]:
+    """Copy the run's image (or the one at ``path``: its 4K image, named with ``tag``) into
+    ``out_dir/images``: (site-relative path, None), or (None, why there is no image) — None,
+    None for a run that was not meant to have one."""
+    wanted = record.image_path if path is None else path
+    if wanted is None:
         return None, None
-    source = Path(record.image_path)
+    source = Path(wanted)
     if not source.is_absolute():
         source = base / source
     if not source.is_file():
-        return None, f"image file not found: {record.image_path}"
-    name = page_name(record.generation_id) + source.suffix.lower()
+        return None, f"image file not found: {wanted}"
+    name = page_name(record.generation_id) + tag + source.suffix.lower()
     target = out_dir / "images" / name
     stat = source.stat()
     if not (
@@ -89,7 +94,12 @@ def _run_views(
     views = []
     for n, record in enumerate(records, start=1):
         image, missing = _copy_image(record, out_dir, base)
-        views.append(run_view(record, image, missing))
+        upscale = None
+        if record.upscale is not None:
+            upscale = upscale_view(
+                record, *_copy_image(record, out_dir, base, record.upscale.path, "_4k")
+            )
+        views.append(run_view(record, image, missing, upscale))
         if progress is not None:
             progress(f"image {n}/{len(records)}: {record.generation_id}")
     return views

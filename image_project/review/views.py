@@ -15,9 +15,11 @@ __all__ = [
     "InjectorLine",
     "JudgeLine",
     "RunView",
+    "UpscaleView",
     "heat_style",
     "page_name",
     "run_view",
+    "upscale_view",
 ]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
@@ -95,6 +97,19 @@ class ContextView:
 
 
 @dataclass(frozen=True)
+class UpscaleView:
+    """The run's 4K image as its page shows it: ``image`` the site-relative path of the
+    copied file (None, with ``missing`` saying why, when it is gone), and what it is."""
+
+    image: str | None
+    missing: str | None
+    size: str
+    source_size: str
+    method: str
+    bytes: int
+
+
+@dataclass(frozen=True)
 class RunView:
     """One run as the gallery and its page show it."""
 
@@ -120,6 +135,7 @@ class RunView:
     judge_ids: tuple[str, ...]
     rows: tuple[HeatRow, ...]
     context: ContextView | None = None
+    upscale: UpscaleView | None = None
 
 
 def _number(value: float | None) -> str:
@@ -197,9 +213,31 @@ def _context_view(context: ContextRecord) -> ContextView:
     )
 
 
-def run_view(record: RunRecord, image: str | None, image_missing: str | None) -> RunView:
+def upscale_view(record: RunRecord, image: str | None, missing: str | None) -> UpscaleView | None:
+    """The view of ``record``'s 4K image (None when it has none); ``image`` is the
+    site-relative path of its copied file (or None, with ``missing`` saying why)."""
+    up = record.upscale
+    if up is None:
+        return None
+    return UpscaleView(
+        image=image,
+        missing=missing,
+        size=up.size,
+        source_size=up.source_size,
+        method=up.method,
+        bytes=up.bytes,
+    )
+
+
+def run_view(
+    record: RunRecord,
+    image: str | None,
+    image_missing: str | None,
+    upscale: UpscaleView | None = None,
+) -> RunView:
     """The view of ``record``; ``image`` is the site-relative path of its copied image (or
-    None, with ``image_missing`` saying why when the run should have had one)."""
+    None, with ``image_missing`` saying why when the run should have had one); ``upscale``
+    its 4K image's view (:func:`upscale_view`)."""
     section = record.blackbox_scoring
     scoring = section if isinstance(section, ScoringRecord) else None
     judge_ids = tuple(j.id for j in scoring.judges) if scoring is not None else ()
@@ -230,4 +268,5 @@ def run_view(record: RunRecord, image: str | None, image_missing: str | None) ->
         context=(
             _context_view(record.context) if isinstance(record.context, ContextRecord) else None
         ),
+        upscale=upscale,
     )

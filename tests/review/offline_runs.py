@@ -1,5 +1,6 @@
 """Real offline runs for the review tests: the offline pipeline, scoring on with a 3-judge
-ensemble, plus a run without scoring and a run that fails at the image call."""
+ensemble, plus a run without scoring (with a 4K image) and a run that fails at the image
+call."""
 
 from __future__ import annotations
 
@@ -16,12 +17,17 @@ from image_project.record import RunRecord
 from image_project.review import records_from_transcripts
 from image_project.testing import FakeImageBackend
 
-__all__ = ["ENSEMBLE", "make_offline_runs", "offline_cfg"]
+__all__ = ["ENSEMBLE", "UPSCALE", "make_offline_runs", "offline_cfg"]
 
 REPO = Path(__file__).resolve().parents[2]
 ENSEMBLE = (
     "prompt.scoring.enabled=true",
     "prompt.scoring.judges=[{id: strict}, {id: warm}, {id: novel}]",
+)
+UPSCALE = (
+    "upscale.enabled=true",
+    "upscale.allow_fallback_resize=true",
+    "upscale.target_long_edge_px=2048",
 )
 
 
@@ -44,7 +50,8 @@ async def _runs(out: Path) -> None:
     for seed in (11, 12):
         cfg = offline_cfg(out, seed, *ENSEMBLE)
         await run_generation(cfg, make_backends(cfg, {}))
-    plain = offline_cfg(out, 13)
+    # The plain run makes a 4K image too (a smaller one: the test is about the site).
+    plain = offline_cfg(out, 13, *UPSCALE)
     await run_generation(plain, make_backends(plain, {}))
     cfg = offline_cfg(out, 14, *ENSEMBLE)
     failing = Backends(
@@ -58,7 +65,8 @@ async def _runs(out: Path) -> None:
 
 
 def make_offline_runs(out: Path) -> list[RunRecord]:
-    """Four runs into ``out`` (two scoring, one plain, one failed), newest first."""
+    """Four runs into ``out`` (two scoring, one plain with a 4K image, one failed), newest
+    first."""
     anyio.run(_runs, out)
     records = records_from_transcripts(sorted((out / "logs").glob("*_transcript.json")))
     assert len(records) == 4
