@@ -136,4 +136,4 @@ def main_(out: Path) -> None:
 if __name__ == "__main__":
     if len(sys.argv) != 2:
         raise SystemExit(__doc__)
-    main_(Path(sys.argv[1]))
+    main_(Path(sys.argv[1]).resolve())
