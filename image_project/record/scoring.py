@@ -243,6 +243,25 @@ class EvolutionRecord(RecordModel):
     selector: Literal["code", "llm"]
     rounds: tuple[RoundRecord, ...]
 
+    def history(self, card_id: str) -> tuple[tuple[RoundRecord, RoundCandidate], ...]:
+        """The rounds that led to card ``card_id``, oldest first: from the last round it is
+        in, back through its parent chain (a kept ``parent`` is the same card one round
+        earlier, a ``variant`` comes from its ``parent``, a ``card`` starts the chain). Empty
+        when no round has that card. Read from the record; nothing is recomputed."""
+        found: list[tuple[RoundRecord, RoundCandidate]] = []
+        wanted: str | None = card_id
+        for r in reversed(self.rounds):
+            candidate = next((c for c in r.candidates if c.id == wanted), None)
+            if candidate is None:
+                if found:
+                    break
+                continue
+            found.append((r, candidate))
+            if candidate.kind == "card":
+                break
+            wanted = candidate.id if candidate.kind == "parent" else candidate.parent
+        return tuple(reversed(found))
+
 
 class ScoringRecord(RecordModel):
     """Black-box scoring of one run, as far as the run got (a run that failed in the judges

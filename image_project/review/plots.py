@@ -97,7 +97,11 @@ def _agreement(fig: Figure, stats: PanelStats) -> None:
     for i, row in enumerate(grid):
         for k, value in enumerate(row):
             if value == value:  # not NaN
-                ax.text(k, i, f"{value:.2f}", ha="center", va="center", fontsize="small")
+                # RdBu is dark at both ends: white text there, dark text in the pale middle.
+                colour = "white" if abs(value) > 0.5 else "#111111"
+                ax.text(
+                    k, i, f"{value:.2f}", ha="center", va="center", fontsize="small", color=colour
+                )
     fig.colorbar(image, ax=ax, label="Kendall's tau-b (mean over runs)")
 
 

@@ -4,7 +4,8 @@ with their plots).
 
 Layout of ``out_dir``::
 
-    index.html            gallery, newest first
+    index.html            gallery, newest first (index-image.html, index-failed.html,
+                          index-interrupted.html, index-prompt-only.html: its filters)
     panel.html            judge panel across the runs shown
     runs/<id>.html        one page per run
     images/<id>.<ext>     each run's image, copied from where the run saved it
@@ -33,7 +34,13 @@ import jinja2
 from image_project.analysis import PanelStats, panel_stats
 from image_project.record import JUDGE_STATUSES, RunRecord
 from image_project.review.plots import write_plots
-from image_project.review.views import RunView, page_name, run_view, upscale_view
+from image_project.review.views import (
+    RunView,
+    gallery_pages,
+    page_name,
+    run_view,
+    upscale_view,
+)
 
 __all__ = ["build_site", "review_command"]
 
@@ -146,9 +153,10 @@ def build_site(
             progress(f"page {n}/{len(views)}: runs/{view.page}.html")
     stats = panel_stats(records)
     _panel_page(env, stats, out, progress)
-    index = out / "index.html"
-    _write(index, env.get_template("index.html").render(root="", runs=views, stats=stats))
-    return index
+    gallery = env.get_template("index.html")
+    for page in gallery_pages(views):
+        _write(out / page.file, gallery.render(root="", page=page, stats=stats))
+    return out / "index.html"
 
 
 def review_command(

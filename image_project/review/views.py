@@ -6,18 +6,38 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from image_project.record import ContextRecord, JudgeResult, RunError, RunRecord, ScoringRecord
+from image_project.record import (
+    ContextRecord,
+    JudgeResult,
+    RoundCandidate,
+    RoundRecord,
+    RunError,
+    RunRecord,
+    ScoreRow,
+    ScoringRecord,
+    SelectorRecord,
+    run_status,
+)
 
 __all__ = [
+    "GALLERY_FILTERS",
     "ContextView",
+    "GalleryFilter",
+    "GalleryPage",
     "HeatCell",
     "HeatRow",
     "InjectorLine",
     "JudgeLine",
+    "PickView",
+    "RoundView",
     "RunView",
+    "SelectorLine",
+    "SurvivorLine",
     "UpscaleView",
+    "gallery_pages",
     "heat_style",
     "page_name",
+    "pick_rule",
     "run_view",
     "upscale_view",
 ]
@@ -49,7 +69,20 @@ class HeatCell:
 
 
 @dataclass(frozen=True)
+class SurvivorLine:
+    """Why a card survived its round: the category it fills, the reason (the code's
+    sentence or the selector model's words) and who proposed it."""
+
+    category: str
+    reason: str
+    proposed_by: str
+
+
+@dataclass(frozen=True)
 class HeatRow:
+    """One card of one round: ``anchor`` is its element id on the run page, ``parent`` /
+    ``parent_anchor`` the previous round's card it comes from (empty for a first card)."""
+
     card_id: str
     hook: str
     selected: bool
@@ -57,6 +90,53 @@ class HeatRow:
     median: HeatCell
     penalty: str
     effective: str
+    anchor: str = ""
+    kind: str = "card"
+    parent: str = ""
+    parent_anchor: str = ""
+    directive: str = ""
+    dropped: str = ""
+    survivor: SurvivorLine | None = None
+
+
+@dataclass(frozen=True)
+class SelectorLine:
+    """Who chose a round's survivors, in words: ``who`` is ``code`` or ``LLM selector
+    (model)``; ``fallback`` the cause when the LLM's proposal was replaced by the code's."""
+
+    who: str
+    status: str
+    attempts: int
+    summary: str
+    fallback: str
+
+
+@dataclass(frozen=True)
+class RoundView:
+    """One round of a run's scoring: its cards as a heatmap (cards x judges), its judges,
+    its survivors' selector, and whether the final pick was made from it."""
+
+    index: int
+    heading: str
+    judge_ids: tuple[str, ...]
+    rows: tuple[HeatRow, ...]
+    judges: tuple[JudgeLine, ...]
+    selector: SelectorLine | None
+    final: bool
+    note: str
+
+
+@dataclass(frozen=True)
+class PickView:
+    """The final pick and the rule that made it."""
+
+    card_id: str
+    hook: str
+    mode: str
+    rule: str
+    aggregate: str
+    effective: str
+    lineage: str
 
 
 @dataclass(frozen=True)
@@ -120,6 +200,7 @@ class RunView:
     run_mode: str
     provider: str
     succeeded: bool
+    status: str
     error: RunError | None
     title: str | None
     concepts: tuple[str, ...]
@@ -136,6 +217,10 @@ class RunView:
     rows: tuple[HeatRow, ...]
     context: ContextView | None = None
     upscale: UpscaleView | None = None
+    scoring_note: str = ""
+    prompt_first: str = ""
+    rounds: tuple[RoundView, ...] = ()
+    pick: PickView | None = None
 
 
 def _number(value: float | None) -> str:
@@ -148,24 +233,223 @@ def _cell(score: float | None) -> HeatCell:
     return HeatCell(text=_number(score), style=heat_style(score))
 
 
-def _rows(scoring: ScoringRecord, judge_ids: tuple[str, ...]) -> tuple[HeatRow, ...]:
-    table = {row.id: row for row in scoring.score_table}
-    ok = {j.id: j.scores or {} for j in scoring.judges if j.status == "ok"}
-    rows = []
-    for candidate in scoring.candidates:
-        row = table.get(candidate.id)
-        rows.append(
-            HeatRow(
-                card_id=candidate.id,
-                hook=candidate.card.hook if candidate.card else "(card not generated)",
-                selected=candidate.id == scoring.selected_id,
-                cells=tuple(_cell(ok.get(j, {}).get(candidate.id)) for j in judge_ids),
-                median=_cell(row.median if row else None),
-                penalty=_number(row.novelty_penalty if row else None),
-                effective=_number(row.effective_score if row else None),
-            )
+def _anchor(index: int, card_id: str) -> str:
+    return f"r{index}-{page_name(card_id)}"
+
+
+def _row(
+    candidate: RoundCandidate,
+    row: ScoreRow | None,
+    ok: dict[str, dict[str, int]],
+    judge_ids: tuple[str, ...],
+    *,
+    index: int,
+    selected: bool,
+    survivor: SurvivorLine | None = None,
+) -> HeatRow:
+    dropped = ""
+    if candidate.dropped is not None:
+        d = candidate.dropped
+        dropped = (
+            f"dropped before judging: near-duplicate of {d.of} "
+            f"(distance {d.distance:.2f} < {d.threshold:g})"
         )
-    return tuple(rows)
+    parent = candidate.id if candidate.kind == "parent" else (candidate.parent or "")
+    return HeatRow(
+        card_id=candidate.id,
+        hook=candidate.card.hook if candidate.card else "(card not generated)",
+        selected=selected,
+        cells=tuple(_cell(ok.get(j, {}).get(candidate.id)) for j in judge_ids),
+        median=_cell(row.median if row else None),
+        penalty=_number(row.novelty_penalty if row else None),
+        effective=_number(row.effective_score if row else None),
+        anchor=_anchor(index, candidate.id),
+        kind=candidate.kind,
+        parent=parent,
+        parent_anchor=_anchor(index - 1, parent) if parent and index > 0 else "",
+        directive=candidate.directive,
+        dropped=dropped,
+        survivor=survivor,
+    )
+
+
+def _ok_scores(judges: tuple[JudgeResult, ...]) -> dict[str, dict[str, int]]:
+    return {j.id: j.scores or {} for j in judges if j.status == "ok"}
+
+
+def _rows(scoring: ScoringRecord, judge_ids: tuple[str, ...]) -> tuple[HeatRow, ...]:
+    """The one-round score table (the last round's, for a multi-round run)."""
+    table = {row.id: row for row in scoring.score_table}
+    ok = _ok_scores(scoring.judges)
+    return tuple(
+        _row(
+            RoundCandidate(
+                id=c.id, kind="card", parent=None, directive=c.direction, seed=c.seed, card=c.card
+            ),
+            table.get(c.id),
+            ok,
+            judge_ids,
+            index=0,
+            selected=c.id == scoring.selected_id,
+        )
+        for c in scoring.candidates
+    )
+
+
+def _selector_line(selector: SelectorRecord) -> SelectorLine:
+    who = "code" if selector.kind == "code" else f"LLM selector ({selector.model or 'model'})"
+    fallback = ""
+    if selector.status == "fallback":
+        fallback = selector.warning or "the LLM selector failed; the code choice was used"
+    return SelectorLine(
+        who=who,
+        status=selector.status,
+        attempts=selector.attempts,
+        summary=selector.summary or "",
+        fallback=fallback,
+    )
+
+
+def _round_view(r: RoundRecord, scoring: ScoringRecord, *, final: bool, stopped: str) -> RoundView:
+    judge_ids = tuple(j.id for j in r.judges)
+    ok = _ok_scores(r.judges)
+    table = {row.id: row for row in r.score_table}
+    survivors = {
+        s.id: SurvivorLine(category=s.category, reason=s.reason, proposed_by=s.proposed_by)
+        for s in r.survivors
+    }
+    rows = tuple(
+        _row(
+            c,
+            table.get(c.id),
+            ok,
+            judge_ids,
+            index=r.index,
+            selected=final and c.id == scoring.selected_id,
+            survivor=survivors.get(c.id),
+        )
+        for c in r.candidates
+    )
+    if r.index == 0:
+        heading = "Round 0: the first cards"
+    else:
+        parents = sorted({c.parent or c.id for c in r.candidates if c.kind != "card"})
+        heading = f"Round {r.index}: variants of {', '.join(parents)}"
+    note = ""
+    if not r.score_table:
+        note = f"Not judged: {stopped}." if stopped else "Not judged."
+    elif final:
+        note = "The final card was picked from this round."
+    elif not r.survivors and stopped:
+        note = f"No survivors chosen: {stopped}."
+    return RoundView(
+        index=r.index,
+        heading=heading,
+        judge_ids=judge_ids,
+        rows=rows,
+        judges=tuple(_judge_line(j) for j in r.judges),
+        selector=_selector_line(r.selector) if r.selector is not None else None,
+        final=final,
+        note=note,
+    )
+
+
+def _stopped(record: RunRecord) -> str:
+    """Why a run's rounds end early, in words ("" for a run that succeeded)."""
+    if record.error is None:
+        return ""
+    verb = "was interrupted" if record.error.type == "interrupted" else "failed"
+    return f"the run {verb} in phase {record.error.phase}"
+
+
+def _round_views(record: RunRecord, scoring: ScoringRecord) -> tuple[RoundView, ...]:
+    if scoring.evolution is None:
+        return ()
+    rounds = scoring.evolution.rounds
+    picked = scoring.selected_id is not None
+    return tuple(
+        _round_view(
+            r,
+            scoring,
+            final=picked and n == len(rounds) - 1,
+            stopped=_stopped(record),
+        )
+        for n, r in enumerate(rounds)
+    )
+
+
+def _lineage(scoring: ScoringRecord, card_id: str) -> str:
+    """The final card's way through the rounds: ``D (round 0, card) -> D (round 1, kept,
+    survivor: diversity) -> N (round 2, variant of J)``."""
+    if scoring.evolution is None:
+        return ""
+    steps = []
+    for r, c in scoring.evolution.history(card_id):
+        what = {"card": "first card", "parent": "kept", "variant": f"variant of {c.parent}"}
+        text = f"{c.id} (round {r.index}, {what[c.kind]}"
+        survivor = next((s for s in r.survivors if s.id == c.id), None)
+        if survivor is not None:
+            text += f", survivor: {survivor.category} by {survivor.proposed_by}"
+        steps.append(text + ")")
+    return " -> ".join(steps)
+
+
+def pick_rule(scoring: ScoringRecord) -> str:
+    """The rule that made the final pick, from the recorded roll, rate, ranking and pool."""
+    roll, rate, detail = scoring.exploration_roll, scoring.exploration_rate, scoring.selection
+    if scoring.selection_mode == "explore":
+        rule = (
+            f"explore: roll {roll:.3f} < exploration rate {rate:g}"
+            if roll is not None
+            else ("explore")
+        )
+        if detail is not None:
+            rule += f"; drawn from the pool {', '.join(detail.explore_pool)}"
+            rule += " weighted by effective score"
+            if detail.explore_roll is not None:
+                rule += f" (draw {detail.explore_roll:.3f})"
+        return rule
+    rule = (
+        f"exploit: roll {roll:.3f} >= exploration rate {rate:g}"
+        if roll is not None
+        else ("exploit")
+    )
+    return rule + "; the top card by effective score (then aggregate, then id)"
+
+
+def _pick(scoring: ScoringRecord) -> PickView | None:
+    if scoring.selected_id is None:
+        return None
+    card = scoring.selected_card
+    row = next((r for r in scoring.score_table if r.id == scoring.selected_id), None)
+    return PickView(
+        card_id=scoring.selected_id,
+        hook=card.hook if card else "",
+        mode=scoring.selection_mode or "",
+        rule=pick_rule(scoring),
+        aggregate=_number(row.aggregate if row else scoring.selected_score),
+        effective=_number(row.effective_score if row else None),
+        lineage=_lineage(scoring, scoring.selected_id),
+    )
+
+
+def _first_line(prompt: str | None, limit: int = 160) -> str:
+    first = next((ln.strip() for ln in (prompt or "").splitlines() if ln.strip()), "")
+    return first[: limit - 1] + "…" if len(first) > limit else first
+
+
+def _scoring_note(record: RunRecord, scoring: ScoringRecord | None) -> str:
+    """What the page says when there is no scoring record: "Scoring was off" only for a run
+    that got through (a run that stopped before its scoring stage has no record of it,
+    whether scoring was on or not)."""
+    if scoring is not None:
+        return ""
+    if record.error is None:
+        return "Scoring was off for this run."
+    return (
+        f"No scoring record: {_stopped(record)}, before any scoring was recorded "
+        "(if scoring was on, it had not started)."
+    )
 
 
 def _judge_line(r: JudgeResult) -> JudgeLine:
@@ -251,6 +535,7 @@ def run_view(
         run_mode=record.run_mode,
         provider=record.backend.provider,
         succeeded=record.succeeded,
+        status=run_status(record),
         error=record.error,
         title=title.title if title else None,
         concepts=record.selected_concepts,
@@ -269,4 +554,84 @@ def run_view(
             _context_view(record.context) if isinstance(record.context, ContextRecord) else None
         ),
         upscale=upscale,
+        scoring_note=_scoring_note(record, scoring),
+        prompt_first=_first_line(record.final_image_prompt),
+        rounds=_round_views(record, scoring) if scoring is not None else (),
+        pick=_pick(scoring) if scoring is not None else None,
     )
+
+
+@dataclass(frozen=True)
+class GalleryFilter:
+    """One gallery filter: its page, its link text and how many runs it holds."""
+
+    name: str
+    file: str
+    label: str
+    count: int
+    current: bool
+
+
+@dataclass(frozen=True)
+class GalleryPage:
+    """One static gallery page: the runs shown as cards, the prompt-only runs (a compact
+    list under the cards: they have no image to show) and the filter links."""
+
+    name: str
+    file: str
+    label: str
+    cards: tuple[RunView, ...]
+    prompt_runs: tuple[RunView, ...]
+    filters: tuple[GalleryFilter, ...]
+    failed: int
+    interrupted: int
+
+
+GALLERY_FILTERS: tuple[tuple[str, str, str], ...] = (
+    ("all", "index.html", "all"),
+    ("image", "index-image.html", "with image"),
+    ("failed", "index-failed.html", "failed"),
+    ("interrupted", "index-interrupted.html", "interrupted"),
+    ("prompt_only", "index-prompt-only.html", "prompt only"),
+)
+"""(name, file, link text) of each gallery page: static pages linked from each other, so
+filtering needs no script."""
+
+
+def _prompt_only(view: RunView) -> bool:
+    return view.run_mode == "prompt_only" and view.succeeded
+
+
+def _matches(name: str, view: RunView) -> bool:
+    if name == "all":
+        return True
+    if name == "image":
+        return view.image is not None
+    if name == "prompt_only":
+        return _prompt_only(view)
+    return view.status == name
+
+
+def gallery_pages(views: tuple[RunView, ...] | list[RunView]) -> tuple[GalleryPage, ...]:
+    """The gallery pages of ``views`` (in the order given), one per :data:`GALLERY_FILTERS`
+    entry. Runs that made only a prompt (and succeeded) are not cards: they are listed
+    compactly under the cards of ``all`` and on their own ``prompt only`` page."""
+    counts = {name: sum(1 for v in views if _matches(name, v)) for name, _, _ in GALLERY_FILTERS}
+    pages = []
+    for name, file, label in GALLERY_FILTERS:
+        chosen = tuple(v for v in views if _matches(name, v))
+        pages.append(
+            GalleryPage(
+                name=name,
+                file=file,
+                label=label,
+                cards=tuple(v for v in chosen if not _prompt_only(v)),
+                prompt_runs=tuple(v for v in chosen if _prompt_only(v)),
+                filters=tuple(
+                    GalleryFilter(n, f, lab, counts[n], n == name) for n, f, lab in GALLERY_FILTERS
+                ),
+                failed=counts["failed"],
+                interrupted=counts["interrupted"],
+            )
+        )
+    return tuple(pages)

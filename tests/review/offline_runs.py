@@ -1,28 +1,48 @@
 """Real offline runs for the review tests: the offline pipeline, scoring on with a 3-judge
 ensemble, plus a run without scoring (with a 4K image) and a run that fails at the image
-call."""
+call; and (:func:`make_round_runs`) a multi-round run with the LLM selector (its second
+round's proposal invalid, so the code choice replaces it), a multi-round run interrupted while
+its second round is judged, a scoring run that fails before scoring starts and a prompt-only
+run."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from pathlib import Path
 
 import anyio
 import pytest
 
 from image_project.app import RunFailed, run_generation
+from image_project.backends.base import TextReply, TextRequest
 from image_project.backends.factory import Backends, make_backends
+from image_project.backends.offline.text import OfflineTextBackend
 from image_project.config import AppConfig, load_config
-from image_project.errors import RequestRejectedError
+from image_project.errors import RequestRejectedError, ServerError
 from image_project.record import RunRecord
 from image_project.review import records_from_transcripts
-from image_project.testing import FakeImageBackend
+from image_project.testing import FakeImageBackend, FunctionTextBackend
 
-__all__ = ["ENSEMBLE", "UPSCALE", "make_offline_runs", "offline_cfg"]
+__all__ = [
+    "ENSEMBLE",
+    "EVOLUTION",
+    "UPSCALE",
+    "make_offline_runs",
+    "make_round_runs",
+    "offline_cfg",
+]
 
 REPO = Path(__file__).resolve().parents[2]
 ENSEMBLE = (
     "prompt.scoring.enabled=true",
     "prompt.scoring.judges=[{id: strict}, {id: warm}, {id: novel}]",
+)
+EVOLUTION = (
+    *ENSEMBLE,
+    "prompt.scoring.evolution.enabled=true",
+    "prompt.scoring.evolution.generations=2",
+    "prompt.scoring.evolution.selector=llm",
 )
 UPSCALE = (
     "upscale.enabled=true",
@@ -71,3 +91,95 @@ def make_offline_runs(out: Path) -> list[RunRecord]:
     records = records_from_transcripts(sorted((out / "logs").glob("*_transcript.json")))
     assert len(records) == 4
     return records
+
+
+def _role(request: TextRequest) -> str:
+    return request.json_schema.name if request.json_schema is not None else "text"
+
+
+def _selector_fails_after_round_0() -> FunctionTextBackend:
+    """The offline answers, except that every survivor selection after the first (round 1's
+    answer and its re-ask) names one card three times: round 1 falls back to the code."""
+    offline = OfflineTextBackend()
+    calls = 0
+
+    async def answer(request: TextRequest) -> TextReply:
+        nonlocal calls
+        if _role(request) == "survivor_selection":
+            calls += 1
+            if calls > 1:
+                reply = await offline.complete(request)
+                data = json.loads(reply.text)
+                first = data["selections"][0]
+                data["selections"] = [first] * len(data["selections"])
+                return dataclasses.replace(reply, text=json.dumps(data))
+        return await offline.complete(request)
+
+    return FunctionTextBackend(answer)
+
+
+def _judges_hang_in_round_1(arrived: anyio.Event) -> FunctionTextBackend:
+    """The offline answers, except that judge calls after round 0's three never return
+    (until cancelled); ``arrived`` is set when the first of them is in flight."""
+    offline = OfflineTextBackend()
+    judged = 0
+
+    async def answer(request: TextRequest) -> TextReply:
+        nonlocal judged
+        if _role(request) == "idea_scores":
+            judged += 1
+            if judged > 3:
+                arrived.set()
+                await anyio.sleep_forever()
+        return await offline.complete(request)
+
+    return FunctionTextBackend(answer)
+
+
+def _fails_at_once() -> FunctionTextBackend:
+    async def answer(request: TextRequest) -> TextReply:
+        raise ServerError("upstream overloaded", status=503)
+
+    return FunctionTextBackend(answer)
+
+
+def _with_text(cfg: AppConfig, text: FunctionTextBackend) -> Backends:
+    return Backends(
+        text=text,
+        image=make_backends(cfg, {}).image,
+        provider="offline",
+        description="offline, scripted text",
+    )
+
+
+async def _round_runs(out: Path) -> None:
+    cfg = offline_cfg(out, 21, *EVOLUTION)
+    await run_generation(cfg, _with_text(cfg, _selector_fails_after_round_0()))
+    cfg = offline_cfg(out, 22, *EVOLUTION)
+    arrived = anyio.Event()
+    with pytest.raises(anyio.get_cancelled_exc_class()):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run_generation, cfg, _with_text(cfg, _judges_hang_in_round_1(arrived)))
+            await arrived.wait()
+            raise anyio.get_cancelled_exc_class()()
+    cfg = offline_cfg(out, 23, *ENSEMBLE)
+    with pytest.raises(RunFailed):
+        await run_generation(cfg, _with_text(cfg, _fails_at_once()))
+    cfg = offline_cfg(out, 24, "run.mode=prompt_only")
+    await run_generation(cfg, make_backends(cfg, {}))
+
+
+def make_round_runs(out: Path) -> dict[str, RunRecord]:
+    """Four runs into ``out``, by name: ``rounds`` (three rounds, LLM selector, round 1 fell
+    back to the code choice), ``interrupted`` (cancelled while round 1 was judged),
+    ``failed_early`` (scoring on, the first model call failed) and ``prompt_only``."""
+    anyio.run(_round_runs, out)
+    records = records_from_transcripts(sorted((out / "logs").glob("*_transcript.json")))
+    by_seed = {r.seed: r for r in records}
+    assert sorted(by_seed) == [21, 22, 23, 24], sorted(by_seed)
+    return {
+        "rounds": by_seed[21],
+        "interrupted": by_seed[22],
+        "failed_early": by_seed[23],
+        "prompt_only": by_seed[24],
+    }
