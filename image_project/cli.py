@@ -167,6 +167,18 @@ def _add_runs_parser(commands: Any, prog: str, common: argparse.ArgumentParser) 
     listing.set_defaults(limit=20)
     show = sub.add_parser("show", parents=[common], help="one run: summary and score table")
     show.add_argument("id", metavar="ID", help="a generation id (or a unique start of one)")
+    view = show.add_mutually_exclusive_group()
+    view.add_argument(
+        "--round",
+        type=_natural_int,
+        metavar="N",
+        help="only round N of a scoring run: each card's origin, scores and survivor reason",
+    )
+    view.add_argument(
+        "--card",
+        metavar="X",
+        help="only card X's history: its parent chain, scores per round, survivor reasons",
+    )
     export = sub.add_parser(
         "export", parents=[common, filters], help="the stored runs as CSV or JSON lines"
     )
@@ -189,6 +201,16 @@ def _add_runs_parser(commands: Any, prog: str, common: argparse.ArgumentParser) 
         parents=[common, filters],
         help="judge-panel figures over the stored runs: status counts, position bias, agreement",
     )
+
+
+def _natural_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"got {text!r}, must be an int >= 0")
+    return value
 
 
 def _positive_int(text: str) -> int:

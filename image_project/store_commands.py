@@ -24,9 +24,15 @@ from typing import IO, Any
 from pydantic import ValidationError
 
 from image_project.config.store_url import sqlite_path
-from image_project.record import RunRecord, run_status
+from image_project.record import RunRecord, ScoringRecord, run_status
 from image_project.store.db import RunStore, RunSummary, StoreError, parse_since
-from image_project.summary import record_lines
+from image_project.summary import (
+    card_lines,
+    record_lines,
+    round_lines,
+    rounds_lines,
+    stopped_reason,
+)
 
 __all__ = [
     "EXPORT_CSV_FIELDS",
@@ -82,7 +88,13 @@ def run_command(args: argparse.Namespace, url: str, out: IO[str] | None = None) 
             if action == "list":
                 return _list(store, args, since, out)
             if action == "show":
-                return _show(store, args.id, out)
+                return _show(
+                    store,
+                    args.id,
+                    out,
+                    round_index=getattr(args, "round", None),
+                    card=getattr(args, "card", None),
+                )
             if action == "export":
                 return _export(store, args, since, out)
             if action == "stats":
@@ -163,21 +175,52 @@ def _what(run: RunSummary) -> str:
 # --------------------------------------------------------------------------- show
 
 
-def _show(store: RunStore, ref: str, out: IO[str]) -> int:
+def _show(
+    store: RunStore,
+    ref: str,
+    out: IO[str],
+    *,
+    round_index: int | None = None,
+    card: str | None = None,
+) -> int:
     try:
         record = store.find(ref)
     except KeyError as exc:
         print(f"error: {exc.args[0]}", file=sys.stderr)
         return 1
-    print("\n".join(show_lines(record)), file=out)
+    try:
+        lines = show_lines(record, round_index=round_index, card=card)
+    except (KeyError, ValueError) as exc:
+        print(f"error: {exc.args[0]}", file=sys.stderr)
+        return 2
+    print("\n".join(lines), file=out)
     return 0
 
 
-def show_lines(record: RunRecord) -> list[str]:
+def show_lines(
+    record: RunRecord, *, round_index: int | None = None, card: str | None = None
+) -> list[str]:
     """``runs show``: the run's summary as the CLI printed it (:mod:`image_project.summary`),
     with its status and error, and (for a scoring run) the score table and each judge's
-    status."""
-    return record_lines(record, whole_prompt=False, with_status=True)
+    status; for a multi-round run then every round (each card's origin, scores, survivor
+    category, proposer and reason, the selector and any fallback) and the final pick's rule.
+    ``round_index`` prints only that round, ``card`` only that card's history (its parent
+    chain, scores per round, survivor reasons). Raises ``ValueError`` for either on a run
+    without scoring and ``KeyError`` (naming what there is) for an unknown round or card."""
+    scoring = record.blackbox_scoring
+    stopped = stopped_reason(record)
+    if round_index is not None or card is not None:
+        if not isinstance(scoring, ScoringRecord):
+            option = "--round" if round_index is not None else "--card"
+            raise ValueError(f"{option}: run {record.generation_id} has no scoring record")
+        head = f"Generation {record.generation_id}  ({run_status(record)})"
+        if round_index is not None:
+            return [head, *round_lines(scoring, round_index, stopped=stopped)]
+        return [head, *card_lines(scoring, card or "")]
+    lines = record_lines(record, whole_prompt=False, with_status=True)
+    if isinstance(scoring, ScoringRecord) and scoring.evolution is not None:
+        lines += ["", *rounds_lines(scoring, stopped=stopped)]
+    return lines
 
 
 # --------------------------------------------------------------------------- export

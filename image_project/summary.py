@@ -9,13 +9,26 @@ from image_project.progress import counted
 from image_project.record import (
     ContextRecord,
     InjectorRecord,
+    RoundCandidate,
     RoundRecord,
     RunRecord,
+    ScoreRow,
     ScoringRecord,
+    SelectorRecord,
     run_status,
 )
 
-__all__ = ["context_lines", "prompt_lines", "record_lines", "scoring_lines"]
+__all__ = [
+    "card_lines",
+    "context_lines",
+    "pick_rule",
+    "prompt_lines",
+    "record_lines",
+    "round_lines",
+    "rounds_lines",
+    "scoring_lines",
+    "stopped_reason",
+]
 
 
 def record_lines(
@@ -47,7 +60,12 @@ def record_lines(
     if title is not None:
         lines.append(f"  Title       #{title.seq:03d} - {title.title}")
     if isinstance(record.blackbox_scoring, ScoringRecord):
-        lines += scoring_lines(record.blackbox_scoring)
+        lines += scoring_lines(record.blackbox_scoring, stopped=stopped_reason(record))
+    elif with_status and record.error is not None:
+        lines.append(
+            f"  Scoring     not recorded: {stopped_reason(record)}, before any scoring was "
+            "recorded (if scoring was on, it had not started)"
+        )
     if record.final_image_prompt:
         lines += prompt_lines(record.final_image_prompt, whole=whole_prompt)
     if record.image_path is not None:
@@ -109,8 +127,17 @@ def prompt_lines(prompt: str, *, whole: bool) -> list[str]:
 _AGGREGATE_LABELS = {"median": "median", "weighted_median": "w.median", "mean": "mean"}
 
 
-def scoring_lines(scoring: ScoringRecord) -> list[str]:
-    """The selection, the per-judge scores as a small table, and the panel."""
+def stopped_reason(record: RunRecord) -> str:
+    """Why a run ended early, in words (``""`` for a run that succeeded)."""
+    if record.error is None:
+        return ""
+    verb = "was interrupted" if record.error.type == "interrupted" else "failed"
+    return f"the run {verb} in phase {record.error.phase}"
+
+
+def scoring_lines(scoring: ScoringRecord, *, stopped: str = "") -> list[str]:
+    """The selection (or, when none was made, why: ``stopped``), the per-judge scores as a
+    small table, and the panel."""
     card = scoring.selected_card
     hook = card.hook if card is not None else ""
     if len(hook) > 80:
@@ -122,11 +149,14 @@ def scoring_lines(scoring: ScoringRecord) -> list[str]:
         else ""
     )
     label = _AGGREGATE_LABELS.get(scoring.aggregation, "trimmed")
-    lines = [
-        f"  Selected    idea {scoring.selected_id}: {label} {scoring.selected_score}, "
-        f"{mode} ({why})",
-        f"              {hook!r}",
-    ]
+    if scoring.selected_id is None:
+        lines = [f"  Selected    no card: {stopped or 'no selection was made'}"]
+    else:
+        lines = [
+            f"  Selected    idea {scoring.selected_id}: {label} {scoring.selected_score}, "
+            f"{mode} ({why})",
+            f"              {hook!r}",
+        ]
     if scoring.evolution is not None:
         lines += [_round_line(r, label) for r in scoring.evolution.rounds]
     if scoring.score_table:
@@ -198,4 +228,187 @@ def _panel_lines(scoring: ScoringRecord) -> list[str]:
             f"{lead}{j.id:<{width['id']}}  {j.status:<11} rubric {j.rubric:<{width['rubric']}}"
             f"  profile {j.profile:<{width['profile']}}  weight {j.weight:g}  {j.model}"
         )
+    return lines
+
+
+# --------------------------------------------------------------------------- why this card
+
+
+def pick_rule(scoring: ScoringRecord) -> str:
+    """The rule that made the final pick, from the recorded roll, rate, ranking and pool."""
+    roll, rate, detail = scoring.exploration_roll, scoring.exploration_rate, scoring.selection
+    if scoring.selection_mode == "explore":
+        rule = "explore"
+        if roll is not None:
+            rule += f": roll {roll:.3f} < exploration rate {rate:g}"
+        if detail is not None:
+            rule += f"; drawn from the pool {', '.join(detail.explore_pool)}"
+            rule += " weighted by effective score"
+            if detail.explore_roll is not None:
+                rule += f" (draw {detail.explore_roll:.3f})"
+        return rule
+    rule = "exploit"
+    if roll is not None:
+        rule += f": roll {roll:.3f} >= exploration rate {rate:g}"
+    return rule + "; the top card by effective score (then aggregate, then id)"
+
+
+def _rounds(scoring: ScoringRecord) -> tuple[RoundRecord, ...]:
+    """The rounds of the record; a one-round run's table as its round 0."""
+    if scoring.evolution is not None:
+        return scoring.evolution.rounds
+    return (
+        RoundRecord(
+            index=0,
+            candidates=tuple(
+                RoundCandidate(
+                    id=c.id,
+                    kind="card",
+                    parent=None,
+                    directive=c.direction,
+                    seed=c.seed,
+                    card=c.card,
+                )
+                for c in scoring.candidates
+            ),
+            judges=scoring.judges,
+            score_table=scoring.score_table,
+        ),
+    )
+
+
+def _origin(c: RoundCandidate) -> str:
+    if c.kind == "card":
+        return "first card"
+    if c.kind == "parent":
+        return "kept"
+    return f"variant of {c.parent}"
+
+
+def _selector_text(selector: SelectorRecord) -> list[str]:
+    who = "code" if selector.kind == "code" else f"the LLM selector ({selector.model or 'model'})"
+    line = f"survivors chosen by {who}"
+    if selector.kind == "llm":
+        line += f", {counted(selector.attempts, 'answer')}"
+    if selector.status == "fallback":
+        line += f" -> code FALLBACK: {selector.warning or 'the LLM selector failed'}"
+    elif selector.summary:
+        line += f": {selector.summary!r}"
+    return [line]
+
+
+def round_lines(scoring: ScoringRecord, index: int, *, stopped: str = "") -> list[str]:
+    """One round (``runs show ID --round N``): its selector, then one line per card (where it
+    came from, each judge's score, the aggregate, the novelty penalty, the effective score,
+    its survivor category and who proposed it), then each survivor's reason. ``<`` marks the
+    final pick. Raises ``KeyError`` naming the rounds there are."""
+    rounds = {r.index: r for r in _rounds(scoring)}
+    if index not in rounds:
+        raise KeyError(f"--round: got {index}, the run has rounds {_span(sorted(rounds))}")
+    r = rounds[index]
+    last = max(rounds) == index
+    label = _AGGREGATE_LABELS.get(scoring.aggregation, "trimmed")
+    judges = [j.id for j in r.judges]
+    width = max(5, *(len(j) for j in judges)) if judges else 5
+    head = f"Round {r.index}: {len(r.score_table)} judged of {len(r.candidates)} cards"
+    lines = [head]
+    if r.selector is not None:
+        lines += [f"  {line}" for line in _selector_text(r.selector)]
+    lines.append(
+        f"  {'card':<4}  {'from':<13} "
+        + "".join(f"{j:>{width}} " for j in judges)
+        + f" {label:>8}  penalty  effective  survivor"
+    )
+    table = {row.id: row for row in r.score_table}
+    survivors = {s.id: s for s in r.survivors}
+    picked = scoring.selected_id if last else None
+    for c in r.candidates:
+        row = table.get(c.id)
+        survivor = survivors.get(c.id)
+        tail = f"{survivor.category} ({survivor.proposed_by})" if survivor else ""
+        if c.dropped is not None:
+            body = (
+                f"dropped: near-duplicate of {c.dropped.of} "
+                f"(distance {c.dropped.distance:.2f} < {c.dropped.threshold:g})"
+            )
+        elif row is None:
+            body = "not judged"
+        else:
+            body = _row_cells(row, judges, width)
+        mark = " <" if c.id == picked else ""
+        lines.append(f"  {c.id:<4}  {_origin(c):<13} {body}  {tail}".rstrip() + mark)
+    for s in r.survivors:
+        lines.append(f"  {s.id} survived as {s.category} ({s.proposed_by}): {s.reason}")
+    if not r.score_table and stopped:
+        lines.append(f"  not judged: {stopped}")
+    if picked is not None:
+        lines.append(f"  final pick {picked}: {pick_rule(scoring)}")
+    return lines
+
+
+def _row_cells(row: ScoreRow, judges: list[str], width: int) -> str:
+    cells = "".join(f"{row.judge_scores.get(j, '-')!s:>{width}} " for j in judges)
+    return f"{cells} {row.aggregate!s:>8}  {row.novelty_penalty:>7.1f}  {row.effective_score:>9.1f}"
+
+
+def _span(values: list[int]) -> str:
+    return f"{values[0]}..{values[-1]}" if len(values) > 1 else str(values[0])
+
+
+def rounds_lines(scoring: ScoringRecord, *, stopped: str = "") -> list[str]:
+    """Every round (``runs show ID`` of a multi-round run), oldest first, then the final
+    pick's rule; nothing for a one-round run (its table is in the summary)."""
+    if scoring.evolution is None:
+        return []
+    lines: list[str] = []
+    for r in scoring.evolution.rounds:
+        lines += round_lines(scoring, r.index, stopped=stopped)
+    return lines
+
+
+def card_lines(scoring: ScoringRecord, card_id: str) -> list[str]:
+    """One card's whole history (``runs show ID --card X``): its parent chain back to the
+    first card, round by round its scores, and why it survived (or that it did not); the
+    rule that picked it when it was the final card. Raises ``KeyError`` naming the cards."""
+    rounds = _rounds(scoring)
+    if scoring.evolution is not None:
+        chain = scoring.evolution.history(card_id)
+    else:
+        chain = tuple((rounds[0], c) for c in rounds[0].candidates if c.id == card_id)
+    if not chain:
+        known = sorted({c.id for r in rounds for c in r.candidates})
+        raise KeyError(f"--card: no card {card_id!r} in this run (cards: {', '.join(known)})")
+    label = _AGGREGATE_LABELS.get(scoring.aggregation, "trimmed")
+    lines = [f"Card {card_id}: " + " -> ".join(f"{c.id} (round {r.index})" for r, c in chain)]
+    last_round = rounds[-1].index
+    for r, c in chain:
+        hook = c.card.hook if c.card else "(card not generated)"
+        lines.append(f"  Round {r.index}  {c.id}  {_origin(c)}: {hook!r}")
+        if c.kind == "variant":
+            lines.append(f"            directive: {c.directive}")
+        row = next((x for x in r.score_table if x.id == c.id), None)
+        if c.dropped is not None:
+            lines.append(
+                f"            dropped before judging: near-duplicate of {c.dropped.of} "
+                f"(distance {c.dropped.distance:.2f} < {c.dropped.threshold:g})"
+            )
+        elif row is None:
+            lines.append("            not judged")
+        else:
+            scores = ", ".join(f"{j} {v}" for j, v in row.judge_scores.items()) or "no ok judge"
+            lines.append(
+                f"            scores {scores}; {label} {row.aggregate}, penalty "
+                f"{row.novelty_penalty:g}, effective {row.effective_score:g}"
+            )
+        survivor = next((s for s in r.survivors if s.id == c.id), None)
+        if survivor is not None:
+            lines.append(
+                f"            survived as {survivor.category} ({survivor.proposed_by}): "
+                f"{survivor.reason}"
+            )
+        elif r.index != last_round and r.survivors:
+            lines.append("            not a survivor")
+    final = chain[-1]
+    if final[0].index == last_round and scoring.selected_id == card_id:
+        lines.append(f"  Final pick: {pick_rule(scoring)}")
     return lines

@@ -18,6 +18,7 @@ from image_project.record import (
     SelectorRecord,
     run_status,
 )
+from image_project.summary import pick_rule, stopped_reason
 
 __all__ = [
     "GALLERY_FILTERS",
@@ -37,7 +38,6 @@ __all__ = [
     "gallery_pages",
     "heat_style",
     "page_name",
-    "pick_rule",
     "run_view",
     "upscale_view",
 ]
@@ -354,14 +354,6 @@ def _round_view(r: RoundRecord, scoring: ScoringRecord, *, final: bool, stopped:
     )
 
 
-def _stopped(record: RunRecord) -> str:
-    """Why a run's rounds end early, in words ("" for a run that succeeded)."""
-    if record.error is None:
-        return ""
-    verb = "was interrupted" if record.error.type == "interrupted" else "failed"
-    return f"the run {verb} in phase {record.error.phase}"
-
-
 def _round_views(record: RunRecord, scoring: ScoringRecord) -> tuple[RoundView, ...]:
     if scoring.evolution is None:
         return ()
@@ -372,7 +364,7 @@ def _round_views(record: RunRecord, scoring: ScoringRecord) -> tuple[RoundView, 
             r,
             scoring,
             final=picked and n == len(rounds) - 1,
-            stopped=_stopped(record),
+            stopped=stopped_reason(record),
         )
         for n, r in enumerate(rounds)
     )
@@ -392,29 +384,6 @@ def _lineage(scoring: ScoringRecord, card_id: str) -> str:
             text += f", survivor: {survivor.category} by {survivor.proposed_by}"
         steps.append(text + ")")
     return " -> ".join(steps)
-
-
-def pick_rule(scoring: ScoringRecord) -> str:
-    """The rule that made the final pick, from the recorded roll, rate, ranking and pool."""
-    roll, rate, detail = scoring.exploration_roll, scoring.exploration_rate, scoring.selection
-    if scoring.selection_mode == "explore":
-        rule = (
-            f"explore: roll {roll:.3f} < exploration rate {rate:g}"
-            if roll is not None
-            else ("explore")
-        )
-        if detail is not None:
-            rule += f"; drawn from the pool {', '.join(detail.explore_pool)}"
-            rule += " weighted by effective score"
-            if detail.explore_roll is not None:
-                rule += f" (draw {detail.explore_roll:.3f})"
-        return rule
-    rule = (
-        f"exploit: roll {roll:.3f} >= exploration rate {rate:g}"
-        if roll is not None
-        else ("exploit")
-    )
-    return rule + "; the top card by effective score (then aggregate, then id)"
 
 
 def _pick(scoring: ScoringRecord) -> PickView | None:
@@ -447,7 +416,7 @@ def _scoring_note(record: RunRecord, scoring: ScoringRecord | None) -> str:
     if record.error is None:
         return "Scoring was off for this run."
     return (
-        f"No scoring record: {_stopped(record)}, before any scoring was recorded "
+        f"No scoring record: {stopped_reason(record)}, before any scoring was recorded "
         "(if scoring was on, it had not started)."
     )
 
