@@ -1,12 +1,16 @@
 """The review site in a real browser: headless Chromium (the system's, driven by Playwright)
 opens every kind of page of a site rendered from real offline runs, served from 127.0.0.1 by
 a server this test starts and stops, and from disk. Every image must have loaded, no
-request may fail and the console must stay free of errors. Screenshots go to pytest's tmp dir.
+request may fail and the console must stay free of errors. Screenshots go to pytest's tmp dir;
+with ``IMAGE_PROJECT_SCREENSHOTS=DIR`` set, the ones docs/review.md shows are also copied
+into DIR under stable names (``IMAGE_PROJECT_SCREENSHOTS=docs python -m pytest
+tests/review/test_browser.py`` renews them).
 
 Skipped locally when Chromium is absent; under CI (env ``CI`` set) that is a failure."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import os
 import shutil
@@ -29,7 +33,8 @@ from playwright.sync_api import (
 
 from image_project.record import RunRecord
 from image_project.review import build_site, page_name
-from tests.review.offline_runs import make_offline_runs
+from tests.review.offline_runs import make_offline_runs, make_round_runs
+from tests.support.records import run
 
 CHROMIUM_FLAGS = [
     "--headless",
@@ -80,6 +85,51 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+def serve(root: Path) -> tuple[ThreadingHTTPServer, threading.Thread, str]:
+    handler = functools.partial(_QuietHandler, directory=str(root))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    return server, thread, f"http://127.0.0.1:{server.server_address[1]}/"
+
+
+@dataclass
+class RoundSite:
+    root: Path
+    runs: dict[str, RunRecord]
+    url: str
+
+
+LONG = "Supercalifragilistic" * 12
+
+
+@pytest.fixture(scope="module")
+def round_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RoundSite]:
+    """The site of :func:`make_round_runs`' runs, plus a run whose title and concept are one
+    long token each."""
+    work = tmp_path_factory.mktemp("review-rounds")
+    # In a thread of its own: Playwright's sync API may already run an event loop here.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        runs = pool.submit(make_round_runs, work).result()
+    long = run(99, scoring=False, title=LONG, concepts=[LONG + "-concept"])
+    root = build_site([*runs.values(), long], work / "site").parent
+    server, thread, url = serve(root)
+    try:
+        yield RoundSite(root, runs, url)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def keep_screenshot(path: Path, name: str) -> None:
+    """Copy a screenshot to ``$IMAGE_PROJECT_SCREENSHOTS/name`` when that is set."""
+    target = os.environ.get("IMAGE_PROJECT_SCREENSHOTS")
+    if target:
+        Path(target).mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, Path(target) / name)
 
 
 @dataclass
@@ -210,3 +260,66 @@ def test_a_run_page_shows_and_links_its_4k_image(
     sizes = page.evaluate("Array.from(document.images).map(i => [i.naturalWidth, i.naturalHeight])")
     assert [2048, 1365] in sizes and [1536, 1024] in sizes  # the 4K image and the image
     assert_clean(page, problems, min_images=2)
+
+
+def test_the_multi_round_run_page_shows_why_this_card(
+    round_site: RoundSite, browser: BrowserContext, tmp_path: Path
+) -> None:
+    record = round_site.runs["rounds"]
+    url = f"{round_site.url}runs/{page_name(record.generation_id)}.html"
+    shot = tmp_path / "rounds.png"
+    page, problems = open_page(browser, url, shot)
+    keep_screenshot(shot, "review_run_rounds.png")
+    assert page.locator("section.round").count() == 3
+    assert page.locator("section.round table.heatmap").count() == 3
+    assert page.locator("section.round.final tr.selected").count() == 1
+    assert page.locator("p.fallback").count() == 1
+    assert "Fallback to the code choice." in page.inner_text("#round-1")
+    assert page.locator("td.why .category").count() == 6  # 3 survivors in rounds 0 and 1
+    assert "Picked by the rule explore" in page.inner_text("section.pick")
+    # A parent link jumps to the parent's row of the previous round.
+    page.locator("#round-2 td.from a").first.click()
+    assert page.evaluate("location.hash").startswith("#r1-")
+    assert_clean(page, problems, min_images=1)
+
+
+def test_failed_and_interrupted_run_pages(
+    site: Site, round_site: RoundSite, browser: BrowserContext, tmp_path: Path
+) -> None:
+    failed = next(r for r in site.records if not r.succeeded)
+    shot = tmp_path / "failed.png"
+    page, problems = open_page(
+        browser, f"{site.url}runs/{page_name(failed.generation_id)}.html", shot
+    )
+    keep_screenshot(shot, "review_run_failed.png")
+    assert page.inner_text("section.error h2") == "Run failed"
+    assert_clean(page, problems, min_images=0)
+    interrupted = round_site.runs["interrupted"]
+    shot = tmp_path / "interrupted.png"
+    page, problems = open_page(
+        browser, f"{round_site.url}runs/{page_name(interrupted.generation_id)}.html", shot
+    )
+    keep_screenshot(shot, "review_run_interrupted.png")
+    assert page.inner_text("section.error h2") == "Run interrupted"
+    assert "Not judged: the run was interrupted" in page.inner_text("#round-1")
+    assert_clean(page, problems, min_images=0)
+
+
+def test_gallery_filters_are_links_and_long_tokens_stay_inside_cards(
+    round_site: RoundSite, browser: BrowserContext, tmp_path: Path
+) -> None:
+    shot = tmp_path / "gallery.png"
+    page, problems = open_page(browser, round_site.url + "index.html", shot)
+    keep_screenshot(shot, "review_gallery.png")
+    overflowing = page.evaluate(
+        "Array.from(document.querySelectorAll('.gallery .card')).filter("
+        "c => c.scrollWidth > c.clientWidth).length"
+    )
+    assert overflowing == 0
+    assert page.locator("table.prompt-runs tbody tr").count() == 1
+    page.locator("p.filters a", has_text="interrupted").click()
+    page.wait_for_load_state("load")
+    assert page.url.endswith("index-interrupted.html")
+    assert page.locator(".gallery .card").count() == 1
+    assert page.locator(".gallery .card.run-interrupted").count() == 1
+    assert_clean(page, problems, min_images=0)

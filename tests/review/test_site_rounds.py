@@ -115,7 +115,7 @@ def test_an_interrupted_run_is_interrupted_and_shows_its_rounds_so_far(
     assert "Not judged: the run was interrupted in phase pipeline." in sections["1"]
     gallery = (root / "index.html").read_text(encoding="utf-8")
     card = gallery.split(f'href="runs/{page_name(record.generation_id)}.html"', 1)[0]
-    assert card.rsplit("<li ", 1)[1].startswith('class="card status-interrupted')
+    assert card.rsplit("<li ", 1)[1].startswith('class="card run-interrupted')
     assert "interrupted in pipeline" in gallery
 
 
@@ -200,3 +200,17 @@ def test_history_follows_the_parent_chain_back_to_the_first_card(
             for (_, older), (_, newer) in itertools.pairwise(chain):
                 assert older.id == (newer.id if newer.kind == "parent" else newer.parent)
     assert evolution.history("nosuchcard") == ()
+
+
+def test_tau_labels_are_white_on_the_dark_ends_of_the_matrix() -> None:
+    from matplotlib.figure import Figure
+
+    from image_project.analysis import panel_stats
+    from image_project.review.plots import _agreement
+
+    a, b = {"A": 80, "B": 20, "C": 50}, {"A": 10, "B": 90, "C": 40}
+    stats = panel_stats([run(1, [judge("one", a), judge("two", a), judge("three", b)])])
+    fig = Figure()
+    _agreement(fig, stats)
+    colours = {t.get_text(): t.get_color() for t in fig.axes[0].texts}
+    assert colours["1.00"] == "white" and colours["-1.00"] == "white"
