@@ -24,14 +24,13 @@ from typing import IO, Any
 from pydantic import ValidationError
 
 from image_project.config.store_url import sqlite_path
-from image_project.record import RunRecord, ScoringRecord, run_status
+from image_project.record import RunRecord, ScoringRecord, run_status, stopped_reason
 from image_project.store.db import RunStore, RunSummary, StoreError, parse_since
 from image_project.summary import (
     card_lines,
     record_lines,
     round_lines,
     rounds_lines,
-    stopped_reason,
 )
 
 __all__ = [

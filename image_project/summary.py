@@ -15,19 +15,19 @@ from image_project.record import (
     ScoreRow,
     ScoringRecord,
     SelectorRecord,
+    pick_rule,
     run_status,
+    stopped_reason,
 )
 
 __all__ = [
     "card_lines",
     "context_lines",
-    "pick_rule",
     "prompt_lines",
     "record_lines",
     "round_lines",
     "rounds_lines",
     "scoring_lines",
-    "stopped_reason",
 ]
 
 
@@ -127,14 +127,6 @@ def prompt_lines(prompt: str, *, whole: bool) -> list[str]:
 _AGGREGATE_LABELS = {"median": "median", "weighted_median": "w.median", "mean": "mean"}
 
 
-def stopped_reason(record: RunRecord) -> str:
-    """Why a run ended early, in words (``""`` for a run that succeeded)."""
-    if record.error is None:
-        return ""
-    verb = "was interrupted" if record.error.type == "interrupted" else "failed"
-    return f"the run {verb} in phase {record.error.phase}"
-
-
 def scoring_lines(scoring: ScoringRecord, *, stopped: str = "") -> list[str]:
     """The selection (or, when none was made, why: ``stopped``), the per-judge scores as a
     small table, and the panel."""
@@ -232,25 +224,6 @@ def _panel_lines(scoring: ScoringRecord) -> list[str]:
 
 
 # --------------------------------------------------------------------------- why this card
-
-
-def pick_rule(scoring: ScoringRecord) -> str:
-    """The rule that made the final pick, from the recorded roll, rate, ranking and pool."""
-    roll, rate, detail = scoring.exploration_roll, scoring.exploration_rate, scoring.selection
-    if scoring.selection_mode == "explore":
-        rule = "explore"
-        if roll is not None:
-            rule += f": roll {roll:.3f} < exploration rate {rate:g}"
-        if detail is not None:
-            rule += f"; drawn from the pool {', '.join(detail.explore_pool)}"
-            rule += " weighted by effective score"
-            if detail.explore_roll is not None:
-                rule += f" (draw {detail.explore_roll:.3f})"
-        return rule
-    rule = "exploit"
-    if roll is not None:
-        rule += f": roll {roll:.3f} >= exploration rate {rate:g}"
-    return rule + "; the top card by effective score (then aggregate, then id)"
 
 
 def _rounds(scoring: ScoringRecord) -> tuple[RoundRecord, ...]:

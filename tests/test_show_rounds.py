@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from image_project import cli
-from image_project.record import RunRecord, ScoringRecord
-from image_project.summary import pick_rule
+from image_project.record import RunRecord, ScoringRecord, pick_rule
 from tests.review.offline_runs import make_round_runs
 
 

@@ -39,6 +39,7 @@ from image_project.record.run import (
     TitleRecord,
     TitleSource,
     run_status,
+    stopped_reason,
 )
 from image_project.record.schema import transcript_json_schema
 from image_project.record.scoring import (
@@ -63,6 +64,7 @@ from image_project.record.scoring import (
     SelectorRecord,
     Survivor,
     SurvivorCategory,
+    pick_rule,
 )
 from image_project.record.upscale import UpscaleMethodName, UpscaleRecord
 
@@ -111,6 +113,8 @@ __all__ = [
     "TitleSource",
     "UpscaleMethodName",
     "UpscaleRecord",
+    "pick_rule",
     "run_status",
+    "stopped_reason",
     "transcript_json_schema",
 ]

@@ -29,6 +29,7 @@ __all__ = [
     "TitleRecord",
     "TitleSource",
     "run_status",
+    "stopped_reason",
 ]
 
 SCHEMA_VERSION: Final = 2
@@ -164,6 +165,15 @@ class RunRecord(RecordModel):
     @property
     def image_step(self) -> ImageEvent | None:
         return next((s for s in self.steps if isinstance(s, ImageEvent)), None)
+
+
+def stopped_reason(record: RunRecord) -> str:
+    """Why a run ended early, in words (``the run was interrupted in phase pipeline``; ``""``
+    for a run that succeeded)."""
+    if record.error is None:
+        return ""
+    verb = "was interrupted" if record.error.type == "interrupted" else "failed"
+    return f"the run {verb} in phase {record.error.phase}"
 
 
 def run_status(record: RunRecord) -> str:

@@ -37,6 +37,7 @@ __all__ = [
     "SelectorRecord",
     "Survivor",
     "SurvivorCategory",
+    "pick_rule",
 ]
 
 JudgeStatus = Literal["ok", "parse_error", "refused", "error"]
@@ -299,3 +300,22 @@ class ScoringOff(RecordModel):
 
 ScoringSection: TypeAlias = Annotated[ScoringRecord | ScoringOff, Field(discriminator="enabled")]
 """The transcript's ``blackbox_scoring``: the record, or ``{"enabled": false}``."""
+
+
+def pick_rule(scoring: ScoringRecord) -> str:
+    """The rule that made the final pick, from the recorded roll, rate, ranking and pool."""
+    roll, rate, detail = scoring.exploration_roll, scoring.exploration_rate, scoring.selection
+    if scoring.selection_mode == "explore":
+        rule = "explore"
+        if roll is not None:
+            rule += f": roll {roll:.3f} < exploration rate {rate:g}"
+        if detail is not None:
+            rule += f"; drawn from the pool {', '.join(detail.explore_pool)}"
+            rule += " weighted by effective score"
+            if detail.explore_roll is not None:
+                rule += f" (draw {detail.explore_roll:.3f})"
+        return rule
+    rule = "exploit"
+    if roll is not None:
+        rule += f": roll {roll:.3f} >= exploration rate {rate:g}"
+    return rule + "; the top card by effective score (then aggregate, then id)"

@@ -16,9 +16,10 @@ from image_project.record import (
     ScoreRow,
     ScoringRecord,
     SelectorRecord,
+    pick_rule,
     run_status,
+    stopped_reason,
 )
-from image_project.summary import pick_rule, stopped_reason
 
 __all__ = [
     "GALLERY_FILTERS",

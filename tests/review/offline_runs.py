@@ -109,7 +109,7 @@ def _selector_fails_after_round_0() -> FunctionTextBackend:
             calls += 1
             if calls > 1:
                 reply = await offline.complete(request)
-                data = json.loads(reply.text)
+                data = json.loads(reply.text or "{}")
                 first = data["selections"][0]
                 data["selections"] = [first] * len(data["selections"])
                 return dataclasses.replace(reply, text=json.dumps(data))
