@@ -152,19 +152,9 @@ def _add_runs_parser(commands: Any, prog: str, common: argparse.ArgumentParser) 
     )
     runs.set_defaults(verbose=0, quiet=False)
     sub = runs.add_subparsers(dest="runs_command", metavar="ACTION", required=True)
-    filters = argparse.ArgumentParser(add_help=False)
-    filters.add_argument("--failed", action="store_true", help="only runs that did not succeed")
-    filters.add_argument("--judge", metavar="ID", help="only runs whose judge panel had ID")
-    filters.add_argument(
-        "--since", metavar="WHEN", help="only runs created since WHEN: 2026-11-20, 12h, 7d"
-    )
-    filters.add_argument(
-        "--limit", type=_positive_int, metavar="N", help="at most N runs (newest first)"
-    )
     listing = sub.add_parser(
-        "list", parents=[common, filters], help="the stored runs, newest first"
+        "list", parents=[common, _filters(20)], help="the stored runs, newest first"
     )
-    listing.set_defaults(limit=20)
     show = sub.add_parser("show", parents=[common], help="one run: summary and score table")
     show.add_argument("id", metavar="ID", help="a generation id (or a unique start of one)")
     view = show.add_mutually_exclusive_group()
@@ -180,7 +170,7 @@ def _add_runs_parser(commands: Any, prog: str, common: argparse.ArgumentParser) 
         help="only card X's history: its parent chain, scores per round, survivor reasons",
     )
     export = sub.add_parser(
-        "export", parents=[common, filters], help="the stored runs as CSV or JSON lines"
+        "export", parents=[common, _filters(None)], help="the stored runs as CSV or JSON lines"
     )
     export.add_argument("--format", choices=("csv", "jsonl"), default="jsonl")
     export.add_argument("--out", type=Path, metavar="PATH", help="write here, not to stdout")
@@ -198,7 +188,7 @@ def _add_runs_parser(commands: Any, prog: str, common: argparse.ArgumentParser) 
     )
     sub.add_parser(
         "stats",
-        parents=[common, filters],
+        parents=[common, _filters(None)],
         help="judge-panel figures over the stored runs: status counts, position bias, agreement",
     )
 
@@ -211,6 +201,26 @@ def _natural_int(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"got {text!r}, must be an int >= 0")
     return value
+
+
+def _filters(limit: int | None) -> argparse.ArgumentParser:
+    """The run filters, built afresh for each command: parents share their action objects,
+    so one ``set_defaults(limit=20)`` on ``list`` set the shared ``--limit`` default and
+    silently capped ``export`` and ``stats`` at 20 runs. ``limit`` None means every run."""
+    filters = argparse.ArgumentParser(add_help=False)
+    filters.add_argument("--failed", action="store_true", help="only runs that did not succeed")
+    filters.add_argument("--judge", metavar="ID", help="only runs whose judge panel had ID")
+    filters.add_argument(
+        "--since", metavar="WHEN", help="only runs created since WHEN: 2026-11-20, 12h, 7d"
+    )
+    filters.add_argument(
+        "--limit",
+        type=_positive_int,
+        default=limit,
+        metavar="N",
+        help=f"at most N runs, newest first ({limit if limit is not None else 'all'})",
+    )
+    return filters
 
 
 def _positive_int(text: str) -> int:
