@@ -152,9 +152,7 @@ def _add_runs_parser(commands: Any, prog: str, common: argparse.ArgumentParser) 
     )
     runs.set_defaults(verbose=0, quiet=False)
     sub = runs.add_subparsers(dest="runs_command", metavar="ACTION", required=True)
-    listing = sub.add_parser(
-        "list", parents=[common, _filters(20)], help="the stored runs, newest first"
-    )
+    sub.add_parser("list", parents=[common, _filters(20)], help="the stored runs, newest first")
     show = sub.add_parser("show", parents=[common], help="one run: summary and score table")
     show.add_argument("id", metavar="ID", help="a generation id (or a unique start of one)")
     view = show.add_mutually_exclusive_group()
@@ -237,11 +235,12 @@ def _store_command(args: argparse.Namespace, env: Mapping[str, str], root: Path)
     """``runs …`` and ``review``: the store's URL from ``--store`` or the configuration's
     ``store.url``, then :mod:`image_project.store_commands` (imported only now: it imports
     SQLAlchemy, and ``review`` Jinja2 and matplotlib). The configuration is read only when
-    something comes from it (no ``--store``, or ``review`` without ``--out``)."""
+    something comes from it (no ``--store``, or ``review``: the folders its images may come
+    from, ``image.generation_path`` and the 4K ``upscale.output_path``)."""
     out_dir: Path | None = getattr(args, "out", None) if args.command == "review" else None
     try:
         cfg = None
-        if args.store is None or (args.command == "review" and out_dir is None):
+        if args.store is None or args.command == "review":
             cfg = load_config(root=root, config_path=args.config, overrides=args.overrides, env=env)
         if args.store is not None:
             from image_project.config.store_url import check_store_url
@@ -259,7 +258,13 @@ def _store_command(args: argparse.Namespace, env: Mapping[str, str], root: Path)
         if out_dir is None:
             assert cfg is not None
             out_dir = Path(cfg.image.log_path).parent / "review"
-        return review_stored_runs(url, out_dir, last=args.last, image_base=root)
+        assert cfg is not None
+        image_dirs = [Path(cfg.image.generation_path)]
+        if cfg.upscale.output_path is not None:
+            image_dirs.append(Path(cfg.upscale.output_path))
+        return review_stored_runs(
+            url, out_dir, last=args.last, image_base=root, image_dirs=image_dirs
+        )
     from image_project.store_commands import run_command
 
     return run_command(args, url)

@@ -105,10 +105,17 @@ def run_command(args: argparse.Namespace, url: str, out: IO[str] | None = None) 
 
 
 def review_stored_runs(
-    url: str, out_dir: Path, *, last: int, image_base: Path, out: IO[str] | None = None
+    url: str,
+    out_dir: Path,
+    *,
+    last: int,
+    image_base: Path,
+    image_dirs: Sequence[Path] | None = None,
+    out: IO[str] | None = None,
 ) -> int:
     """``image-project review``: the static review site of the ``last`` newest stored runs
-    (:mod:`image_project.review`, imported only now: Jinja2 and matplotlib)."""
+    (:mod:`image_project.review`, imported only now: Jinja2 and matplotlib), publishing
+    only images under ``image_dirs``."""
     out = sys.stdout if out is None else out
     database = sqlite_path(url)
     if database is not None and not database.exists():
@@ -122,7 +129,7 @@ def review_stored_runs(
         return 1
     from image_project.review import review_command
 
-    return review_command(records, out_dir, image_base=image_base, out=out)
+    return review_command(records, out_dir, image_base=image_base, image_dirs=image_dirs, out=out)
 
 
 # --------------------------------------------------------------------------- list

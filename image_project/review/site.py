@@ -16,7 +16,9 @@ Layout of ``out_dir``::
 Images are **copied** into the site (a file copy, skipped when an identical-looking copy —
 same size and modification time — is already there): links into the run's output directory
 would break as soon as the site is served over http (a server serves only what is under its
-root) or moved. Every link is relative, nothing is loaded from the network, so the site works
+root) or moved. Only image files the project wrote are copied (under the configured image
+folders, an image type, decodable by Pillow); a transcript's ``image_path`` naming anything
+else is shown as "image not available" with the reason. Every link is relative, nothing is loaded from the network, so the site works
 opened from disk and served by any static server. Templates autoescape everything.
 """
 
@@ -57,20 +59,64 @@ def _environment() -> jinja2.Environment:
     )
 
 
+IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp"})
+"""The image types a run saves (and the only ones the site publishes)."""
+_PILLOW_FORMATS = frozenset({"JPEG", "PNG", "WEBP"})
+
+
+def _unavailable(reason: str) -> tuple[None, str]:
+    return None, f"image not available ({reason})"
+
+
+def _publishable(source: Path, wanted: str, image_dirs: Sequence[Path] | None) -> str | None:
+    """Why ``source`` must not be published, or None when it may: the site copies only image
+    files the project wrote — under one of ``image_dirs`` (symbolic links resolved), with an
+    image suffix, and decodable by Pillow as that kind of image. A transcript is data from
+    outside (``runs import``), so its ``image_path`` is never trusted to name a safe file."""
+    resolved = source.resolve()
+    if image_dirs is not None and not any(
+        resolved.is_relative_to(folder.resolve()) for folder in image_dirs
+    ):
+        return f"not under the image folder: {wanted}"
+    if not resolved.is_file():
+        return f"image file not found: {wanted}"
+    if resolved.suffix.lower() not in IMAGE_SUFFIXES:
+        return f"not an image file type ({resolved.suffix or 'no suffix'}): {wanted}"
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(resolved) as image:
+            kind = image.format
+            image.verify()
+    except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as exc:
+        return f"not an image Pillow can read ({type(exc).__name__}): {wanted}"
+    if kind not in _PILLOW_FORMATS:
+        return f"not an image type the project writes ({kind}): {wanted}"
+    return None
+
+
 def _copy_image(
-    record: RunRecord, out_dir: Path, base: Path, path: str | None = None, tag: str = ""
+    record: RunRecord,
+    out_dir: Path,
+    base: Path,
+    path: str | None = None,
+    tag: str = "",
+    image_dirs: Sequence[Path] | None = None,
 ) -> tuple[str | None, str | None]:
     """Copy the run's image (or the one at ``path``: its 4K image, named with ``tag``) into
     ``out_dir/images``: (site-relative path, None), or (None, why there is no image) — None,
-    None for a run that was not meant to have one."""
+    None for a run that was not meant to have one. Only a file :func:`_publishable` allows
+    is copied; anything else is "image not available" with the reason."""
     wanted = record.image_path if path is None else path
     if wanted is None:
         return None, None
     source = Path(wanted)
     if not source.is_absolute():
         source = base / source
-    if not source.is_file():
-        return None, f"image file not found: {wanted}"
+    problem = _publishable(source, wanted, image_dirs)
+    if problem is not None:
+        return _unavailable(problem)
+    source = source.resolve()
     name = page_name(record.generation_id) + tag + source.suffix.lower()
     target = out_dir / "images" / name
     stat = source.stat()
@@ -95,16 +141,20 @@ def _copy_static(out_dir: Path) -> None:
 
 
 def _run_views(
-    records: Sequence[RunRecord], out_dir: Path, base: Path, progress: _Progress | None
+    records: Sequence[RunRecord],
+    out_dir: Path,
+    base: Path,
+    progress: _Progress | None,
+    image_dirs: Sequence[Path] | None,
 ) -> list[RunView]:
     (out_dir / "images").mkdir(parents=True, exist_ok=True)
     views = []
     for n, record in enumerate(records, start=1):
-        image, missing = _copy_image(record, out_dir, base)
+        image, missing = _copy_image(record, out_dir, base, image_dirs=image_dirs)
         upscale = None
         if record.upscale is not None:
             upscale = upscale_view(
-                record, *_copy_image(record, out_dir, base, record.upscale.path, "_4k")
+                record, *_copy_image(record, out_dir, base, record.upscale.path, "_4k", image_dirs)
             )
         views.append(run_view(record, image, missing, upscale))
         if progress is not None:
@@ -132,6 +182,7 @@ def build_site(
     out_dir: str | Path,
     *,
     image_base: str | Path | None = None,
+    image_dirs: Sequence[str | Path] | None = None,
     progress: _Progress | None = None,
 ) -> Path:
     """Write the review site of ``records`` (shown in the order given: pass them newest
@@ -139,13 +190,19 @@ def build_site(
     ``image_path`` values are resolved against ``image_base`` (default: the current
     directory, where the run was started). ``progress`` is called with one line per image,
     page and plot written. Files already in ``out_dir`` that this site does not write are
-    left alone."""
+    left alone. ``image_dirs`` are the folders the project writes images into
+    (``image.generation_path``, the 4K ``upscale.output_path``; relative ones against
+    ``image_base``): an image outside them is not copied. The CLI always passes them; None
+    skips only that folder check (the image-type checks still apply)."""
     out = Path(out_dir)
     base = Path(image_base) if image_base is not None else Path.cwd()
     (out / "runs").mkdir(parents=True, exist_ok=True)
     _copy_static(out)
     env = _environment()
-    views = _run_views(records, out, base, progress)
+    dirs = None
+    if image_dirs is not None:
+        dirs = [d if d.is_absolute() else base / d for d in map(Path, image_dirs)]
+    views = _run_views(records, out, base, progress, dirs)
     run_page = env.get_template("run.html")
     for n, view in enumerate(views, start=1):
         _write(out / "runs" / f"{view.page}.html", run_page.render(root="../", run=view))
@@ -165,6 +222,7 @@ def review_command(
     last: int | None = None,
     *,
     image_base: str | Path | None = None,
+    image_dirs: Sequence[str | Path] | None = None,
     out: IO[str] | None = None,
     err: IO[str] | None = None,
 ) -> int:
@@ -187,7 +245,9 @@ def review_command(
         err.flush()
 
     err.write(f"Writing the review site of {len(chosen)} runs to {out_dir}\n")
-    index = build_site(chosen, out_dir, image_base=image_base, progress=progress)
+    index = build_site(
+        chosen, out_dir, image_base=image_base, image_dirs=image_dirs, progress=progress
+    )
     out.write(f"Review site: {index.resolve()}\n")
     out.write(f"Open it in a browser, or serve it: python -m http.server -d {Path(out_dir)} 8000\n")
     return 0
