@@ -19,6 +19,7 @@ Everything a run makes is collected as usual.
 from __future__ import annotations
 
 import gc
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -26,6 +27,7 @@ from pathlib import Path
 __all__ = ["console_script", "launch"]
 
 _EXIT_INTERRUPTED = 130  # 128 + SIGINT, as image_project.cli.EXIT_INTERRUPTED
+_EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: standard output's reader closed the pipe
 
 
 def launch(*, prog: str, root: Path | None = None) -> int:
@@ -34,10 +36,28 @@ def launch(*, prog: str, root: Path | None = None) -> int:
     signals itself) is reported on one line and exits 130."""
     try:
         main = _import_main()
-        return main(root=root, prog=prog)
+        code: int = main(root=root, prog=prog)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+        return code
     except KeyboardInterrupt:
         print("\ninterrupted (SIGINT)", file=sys.stderr)
         return _EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return _closed_stdout()
+
+
+def _closed_stdout() -> int:
+    """The reader of standard output went away (``image-project runs export | head -1``): stop
+    quietly, as a command killed by SIGPIPE does, with its exit status 141 (128 + SIGPIPE).
+    Standard output is pointed at /dev/null first, so the interpreter's final flush of what
+    is still buffered cannot raise again at exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+    return _EXIT_BROKEN_PIPE
 
 
 def _import_main() -> Callable[..., int]:

@@ -3,8 +3,10 @@
 
 The parser is built by :mod:`image_project.cli` (argparse only, so the CLI stays light to
 import); this module, which imports SQLAlchemy through :mod:`image_project.store.db`, is
-imported only when a ``runs`` command runs. Exit codes: 0 done; 1 a store error, an unknown
-run, or a file that could not be imported (the others are imported); 2 a configuration error.
+imported only when a ``runs`` command runs. Exit codes: 0 done; 1 a store error or a file
+that could not be imported (the others are imported); 2 a usage error (an unknown or
+ambiguous run id, a bad ``--since``), a configuration error, or an output path (``--out``)
+that cannot be written (one line naming it, no traceback).
 
 It sits beside :mod:`image_project.app`, above the packages it puts together (the store, the
 summary lines, the review site, the panel statistics), rather than inside the store, which
@@ -129,7 +131,22 @@ def review_stored_runs(
         return 1
     from image_project.review import review_command
 
-    return review_command(records, out_dir, image_base=image_base, image_dirs=image_dirs, out=out)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        print(f"error: cannot write the review site to {out_dir}: {_reason(exc)}", file=sys.stderr)
+        return 2
+    try:
+        return review_command(
+            records, out_dir, image_base=image_base, image_dirs=image_dirs, out=out
+        )
+    except OSError as exc:
+        where = f" ({exc.filename})" if exc.filename and Path(exc.filename) != out_dir else ""
+        print(
+            f"error: cannot write the review site to {out_dir}{where}: {_reason(exc)}",
+            file=sys.stderr,
+        )
+        return 2
 
 
 # --------------------------------------------------------------------------- list
@@ -191,9 +208,9 @@ def _show(
 ) -> int:
     try:
         record = store.find(ref)
-    except KeyError as exc:
+    except KeyError as exc:  # no such run, or an ambiguous start: a usage error
         print(f"error: {exc.args[0]}", file=sys.stderr)
-        return 1
+        return 2
     try:
         lines = show_lines(record, round_index=round_index, card=card)
     except (KeyError, ValueError) as exc:
@@ -235,12 +252,21 @@ def show_lines(
 def _export(store: RunStore, args: argparse.Namespace, since: Any, out: IO[str]) -> int:
     records = store.records(last=args.limit, failed=args.failed, judge=args.judge, since=since)
     if args.out is not None:
-        with open(args.out, "w", encoding="utf-8", newline="") as handle:
-            _write_export(records, args.format, handle)
+        try:
+            with open(args.out, "w", encoding="utf-8", newline="") as handle:
+                _write_export(records, args.format, handle)
+        except OSError as exc:
+            print(f"error: cannot write the export to {args.out}: {_reason(exc)}", file=sys.stderr)
+            return 2
         print(f"exported {len(records)} run(s) to {args.out}", file=sys.stderr)
     else:
         _write_export(records, args.format, out)
     return 0
+
+
+def _reason(exc: OSError) -> str:
+    """An OSError in a few words: ``Permission denied``, ``No such file or directory``, …"""
+    return exc.strerror or str(exc) or type(exc).__name__
 
 
 def _write_export(records: Sequence[RunRecord], fmt: str, out: IO[str]) -> None:

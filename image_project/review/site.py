@@ -59,7 +59,7 @@ def _environment() -> jinja2.Environment:
     )
 
 
-IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp"})
+_IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp"})
 """The image types a run saves (and the only ones the site publishes)."""
 _PILLOW_FORMATS = frozenset({"JPEG", "PNG", "WEBP"})
 
@@ -80,7 +80,7 @@ def _publishable(source: Path, wanted: str, image_dirs: Sequence[Path] | None) -
         return f"not under the image folder: {wanted}"
     if not resolved.is_file():
         return f"image file not found: {wanted}"
-    if resolved.suffix.lower() not in IMAGE_SUFFIXES:
+    if resolved.suffix.lower() not in _IMAGE_SUFFIXES:
         return f"not an image file type ({resolved.suffix or 'no suffix'}): {wanted}"
     from PIL import Image, UnidentifiedImageError
 

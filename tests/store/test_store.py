@@ -130,7 +130,7 @@ async def test_five_runs_listed_shown_exported_and_rebuilt_from_transcripts(
     assert code == 0 and "Status      failed" in out
     assert "Error       RuntimeError in phase pipeline" in out and "fell over" in out
     code, out = runs_cli(capsys, store_url, "show", "no_such_run")
-    assert code == 1 and "no stored run" in out
+    assert code == 2 and "no stored run" in out
     code, out = runs_cli(capsys, store_url, "list", "--limit", "2")
     assert len(out.strip().splitlines()) == 3
 
