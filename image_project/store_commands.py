@@ -365,7 +365,13 @@ def _import(store: RunStore, paths: Sequence[Path], out: IO[str]) -> int:
         for record in iter_records(path):
             if isinstance(record, ValueError):
                 problems.append(str(record))
-            elif store.import_record(record):
+                continue
+            try:
+                imported = store.import_record(record)
+            except ValueError as exc:  # this run's values refused: skip it, name it, go on
+                problems.append(f"{path}: {exc}")
+                continue
+            if imported:
                 written += 1
             else:
                 skipped += 1
@@ -373,7 +379,11 @@ def _import(store: RunStore, paths: Sequence[Path], out: IO[str]) -> int:
         print(f"error: {problem}", file=sys.stderr)
     print(
         f"imported {written} run(s) into {store.safe_url}; {skipped} already stored"
-        + (f"; {len(problems)} file(s) or line(s) could not be read" if problems else ""),
+        + (
+            f"; {len(problems)} file(s), line(s) or run(s) could not be imported"
+            if problems
+            else ""
+        ),
         file=out,
     )
     return 1 if problems else 0

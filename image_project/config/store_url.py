@@ -29,6 +29,7 @@ __all__ = [
     "SQLITE_PREFIX",
     "check_store_url",
     "default_store_url",
+    "import_command",
     "redact_url",
     "sqlite_path",
 ]
@@ -43,6 +44,18 @@ _PASSWORD = re.compile(r"^(?P<head>[a-z0-9+]+://[^:/@]*):[^@/]*@")
 def redact_url(url: str) -> str:
     """``url`` with its password (if any) replaced by ``***``; safe for messages and logs."""
     return _PASSWORD.sub(r"\g<head>:***@", url)
+
+
+def import_command(url: str, *paths: str | Path) -> str:
+    """The shell command that imports ``paths`` into the store at ``url``: ``image-project
+    runs import PATH... --store URL``, quoted for a POSIX shell. The URL is given always, so
+    the command writes into this store whatever the configuration then says; its password,
+    if any, is left out (libpq finds it in ``PGPASSWORD`` or ``~/.pgpass``)."""
+    import shlex
+
+    bare = _PASSWORD.sub(r"\g<head>@", url)
+    words = ["image-project", "runs", "import", *map(str, paths), "--store", bare]
+    return " ".join(shlex.quote(word) for word in words)
 
 
 def check_store_url(url: str, root: Path | None = None) -> str:

@@ -20,6 +20,7 @@ from image_project.artifacts import (
     read_manifest,
     restore_manifest,
 )
+from image_project.config.store_url import import_command
 from image_project.record import (
     RunRecord,
 )
@@ -52,7 +53,9 @@ def store_seq(run: RunState, store: StoreWriter, local_next: int) -> int:
 
 def save_to_store(run: RunState, record: RunRecord, t_path: Path) -> StoreOutcome | None:
     """Write the run to the store, if there is one; a failure is said loudly (progress line
-    and log) and does not change how the run ends: the transcript has everything."""
+    and log, with the command that repairs it: ``runs import`` of the transcript with
+    ``--store`` the store this run used) and does not change how the run ends: the
+    transcript has everything."""
     if run.store is None:
         return None
     outcome = run.store.save(record)
@@ -62,7 +65,7 @@ def save_to_store(run: RunState, record: RunRecord, t_path: Path) -> StoreOutcom
     message = (
         f"store: run {record.generation_id} was NOT written to {outcome.url} "
         f"({outcome.error}); its transcript has everything: "
-        f"image-project runs import {t_path}"
+        f"{import_command(run.store.url, t_path)}"
     )
     logger.error("%s", message)
     run.say(f"✗ {message}")

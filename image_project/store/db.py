@@ -35,7 +35,7 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import DataError, IntegrityError, SQLAlchemyError
 
 from image_project.config.store_url import check_store_url, sqlite_path
 from image_project.errors import StoreError
@@ -281,7 +281,11 @@ class RunStore:
                 pending.abandon()
 
     def import_record(self, record: RunRecord) -> bool:
-        """Write ``record`` unless a run with its generation id is stored; True if written."""
+        """Write ``record`` unless a run with its generation id is stored; True if written.
+        A record whose values the database refuses (PostgreSQL: an id longer than its column,
+        which SQLite accepts) raises ValueError naming the run, with nothing of it written,
+        so an import can skip it and go on; a store that cannot be written raises
+        StoreError."""
         rows = record_rows(record, source="import", stored_at=utc_now())
         with self._errors("import into"):
             try:
@@ -296,6 +300,12 @@ class RunStore:
                     if _stored(conn, record.generation_id):
                         return False
                 raise
+            except DataError as exc:
+                detail = str(exc.orig).splitlines()[0] if exc.orig else type(exc).__name__
+                raise ValueError(
+                    f"run {record.generation_id!r}: {self.safe_url} refused a value of it "
+                    f"({detail}); nothing of it was written"
+                ) from exc
         return True
 
     def delete(self, generation_id: str) -> bool:

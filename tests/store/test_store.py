@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import io
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -309,11 +310,15 @@ async def test_unwritable_store_leaves_every_artifact_and_import_repairs_it(
     assert "s3cret-pw" not in "\n".join(lines)
     assert (url.split("@")[1] if server else str(blocker)) in loud[0]
 
+    # The hint is the exact command, naming this store (never the default one), no password.
+    hint = shlex.split(loud[0].rsplit("its transcript has everything: ", 1)[1])
+    assert hint[:4] == ["image-project", "runs", "import", str(result.transcript_path)]
+    assert hint[4:] == ["--store", url.replace(":s3cret-pw", "")]
     if server is None:
         blocker.unlink()
     else:
         server.create_database("repair_me")
-    code = cli.main(["runs", "import", str(result.transcript_path), "--store", url], env={})
+    code = cli.main(hint[1:], env={})
     assert code == 0
     with open_store(url) as store:
         assert [r.model_dump_json() for r in store.records()] == [record.model_dump_json()]
@@ -456,7 +461,9 @@ async def test_import_reads_on_past_a_bad_transcript_and_names_it(
     second = f"sqlite:///{tmp_path / 'second.sqlite'}"
     code, out = runs_cli(capsys, second, "import", str(logs))
     assert code == 1
-    assert "imported 2 run(s)" in out and "1 file(s) or line(s) could not be read" in out
+    assert (
+        "imported 2 run(s)" in out and "1 file(s), line(s) or run(s) could not be imported" in out
+    )
     assert f"error: {bad}: not a run record" in out
     code, out = runs_cli(capsys, second, "import", str(export))
     assert code == 1 and f"error: {export}:1: " in out

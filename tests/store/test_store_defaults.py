@@ -1,5 +1,6 @@
-"""Defaults that must not lose runs (issue 25): ``runs export`` and ``runs stats`` cover
-every stored run unless ``--limit`` is given, on both engines."""
+"""A store that loses nothing by default (issue 25), on both engines: ``runs export`` and
+``runs stats`` cover every stored run unless ``--limit`` is given; one run PostgreSQL
+refuses does not stop an import."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from image_project.record import RunRecord
 from image_project.store import open_store
 from tests.store.conftest import PostgresServer
 from tests.store.test_store import as_json, delete_store, five_runs, pg, runs_cli, snapshot
+from tests.support.records import run
 
 pytestmark = pytest.mark.anyio
 
@@ -76,3 +78,25 @@ async def test_export_and_stats_cover_every_run_unless_limited(
     code, out = runs_cli(capsys, store_url, "import", str(export))
     assert code == 0 and f"imported {MANY} run(s)" in out
     assert snapshot(store_url) == before
+
+
+def test_an_over_long_id_is_skipped_and_named_and_the_rest_imported(
+    tmp_path: Path, store_url: str, engine: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SQLite takes a generation id longer than its column (64); PostgreSQL refuses it. That
+    one run is skipped and named; it does not stop the import of the others."""
+    long_id = "x" * 80
+    records = [run(1, scoring=False), run(2, scoring=False), run(3, scoring=False)]
+    records[1] = records[1].model_copy(update={"generation_id": long_id})
+    export = tmp_path / "runs.jsonl"
+    export.write_text("".join(r.model_dump_json() + "\n" for r in records), encoding="utf-8")
+    code, out = runs_cli(capsys, store_url, "import", str(export))
+    with open_store(store_url) as store:
+        stored = sorted(r.generation_id for r in store.records())
+    if engine == "sqlite":
+        assert code == 0 and stored == sorted(r.generation_id for r in records)
+        return
+    assert code == 1 and stored == ["run001", "run003"]
+    assert "imported 2 run(s)" in out and "1 file(s), line(s) or run(s) could not be" in out
+    errors = [line for line in out.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and long_id in errors[0] and str(export) in errors[0]
