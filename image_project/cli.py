@@ -267,7 +267,12 @@ def _store_command(args: argparse.Namespace, env: Mapping[str, str], root: Path)
         )
     from image_project.store_commands import run_command
 
-    return run_command(args, url)
+    # The configured log folder holds the configured store's transcripts: runs list says
+    # which of them that store lacks (not for another store named with --store).
+    transcripts = None
+    if cfg is not None and url == cfg.effective_store_url:
+        transcripts = Path(cfg.image.log_path)
+    return run_command(args, url, transcripts=transcripts)
 
 
 def _with_command(argv: Sequence[str]) -> list[str]:

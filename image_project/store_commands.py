@@ -66,9 +66,18 @@ EXPORT_CSV_FIELDS: tuple[str, ...] = (
 )
 
 
-def run_command(args: argparse.Namespace, url: str, out: IO[str] | None = None) -> int:
+def run_command(
+    args: argparse.Namespace,
+    url: str,
+    out: IO[str] | None = None,
+    *,
+    transcripts: Path | None = None,
+) -> int:
     """Run ``runs <args.runs_command>`` against the store at ``url``, printing to ``out``
-    (standard output by default)."""
+    (standard output by default). ``transcripts`` is the folder where this store's runs
+    write their transcripts (``image.log_path`` of the configuration whose store this is):
+    ``runs list`` then says how many of them the store lacks, with the exact command that
+    imports them."""
     out = sys.stdout if out is None else out
     action = args.runs_command
     database = sqlite_path(url)
@@ -78,6 +87,8 @@ def run_command(args: argparse.Namespace, url: str, out: IO[str] | None = None) 
             "'runs import PATHS' fills it from transcripts",
             file=sys.stderr,
         )
+        if action == "list" and transcripts is not None:
+            _say_unstored(url, transcripts, set())
         return 1 if action == "show" else 0
     try:
         since = parse_since(args.since) if getattr(args, "since", None) else None
@@ -87,7 +98,10 @@ def run_command(args: argparse.Namespace, url: str, out: IO[str] | None = None) 
     try:
         with RunStore.open(url) as store:
             if action == "list":
-                return _list(store, args, since, out)
+                code = _list(store, args, since, out)
+                if transcripts is not None:
+                    _say_unstored(url, transcripts, store.stored_ids())
+                return code
             if action == "show":
                 return _show(
                     store,
@@ -168,6 +182,23 @@ def _list(store: RunStore, args: argparse.Namespace, since: Any, out: IO[str]) -
         return 0
     print(format_summaries(found), file=out)
     return 0
+
+
+def _say_unstored(url: str, folder: Path, stored: set[str]) -> None:
+    """One line on stderr when transcripts in ``folder`` are missing from the store (a run
+    killed between its transcript and its store write, a store outage): how many, and the
+    exact command that imports them into this store (idempotent)."""
+    from image_project.config.store_url import import_command, redact_url
+    from image_project.store.writer import unstored_transcripts
+
+    missing = unstored_transcripts(folder, stored)
+    if missing:
+        print(
+            f"{len(missing)} run transcript(s) in {folder} are not in the store "
+            f"{redact_url(url)} (runs stopped before their store write); import them: "
+            f"{import_command(url, folder)}",
+            file=sys.stderr,
+        )
 
 
 def format_summaries(found: Sequence[RunSummary]) -> str:

@@ -61,6 +61,7 @@ def save_to_store(run: RunState, record: RunRecord, t_path: Path) -> StoreOutcom
     outcome = run.store.save(record)
     if outcome.written:
         logger.info("Generation %s written to the run store %s", record.generation_id, outcome.url)
+        _name_unstored(run, run.store, t_path.parent)
         return outcome
     message = (
         f"store: run {record.generation_id} was NOT written to {outcome.url} "
@@ -70,6 +71,24 @@ def save_to_store(run: RunState, record: RunRecord, t_path: Path) -> StoreOutcom
     logger.error("%s", message)
     run.say(f"✗ {message}")
     return outcome
+
+
+def _name_unstored(run: RunState, store: StoreWriter, folder: Path) -> None:
+    """Once per store writer (once per CLI process), after a run was written: the transcripts
+    in the run's log folder that the store lacks, by count, with the exact command that imports
+    them into this store. They are runs that ended between their transcript and their store
+    write (killed, or a store outage); ``runs import`` skips what is already stored, so the
+    command is safe even when the count includes a run of another process finishing now."""
+    missing = store.unstored_once(folder)
+    if not missing:
+        return
+    message = (
+        f"store: {len(missing)} run transcript(s) in {folder} are not in {store.shown_url} "
+        f"(runs stopped before their store write, e.g. {missing[-1].name}); import them: "
+        f"{import_command(store.url, folder)}"
+    )
+    logger.info("%s", message)
+    run.say(f"! {message}")
 
 
 def write_records(run: RunState, image_path: Path) -> Saved:

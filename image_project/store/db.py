@@ -400,6 +400,11 @@ class RunStore:
         shown = ", ".join(m.generation_id for m in matches[:5])
         raise KeyError(f"{ref!r} matches several runs ({shown}{', …' if len(matches) > 5 else ''})")
 
+    def stored_ids(self) -> set[str]:
+        """The generation ids of every stored run."""
+        with self._errors("read"), self.engine.connect() as conn:
+            return {str(gid) for gid in conn.scalars(select(runs.c.generation_id))}
+
     def count(self) -> int:
         with self._errors("read"), self.engine.connect() as conn:
             return int(conn.scalar(select(func.count()).select_from(runs)) or 0)

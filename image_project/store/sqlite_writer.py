@@ -159,6 +159,14 @@ class SqliteRunWriter:
         except sqlite3.Error as exc:
             raise StoreError(f"cannot write to the run store {self.safe_url}: {exc}") from exc
 
+    def stored_ids(self) -> set[str]:
+        """The generation ids of every stored run (a read: never waits for a writer)."""
+        try:
+            found = self._connection.execute("SELECT generation_id FROM runs").fetchall()
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot read the run store {self.safe_url}: {exc}") from exc
+        return {str(row[0]) for row in found}
+
     def close(self) -> None:
         self._connection.close()
 

@@ -15,7 +15,9 @@ number; with SQLite (one machine) the manifest's file lock allocates it, as with
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from image_project.config.store_url import POSTGRES_PREFIX, redact_url, sqlite_path
@@ -24,7 +26,22 @@ if TYPE_CHECKING:
     from image_project.record import RunRecord
     from image_project.store.db import PendingWrite, RunStore
 
-__all__ = ["StoreOutcome", "StoreWriter"]
+__all__ = ["TRANSCRIPT_SUFFIX", "StoreOutcome", "StoreWriter", "unstored_transcripts"]
+
+TRANSCRIPT_SUFFIX = "_transcript.json"
+"""A run's transcript is ``<image.log_path>/<generation_id>_transcript.json``."""
+
+
+def unstored_transcripts(folder: Path, stored: Collection[str]) -> list[Path]:
+    """The transcripts in ``folder`` whose generation id (read from the file name, so no
+    transcript is opened) is not in ``stored``, by name: runs that ended without their store
+    write (killed between the transcript and the store, or a store outage)."""
+    try:
+        names = sorted(folder.glob("*" + TRANSCRIPT_SUFFIX))
+    except OSError:
+        return []
+    return [p for p in names if p.name[: -len(TRANSCRIPT_SUFFIX)] not in stored]
+
 
 logger = logging.getLogger("image_project.store")
 
@@ -50,6 +67,7 @@ class StoreWriter:
         self._store: _Sink | None = None
         self._pending: PendingWrite | None = None
         self._open_failure: Exception | None = None
+        self._looked_for_unstored = False
 
     @property
     def shown_url(self) -> str:
@@ -123,6 +141,21 @@ class StoreWriter:
             return StoreOutcome(self.shown_url, _reason(exc))
         return StoreOutcome(self.shown_url)
 
+    def unstored_once(self, folder: Path) -> list[Path]:
+        """The transcripts in ``folder`` that the store lacks (:func:`unstored_transcripts`),
+        the first time this writer is asked after a write; ``[]`` every later time, when the
+        store is not open, or when it cannot be read (a store problem is reported by the
+        write itself, never here)."""
+        if self._looked_for_unstored or self._store is None:
+            return []
+        self._looked_for_unstored = True
+        try:
+            stored = self._store.stored_ids()
+        except Exception as exc:
+            logger.debug("could not list the stored runs: %s", exc)
+            return []
+        return unstored_transcripts(folder, stored)
+
     def abandon(self) -> None:
         """Roll back a transaction :meth:`claim_seq` opened and :meth:`save` did not use."""
         pending, self._pending = self._pending, None
@@ -147,6 +180,8 @@ class _Sink(Protocol):
     def safe_url(self) -> str: ...
 
     def write(self, record: RunRecord, *, pending: PendingWrite | None = None) -> None: ...
+
+    def stored_ids(self) -> set[str]: ...
 
     def close(self) -> None: ...
 
