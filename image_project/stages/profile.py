@@ -8,8 +8,9 @@ Two CSV layouts are accepted and give the same :class:`Profile`:
       Misty coastal mornings,Clowns
 
   Column names are normalised case-insensitively (singular or plural) to ``Loves``,
-  ``Likes``, ``Dislikes``, ``Hates`` and ``Notes``; any other column is kept as a section
-  of its own, under its trimmed name.
+  ``Likes``, ``Dislikes``, ``Hates`` and ``Notes``; any other name is an input-file error
+  listing these (a column ``Avoid`` would otherwise be read as taste, and its items never
+  kept out of the image).
 
 * **row layout** — a header ``category,item`` with an optional third column ``notes``, one
   item per row::
@@ -18,12 +19,11 @@ Two CSV layouts are accepted and give the same :class:`Profile`:
       like,Misty coastal mornings,
       dislike,Clowns,any circus imagery
 
-  Categories are normalised the same way; an item with notes becomes ``"item — notes"``
-  (an em dash). Unknown categories become sections of their own.
+  Categories are normalised the same way, and an unknown one is an error likewise; an item
+  with notes becomes ``"item — notes"`` (an em dash).
 
-Sections come in the order Loves, Likes, Dislikes, Hates, Notes, then the others in the
-order they first appear; empty sections are dropped; cells are trimmed and their internal
-whitespace collapsed to single spaces.
+Sections come in the order Loves, Likes, Dislikes, Hates, Notes; empty sections are dropped;
+cells are trimmed and their internal whitespace collapsed to single spaces.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ class Profile:
     @property
     def taste(self) -> tuple[str, ...]:
         """Every item that tells what the person enjoys: all sections but ``Dislikes`` and
-        ``Hates`` (so ``Loves``, ``Likes``, ``Notes`` and any custom section)."""
+        ``Hates`` (so ``Loves``, ``Likes`` and ``Notes``)."""
         return tuple(
             item
             for name, items in self.sections
@@ -106,6 +106,20 @@ def _section_name(raw: str) -> str:
     return _ALIASES.get(name.casefold(), name)
 
 
+_ALLOWED = ", ".join(KNOWN_SECTIONS) + " (singular or plural, any case)"
+
+
+def _known_section(p: Path, raw: str, where: str) -> str:
+    """The section ``raw`` names, or an InputFileError naming ``where`` and the allowed
+    names."""
+    name = _section_name(raw)
+    if name not in KNOWN_SECTIONS:
+        raise InputFileError(
+            p, f"profile {where} {_clean(raw)!r} is not a profile section; use {_ALLOWED}"
+        )
+    return name
+
+
 def _is_row_layout(header: list[str]) -> bool:
     keys = [_clean(h).casefold() for h in header]
     while keys and not keys[-1]:
@@ -121,7 +135,6 @@ def _is_row_layout(header: list[str]) -> bool:
 
 def _ordered(buckets: dict[str, list[str]]) -> tuple[tuple[str, tuple[str, ...]], ...]:
     names = [n for n in KNOWN_SECTIONS if n in buckets]
-    names += [n for n in buckets if n not in KNOWN_SECTIONS]
     return tuple((n, tuple(buckets[n])) for n in names if buckets[n])
 
 
@@ -130,13 +143,13 @@ def _from_columns(p: Path, header: list[str], body: list[list[str]]) -> dict[str
     for i, raw_name in enumerate(header):
         cells = [_clean(row[i]) for row in body if i < len(row)]
         items = [c for c in cells if c]
-        name = _section_name(raw_name)
-        if not name:
+        if not _section_name(raw_name):
             if items:
                 raise InputFileError(
                     p, f"profile column {i + 1} has values but no name in the header row"
                 )
             continue
+        name = _known_section(p, raw_name, f"column {i + 1}")
         buckets.setdefault(name, []).extend(items)
     width = len(header)
     for n, row in enumerate(body, start=2):
@@ -164,7 +177,7 @@ def _from_rows(p: Path, body: list[list[str]]) -> dict[str, list[str]]:
             continue
         if not category:
             raise InputFileError(p, f"profile row {n} has the item {item!r} but no category")
-        buckets.setdefault(_section_name(category), []).append(
+        buckets.setdefault(_known_section(p, category, f"row {n} category"), []).append(
             f"{item} — {notes}" if notes else item
         )
     return buckets
@@ -176,7 +189,7 @@ def load_profile(path: str | Path) -> Profile:
     Raises :class:`InputFileError` naming the path for a missing file, a directory, an empty
     file, non-UTF-8 or NUL bytes, invalid CSV, a file with no usable items (a header row
     alone included), and for malformed rows (a value under a nameless column, a row-layout
-    row without a category).
+    row without a category), and a column or category that names no known section.
     """
     p = Path(path)
     rows = read_csv_rows(p, what="profile file")

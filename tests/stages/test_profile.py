@@ -12,7 +12,7 @@ from image_project.stages.profile import Profile, avoid_list, load_profile, rend
 SHIPPED = Path(__file__).resolve().parents[2] / "config" / "profile.csv"
 
 COLUMN_LAYOUT = """\
-likes,DISLIKE,Hates,Colour Notes,Loves
+likes,DISLIKE,Hates,note,Loves
 Misty harbours,"Clowns, mimes",Gore,Prefers teal,Foxes
 Lamplight,Neon,,,
 ,Plastic renders,,,
@@ -27,7 +27,7 @@ dislike,Clowns,mimes
 dislikes,Neon,
 dislike,Plastic renders,
 Hate,Gore,
-Colour Notes,Prefers teal,
+NOTES,Prefers teal,
 """
 
 EXPECTED_SECTIONS = (
@@ -35,7 +35,7 @@ EXPECTED_SECTIONS = (
     ("Likes", ("Misty harbours", "Lamplight")),
     ("Dislikes", ("Clowns — mimes", "Neon", "Plastic renders")),
     ("Hates", ("Gore",)),
-    ("Colour Notes", ("Prefers teal",)),
+    ("Notes", ("Prefers teal",)),
 )
 
 
@@ -71,11 +71,10 @@ def test_properties_and_avoid_list(tmp_path: Path) -> None:
     assert profile.likes == ("Misty harbours", "Lamplight")
     assert profile.dislikes == ("Clowns — mimes", "Neon", "Plastic renders")
     assert profile.hates == ("Gore",)
-    assert profile.notes == ()
-    assert profile.section("colour notes") == ()
-    assert profile.section("Colour Notes") == ("Prefers teal",)
+    assert profile.notes == ("Prefers teal",)
+    assert profile.section("note") == ("Prefers teal",)
     assert avoid_list(profile) == ("Clowns — mimes", "Neon", "Plastic renders", "Gore")
-    # taste: everything that is not an avoid item, custom sections included
+    # taste: everything that is not an avoid item
     assert profile.taste == ("Foxes", "Misty harbours", "Lamplight", "Prefers teal")
 
 
@@ -149,3 +148,24 @@ def test_value_under_a_nameless_column_is_an_error(tmp_path: Path) -> None:
     path = write(tmp_path, "Likes,\nFog,stray\n")
     with pytest.raises(InputFileError, match="column 2 has values but no name"):
         load_profile(path)
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ("Likes,Avoid\nFoxes,Clowns\n", "column 2 'Avoid'"),
+        ("Likes,Dislikes,Colour Notes\nFoxes,Clowns,teal\n", "column 3 'Colour Notes'"),
+        ("category,item\nlike,Foxes\navoid,Clowns\n", "row 3 category 'avoid'"),
+    ],
+)
+def test_unknown_section_names_are_rejected_with_the_allowed_names(
+    tmp_path: Path, text: str, where: str
+) -> None:
+    """``Likes,Avoid`` used to load with ``Avoid`` read as taste (its items never kept out
+    of the image)."""
+    path = write(tmp_path, text)
+    with pytest.raises(InputFileError) as info:
+        load_profile(path)
+    message = str(info.value)
+    assert str(path) in message and where in message
+    assert "Loves, Likes, Dislikes, Hates, Notes" in message

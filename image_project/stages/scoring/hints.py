@@ -9,7 +9,7 @@ and :func:`check_hints` verifies in code, deterministically, what the prompt ask
 
 * no colour word (:data:`COLOUR_WORDS`, matched as whole words, case-insensitively);
 * no 3-gram copied from the likes: no three consecutive words of one hint equal three
-  consecutive words of one taste item (``Loves``, ``Likes``, ``Notes`` or a custom section:
+  consecutive words of one taste item (``Loves``, ``Likes`` or ``Notes``:
   everything but the dislikes), compared both as written ("rain on windows") and with
   stopwords dropped ("rain, windows, reflections" against "rain on windows and
   reflections");
