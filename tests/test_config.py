@@ -293,9 +293,24 @@ def test_an_int_key_refuses_a_float_even_a_whole_one(
     assert error.message.endswith(note)
 
 
-def test_int_looking_string_is_accepted_for_an_int(tmp_path: Path) -> None:
-    config = load(tmp_path, {"prompt": {"random_seed": "42"}})
-    assert config.prompt.random_seed == 42
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("run.runs", '"2"'),
+        ("prompt.random_seed", "'42'"),
+        ("backend.timeout_s", '"30"'),
+    ],
+)
+def test_a_number_written_as_a_string_is_refused_like_a_float(
+    tmp_path: Path, key: str, value: str
+) -> None:
+    """``--set 'run.runs="2"'`` used to pass while ``2.0`` was refused."""
+    error = config_error(tmp_path, None, f"{key}={value}")
+    assert error.key == key
+    bare = value.strip("'\"")
+    assert error.message.startswith(f"got {bare!r}, must be ")
+    assert error.message.endswith(f"(a string is not a number; write {bare} without quotes)")
+    assert load(tmp_path, None, f"{key}={bare}") is not None
 
 
 def test_backoff_max_below_initial_is_an_error(tmp_path: Path) -> None:

@@ -7,7 +7,8 @@ Contract:
   same validators as explicit values.
 * Booleans are strict (:func:`parse_strict_bool`, :data:`StrictBool`): ``"false"`` is false,
   ``"maybe"`` is an error (the loader keeps YAML 1.1's ``on`` / ``off`` as strings, so they
-  are errors too). Numbers never accept booleans, and ints never accept floats (``4.0``).
+  are errors too). Numbers never accept booleans or strings (``"4"``), and ints never
+  accept floats (``4.0``).
 * Relative paths resolve against the validation context's ``root`` after ``~`` and ``$VAR``
   expansion (``env`` in the context, else ``os.environ``). Existence is not checked here:
   files are the business of the code that opens them.
@@ -181,15 +182,26 @@ def _validate_strict_bool(value: object) -> bool:
     return result
 
 
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
 def _reject_bool(value: object) -> object:
+    """A number key takes a number: never a boolean, never a string (``"2"``, quoted in the
+    YAML or in ``--set 'run.runs="2"'``), which is refused like a float for an int."""
     if isinstance(value, bool):
         raise _Invalid(note="a boolean is not a number")
+    if isinstance(value, str):
+        bare = value.strip()
+        number = _NUMBER.fullmatch(bare) is not None and len(bare) <= 40
+        raise _Invalid(
+            note="a string is not a number" + (f"; write {bare} without quotes" if number else "")
+        )
     return value
 
 
 def _reject_bool_or_float(value: object) -> object:
-    """An int key takes an int (or a string of digits), never a float: ``4.0`` is refused
-    like ``4.5`` instead of being silently truncated."""
+    """An int key takes an int, never a float: ``4.0`` is refused like ``4.5`` instead of
+    being silently truncated; nor a string (``"4"``)."""
     if isinstance(value, float):
         whole = f"; write {int(value)}" if value.is_integer() and abs(value) < 1e15 else ""
         raise _Invalid(note=f"a float is not an int{whole}")
