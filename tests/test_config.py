@@ -567,7 +567,8 @@ def test_malformed_set_item_is_an_error(item: str, tmp_path: Path) -> None:
 def test_set_value_with_bad_yaml_is_an_error(tmp_path: Path) -> None:
     error = config_error(tmp_path, None, "prompt.scoring.judges=[a, b")
     assert error.key == "prompt.scoring.judges"
-    assert "YAML" in error.message
+    assert "YAML" in error.message and "\n" not in error.message
+    assert "line 1, column " in error.message
 
 
 # --------------------------------------------------------------------------- files and merging
@@ -679,6 +680,27 @@ def test_non_mapping_top_level_names_the_file(text: str, tmp_path: Path) -> None
     root = make_root(tmp_path, config=text)
     with pytest.raises(ConfigError, match=r"config\.yaml"):
         load_config(root=root, env={})
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "what"),
+    [
+        ("run:\n  runs: [1, 2\nimage: {}\n", "3:6", "expected ',' or ']', but got ':'"),
+        ("run:\n  runs: 2\n  runs: 3\n", "3:3", "found duplicate key 'runs'"),
+        ("run:\n\truns: 2\n", "2:1", "cannot start any token"),
+    ],
+)
+def test_malformed_yaml_is_one_line_with_file_line_and_column(
+    tmp_path: Path, text: str, where: str, what: str
+) -> None:
+    """PyYAML's own message is several lines with source excerpts (8 for an unclosed list)."""
+    root = make_root(tmp_path, config=text)
+    with pytest.raises(ConfigError) as info:
+        load_config(root=root, env={})
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith(f"{root / 'config' / 'config.yaml'}:{where}: invalid YAML: ")
+    assert what in message
 
 
 def test_duplicate_yaml_keys_are_an_error(tmp_path: Path) -> None:

@@ -157,6 +157,29 @@ def _check_shape(value: object) -> None:
         stack.extend((child, depth + 1, False) for child in children)
 
 
+def _yaml_problem(exc: yaml.YAMLError, path: str | None = None) -> str:
+    """A YAML error on one line: ``PATH:LINE:COLUMN: invalid YAML: what`` (1-based, where
+    the parser stopped; PyYAML's own message spans several lines with source excerpts),
+    with what it was doing and where that began in brackets. Without ``path`` (a ``--set``
+    value): ``line L, column C: what``."""
+    if not isinstance(exc, yaml.MarkedYAMLError):
+        what = " ".join(str(exc).split())
+        return f"{path}: invalid YAML: {what}" if path is not None else what
+    mark = exc.problem_mark or exc.context_mark
+    what = " ".join((exc.problem or exc.context or "cannot be parsed").split())
+    if exc.context and exc.problem:
+        context = " ".join(exc.context.split())
+        started = exc.context_mark
+        if started is not None and started is not mark:
+            context += f" started at line {started.line + 1}, column {started.column + 1}"
+        what += f" ({context})"
+    if mark is None:
+        return f"{path}: invalid YAML: {what}" if path is not None else what
+    if path is None:
+        return f"line {mark.line + 1}, column {mark.column + 1}: {what}"
+    return f"{path}:{mark.line + 1}:{mark.column + 1}: invalid YAML: {what}"
+
+
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")
@@ -167,7 +190,7 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     try:
         data = _parse_yaml(text)
     except yaml.YAMLError as exc:
-        raise ConfigError("", f"invalid YAML in config file {path}: {exc}") from exc
+        raise ConfigError("", _yaml_problem(exc, str(path))) from exc
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -227,7 +250,7 @@ def _apply_override(data: dict[str, Any], item: str) -> dict[str, Any]:
     try:
         value = _parse_yaml(raw_value)
     except yaml.YAMLError as exc:
-        shown, problem = short_repr(raw_value), preview(str(exc), 300)
+        shown, problem = short_repr(raw_value), preview(_yaml_problem(exc), 300)
         raise ConfigError(key, f"--set value {shown} is not valid YAML: {problem}") from exc
     node: Any = data
     for depth, part in enumerate(parts[:-1]):
