@@ -58,7 +58,8 @@ def save_to_store(run: RunState, record: RunRecord, t_path: Path) -> StoreOutcom
     transcript has everything."""
     if run.store is None:
         return None
-    outcome = run.store.save(record)
+    interrupted = record.error is not None and record.error.type == "interrupted"
+    outcome = run.store.save(record, only_if_ready=interrupted)
     if outcome.written:
         logger.info("Generation %s written to the run store %s", record.generation_id, outcome.url)
         _name_unstored(run, run.store, t_path.parent)

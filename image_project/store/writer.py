@@ -129,9 +129,20 @@ class StoreWriter:
             return local_next, _reason(exc)
         return self._pending.seq, None
 
-    def save(self, record: RunRecord) -> StoreOutcome:
+    def save(self, record: RunRecord, *, only_if_ready: bool = False) -> StoreOutcome:
         """Write ``record`` (in the transaction :meth:`claim_seq` opened, if any). Never
-        raises for a store problem: the outcome says what went wrong."""
+        raises for a store problem: the outcome says what went wrong.
+
+        ``only_if_ready`` (an interrupted run, whose user is waiting for the exit): write
+        only into a store that is open or is a SQLite file at the current schema, where the
+        write takes milliseconds; a SQLite store that would first have to be created (the
+        first run into a new output folder: SQLAlchemy and Alembic imported, the schema
+        migrated, 1-2 s) is left alone and the outcome says so. The transcript has the run,
+        and the next run names it with the command that imports it."""
+        if only_if_ready and self._store is None and self._open_failure is None:
+            not_ready = self._not_ready()
+            if not_ready is not None:
+                return StoreOutcome(self.shown_url, not_ready)
         pending, self._pending = self._pending, None
         try:
             self._open().write(record, pending=pending)
@@ -140,6 +151,22 @@ class StoreWriter:
             self.abandon()  # never raises: the outcome already says what went wrong
             return StoreOutcome(self.shown_url, _reason(exc))
         return StoreOutcome(self.shown_url)
+
+    def _not_ready(self) -> str | None:
+        """Why the store cannot be written at once (a SQLite store not yet created, or at
+        another schema revision), else None, with it then open for the write."""
+        if sqlite_path(self.url) is None:
+            return None
+        from image_project.store.sqlite_writer import SqliteRunWriter
+
+        try:
+            writer = SqliteRunWriter.open(self.url)
+        except Exception:
+            return None  # the write reports the problem
+        if writer is None:
+            return "not created on an interrupted exit, which it would slow down"
+        self._store = writer
+        return None
 
     def unstored_once(self, folder: Path) -> list[Path]:
         """The transcripts in ``folder`` that the store lacks (:func:`unstored_transcripts`),

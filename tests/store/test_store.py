@@ -257,7 +257,8 @@ async def test_scoring_rows_hold_candidates_judges_scores_and_selection(
     assert all(c["status"] == "ok" and c["attempts"] >= 1 for c in calls)
 
 
-async def test_an_interrupted_run_is_stored_as_interrupted(tmp_path: Path, store_url: str) -> None:
+async def interrupted_run(tmp_path: Path, store_url: str, lines: list[str] | None = None) -> None:
+    """One run cancelled (as by Ctrl-C) while its title call is in flight."""
     with anyio.CancelScope() as scope:
 
         async def cancel_on_title(request: TextRequest) -> str:
@@ -269,7 +270,13 @@ async def test_an_interrupted_run_is_stored_as_interrupted(tmp_path: Path, store
         await run_generation(
             make_cfg(tmp_path, f"store.url={store_url}"),
             backends(FunctionTextBackend(cancel_on_title)),
+            emit=None if lines is None else lines.append,
         )
+
+
+async def test_an_interrupted_run_is_stored_as_interrupted(tmp_path: Path, store_url: str) -> None:
+    open_store(store_url).close()  # the store exists (see the next test for a first run)
+    await interrupted_run(tmp_path, store_url)
     with open_store(store_url) as store:
         (record,) = store.records()
         (summary,) = store.summaries()
@@ -278,6 +285,27 @@ async def test_an_interrupted_run_is_stored_as_interrupted(tmp_path: Path, store
     # image phase if the image was still being checked, else to the title's.
     assert record.error.phase in ("image", "title")
     assert summary.status == "interrupted" and summary.error_phase == record.error.phase
+
+
+async def test_an_interrupted_first_run_does_not_create_the_sqlite_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Creating a SQLite store (SQLAlchemy, Alembic, the migration) would delay a Ctrl-C exit
+    by 1-2 s (bench/interrupt.py); the interrupted first run leaves it for the next run,
+    saying so with the command that imports it, and the next run names it again."""
+    url = f"sqlite:///{tmp_path / 'store' / 'runs.sqlite'}"
+    lines: list[str] = []
+    await interrupted_run(tmp_path, url, lines)
+    database = sqlite_path(url)
+    assert database is not None and not database.exists()
+    (transcript,) = (tmp_path / "logs").glob("*_transcript.json")
+    loud = [line for line in lines if "NOT written" in line]
+    assert len(loud) == 1 and "not created on an interrupted exit" in loud[0]
+    assert loud[0].endswith(f"runs import {transcript} --store {url}")
+    later: list[str] = []  # the next run creates the store and names the interrupted one
+    cfg = make_cfg(tmp_path, f"store.url={url}", "prompt.random_seed=9")
+    await run_generation(cfg, backends(FunctionTextBackend(answer)), emit=later.append)
+    assert any(line.startswith("! store: 1 run transcript(s)") for line in later), later
 
 
 @pytest.mark.parametrize("engine", ["sqlite", "postgresql"], indirect=True)
