@@ -33,13 +33,8 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
-from image_project.config.models import (
-    _BOOL_ALLOWED,
-    _INTERNAL_FIELDS,
-    AppConfig,
-    _Invalid,
-    _KeyedInvalid,
-)
+from image_project.config.fields import _BOOL_ALLOWED, _Invalid, _KeyedInvalid
+from image_project.config.models import _INTERNAL_FIELDS, AppConfig
 from image_project.errors import ConfigError, preview, short_repr
 
 __all__ = [

@@ -21,22 +21,19 @@ raise ``_Invalid`` / ``_KeyedInvalid`` inside it, and
 :func:`~image_project.config.loading.load_config` turns it into one :class:`ConfigError` with
 the full dotted key. :func:`parse_strict_bool` raises :class:`ConfigError` itself.
 
-Why one module of over 600 lines: it is one schema, one model per section of the YAML file,
-and the sections refer to each other (the scoring section's judges, rubrics and evolution,
-the app config's cross-section checks); the bounds, validators and the fallbacks each key
-resolves to (``effective_*``) are read together when a key is added or changed.
+The shared validators and the section base class are :mod:`.fields`; the self-contained
+``context`` and ``upscale`` sections are :mod:`.context_section` and :mod:`.upscale_section`
+(their names are re-exported here); this module holds the other sections and
+:class:`AppConfig`, whose cross-section checks read them together.
 """
 
 from __future__ import annotations
 
 import difflib
-import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import date
 from pathlib import Path
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Literal, Self
 
 from pydantic import (
     AfterValidator,
@@ -48,8 +45,50 @@ from pydantic import (
     model_validator,
 )
 
+from image_project.config.context_section import (
+    BUILTIN_INJECTORS,
+    CONTEXT_DATE_MAX,
+    CONTEXT_DATE_MIN,
+    HOLIDAY_KEYS,
+    ContextConfig,
+    ContextDate,
+    Hemisphere,
+    HolidayConfig,
+    HolidayKey,
+    InjectionLocation,
+    InjectorName,
+    SeasonConfig,
+)
+from image_project.config.fields import (
+    IMAGE_SIDE_MAX,
+    IMAGE_SIDE_MIN,
+    MAX_NAME_CHARS,
+    MAX_PATH_CHARS,
+    MAX_RUN_SEED,
+    MAX_URL_CHARS,
+    StrictBool,
+    _check_base_url,
+    _check_env_name,
+    _check_judge_id,
+    _check_size,
+    _ConfigPath,
+    _Float,
+    _Int,
+    _Invalid,
+    _KeyedInvalid,
+    _non_empty_path,
+    _resolve_path,
+    _Section,
+    _show,
+    _Text,
+    parse_strict_bool,
+)
 from image_project.config.store_url import check_store_url, default_store_url, redact_url
-from image_project.errors import ConfigError, short_repr
+from image_project.config.upscale_section import (
+    UPSCALE_SIDE_MAX,
+    UPSCALE_SIDE_MIN,
+    UpscaleConfig,
+)
 
 __all__ = [
     "BUILTIN_INJECTORS",
@@ -96,254 +135,6 @@ __all__ = [
     "UpscaleConfig",
     "parse_strict_bool",
 ]
-
-_TRUE_WORDS = frozenset({"true", "yes", "1"})
-_FALSE_WORDS = frozenset({"false", "no", "0"})
-_BOOL_ALLOWED = "true or false (also yes/no, 1/0)"
-
-MAX_NAME_CHARS = 200
-"""Longest model name, environment variable name or judge id."""
-MAX_URL_CHARS = 2048
-MAX_PATH_CHARS = 4096
-"""Longest path (Linux's PATH_MAX)."""
-MAX_RUN_SEED = 2**63 - 1
-"""Largest ``prompt.random_seed``: a run seed is recorded in the transcript and the CSVs and
-fed to :func:`~image_project.seeding.derive_seed`; it must stay a 64-bit int everywhere."""
-IMAGE_SIDE_MIN, IMAGE_SIDE_MAX = 16, 4096
-"""Pixels per side of ``image.size`` (the range the offline image backend renders)."""
-
-_show = short_repr
-
-
-# --------------------------------------------------------------------------- validators
-
-
-class _Invalid(ValueError):
-    """Raised by our field validators; the error translator turns it into a message.
-
-    ``must`` replaces the allowed-values text derived from the field; ``note`` is appended;
-    ``redact`` hides the input (for keys where a user may paste a secret); ``shown`` is then
-    what the message shows instead (a URL without its password, say).
-    """
-
-    def __init__(
-        self,
-        must: str | None = None,
-        *,
-        note: str = "",
-        redact: bool = False,
-        shown: str | None = None,
-    ):
-        super().__init__(must or note or "invalid value")
-        self.must = must
-        self.note = note
-        self.redact = redact
-        self.shown = shown
-
-
-class _KeyedInvalid(ValueError):
-    """Raised by model validators: ``subkey`` is appended to the model's path."""
-
-    def __init__(self, subkey: str, message: str) -> None:
-        super().__init__(message)
-        self.subkey = subkey
-        self.message = message
-
-
-def _bool_or_none(value: object) -> bool | None:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int) and value in (0, 1):
-        return bool(value)
-    if isinstance(value, str):
-        word = value.strip().lower()
-        if word in _TRUE_WORDS:
-            return True
-        if word in _FALSE_WORDS:
-            return False
-    return None
-
-
-def parse_strict_bool(value: object, key: str) -> bool:
-    """``True``/``False``, ints 0/1, or the words true/false/yes/no/1/0 (any case, trimmed).
-
-    Anything else (``None``, ``2``, ``1.0``, ``"maybe"``) raises :class:`ConfigError` for ``key``.
-    """
-    result = _bool_or_none(value)
-    if result is None:
-        raise ConfigError(key, f"got {_show(value)}, must be {_BOOL_ALLOWED}")
-    return result
-
-
-def _validate_strict_bool(value: object) -> bool:
-    result = _bool_or_none(value)
-    if result is None:
-        raise _Invalid()
-    return result
-
-
-_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
-
-
-def _reject_bool(value: object) -> object:
-    """A number key takes a number: never a boolean, never a string (``"2"``, quoted in the
-    YAML or in ``--set 'run.runs="2"'``), which is refused like a float for an int."""
-    if isinstance(value, bool):
-        raise _Invalid(note="a boolean is not a number")
-    if isinstance(value, str):
-        bare = value.strip()
-        number = _NUMBER.fullmatch(bare) is not None and len(bare) <= 40
-        raise _Invalid(
-            note="a string is not a number" + (f"; write {bare} without quotes" if number else "")
-        )
-    return value
-
-
-def _reject_bool_or_float(value: object) -> object:
-    """An int key takes an int, never a float: ``4.0`` is refused like ``4.5`` instead of
-    being silently truncated; nor a string (``"4"``)."""
-    if isinstance(value, float):
-        whole = f"; write {int(value)}" if value.is_integer() and abs(value) < 1e15 else ""
-        raise _Invalid(note=f"a float is not an int{whole}")
-    return _reject_bool(value)
-
-
-def _non_blank(value: str) -> str:
-    if not value.strip():
-        raise _Invalid(f"a non-empty string of at most {MAX_NAME_CHARS} characters")
-    if len(value) > MAX_NAME_CHARS:
-        raise _Invalid(
-            f"a non-empty string of at most {MAX_NAME_CHARS} characters (got {len(value)})"
-        )
-    return value
-
-
-def _check_base_url(value: str | None) -> str | None:
-    if value is None:
-        return value
-    if not value.startswith(("http://", "https://")) or len(value) > MAX_URL_CHARS:
-        raise _Invalid(
-            f"a URL starting with http:// or https:// of at most {MAX_URL_CHARS} characters, "
-            "or null"
-        )
-    return value
-
-
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def _check_env_name(value: str) -> str:
-    if not _ENV_NAME.fullmatch(value):
-        raise _Invalid(
-            "the NAME of an environment variable (like OPENAI_API_KEY), never the key itself",
-            redact=True,
-        )
-    return value
-
-
-_JUDGE_ID = re.compile(r"[A-Za-z0-9_.-]+")
-
-
-def _check_judge_id(value: str) -> str:
-    if not _JUDGE_ID.fullmatch(value) or len(value) > MAX_NAME_CHARS:
-        raise _Invalid(
-            f"a non-empty string of at most {MAX_NAME_CHARS} letters, digits, '_', '.' or '-'"
-        )
-    return value
-
-
-_SIZE = re.compile(r"([1-9][0-9]{0,5})x([1-9][0-9]{0,5})")
-
-
-def _check_size(value: str) -> str:
-    if value == "auto":
-        return value
-    match = _SIZE.fullmatch(value)
-    sides = (int(match.group(1)), int(match.group(2))) if match else ()
-    if not sides or not all(IMAGE_SIDE_MIN <= side <= IMAGE_SIDE_MAX for side in sides):
-        raise _Invalid(
-            f"'WxH' with {IMAGE_SIDE_MIN}..{IMAGE_SIDE_MAX} pixels per side "
-            "(like '1536x1024') or 'auto'"
-        )
-    return value
-
-
-_VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
-
-
-def _non_empty_path(value: object) -> object:
-    if isinstance(value, str) and (not value.strip() or len(value) > MAX_PATH_CHARS):
-        raise _Invalid(f"a non-empty path of at most {MAX_PATH_CHARS} characters")
-    return value
-
-
-def _resolve_path(value: Path, info: ValidationInfo) -> Path:
-    """Expand ``~`` and ``$VAR``/``${VAR}``, then anchor a relative path at the context root.
-
-    ``info.context`` may carry ``root`` (a Path) and ``env`` (a mapping); without a context
-    (a model built in code) ``os.environ`` is used and relative paths stay relative.
-    """
-    context = info.context if isinstance(info.context, Mapping) else {}
-    env: Mapping[str, str] = context.get("env", os.environ)
-    root: Path | None = context.get("root")
-    text = str(value)
-
-    def substitute(match: re.Match[str]) -> str:
-        name = match.group(1) or match.group(2)
-        if name not in env:
-            raise _Invalid(f"a path whose variables are set (${name} is not set)")
-        return env[name]
-
-    try:
-        path = Path(_VAR.sub(substitute, text)).expanduser()
-    except RuntimeError as exc:  # "~someone" where someone has no home directory
-        raise _Invalid(f"a path whose '~' can be expanded ({exc})") from None
-    if len(str(path)) > MAX_PATH_CHARS:
-        raise _Invalid(f"a path of at most {MAX_PATH_CHARS} characters once expanded")
-    if root is not None and not path.is_absolute():
-        path = root / path
-    return path
-
-
-StrictBool = Annotated[bool, BeforeValidator(_validate_strict_bool)]
-"""A bool that accepts only what :func:`parse_strict_bool` accepts."""
-
-_Int = Annotated[int, BeforeValidator(_reject_bool_or_float)]
-_Float = Annotated[float, BeforeValidator(_reject_bool)]
-_Text = Annotated[str, AfterValidator(_non_blank)]
-_ConfigPath = Annotated[Path, BeforeValidator(_non_empty_path), AfterValidator(_resolve_path)]
-
-
-# --------------------------------------------------------------------------- models
-
-
-def _is_model(annotation: Any) -> bool:
-    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
-
-
-class _Section(BaseModel):
-    """Base of every config model: frozen, unknown keys forbidden, defaults validated.
-
-    A missing sub-section is filled with ``{}`` before validation so that its defaults go
-    through the same validators (path resolution in particular) as explicit values.
-    """
-
-    model_config = ConfigDict(
-        frozen=True, extra="forbid", validate_default=True, allow_inf_nan=False
-    )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _fill_sections(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            missing: dict[str, dict[str, Any]] = {
-                name: {}
-                for name, field in cls.model_fields.items()
-                if name not in data and _is_model(field.annotation)
-            }
-            if missing:
-                data = {**data, **missing}
-        return data
 
 
 class BackendConfig(_Section):
@@ -750,310 +541,6 @@ class StoreConfig(_Section):
 
     enabled: StrictBool = True
     url: Annotated[str | None, AfterValidator(_check_store_url)] = None
-
-
-# --------------------------------------------------------------------------- context (issue 28)
-
-HOLIDAY_KEYS: tuple[str, ...] = (
-    "new_year",
-    "valentines_day",
-    "halloween",
-    "thanksgiving",
-    "christmas",
-)
-"""The holidays the ``holiday`` injector knows (the original project's five); their dates come
-from the ``holidays`` package (``image_project.context.holiday``)."""
-HolidayKey = Literal["new_year", "valentines_day", "halloween", "thanksgiving", "christmas"]
-BUILTIN_INJECTORS: tuple[str, ...] = ("season", "holiday")
-"""The built-in context injectors, in their default order."""
-InjectorName = Literal["season", "holiday"]
-InjectionLocation = Literal["system", "prompt", "both"]
-Hemisphere = Literal["northern", "southern"]
-CONTEXT_DATE_MIN, CONTEXT_DATE_MAX = date(1900, 1, 1), date(2199, 12, 31)
-"""The range of ``context.date`` (the holiday calendars are computed for its year and the
-next)."""
-_HEMISPHERES = {
-    "north": "northern",
-    "northern": "northern",
-    "south": "southern",
-    "southern": "southern",
-}
-_DATE_MUST = (
-    f"a date YYYY-MM-DD from {CONTEXT_DATE_MIN} to {CONTEXT_DATE_MAX}, or null for the day of "
-    "the run"
-)
-_COUNTRY = re.compile(r"[A-Za-z]{2,3}")
-_SUBDIVISION = re.compile(r"[A-Za-z0-9-]{1,10}")
-_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
-_MAX_PLUGINS = 32
-
-
-def _parse_hemisphere(value: object) -> object:
-    word = value.strip().lower() if isinstance(value, str) else None
-    if word not in _HEMISPHERES:
-        raise _Invalid("one of 'north', 'northern', 'south', 'southern'")
-    return _HEMISPHERES[word]
-
-
-def _parse_context_date(value: object) -> object:
-    """A calendar date: YAML's own date (``2026-10-25`` unquoted) or the string
-    ``"2026-10-25"``; never a datetime, a number or another spelling."""
-    if value is None:
-        return None
-    if isinstance(value, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", value.strip()):
-        try:
-            value = date.fromisoformat(value.strip())
-        except ValueError:
-            raise _Invalid(_DATE_MUST, note="no such day") from None
-    if type(value) is not date or not CONTEXT_DATE_MIN <= value <= CONTEXT_DATE_MAX:
-        raise _Invalid(_DATE_MUST)
-    return value
-
-
-def _check_country(value: str) -> str:
-    if not _COUNTRY.fullmatch(value):
-        raise _Invalid("a country code of the holidays package, like 'US', 'GB', 'CA' or 'DE'")
-    return value.upper()
-
-
-def _check_subdivision(value: str | None) -> str | None:
-    if value is not None and not _SUBDIVISION.fullmatch(value):
-        raise _Invalid("a subdivision code of the holidays package, like 'CA' or 'ON', or null")
-    return value
-
-
-def _names_from(allowed: tuple[str, ...], what: str) -> Any:
-    """A validator of a list of distinct names out of ``allowed`` (``what`` names them)."""
-    must = f"a list of distinct {what}, each one of " + ", ".join(repr(a) for a in allowed)
-
-    def check(value: object) -> object:
-        if not isinstance(value, (list, tuple)):
-            raise _Invalid(must)
-        for item in value:
-            if item not in allowed:
-                close = difflib.get_close_matches(str(item), allowed, n=1, cutoff=0.6)
-                hint = f"; did you mean {close[0]!r}?" if close else ""
-                raise _Invalid(must, note=f"{_show(item)} is not one{hint}")
-        return _unique(value, must)
-
-    return BeforeValidator(check)
-
-
-def _unique(value: object, must: str) -> object:
-    if isinstance(value, (list, tuple)):
-        seen: set[object] = set()
-        for item in value:
-            if isinstance(item, str) and item in seen:
-                raise _Invalid(must, note=f"{item!r} is listed twice")
-            if isinstance(item, str):
-                seen.add(item)
-    return value
-
-
-_MODULES_MUST = f"a list of at most {_MAX_PLUGINS} distinct module names like 'my_pkg.my_injector'"
-
-
-def _check_modules(value: object) -> object:
-    if not isinstance(value, (list, tuple)) or len(value) > _MAX_PLUGINS:
-        raise _Invalid(_MODULES_MUST)
-    for item in value:
-        if not isinstance(item, str) or not _MODULE.fullmatch(item):
-            raise _Invalid(_MODULES_MUST, note=f"{_show(item)} is not a module name")
-    return _unique(value, _MODULES_MUST)
-
-
-def _check_settings(value: object) -> object:
-    """``context.plugin_settings``: plugin injector name -> its settings (a mapping each);
-    that every name is a plugin's is checked with the plugins (``load_injectors``)."""
-    if not isinstance(value, Mapping) or not all(isinstance(v, Mapping) for v in value.values()):
-        raise _Invalid("a mapping of plugin injector names to mappings of their settings")
-    return value
-
-
-ContextDate = Annotated[date | None, BeforeValidator(_parse_context_date)]
-"""``context.date``: the day the injectors take as today (None = the run's local date)."""
-
-
-class SeasonConfig(_Section):
-    """``context.season``: which hemisphere's seasons the date falls in."""
-
-    hemisphere: Annotated[Hemisphere, BeforeValidator(_parse_hemisphere)] = "northern"
-
-
-class HolidayConfig(_Section):
-    """``context.holiday``: the nearest of the ``include`` holidays within ``lookahead_days``
-    applies with probability ``base + (max - base) * (lookahead - days_until) / lookahead``.
-    ``country`` (and ``subdivision``) pick the calendar of the ``holidays`` package that dates
-    them; whether the package knows them is checked when context is enabled, before any call
-    (``image_project.context.load_injectors``)."""
-
-    country: Annotated[str, AfterValidator(_check_country)] = "US"
-    subdivision: Annotated[str | None, AfterValidator(_check_subdivision)] = None
-    include: Annotated[tuple[HolidayKey, ...], _names_from(HOLIDAY_KEYS, "holidays")] = (
-        "new_year",
-        "valentines_day",
-        "halloween",
-        "thanksgiving",
-        "christmas",
-    )
-    lookahead_days: _Int = Field(default=14, ge=1, le=366)
-    base_probability: _Float = Field(default=0.15, ge=0.0, le=1.0)
-    max_probability: _Float = Field(default=0.55, ge=0.0, le=1.0)
-
-    @model_validator(mode="after")
-    def _check_probabilities(self) -> Self:
-        if self.max_probability < self.base_probability:
-            raise _KeyedInvalid(
-                "max_probability",
-                f"got {_show(self.max_probability)}, must be >= base_probability "
-                f"({_show(self.base_probability)})",
-            )
-        return self
-
-
-class ContextConfig(_Section):
-    """Context injectors (``image_project.context``; README "Context"): lines of guidance
-    from the run's date (the season, a nearby holiday) and from plugins, put where
-    ``injection_location`` says. Off = the run is exactly as without this section."""
-
-    enabled: StrictBool = False
-    date: ContextDate = None
-    injection_location: InjectionLocation = "prompt"
-    injectors: Annotated[
-        tuple[InjectorName, ...], _names_from(BUILTIN_INJECTORS, "built-in injectors")
-    ] = ("season", "holiday")
-    plugins: Annotated[tuple[str, ...], BeforeValidator(_check_modules)] = ()
-    plugin_settings: Annotated[dict[str, dict[str, Any]], BeforeValidator(_check_settings)] = Field(
-        default_factory=dict
-    )
-    season: SeasonConfig = Field(default_factory=SeasonConfig)
-    holiday: HolidayConfig = Field(default_factory=HolidayConfig)
-
-
-# --------------------------------------------------------------------------- upscale (4K)
-
-UPSCALE_SIDE_MIN, UPSCALE_SIDE_MAX = 16, 8192
-"""Pixels per side of the 4K image's target (8192 holds 8K's 7680x4320)."""
-_RATIO_MIN, _RATIO_MAX = 0.1, 10.0
-_RATIO_MUST = (
-    f"a width/height ratio in [{_RATIO_MIN:g}, {_RATIO_MAX:g}]: a number (1.78), "
-    "'W:H' or 'W/H' ('16:9', '9/16'), a [W, H] list, or null"
-)
-_RATIO_TEXT = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*[:/]\s*([0-9]+(?:\.[0-9]+)?)\s*")
-
-
-def _number(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        return None
-    try:
-        number = float(value)
-    except ValueError:
-        return None
-    return number if number == number and abs(number) != float("inf") else None
-
-
-def _parse_ratio(value: object) -> object:
-    """``target_aspect_ratio``: a number, ``"16:9"`` / ``"9/16"`` / ``"1.78"`` or
-    ``[16, 9]``, as one float (width / height), within the allowed range."""
-    if value is None:
-        return None
-    ratio: float | None = None
-    if isinstance(value, str) and (match := _RATIO_TEXT.fullmatch(value)):
-        width, height = float(match.group(1)), float(match.group(2))
-        ratio = width / height if height > 0 else None
-    elif isinstance(value, list | tuple) and len(value) == 2:
-        sides = _number(value[0]), _number(value[1])
-        if sides[0] is not None and sides[1] is not None and min(sides[0], sides[1]) > 0:
-            ratio = sides[0] / sides[1]
-    else:
-        ratio = _number(value)
-    if ratio is None or not _RATIO_MIN <= ratio <= _RATIO_MAX:
-        note = ""
-        if isinstance(value, int) and not isinstance(value, bool) and 60 <= value < 3600:
-            high, low = divmod(value, 60)  # YAML 1.1 reads an unquoted 16:9 as 16*60+9
-            note = (
-                f"YAML reads an unquoted {high}:{low} as the base-60 number {value}; "
-                f"quote it: '{high}:{low}'"
-            )
-        raise _Invalid(_RATIO_MUST, note=note)
-    return ratio
-
-
-def _check_tile(value: int) -> int:
-    if 0 < value < 32:
-        raise _Invalid("0 (the binary chooses) or an int in 32..4096")
-    return value
-
-
-_MODEL_FILE = re.compile(r"[A-Za-z0-9_.-]+")
-
-
-def _check_model_name(value: str) -> str:
-    if not _MODEL_FILE.fullmatch(value) or len(value) > MAX_NAME_CHARS or value.startswith("."):
-        raise _Invalid(
-            f"a model file name of at most {MAX_NAME_CHARS} letters, digits, '_', '.' or '-' "
-            "(like 'realesrgan-x4plus'), without .param/.bin"
-        )
-    return value
-
-
-class UpscaleConfig(_Section):
-    """The 4K image (``upscale``; README "4K upscale", :mod:`image_project.artifacts.upscale`).
-
-    The target is ``target_width_px`` x ``target_height_px`` (both or neither), else the long
-    edge ``target_long_edge_px`` with ``target_aspect_ratio`` or the image's own ratio. The
-    upscaler binary is ``realesrgan_binary``, else ``$REALESRGAN_NCNN_VULKAN_PATH``, else
-    ``realesrgan-ncnn-vulkan`` on PATH; whether it exists (and its model files) is checked
-    when a run starts, before any model call, only when ``enabled`` (:func:`image_project
-    .preflight.check_upscale`), since finding it depends on the environment. ``output_path``
-    None = beside the images (``image.generation_path``)."""
-
-    enabled: StrictBool = False
-    target_long_edge_px: _Int = Field(default=3840, ge=UPSCALE_SIDE_MIN, le=UPSCALE_SIDE_MAX)
-    target_width_px: _Int | None = Field(default=None, ge=UPSCALE_SIDE_MIN, le=UPSCALE_SIDE_MAX)
-    target_height_px: _Int | None = Field(default=None, ge=UPSCALE_SIDE_MIN, le=UPSCALE_SIDE_MAX)
-    target_aspect_ratio: Annotated[float | None, BeforeValidator(_parse_ratio)] = None
-    engine: Literal["realesrgan-ncnn-vulkan"] = "realesrgan-ncnn-vulkan"
-    realesrgan_binary: _ConfigPath | None = None
-    model_path: _ConfigPath | None = None
-    model_name: Annotated[str, AfterValidator(_check_model_name)] = "realesrgan-x4plus"
-    tile_size: Annotated[_Int, AfterValidator(_check_tile)] = Field(default=0, ge=0, le=4096)
-    tta: StrictBool = False
-    allow_fallback_resize: StrictBool = False
-    timeout_s: _Float = Field(default=600.0, gt=0.0, le=7200.0)
-    output_path: _ConfigPath | None = None
-
-    @model_validator(mode="after")
-    def _check_target(self) -> Self:
-        width, height = self.target_width_px, self.target_height_px
-        if (width is None) != (height is None):
-            given, other = (
-                ("target_width_px", "target_height_px")
-                if width is not None
-                else ("target_height_px", "target_width_px")
-            )
-            raise _KeyedInvalid(
-                other,
-                f"missing, must be set with {given} ({width or height}): an explicit target "
-                "size needs both sides (or neither, for target_long_edge_px)",
-            )
-        ratio = self.target_aspect_ratio
-        if ratio is not None and width is not None:
-            raise _KeyedInvalid(
-                "target_aspect_ratio",
-                f"got {ratio:g}, cannot be combined with target_width_px x target_height_px "
-                f"({width}x{height}); set one or the other",
-            )
-        if ratio is not None:
-            short = round(self.target_long_edge_px / max(ratio, 1 / ratio))
-            if short < UPSCALE_SIDE_MIN:
-                raise _KeyedInvalid(
-                    "target_aspect_ratio",
-                    f"got {ratio:g}, which makes the short edge {short} px with "
-                    f"target_long_edge_px {self.target_long_edge_px}; it must be at least "
-                    f"{UPSCALE_SIDE_MIN}",
-                )
-        return self
 
 
 class AppConfig(_Section):

@@ -35,10 +35,10 @@ import jinja2
 
 from image_project.analysis import PanelStats, panel_stats
 from image_project.record import JUDGE_STATUSES, RunRecord
+from image_project.review.gallery import gallery_pages
 from image_project.review.plots import write_plots
 from image_project.review.views import (
     RunView,
-    gallery_pages,
     page_name,
     run_view,
     upscale_view,

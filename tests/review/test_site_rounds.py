@@ -18,7 +18,7 @@ import pytest
 
 from image_project.record import RunRecord, ScoringRecord, pick_rule
 from image_project.review import build_site, page_name
-from image_project.review.views import GALLERY_FILTERS
+from image_project.review.gallery import GALLERY_FILTERS
 from tests.review.offline_runs import make_round_runs
 from tests.support.records import judge, run
 
