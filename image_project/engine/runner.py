@@ -436,9 +436,16 @@ class ChatRunner:
             )
             replies.append(reply)
             text = _answer_text(step, reply, path)
+            cut = _cut_off(step, reply)
             if output is None:
+                if cut is not None:
+                    raise ModelOutputError(
+                        "cut_off", f"{path}: {cut}; a cut-off answer is not accepted", output=text
+                    )
                 return text, text
             try:
+                if cut is not None:
+                    raise ModelOutputError("cut_off", cut, output=text)
                 return text, output.parse(text)
             except RefusalError as exc:
                 raise RefusalError(f"{path}: {exc.detail}", output=exc.output) from exc
@@ -515,6 +522,17 @@ class _ImageCall:
             error=error,
             pacing_wait_ms=reply.pacing_wait_ms if reply else 0.0,
         )
+
+
+def _cut_off(step: ChatStep[Any], reply: TextReply) -> str | None:
+    """Why an answer the server stopped at its token limit (``finish_reason`` ``length``)
+    is not an answer, or None. Its own reason, so that a re-ask says what went wrong (a
+    JSON answer cut off would otherwise read as "no {...} found")."""
+    if reply.finish_reason != "length":
+        return None
+    limit = step.max_output_tokens
+    at = f"{limit} tokens" if limit is not None else "the server's token limit"
+    return f"the answer was cut off at {at} (finish_reason 'length'); answer shorter"
 
 
 def _answer_text(step: ChatStep[Any], reply: TextReply, path: str) -> str:
