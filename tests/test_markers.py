@@ -53,6 +53,18 @@ def card(hook: str) -> IdeaCard:
 
 
 CARDS = {"A": card("Tea at the lamp"), "B": card("Storm kettle"), "C": card("Quiet beacon")}
+TABLE = [
+    ScoreRow(
+        id=i,
+        judge_scores={"j": 50 + n},
+        median=50 + n,
+        aggregate=50 + n,
+        spread=0,
+        n_ok=1,
+        effective_score=50.0 + n,
+    )
+    for n, i in enumerate(CARDS)
+]
 
 
 def section(text: str, marker: str) -> list[str]:
@@ -114,19 +126,7 @@ def test_generator_prompts_read_back_concepts_direction_parent_and_directive() -
 
 
 def test_the_selector_prompt_reads_back_its_candidates_and_slots() -> None:
-    table = [
-        ScoreRow(
-            id=i,
-            judge_scores={"j": 50 + n},
-            median=50 + n,
-            aggregate=50 + n,
-            spread=0,
-            n_ok=1,
-            effective_score=50.0 + n,
-        )
-        for n, i in enumerate(CARDS)
-    ]
-    text = selector_prompt(1, 2, "median", table, CARDS, ("performance", "diversity"))
+    text = selector_prompt(1, 2, "median", TABLE, CARDS, ("performance", "diversity"))
     rows = [json.loads(line) for line in text.split("\n") if line.startswith('{"id"')]
     assert [r["id"] for r in rows] == ["A", "B", "C"]
     assert after(text, markers.SELECTOR_SLOTS) == "performance, diversity."
@@ -170,21 +170,9 @@ def test_the_offline_selector_fills_the_slots_the_real_selector_prompt_names() -
     from image_project.backends.offline.selector import _selector_reply
     from image_project.stages.scoring.evolution import selector_output
 
-    table = [
-        ScoreRow(
-            id=i,
-            judge_scores={"j": 50 + n},
-            median=50 + n,
-            aggregate=50 + n,
-            spread=0,
-            n_ok=1,
-            effective_score=50.0 + n,
-        )
-        for n, i in enumerate(CARDS)
-    ]
     slots: tuple[SurvivorCategory, ...] = ("performance", "diversity")
     output = selector_output(list(CARDS), slots)
-    reply = _selector_reply(output.schema, selector_prompt(1, 2, "median", table, CARDS, slots))
+    reply = _selector_reply(output.schema, selector_prompt(1, 2, "median", TABLE, CARDS, slots))
     assert reply is not None
     answer = output.parse(reply)
     assert sorted(p.category for p in answer.selections) == sorted(slots)

@@ -27,34 +27,19 @@ from image_project.backends.base import ImageRequest, TextRequest
 from image_project.backends.factory import Backends
 from image_project.backends.offline import OfflineImageBackend
 from image_project.cli import main
-from image_project.config import AppConfig, load_config
+from image_project.config import AppConfig
 from image_project.errors import UpscaleError
 from image_project.preflight import check_upscale
 from image_project.seeding import derive_seed
 from image_project.testing import FakeImageBackend, FunctionTextBackend, last_user_text
 from tests.artifacts.test_manifest_4k_columns import old_manifest
 from tests.artifacts.test_upscale import POSIX_ONLY, fake_upscaler
+from tests.test_app import make_cfg
+from tests.test_cli import write_config
 
 REPO = Path(__file__).resolve().parents[1]
 ON = ("upscale.enabled=true",)
 FALLBACK = (*ON, "upscale.allow_fallback_resize=true")
-
-
-def write_config(tmp: Path) -> Path:
-    cfg = {
-        "image": {
-            "generation_path": str(tmp / "out" / "images"),
-            "log_path": str(tmp / "out" / "logs"),
-        },
-        "prompt": {
-            "categories_path": str(REPO / "config" / "categories.csv"),
-            "profile_path": str(REPO / "config" / "profile.csv"),
-            "generations_path": str(tmp / "out" / "generations.csv"),
-        },
-    }
-    path = tmp / "config.yaml"
-    path.write_text(json.dumps(cfg), encoding="utf-8")
-    return path
 
 
 def cli(tmp: Path, *args: str, env: dict[str, str] | None = None) -> int:
@@ -140,7 +125,7 @@ def test_an_offline_run_writes_a_captioned_4k_jpeg_and_the_review_site_shows_it(
 
     # The review site (from the run store) copies the 4K file and shows and links it.
     site = tmp_path / "site"
-    assert main(["review", "--config", str(tmp_path / "config.yaml"), "--out", str(site)]) == 0
+    assert main(["review", "--config", str(tmp_path / "my_config.yaml"), "--out", str(site)]) == 0
     copied = site / "images" / f"{gid}_4k.jpg"
     assert copied.read_bytes() == path.read_bytes()
     page = (site / "runs" / f"{gid}.html").read_text(encoding="utf-8")
@@ -221,20 +206,9 @@ def answer(request: TextRequest) -> str:
 
 
 def run_cfg(tmp: Path, *extra: str) -> AppConfig:
-    return load_config(
-        root=REPO,
-        env={},
-        overrides=[
-            f"image.generation_path={tmp / 'images'}",
-            f"image.log_path={tmp / 'logs'}",
-            f"prompt.generations_path={tmp / 'generations.csv'}",
-            "prompt.random_seed=5",
-            "prompt.refinement=none",
-            "image.size=64x48",
-            "upscale.target_long_edge_px=128",
-            *extra,
-        ],
-    )
+    """tests/test_app.py's config, at seed 5, one refinement-free pass and small images."""
+    small = ("prompt.random_seed=5", "prompt.refinement=none", "image.size=64x48")
+    return make_cfg(tmp, *small, "upscale.target_long_edge_px=128", *extra)
 
 
 def fake_backends() -> Backends:

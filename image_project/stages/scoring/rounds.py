@@ -228,33 +228,19 @@ class Rounds:
     def _llm_choice(
         self, r: int, code: tuple[Survivor, ...], proposal: Answer[SelectorVerdict]
     ) -> Choice:
-        answers, path = proposal.event.answers, proposal.event.path
+        answers = proposal.event.answers
         answer = proposal.value.answer
+        model, path = self.selector_model, proposal.event.path
+        llm = SelectorRecord(kind="llm", status="ok", attempts=answers, model=model, path=path)
         if answer is not None:
             survivors = tuple(
                 Survivor(id=p.id, category=p.category, reason=p.reason, proposed_by="llm")
                 for p in answer.selections
             )
-            record = SelectorRecord(
-                kind="llm",
-                status="ok",
-                attempts=answers,
-                model=self.selector_model,
-                path=path,
-                summary=answer.summary,
-            )
-            return Choice(survivors, record)
+            return Choice(survivors, llm.model_copy(update={"summary": answer.summary}))
         warning = (
             f"round {r}: the LLM selector's proposal was still invalid after {answers} "
             f"answer(s), so the code choice is used instead: {proposal.value.error}"
         )
         logger.warning("SELECTOR FALLBACK: %s", warning)
-        record = SelectorRecord(
-            kind="llm",
-            status="fallback",
-            attempts=answers,
-            model=self.selector_model,
-            path=path,
-            warning=warning,
-        )
-        return Choice(code, record)
+        return Choice(code, llm.model_copy(update={"status": "fallback", "warning": warning}))
