@@ -30,12 +30,11 @@ objects. Environment variables are read here (and by the backend adapter's key l
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
 import os
 import signal
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -46,10 +45,7 @@ from image_project.backends.factory import Backends, make_backends
 from image_project.config import AppConfig, load_config
 from image_project.errors import AuthenticationError, ConfigError, InputFileError
 from image_project.preflight import check_upscale
-from image_project.run import Inputs, RunFailed, RunResult, load_inputs, run_generation
-from image_project.seeding import run_seed
-from image_project.store.writer import StoreWriter
-from image_project.summary import record_lines
+from image_project.run.batch import run_batch
 
 if TYPE_CHECKING:
     from image_project.artifacts.upscale import UpscaleSettings
@@ -326,6 +322,13 @@ def _add_generate_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--runs", type=int, metavar="N", help="number of generations to make (overrides run.runs)"
     )
+    parser.add_argument(
+        "--parallel",
+        type=_parallel,
+        metavar="K|auto",
+        help="keep up to K runs in flight at once, or auto: as many as the rate limit allows "
+        "(overrides run.parallel)",
+    )
     verbosity = parser.add_mutually_exclusive_group()
     verbosity.add_argument(
         "-q", "--quiet", action="store_true", help="print only the summary and errors"
@@ -333,6 +336,16 @@ def _add_generate_options(parser: argparse.ArgumentParser) -> None:
     verbosity.add_argument(
         "-v", "--verbose", action="count", default=0, help="more logging on stderr (-vv for debug)"
     )
+
+
+def _parallel(text: str) -> str:
+    """``--parallel``: ``auto`` or an int >= 1 (the upper bound is the config's)."""
+    if text != "auto":
+        try:
+            _positive_int(text)
+        except argparse.ArgumentTypeError:
+            raise argparse.ArgumentTypeError(f"got {text!r}, must be auto or an int >= 1") from None
+    return text
 
 
 def _iso_date(text: str) -> str:
@@ -367,6 +380,8 @@ def _overrides(args: argparse.Namespace) -> list[str]:
         extra.append("run.mode=prompt_only")
     if args.runs is not None:
         extra.append(f"run.runs={args.runs}")
+    if args.parallel is not None:
+        extra.append(f"run.parallel={args.parallel}")
     if args.seed is not None:
         extra.append(f"prompt.random_seed={args.seed}")
     return extra
@@ -389,148 +404,16 @@ def _setup_logging(verbose: int, quiet: bool) -> None:
     root.propagate = False
 
 
-def _summary(result: RunResult) -> str:
-    """The run's summary, read from its record (the transcript's content)."""
-    record = result.record
-    lines = record_lines(
-        record,
-        whole_prompt=record.run_mode == "prompt_only",
-        files=(f"  Transcript  {result.transcript_path}", f"  Log         {result.log_path}"),
-    )
-    if result.store is not None:
-        stored = result.store
-        lines.append(
-            f"  Store       {stored.url}"
-            if stored.written
-            else f"  Store       NOT WRITTEN ({stored.error}): runs import the transcript"
-        )
-    return "\n".join(lines)
-
-
 async def _run_all(
-    cfg: AppConfig, backends: Backends, quiet: bool, upscale: UpscaleSettings | None = None
-) -> int:
-    """All runs, cancelled as a whole by SIGINT / SIGTERM (exit 128 + signal number). A
-    signal that arrives when the work can no longer be stopped (the last run's records, which
-    are shielded) and every run succeeded is reported as too late to stop anything: exit 0."""
-    received: list[int] = []
-    outcome: list[int | BaseException] = []
-    try:
-        async with anyio.create_task_group() as tg:
-            work = anyio.CancelScope()
-            await tg.start(_cancel_on_signal, work, received)  # handlers in place first
-            with work:
-                try:
-                    outcome.append(await _runs(cfg, backends, quiet, upscale))
-                except Exception as exc:  # re-raised below, not wrapped in an ExceptionGroup
-                    outcome.append(exc)
-                except KeyboardInterrupt as exc:  # a second Ctrl-C (default handler back):
-                    outcome.append(exc)  # exit 130 too, not a BaseExceptionGroup traceback
-            tg.cancel_scope.cancel()
-    finally:
-        with anyio.CancelScope(shield=True):
-            await backends.aclose()
-    result = outcome[0] if outcome else None
-    if received and result == EXIT_OK:
-        print(_too_late(received[0], cfg.run.runs), file=sys.stderr)
-    elif received:
-        print(f"interrupted ({signal.Signals(received[0]).name})", file=sys.stderr)
-        return 128 + received[0]
-    assert result is not None
-    if isinstance(result, BaseException):
-        raise result
-    return result
-
-
-def _too_late(signum: int, runs: int) -> str:
-    """What a signal that stopped nothing means: every run had succeeded (the last one was
-    writing its records, which are never split)."""
-    what = "the run was" if runs == 1 else f"all {runs} runs were"
-    return f"{signal.Signals(signum).name} came too late to stop anything: {what} already complete"
-
-
-async def _cancel_on_signal(
-    work: anyio.CancelScope,
-    received: list[int],
-    *,
-    task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
-) -> None:
-    """Cancel ``work`` on the first SIGINT / SIGTERM, then restore the default handlers.
-    Reports itself started once the handlers are in place."""
-    with contextlib.ExitStack() as stack:
-        try:
-            signals = stack.enter_context(anyio.open_signal_receiver(*_INTERRUPT_SIGNALS))
-        except (NotImplementedError, ValueError, RuntimeError):
-            task_status.started()
-            return  # no signal handling here (not the main thread): KeyboardInterrupt applies
-        task_status.started()
-        async for signum in signals:
-            received.append(int(signum))
-            print(
-                f"\n{signum.name}: cancelling the calls in flight (press Ctrl-C again to quit "
-                "at once)",
-                file=sys.stderr,
-                flush=True,
-            )
-            work.cancel()
-            return
-
-
-async def _runs(
-    cfg: AppConfig, backends: Backends, quiet: bool, upscale: UpscaleSettings | None = None
-) -> int:
-    emit = None if quiet else (lambda line: print(line, file=sys.stderr, flush=True))
-    # Input files, output directories and record CSVs, once for all runs and before any
-    # model call; an InputFileError leaves through main() as exit 2.
-    inputs = load_inputs(cfg)
-    # One store writer for all runs (the store is opened once, on the first write).
-    store = StoreWriter(cfg.effective_store_url) if cfg.store.enabled else None
-    try:
-        return await _each_run(cfg, backends, quiet, inputs, store, emit, upscale)
-    finally:
-        if store is not None:
-            store.close()
-
-
-async def _each_run(
     cfg: AppConfig,
     backends: Backends,
     quiet: bool,
-    inputs: Inputs,
-    store: StoreWriter | None,
-    emit: Callable[[str], None] | None,
     upscale: UpscaleSettings | None = None,
+    verbose: int = 0,
 ) -> int:
-    failed: list[int] = []
-    for index in range(cfg.run.runs):
-        seed = run_seed(cfg.prompt.random_seed, index)
-        if cfg.run.runs > 1 and not quiet:
-            print(f"== run {index + 1} of {cfg.run.runs}", file=sys.stderr, flush=True)
-        try:
-            result = await run_generation(
-                cfg, backends, inputs=inputs, seed=seed, emit=emit, store=store, upscale=upscale
-            )
-        except RunFailed as exc:
-            failed.append(index + 1)
-            print(f"error: {exc}", file=sys.stderr)
-            print(f"transcript: {exc.transcript_path}", file=sys.stderr)
-            continue
-        print(_summary(result), flush=True)
-    if cfg.run.runs > 1:
-        print(_runs_line(cfg.run.runs, failed), flush=True)
-    return EXIT_RUN_FAILED if failed else EXIT_OK
-
-
-def _runs_line(runs: int, failed: Sequence[int]) -> str:
-    """The closing line of several runs: ``5 of 5 succeeded``, or ``3 of 5 succeeded (runs 2,
-    4 failed; their errors are above)``."""
-    line = f"{runs - len(failed)} of {runs} succeeded"
-    if failed:
-        which = "runs " + ", ".join(map(str, failed)) if len(failed) > 1 else f"run {failed[0]}"
-        line += (
-            f" ({which} failed; {'their errors are' if len(failed) > 1 else 'its error is'} above)"
-        )
-    return line
+    """Every run: a batch of ``run.runs``, ``run.parallel`` at a time, stopped by SIGINT /
+    SIGTERM (exit 128 + signal number); :mod:`image_project.run.batch`."""
+    return await run_batch(cfg, backends, quiet=quiet, verbose=verbose, upscale=upscale)
 
 
 def main(
@@ -562,7 +445,7 @@ def main(
         return EXIT_CONFIG
     print(backends.description, file=sys.stderr if args.quiet else sys.stdout, flush=True)
     try:
-        return anyio.run(_run_all, cfg, backends, args.quiet, upscale)
+        return anyio.run(_run_all, cfg, backends, args.quiet, upscale, args.verbose)
     except InputFileError as exc:
         print(f"input file error: {exc}", file=sys.stderr)
         return EXIT_CONFIG

@@ -29,6 +29,7 @@ from typing import Literal
 
 from image_project.backends.base import ImageBackend, TextBackend
 from image_project.backends.offline import OfflineImageBackend, OfflineTextBackend
+from image_project.backends.pacing import Pacer
 from image_project.backends.retry import RetryPolicy
 from image_project.config import AppConfig, BackendConfig
 from image_project.config.capabilities import check_models
@@ -54,6 +55,9 @@ class Backends:
     provider: Literal["openai", "offline"]
     description: str
     aclose: Callable[[], Awaitable[None]] = _nothing
+    # The rate-limit pacer every call of these backends goes through (None: not paced, the
+    # offline backend); a batch reads its budget (run.parallel: auto).
+    pacer: Pacer | None = None
 
 
 @dataclass(frozen=True)
@@ -144,4 +148,5 @@ def make_backends(cfg: AppConfig, env: Mapping[str, str]) -> Backends:
             f"image model {cfg.image.model}, up to {b.max_concurrency} calls in flight)."
         ),
         aclose=pair.aclose,
+        pacer=pair.transport.pacer,
     )

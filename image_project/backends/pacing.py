@@ -206,6 +206,9 @@ class Pacer:
         self._pause_until: float | None = None  # no call starts before this
         self._in_flight = 0
         self._changed = anyio.Event()
+        self._held = 0  # calls waiting now for the rate window or a 429 pause
+        self._answers = 0  # answers read so far (headers or not)
+        self._watchers: list[Callable[[], None]] = []
 
     @property
     def budget(self) -> int | None:
@@ -214,6 +217,23 @@ class Pacer:
     @property
     def paused_until(self) -> float | None:
         return self._pause_until
+
+    @property
+    def held(self) -> int:
+        """Calls held right now by the rate window or a 429 pause (not those waiting for a
+        concurrency slot): nonzero means the budget is spent."""
+        return self._held
+
+    @property
+    def answers(self) -> int:
+        """Answers reported so far: 0 means the budget has not been heard of yet."""
+        return self._answers
+
+    def watch(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` (synchronously, on the event loop) whenever the budget may have
+        changed: an answer, a window reset, a pause over, a slot given back. A batch uses it
+        to decide when one more run fits (:mod:`image_project.run.batch`)."""
+        self._watchers.append(callback)
 
     @asynccontextmanager
     async def slot(self, call: CallPacing) -> AsyncIterator[Slot]:
@@ -238,6 +258,7 @@ class Pacer:
         self, slot: Slot, headers: Mapping[str, str], outcome: Outcome, retry_after: float | None
     ) -> None:
         now = self._clock()
+        self._answers += 1
         self._read_window(parse_rate_limit_headers(headers), now)
         if outcome == "ok":
             self.limit.increase()
@@ -256,17 +277,23 @@ class Pacer:
         while True:
             now = self._clock()
             self._expire(now, call)
-            if self._pause_until is not None:
-                await self._sleep_until(self._pause_until, now, self._end_pause)
-            elif self._budget is None or self._budget > 0:
+            if self._pause_until is None and (self._budget is None or self._budget > 0):
                 if self._budget is not None:
                     self._budget -= 1
                 return held
-            elif self._window_end is not None:
-                await self._sleep_until(self._window_end, now, self._reset_window)
-            else:  # spent, reset unknown: the next answer of a call in flight will tell
-                await self._changed.wait()
             held = True
+            self._held += 1
+            try:
+                if self._pause_until is not None:
+                    await self._sleep_until(self._pause_until, now, self._end_pause)
+                elif self._window_end is not None:
+                    await self._sleep_until(self._window_end, now, self._reset_window)
+                else:  # spent, reset unknown: the next answer of a call in flight will tell
+                    await self._changed.wait()
+            finally:
+                self._held -= 1
+                if not self._held:
+                    self._notify()
 
     def _expire(self, now: float, call: CallPacing) -> None:
         pause = self._pause_until
@@ -319,3 +346,5 @@ class Pacer:
     def _notify(self) -> None:
         self._changed.set()
         self._changed = anyio.Event()
+        for callback in self._watchers:
+            callback()

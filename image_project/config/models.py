@@ -77,6 +77,7 @@ from image_project.config.fields import (
     _Invalid,
     _KeyedInvalid,
     _non_empty_path,
+    _reject_bool_or_float,
     _resolve_path,
     _Section,
     _show,
@@ -163,10 +164,29 @@ class BackendConfig(_Section):
         return self
 
 
+_PARALLEL_MUST = "'auto' or an int in 1..1000"
+
+
+def _check_parallel(value: object) -> object:
+    """``run.parallel``: ``auto``, or a whole number of runs in flight (never a bool, a
+    float or a quoted number)."""
+    if value == "auto":
+        return value
+    if isinstance(value, str):
+        raise _Invalid(_PARALLEL_MUST)
+    value = _reject_bool_or_float(value)
+    if not isinstance(value, int) or not 1 <= value <= 1000:
+        raise _Invalid(_PARALLEL_MUST)
+    return value
+
+
 class RunConfig(_Section):
     mode: Literal["full", "prompt_only"] = "full"
     concurrency: Literal["concurrent", "sequential"] = "concurrent"
     runs: _Int = Field(default=1, ge=1, le=1000)
+    # Runs in flight at once in one process (issue 27): an int, or auto (image_project.run.batch).
+    parallel: Annotated[int | Literal["auto"], BeforeValidator(_check_parallel)] = 1
+    parallel_cap: _Int = Field(default=16, ge=1, le=256)
 
 
 class NoveltyConfig(_Section):

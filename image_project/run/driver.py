@@ -168,7 +168,7 @@ class _Run:
         gave none and ``store.enabled``)."""
         started = time.perf_counter()
         log_dir = Path(cfg.image.log_path)
-        log = RunLog(log_dir / f"{generation_id}.log")
+        log = RunLog(log_dir / f"{generation_id}.log", generation_id)
         say = emit or (lambda _line: None)
         own_store = store is None and cfg.store.enabled
         if own_store:
@@ -277,7 +277,7 @@ class _Run:
             stored = save_to_store(state, record, self.transcript)
         finally:
             if state.store is not None:
-                state.store.abandon()
+                state.store.abandon(state.generation_id)
                 if self.own_store:
                     state.store.close()
             self.log.close()

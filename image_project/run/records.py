@@ -40,7 +40,7 @@ logger = logging.getLogger("image_project.run")
 def store_seq(run: RunState, store: StoreWriter, local_next: int) -> int:
     """``seq`` from a store that allocates it (PostgreSQL), else ``local_next``; a store that
     cannot is reported and this machine's manifest number is used."""
-    seq, problem = store.claim_seq(local_next)
+    seq, problem = store.claim_seq(local_next, run.generation_id)
     if problem is not None:
         message = (
             f"store: could not allocate the title number in {store.shown_url} ({problem}); "

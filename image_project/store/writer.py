@@ -5,7 +5,8 @@ returned as a :class:`StoreOutcome` (and the run says so, loudly). The store is 
 the writer first touches it: a SQLite store already at the current schema is written with
 ``sqlite3`` alone (:mod:`.sqlite_writer`), any other store through SQLAlchemy (which creates
 or migrates it). One writer serves one run or, in the CLI, all the runs of one process (the
-store is opened once).
+store is opened once), also runs in flight together (``run.parallel``): each run's ``seq``
+transaction is kept under its generation id, so one run's claim never rolls back another's.
 
 ``seq``: with a PostgreSQL store the titles ``seq`` is allocated inside the run's store
 transaction (:meth:`StoreWriter.claim_seq`), so machines sharing the store never share a
@@ -65,7 +66,9 @@ class StoreWriter:
     def __init__(self, url: str) -> None:
         self.url = url
         self._store: _Sink | None = None
-        self._pending: PendingWrite | None = None
+        # The open seq transactions (PostgreSQL), by the generation id of the run that
+        # claimed it (None: a caller that named none).
+        self._pending: dict[str | None, PendingWrite] = {}
         self._open_failure: Exception | None = None
         self._looked_for_unstored = False
 
@@ -115,19 +118,21 @@ class StoreWriter:
             return store
         raise TypeError(f"{self.shown_url} is written without SQLAlchemy; it allocates no seq")
 
-    def claim_seq(self, local_next: int) -> tuple[int, str | None]:
+    def claim_seq(self, local_next: int, run_id: str | None = None) -> tuple[int, str | None]:
         """The run's ``seq`` and, if the store could not allocate it, why (``seq`` is then
         ``local_next``, from this machine's manifest). Only a PostgreSQL store allocates;
         otherwise ``(local_next, None)``. Call from the records phase, under the manifest
-        lock; :meth:`save` commits the transaction this opens."""
+        lock; :meth:`save` of the record of generation ``run_id`` commits the transaction
+        this opens (a run's claim waits for the commit of another run's)."""
         if not self.allocates_seq:
             return local_next, None
-        self.abandon()
+        self.abandon(run_id)
         try:
-            self._pending = self._run_store().claim_seq(local_next)
+            pending = self._run_store().claim_seq(local_next)
         except Exception as exc:
             return local_next, _reason(exc)
-        return self._pending.seq, None
+        self._pending[run_id] = pending
+        return pending.seq, None
 
     def save(self, record: RunRecord, *, only_if_ready: bool = False) -> StoreOutcome:
         """Write ``record`` (in the transaction :meth:`claim_seq` opened, if any). Never
@@ -143,12 +148,14 @@ class StoreWriter:
             not_ready = self._not_ready()
             if not_ready is not None:
                 return StoreOutcome(self.shown_url, not_ready)
-        pending, self._pending = self._pending, None
+        key = record.generation_id if record.generation_id in self._pending else None
+        pending = self._pending.pop(key, None)
         try:
             self._open().write(record, pending=pending)
         except Exception as exc:
-            self._pending = pending
-            self.abandon()  # never raises: the outcome already says what went wrong
+            if pending is not None:
+                self._pending[key] = pending
+            self.abandon(key)  # never raises: the outcome already says what went wrong
             return StoreOutcome(self.shown_url, _reason(exc))
         return StoreOutcome(self.shown_url)
 
@@ -183,9 +190,10 @@ class StoreWriter:
             return []
         return unstored_transcripts(folder, stored)
 
-    def abandon(self) -> None:
-        """Roll back a transaction :meth:`claim_seq` opened and :meth:`save` did not use."""
-        pending, self._pending = self._pending, None
+    def abandon(self, run_id: str | None = None) -> None:
+        """Roll back the transaction :meth:`claim_seq` opened for ``run_id`` and :meth:`save`
+        did not use."""
+        pending = self._pending.pop(run_id, None)
         if pending is not None:
             try:
                 pending.abandon()
@@ -193,7 +201,8 @@ class StoreWriter:
                 logger.debug("rolling back the store transaction failed: %s", exc)
 
     def close(self) -> None:
-        self.abandon()
+        for run_id in list(self._pending):
+            self.abandon(run_id)
         if self._store is not None:
             self._store.close()
             self._store = None

@@ -27,6 +27,7 @@ from image_project.app import RunResult, run_generation
 from image_project.artifacts import manifest_lock
 from image_project.backends.base import TextReply, TextRequest
 from image_project.backends.offline import OfflineTextBackend
+from image_project.run import batch
 from image_project.testing import FunctionTextBackend
 from tests.faults.common import (
     REPO,
@@ -365,10 +366,11 @@ def test_a_keyboard_interrupt_inside_the_runs_exits_130_without_a_traceback(
     # restored the default handler), often inside the run, e.g. while its interrupted
     # transcript is being written. It used to leave the task group wrapped in a
     # BaseExceptionGroup: a 60-line traceback and exit 1.
-    async def interrupted(*args: object) -> int:
+    # Raised inside a run's task of the batch (image_project.run.batch).
+    async def interrupted(*args: object, **kwargs: object) -> RunResult:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "_runs", interrupted)
+    monkeypatch.setattr(batch, "run_generation", interrupted)
     code = cli.main(["--config", str(write_config(tmp_path))], env={})
     err = capsys.readouterr().err
     assert code == 130, err
