@@ -36,11 +36,13 @@ import contextlib
 import signal
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 import anyio
 
+from image_project.artifacts import existing_titles, read_manifest
 from image_project.backends.factory import Backends
 from image_project.config import AppConfig
 from image_project.engine import DefaultStepRecorder
@@ -327,6 +329,23 @@ class Batch:
         return EXIT_RUN_FAILED if failed or never else EXIT_OK
 
 
+def _with_history(cfg: AppConfig, inputs: Inputs) -> Inputs:
+    """``inputs`` with the titles to avoid and the novelty history read now, once for the
+    batch: every run asks the same whether the runs go one after another or together (a
+    title two runs of the batch both choose is told apart when the second writes its
+    records, with a numeral, like ``seq`` in completion order)."""
+    known = tuple(existing_titles(read_manifest(cfg.effective_titles_manifest_path)))
+    novelty = None
+    scoring = cfg.prompt.scoring
+    if scoring.enabled:
+        from image_project.stages.scoring import load_novelty
+
+        novelty = load_novelty(
+            scoring.novelty.enabled, scoring.novelty.window, Path(cfg.prompt.generations_path)
+        )
+    return replace(inputs, known_titles=known, novelty=novelty)
+
+
 def _too_late(signum: int, runs: int) -> str:
     """What a signal that stopped nothing means: every run had ended (the last one was
     writing its records, which are never split)."""
@@ -375,6 +394,8 @@ async def run_batch(
         # Input files, output directories and record CSVs, once for all runs and before any
         # model call; one store writer for all runs (the store is opened on the first write).
         inputs = load_inputs(cfg)
+        if cfg.run.runs > 1:
+            inputs = await anyio.to_thread.run_sync(_with_history, cfg, inputs)
         store = StoreWriter(cfg.effective_store_url) if cfg.store.enabled else None
         together = cfg.run.runs > 1 and cfg.run.parallel != 1
         progress = progress or BatchProgress(cfg.run.runs, quiet=quiet, together=together)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -142,12 +142,14 @@ async def _pipeline(run: RunState) -> None:
             f"black-box scoring ({scoring.num_ideas} ideas x {counted(len(judges), 'judge')}), "
             f"then the final prompt (refinement: {cfg.prompt.refinement})"
         )
-        novelty = await anyio.to_thread.run_sync(
-            load_novelty,
-            scoring.novelty.enabled,
-            scoring.novelty.window,
-            Path(cfg.prompt.generations_path),
-        )
+        novelty = run.inputs.novelty
+        if novelty is None:
+            novelty = await anyio.to_thread.run_sync(
+                load_novelty,
+                scoring.novelty.enabled,
+                scoring.novelty.window,
+                Path(cfg.prompt.generations_path),
+            )
         logger.info("%s", describe_ensemble(scoring, judges, novelty))
         run.scoring = ScoringRun(
             ScoringSetup(
@@ -233,8 +235,14 @@ async def _title(run: RunState) -> None:
     assert run.final_prompt is not None
     started = time.perf_counter()
     run.announce("title")
-    manifest = run.cfg.effective_titles_manifest_path
-    known = existing_titles(await anyio.to_thread.run_sync(read_manifest, manifest))
+    snapshot = run.inputs.known_titles if run.inputs is not None else None
+    if snapshot is None:
+        manifest = run.cfg.effective_titles_manifest_path
+        known: Sequence[str] = existing_titles(
+            await anyio.to_thread.run_sync(read_manifest, manifest)
+        )
+    else:
+        known = snapshot
     run.title = await run_title(
         run.runner, run.ctx, run.final_prompt, known, seed=derive_seed(run.seed, "title")
     )

@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from PIL.Image import Image
 
     from image_project.artifacts.upscale import SavedUpscale, Upscaled, UpscaleSettings
-    from image_project.stages.scoring import ScoringRun
+    from image_project.stages.scoring import NoveltyState, ScoringRun
 
 
 __all__ = [
@@ -84,10 +84,16 @@ runs only with ``context.enabled``."""
 
 @dataclass(frozen=True)
 class Inputs:
-    """The data files a run reads, loaded and checked before any model call."""
+    """The data files a run reads, loaded and checked before any model call.
+
+    ``known_titles`` and ``novelty``: the titles to avoid and the novelty history, read once
+    for every run of a batch (:mod:`.batch`) so that a run asks the same whatever order the
+    batch's runs finish in; None: the run reads them itself when it needs them."""
 
     categories: Categories
     profile: Profile
+    known_titles: tuple[str, ...] | None = None
+    novelty: NoveltyState | None = None
 
 
 def load_inputs(cfg: AppConfig) -> Inputs:
