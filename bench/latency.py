@@ -5,6 +5,7 @@ physical limit? Measured through the real ``openai.AsyncOpenAI`` client and real
     python bench/latency.py --quick              # a small subset with 20x shorter latencies
     python bench/latency.py --json out.json --timeline timeline.png
     python bench/latency.py --base-url URL --model M   # the scoring scenario on a real server
+    python bench/latency.py --batch-only          # only the batch scenario (bench/batch.py)
 
 Each run is the real :func:`image_project.app.run_generation` against a local
 OpenAI-compatible latency simulator (``bench/simulator.py``, served by uvicorn in its own
@@ -69,6 +70,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
+import batch  # noqa: E402
 import floor  # noqa: E402
 from shape import Shape  # noqa: E402
 
@@ -689,7 +691,7 @@ async def main_async(args: argparse.Namespace) -> tuple[list[Result], dict[str, 
         }
         with sim.serve() as base_url:
             await warm_up(scenarios(args.quick)[0], base_url, sim)
-            for scenario in scenarios(args.quick):
+            for scenario in [] if args.batch_only else scenarios(args.quick):
                 repeats = (
                     1
                     if args.quick
@@ -702,6 +704,12 @@ async def main_async(args: argparse.Namespace) -> tuple[list[Result], dict[str, 
                 )
                 sim.latency_key = scenario.latency_key
                 results.append(await run_scenario(scenario, base_url, sim, repeats))
+            sim.latency_key = "body"
+            batches = await batch.run_batches(base_url, sim, args.quick)
+        sim_info["batch"] = batches
+        print(batch.batch_table(batches))
+    if args.batch_only:
+        return results, {"simulator": sim_info, "all_same_selection": True}
     overhead = await engine_overhead(10 if args.quick else 30)
     print(table(results))
     sweep = sweep_summary(results)
@@ -737,6 +745,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--base-url", help="a real OpenAI-compatible endpoint instead of the simulator"
     )
     parser.add_argument("--model", help="text model for --base-url")
+    parser.add_argument(
+        "--batch-only", action="store_true", help="only the batch scenario (bench/batch.py)"
+    )
     args = parser.parse_args(argv)
     if args.base_url and not args.model:
         parser.error("--base-url needs --model")

@@ -13,6 +13,14 @@ output with schema-valid content) and ``POST /v1/images/generations`` (base64 PN
 requested size). Content comes from the project's deterministic offline backend, so a
 structured request always gets valid JSON.
 
+Rate limit (bench/batch.py): ``rate_limit`` requests per ``rate_window_s`` fixed window
+(0 = none), counted when a request arrives; a request over it is answered at once with 429,
+``Retry-After`` the rest of the window and OpenAI's error code ``rate_limit_exceeded``. Every
+answer carries OpenAI's ``x-ratelimit-limit-requests`` / ``-remaining-requests`` /
+``-reset-requests`` headers for the window current when it is sent. OpenAI says a
+per-minute limit may be enforced over shorter periods (60,000 RPM as 1,000 a second); the
+window here is such a period, and its headers describe it.
+
 Latency: each request sleeps for a log-normal duration (median ``chat_median_s`` or
 ``image_median_s``, ``sigma``, clipped to [0.25, 4] x median) drawn from a ``random.Random``
 seeded with the SHA-256 of the request body. The same request therefore costs the same in
@@ -66,6 +74,7 @@ class CallRecord:
     finished: float
     structured: bool
     body: dict[str, Any] | None = None  # the request's JSON, for bench/floor.py to replay
+    status: int = 200  # 429: refused by the rate limit (no latency slept)
 
 
 @dataclass
@@ -75,6 +84,42 @@ class LatencySimulator:
     sigma: float = 0.35
     latency_key: str = "body"  # "body" | "call" (module docstring)
     records: list[CallRecord] = field(default_factory=list)
+    rate_limit: int = 0  # requests per window; 0 = no limit
+    rate_window_s: float = 1.0
+    _window: tuple[int, int] = (-1, 0)  # (window number, requests counted in it)
+    _window_t0: float = 0.0
+
+    def set_rate_limit(self, limit: int, window_s: float) -> None:
+        """``limit`` requests per fixed window of ``window_s`` seconds from now (0: none)."""
+        self.rate_limit, self.rate_window_s = limit, window_s
+        self._window, self._window_t0 = (-1, 0), time.time()
+
+    def _window_now(self) -> tuple[int, float]:
+        """The current window's number and the seconds until it ends."""
+        elapsed = time.time() - self._window_t0
+        number = int(elapsed // self.rate_window_s)
+        return number, (number + 1) * self.rate_window_s - elapsed
+
+    def _admit(self) -> bool:
+        """Count a request in the current window; False when the window is full."""
+        number, _ = self._window_now()
+        counted = self._window[1] if self._window[0] == number else 0
+        if counted >= self.rate_limit:
+            self._window = (number, counted)
+            return False
+        self._window = (number, counted + 1)
+        return True
+
+    def rate_headers(self) -> list[tuple[bytes, bytes]]:
+        if not self.rate_limit:
+            return []
+        number, left = self._window_now()
+        used = self._window[1] if self._window[0] == number else 0
+        return [
+            (b"x-ratelimit-limit-requests", str(self.rate_limit).encode()),
+            (b"x-ratelimit-remaining-requests", str(max(0, self.rate_limit - used)).encode()),
+            (b"x-ratelimit-reset-requests", f"{left:.3f}s".encode()),
+        ]
 
     def key_for(self, kind: str, body: bytes) -> bytes:
         """The bytes that seed a request's latency draw (see ``latency_key``)."""
@@ -132,6 +177,27 @@ class LatencySimulator:
         else:
             await _respond(send, 404, {"error": {"message": f"no route {scope['path']}"}})
             return
+        if self.rate_limit and not self._admit():
+            _, left = self._window_now()
+            self.records.append(
+                CallRecord(
+                    kind=kind,
+                    seed=payload.get("seed"),
+                    latency_s=0.0,
+                    started=started,
+                    finished=time.time(),
+                    structured=False,
+                    status=429,
+                )
+            )
+            error = {"message": "Rate limit reached for requests", "type": "requests"}
+            await _respond(
+                send,
+                429,
+                {"error": {**error, "code": "rate_limit_exceeded"}},
+                [(b"retry-after-ms", f"{left * 1000:.0f}".encode()), *self.rate_headers()],
+            )
+            return
         latency = self.latency_for(kind, body)
         await asyncio.sleep(max(0.0, latency - (time.time() - started)))
         self.records.append(
@@ -145,7 +211,7 @@ class LatencySimulator:
                 body=payload,
             )
         )
-        await _respond(send, 200, reply)
+        await _respond(send, 200, reply, self.rate_headers())
 
     async def _control(self, method: str, path: str, body: bytes, send: Send) -> None:
         """The bench's side door when the simulator runs in its own process:
@@ -157,6 +223,10 @@ class LatencySimulator:
             await _respond(send, 200, {})
         elif method == "POST" and path == "/_bench/latency_key":
             self.latency_key = json.loads(body)["latency_key"]
+            await _respond(send, 200, {})
+        elif method == "POST" and path == "/_bench/rate_limit":
+            limit = json.loads(body)
+            self.set_rate_limit(int(limit["limit"]), float(limit["window_s"]))
             await _respond(send, 200, {})
         else:
             await _respond(send, 404, {"error": {"message": f"no route {path}"}})
@@ -257,6 +327,10 @@ class RemoteSimulator:
     def reset(self) -> None:
         self._call("POST", "/_bench/reset", {})
 
+    def set_rate_limit(self, limit: int, window_s: float) -> None:
+        """``limit`` requests per ``window_s`` window from now on (0: no limit)."""
+        self._call("POST", "/_bench/rate_limit", {"limit": limit, "window_s": window_s})
+
 
 def main(argv: list[str] | None = None) -> None:
     """Serve a simulator in this process until terminated; print the base URL first."""
@@ -275,7 +349,12 @@ def main(argv: list[str] | None = None) -> None:
     server.run(sockets=[sock])
 
 
-async def _respond(send: Send, status: int, body: dict[str, Any]) -> None:
+async def _respond(
+    send: Send,
+    status: int,
+    body: dict[str, Any],
+    headers: list[tuple[bytes, bytes]] | None = None,
+) -> None:
     data = json.dumps(body).encode()
     await send(
         {
@@ -284,6 +363,7 @@ async def _respond(send: Send, status: int, body: dict[str, Any]) -> None:
             "headers": [
                 (b"content-type", b"application/json"),
                 (b"content-length", str(len(data)).encode()),
+                *(headers or []),
             ],
         }
     )

@@ -222,3 +222,59 @@ def test_parallel_option_refuses_anything_but_auto_or_a_count(
         main(["--parallel", "many"])
     assert exit_info.value.code == 2
     assert "--parallel: got 'many', must be auto or an int >= 1" in capsys.readouterr().err
+
+
+async def test_auto_adds_runs_while_the_pacer_has_budget(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from image_project.backends.pacing import CallPacing, Pacer
+    from image_project.run.batch_progress import BatchProgress
+    from image_project.run.state import load_inputs
+
+    release = anyio.Event()
+
+    async def held_until_released(_seconds: float) -> None:
+        await release.wait()
+
+    pacer = Pacer(anyio.CapacityLimiter(8), sleep=held_until_released, clock=lambda: 0.0)
+    cfg = make_cfg(tmp_path, "run.runs=10", "run.parallel=auto", "run.parallel_cap=4")
+    quiet = BatchProgress(10, quiet=True, together=True, bar=False)
+    batch = Batch(
+        cfg,
+        replace(backends(OfflineTextBackend()), pacer=pacer),
+        inputs=load_inputs(cfg),
+        store=None,
+        progress=quiet,
+    )
+    assert batch._room(), "the first run always starts"
+    batch.slots[0].state = "running"
+    assert not batch._room(), "the budget is unknown before the first answer"
+
+    async def one_call() -> None:
+        async with pacer.slot(CallPacing()) as slot:
+            slot.answered(
+                {
+                    "x-ratelimit-limit-requests": "10",
+                    "x-ratelimit-remaining-requests": "5",
+                    "x-ratelimit-reset-requests": "1s",
+                },
+                "ok",
+            )
+
+    await one_call()  # budget 5 of 10 in this window
+    assert batch._room()
+    for slot in batch.slots[1:4]:
+        slot.state = "running"
+    assert not batch._room(), "never more than run.parallel_cap"
+    batch.slots[3].state = "ok"
+    assert batch._room()
+    while pacer.budget:  # spend the rest of the window
+        await one_call()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(one_call)  # held: the window is spent
+        await anyio.wait_all_tasks_blocked()
+        assert pacer.held == 1
+        assert not batch._room(), "no run is added while calls wait for the window"
+        release.set()
+    assert pacer.held == 0
+    assert batch._room()
