@@ -3,7 +3,7 @@ the real client against the simulator, with its realistic latencies and a reques
 rate limit, one after another, ``--parallel 4``, ``--parallel 12`` and ``auto``.
 
     python bench/latency.py --batch-only          # just this scenario (about 4 minutes)
-    python bench/latency.py --batch-only --quick  # 8 runs, 20x shorter latencies and window
+    python bench/latency.py --batch-only --quick  # 6 runs, 20x shorter latencies and window
 
 Each batch is :func:`image_project.run.batch.run_batch` (what ``image-project --runs N
 --parallel K`` runs) in a fresh folder, with the same seed, so every batch makes the same
@@ -63,7 +63,7 @@ def setting(quick: bool) -> Setting:
     """48 requests per 1 s window: a 2,880 RPM limit enforced per second. It binds when all
     24 runs are in flight (about 60 calls a second wanted), not at 12 (about 30)."""
     if quick:
-        return Setting(runs=8, rate_limit=48, window_s=0.05, parallels=(1, 4, "auto"))
+        return Setting(runs=6, rate_limit=48, window_s=0.05, parallels=(1, "auto"))
     return Setting(runs=24, rate_limit=48, window_s=1.0, parallels=(1, 4, 12, "auto"))
 
 

@@ -70,7 +70,6 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-import batch  # noqa: E402
 import floor  # noqa: E402
 from shape import Shape  # noqa: E402
 
@@ -678,6 +677,7 @@ async def main_async(args: argparse.Namespace) -> tuple[list[Result], dict[str, 
         )
         sim_info: dict[str, Any] = {"base_url": args.base_url, "model": args.model}
     else:
+        import batch  # imports this module: imported here, not at the top
         from simulator import RemoteSimulator
 
         factor = 0.05 if args.quick else 1.0

@@ -90,6 +90,7 @@ SUBPROCESS: dict[str, frozenset[str]] = {
             "test_ctrl_c_while_the_image_call_is_in_flight_records_it_as_cut_off",
             "test_ctrl_c_during_the_offline_drawing_stops_it_in_phase_image",
             "test_ctrl_c_while_the_records_are_written_finishes_them_and_exits_0",
+            "test_ctrl_c_while_run_1_writes_its_records_starts_no_run_2",
         }
     ),
     "tests/store/test_store.py": frozenset(

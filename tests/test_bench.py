@@ -405,3 +405,16 @@ async def test_the_floor_replays_an_evolution_run_in_its_recorded_shape(
     judges = [r.finished for p, r in paths if p.startswith(f"{latency.SCORING_STAGE}/judges/")]
     variants = [r.started for p, r in paths if "/round_1/variants/" in p]
     assert len(judges) == 3 and len(variants) == 6 and max(judges) <= min(variants)
+
+
+def test_the_simulator_refuses_requests_over_its_window_and_its_headers_say_so() -> None:
+    sim = simulator.LatencySimulator(chat_median_s=0.0)
+    assert sim.rate_headers() == [], "no limit, no headers"
+    sim.set_rate_limit(2, 3600.0)
+    assert sim._admit() and sim._admit()
+    assert not sim._admit(), "the third request of the window is refused"
+    headers = dict(sim.rate_headers())
+    assert headers[b"x-ratelimit-limit-requests"] == b"2"
+    assert headers[b"x-ratelimit-remaining-requests"] == b"0"
+    reset = float(headers[b"x-ratelimit-reset-requests"].decode().removesuffix("s"))
+    assert 0 < reset <= 3600

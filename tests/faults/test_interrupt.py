@@ -359,6 +359,34 @@ def test_ctrl_c_while_the_records_are_written_finishes_them_and_exits_0(tmp_path
     assert [r["seq"] for r in read_rows(manifest)] == ["1"]
 
 
+def test_ctrl_c_while_run_1_writes_its_records_starts_no_run_2(tmp_path: Path) -> None:
+    # Issue 27's bug: pressed while run 1 wrote its records, Ctrl-C still let run 2 start
+    # (12 calls, then recorded as interrupted). Now run 1 finishes its records and run 2
+    # never starts.
+    config = write_config(tmp_path)
+    manifest = tmp_path / "out" / "images" / "titles_manifest.csv"
+    manifest.parent.mkdir(parents=True)
+    lock = manifest_lock(manifest).acquire()  # run 1's records wait for it
+    try:
+        proc = spawn_main(tmp_path, "--config", str(config), "--seed", "11", "--runs", "3")
+        err = Lines(proc.stderr)
+        err.wait_for(lambda line: line.startswith("→ records"))
+        proc.send_signal(signal.SIGINT)
+        err.wait_for(lambda line: line.startswith("SIGINT: cancelling"))
+    finally:
+        lock.release()
+    code, out, text = finish(proc, err)
+    assert code == 130, text
+    assert "== run 2 of 3" not in text
+    assert text.strip().splitlines()[-1] == (
+        "interrupted (SIGINT): 1 completed, 0 interrupted, 2 never started"
+    )
+    (t,) = transcripts(tmp_path)
+    assert t["error"] is None and t["seed"] == 11
+    assert f"Image       {t['image_path']}" in out
+    assert [r["seq"] for r in read_rows(manifest)] == ["1"]
+
+
 def test_a_keyboard_interrupt_inside_the_runs_exits_130_without_a_traceback(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
