@@ -16,7 +16,10 @@ time, bound, efficiency = bound / wall, speedup over one after another, 429s (al
 after the first window), CPU per call (the process's CPU time, every thread: the client, the
 JPEG encoding, the runs' records) and the process's peak RSS after the batch (a high-water
 mark: the batches run in growing order of parallelism, so each one's is its own unless an
-earlier one was higher).
+earlier one was higher). Two figures say how much the machine's other load weighed:
+``queued_s``, the seconds the event loop's thread waited for a CPU while it could run
+(``/proc/thread-self/schedstat``), and ``srv_ms``, the mean time the simulator took beyond
+each call's simulated latency.
 """
 
 from __future__ import annotations
@@ -80,6 +83,8 @@ class BatchResult:
     cpu_ms_per_call: float
     peak_rss_mb: float
     exit_code: int
+    runqueue_wait_s: float  # the event loop's thread waiting for a CPU (/proc schedstat)
+    server_overrun_ms: float  # mean time the simulator took beyond each call's latency
 
     def row(self, sequential_s: float) -> dict[str, Any]:
         return {
@@ -96,6 +101,8 @@ class BatchResult:
             "cpu_ms_per_call": self.cpu_ms_per_call,
             "peak_rss_mb": self.peak_rss_mb,
             "exit_code": self.exit_code,
+            "runqueue_wait_s": self.runqueue_wait_s,
+            "server_overrun_ms": self.server_overrun_ms,
         }
 
 
@@ -174,9 +181,10 @@ async def batch_once(
 
         sink = io.StringIO()
         progress = BatchProgress(s.runs, quiet=True, together=True, out=sink, err=sink, bar=False)
-        t0, t0_clock, c0 = time.perf_counter(), time.time(), time.process_time()
+        t0, t0_clock, c0, q0 = time.perf_counter(), time.time(), time.process_time(), _queued()
         code = await run_batch(cfg, backends, quiet=True, progress=progress, started=watch)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        queued = _queued() - q0
         transcripts = [
             json.loads(p.read_text(encoding="utf-8"))
             for p in sorted((tmp / "logs").glob("*_transcript.json"))
@@ -201,7 +209,20 @@ async def batch_once(
         cpu_ms_per_call=cpu / max(1, len(served)) * 1000,
         peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         exit_code=code,
+        runqueue_wait_s=queued,
+        server_overrun_ms=statistics.mean(r.finished - r.started - r.latency_s for r in served)
+        * 1000,
     )
+
+
+def _queued() -> float:
+    """Seconds this thread (the event loop's) has waited for a CPU while runnable: how much
+    other load on the machine held the client back (Linux; 0 elsewhere)."""
+    try:
+        with open("/proc/thread-self/schedstat", encoding="ascii") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 async def run_batches(base_url: str, sim: RemoteSimulator, quick: bool) -> dict[str, Any]:
@@ -230,7 +251,7 @@ def batch_table(report: dict[str, Any]) -> str:
     head = (
         f"{'parallel':>8} {'wall_s':>7} {'bound_s':>7} {'effic':>6} {'speedup':>7} "
         f"{'calls':>5} {'429s':>5} {'late429':>7} {'in_flight':>9} {'crit_s':>6} "
-        f"{'cpu_ms/call':>11} {'peak_MB':>7}"
+        f"{'cpu_ms/call':>11} {'peak_MB':>7} {'queued_s':>8} {'srv_ms':>6}"
     )
     lines = [
         f"batch N={report['runs']}, rate limit {report['rate_limit']}",
@@ -242,7 +263,8 @@ def batch_table(report: dict[str, Any]) -> str:
             f"{r['parallel']!s:>8} {r['wall_s']:>7.2f} {r['bound_s']:>7.2f} "
             f"{r['efficiency']:>6.3f} {r['speedup']:>6.2f}x {r['calls']:>5} {r['429s']:>5} "
             f"{r['429s_after_first_window']:>7} {r['most_in_flight']:>9} "
-            f"{r['critical_path_s']:>6.2f} {r['cpu_ms_per_call']:>11.2f} {r['peak_rss_mb']:>7.0f}"
+            f"{r['critical_path_s']:>6.2f} {r['cpu_ms_per_call']:>11.2f} {r['peak_rss_mb']:>7.0f} "
+            f"{r['runqueue_wait_s']:>8.2f} {r['server_overrun_ms']:>6.1f}"
         )
     shared = report.get("two_machines")
     if shared:

@@ -7,7 +7,9 @@ Two mechanisms, shared by every call of one transport (:class:`Pacer`):
   ``x-ratelimit-reset-requests`` / ``-tokens`` (durations such as ``20ms``, ``1.5s``,
   ``6m0s``: :func:`parse_duration`), plus ``x-ratelimit-limit-requests``. The pacer keeps a
   *budget* of requests it may still start; each start spends one. When it is spent, new calls
-  are held until the window has reset (then the budget is the learned limit, or unknown);
+  are held until the window has reset (then the budget is the learned limit, or unknown)
+  or until an answer shows that a new window has begun (then the budget is what it says is
+  left, less the calls still in flight; a later answer can otherwise only lower it);
   when no remaining tokens are left, until the tokens reset. A 429 with ``Retry-After`` holds
   *every* new call that long, not only the refused one, so the calls around it do not walk
   into the same refusal. Nothing is held longer than ``max_hold_s`` (the retry policy's
@@ -329,8 +331,12 @@ class Pacer:
         remaining, reset = h.remaining_requests, h.reset_requests_s
         if remaining is not None and reset is not None and reset <= self.max_hold_s:
             end = now + reset
-            self._window_end = end if self._window_end is None else max(self._window_end, end)
-            if self._budget is None:  # the calls still in flight may not be counted yet
+            known = self._window_end
+            self._window_end = end if known is None else max(known, end)
+            if self._budget is None or (known is not None and _next_window(known, end, reset)):
+                # The first answer, or the first of a window that began since the one this
+                # pacer knew (its spent budget says nothing about the new one). The calls
+                # still in flight may not be counted in ``remaining`` yet.
                 self._budget = max(0, remaining - (self._in_flight - 1))
             else:
                 self._budget = min(self._budget, remaining)
@@ -348,3 +354,10 @@ class Pacer:
         self._changed = anyio.Event()
         for callback in self._watchers:
             callback()
+
+
+def _next_window(known_end: float, end: float, reset: float) -> bool:
+    """An answer whose window ends later than the known one by more than half its own
+    length to go (and more than a transit time, 50 ms): a new window, not the known one
+    seen a few milliseconds later."""
+    return end - known_end > max(0.05, reset / 2)

@@ -219,6 +219,42 @@ async def test_a_later_answer_can_only_lower_the_budget_and_extend_the_window() 
 
 
 @pytest.mark.anyio
+async def test_an_answer_from_a_new_window_renews_a_spent_budget() -> None:
+    # Fixed windows of 1 s. The budget is spent and the pacer expects the window to end at
+    # 1001 (its reading of an earlier answer, a little late by the transit time). The server's
+    # window turns over just before; a call in flight is answered in the new one: 47 left,
+    # ending a second later. The pacer used to keep its spent budget and hold every call until
+    # the end of that new window too: a whole window lost (found by bench/batch.py).
+    pacer, clock = make_pacer()
+    answer = anyio.Event()
+
+    async def in_flight() -> None:
+        async with pacer.slot(CallPacing()) as slot:
+            await answer.wait()
+            slot.answered(window(47, "1s", limit=48), "ok")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(in_flight)
+        await anyio.wait_all_tasks_blocked()
+        await one_call(pacer, window(0, "1s", limit=48))
+        assert pacer.budget == 0
+        clock.now += 0.99  # before the pacer's own end of the window
+        answer.set()
+    assert pacer.budget == 47
+    calls = [await one_call(pacer) for _ in range(3)]
+    assert clock.sleeps == [] and {c.waited_s for c in calls} == {0.0}
+
+
+@pytest.mark.anyio
+async def test_the_same_window_seen_a_little_later_does_not_renew_the_budget() -> None:
+    pacer, clock = make_pacer()
+    await one_call(pacer, window(1, "1s"))
+    clock.now += 0.02  # 20 ms later: the same window's end, shifted by a transit time
+    await one_call(pacer, window(5, "990ms"))
+    assert pacer.budget == 0
+
+
+@pytest.mark.anyio
 async def test_calls_in_flight_count_against_the_first_window_seen() -> None:
     # Four calls are in flight when the first answer says 3 left: the other three may not
     # have been counted by the server yet, so none is left for a fifth call.
