@@ -18,6 +18,9 @@ backoff is cut short); the interrupted run writes its transcript with
 finishes them first (milliseconds); if that was the last run and every run succeeded, nothing
 was left to interrupt: the CLI says the run was already complete and exits 0.
 The first signal also restores the default handlers, so a second Ctrl-C quits immediately.
+With several runs (``--runs``, ``--parallel``: :mod:`image_project.run.batch`) no run starts
+after the first signal, and the closing line counts the runs completed, interrupted and never
+started.
 A Ctrl-C during start-up (imports, configuration) exits 130 with one line, no traceback
 (:mod:`image_project.launch`).
 
@@ -32,7 +35,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
 import sys
 from collections.abc import Mapping, Sequence
 from datetime import date
@@ -53,7 +55,6 @@ if TYPE_CHECKING:
 __all__ = ["EXIT_CONFIG", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_RUN_FAILED", "build_parser", "main"]
 
 EXIT_OK, EXIT_RUN_FAILED, EXIT_CONFIG, EXIT_INTERRUPTED = 0, 1, 2, 130
-_INTERRUPT_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 _PROG = "image-project"
