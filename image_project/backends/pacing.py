@@ -9,7 +9,8 @@ Two mechanisms, shared by every call of one transport (:class:`Pacer`):
   *budget* of requests it may still start; each start spends one. When it is spent, new calls
   are held until the window has reset (then the budget is the learned limit, or unknown)
   or until an answer shows that a new window has begun (then the budget is what it says is
-  left, less the calls still in flight; a later answer can otherwise only lower it);
+  left, less the other calls let go since that window began, which the server may not have
+  counted yet; a later answer can otherwise only lower it);
   when no remaining tokens are left, until the tokens reset. A 429 with ``Retry-After`` holds
   *every* new call that long, not only the refused one, so the calls around it do not walk
   into the same refusal. Nothing is held longer than ``max_hold_s`` (the retry policy's
@@ -173,6 +174,7 @@ class Slot:
     pacer: Pacer
     call: CallPacing
     epoch: int
+    sent: float = 0.0  # the pacer's clock when it let the attempt go
 
     def answered(
         self,
@@ -207,6 +209,8 @@ class Pacer:
         self._window_limit: int | None = None  # x-ratelimit-limit-requests
         self._pause_until: float | None = None  # no call starts before this
         self._in_flight = 0
+        self._sent: list[float] = []  # when each attempt in flight was let go
+        self._window_len = 0.0  # the longest reset seen: the window's length, at least
         self._changed = anyio.Event()
         self._held = 0  # calls waiting now for the rate window or a 429 pause
         self._answers = 0  # answers read so far (headers or not)
@@ -250,10 +254,13 @@ class Pacer:
             if queued or held:
                 call.waited_s += max(0.0, self._clock() - start)
             self._in_flight += 1
+            sent = self._clock()
+            self._sent.append(sent)
             try:
-                yield Slot(self, call, self.limit.epoch)
+                yield Slot(self, call, self.limit.epoch, sent)
             finally:
                 self._in_flight -= 1
+                self._sent.remove(sent)
                 self._settle()
 
     def answered(
@@ -261,7 +268,7 @@ class Pacer:
     ) -> None:
         now = self._clock()
         self._answers += 1
-        self._read_window(parse_rate_limit_headers(headers), now)
+        self._read_window(parse_rate_limit_headers(headers), now, slot.sent)
         if outcome == "ok":
             self.limit.increase()
         elif outcome == "rate_limited":
@@ -325,7 +332,7 @@ class Pacer:
             self._pause_until = until
         return self._pause_until
 
-    def _read_window(self, h: RateLimitHeaders, now: float) -> None:
+    def _read_window(self, h: RateLimitHeaders, now: float, sent: float = -math.inf) -> None:
         if h.limit_requests is not None and h.limit_requests > 0:
             self._window_limit = h.limit_requests
         remaining, reset = h.remaining_requests, h.reset_requests_s
@@ -333,11 +340,17 @@ class Pacer:
             end = now + reset
             known = self._window_end
             self._window_end = end if known is None else max(known, end)
-            if self._budget is None or (known is not None and _next_window(known, end, reset)):
-                # The first answer, or the first of a window that began since the one this
-                # pacer knew (its spent budget says nothing about the new one). The calls
-                # still in flight may not be counted in ``remaining`` yet.
+            self._window_len = max(self._window_len, reset)
+            if self._budget is None:  # the calls still in flight may not be counted yet
                 self._budget = max(0, remaining - (self._in_flight - 1))
+            elif known is not None and _next_window(known, end, reset):
+                # The first answer of a window that began since the one this pacer knew (its
+                # spent budget says nothing about the new one): what it says is left, less
+                # the other calls let go since the window began (the server may not have
+                # counted them yet; those sent before count against the old window).
+                began = end - self._window_len
+                since = sum(1 for t in self._sent if t >= began) - (sent >= began)
+                self._budget = max(0, remaining - since)
             else:
                 self._budget = min(self._budget, remaining)
         tokens, tokens_reset = h.remaining_tokens, h.reset_tokens_s

@@ -246,6 +246,31 @@ async def test_an_answer_from_a_new_window_renews_a_spent_budget() -> None:
 
 
 @pytest.mark.anyio
+async def test_a_new_window_is_not_charged_for_calls_let_go_before_it_began() -> None:
+    # A long call (an image: seconds) let go in the old window is still in flight when the
+    # new window's first answer comes: the server counted it in the old window, so the new
+    # budget is all that the answer says is left.
+    pacer, clock = make_pacer()
+    answers = [anyio.Event(), anyio.Event()]
+
+    async def in_flight(index: int, headers: dict[str, str]) -> None:
+        async with pacer.slot(CallPacing()) as slot:
+            await answers[index].wait()
+            slot.answered(headers, "ok")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(in_flight, 0, {})  # the long call
+        tg.start_soon(in_flight, 1, window(47, "1s", limit=48))
+        await anyio.wait_all_tasks_blocked()
+        await one_call(pacer, window(0, "1s", limit=48))
+        clock.now += 0.99
+        answers[1].set()
+        await anyio.wait_all_tasks_blocked()
+        assert pacer.budget == 47
+        answers[0].set()
+
+
+@pytest.mark.anyio
 async def test_the_same_window_seen_a_little_later_does_not_renew_the_budget() -> None:
     pacer, clock = make_pacer()
     await one_call(pacer, window(1, "1s"))
