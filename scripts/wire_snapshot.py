@@ -71,9 +71,11 @@ def _scrub(value: Any, replace: dict[str, str]) -> Any:
     return value
 
 
-def run_scenario(name: str, work: Path) -> tuple[list[Any], dict[str, Any]]:
-    """Run one scenario in ``work`` (emptied first); its sorted request bodies and scrubbed
-    transcript."""
+def run_scenario(
+    name: str, work: Path, extra: tuple[str, ...] = ()
+) -> tuple[list[Any], dict[str, Any]]:
+    """Run one scenario in ``work`` (emptied first), with ``extra`` command-line arguments
+    after the scenario's own; its sorted request bodies and scrubbed transcript."""
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     with OpenAIServer(offline=True) as server:
@@ -103,7 +105,7 @@ def run_scenario(name: str, work: Path) -> tuple[list[Any], dict[str, Any]]:
         }
         config = work / "config.yaml"
         config.write_text(json.dumps(cfg), encoding="utf-8")
-        args = ["--config", str(config), "--seed", "11", "-q", *SCENARIOS[name]]
+        args = ["--config", str(config), "--seed", "11", "-q", *SCENARIOS[name], *extra]
         code = main(args, env={"OPENAI_API_KEY": "test-key"}, root=REPO)
         if code != 0:
             raise SystemExit(f"{name}: the run exited {code}")

@@ -116,6 +116,7 @@ def make_backends(cfg: AppConfig, env: Mapping[str, str]) -> Backends:
     # Imported here, not at the top: ``openai`` takes most of the CLI's start-up, and an
     # offline run or ``--help`` never uses it (tests/test_startup.py).
     from image_project.backends.openai_backend import openai_backends
+    from image_project.backends.wire import WireOptions
 
     retry = RetryPolicy(
         max_attempts=b.max_attempts,
@@ -133,6 +134,12 @@ def make_backends(cfg: AppConfig, env: Mapping[str, str]) -> Backends:
         retry=retry,
         max_concurrency=b.max_concurrency,
         structured_outputs=b.structured_outputs,
+        wire=WireOptions(
+            structured_outputs=b.structured_outputs,
+            role_style=b.role_style,
+            schema_dialect=b.schema_dialect,
+            token_limit_param=b.token_limit_param,
+        ),
     )
     where = b.base_url or "api.openai.com"
     return Backends(

@@ -89,6 +89,12 @@ from image_project.config.upscale_section import (
     UPSCALE_SIDE_MIN,
     UpscaleConfig,
 )
+from image_project.config.wire_section import (
+    RoleStyle,
+    SchemaDialect,
+    TokenLimitParam,
+    TokenLimitsConfig,
+)
 
 __all__ = [
     "BUILTIN_INJECTORS",
@@ -151,6 +157,10 @@ class BackendConfig(_Section):
     backoff_max_s: _Float = Field(default=30.0, ge=0.0, le=3600.0)
     max_retry_wait_s: _Float = Field(default=60.0, ge=0.0, le=3600.0)
     structured_outputs: StrictBool = True
+    max_output_tokens: TokenLimitsConfig = Field(default_factory=TokenLimitsConfig)
+    token_limit_param: TokenLimitParam = "max_completion_tokens"
+    role_style: RoleStyle = "system"
+    schema_dialect: SchemaDialect = "openai_strict"
 
     @model_validator(mode="after")
     def _check_backoff(self) -> Self:

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 
 from image_project.config import EffectiveJudge, ScoringConfig
 from image_project.engine import Answer, ChatRunner, ChatStep, Context, ReaskPolicy, Scope
+from image_project.engine.budget import TokenBudget
 from image_project.record.scoring import IdeaCard, ScoreRow, ScoringRecord, Survivor
 from image_project.seeding import derive_seed
 from image_project.stages.scoring.cards import CARD_OUTPUT, card_ids, directions_for
@@ -210,6 +211,7 @@ class ScoringRun:
             prompt=hints_prompt(setup.brief),
             temperature=0.0,
             seed=derive_seed(setup.run_seed, "step", "profile_abstraction"),
+            max_output_tokens=TokenBudget("hints"),
             output=hints_output(setup.likes),
             reask=self.reask,
             stateless=True,
@@ -226,6 +228,7 @@ class ScoringRun:
             prompt=setup.guidance.in_prompt(idea_prompt(direction, setup.brief, hints)),
             temperature=setup.scoring.generator_temperature,
             seed=seed,
+            max_output_tokens=TokenBudget("card"),
             output=CARD_OUTPUT,
             reask=self.reask,
             stateless=True,

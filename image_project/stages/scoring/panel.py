@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from image_project.config import EffectiveJudge, ScoringConfig
 from image_project.engine import Answer, ChatStep, ReaskPolicy, Scope
+from image_project.engine.budget import TokenBudget
 from image_project.errors import ModelOutputError, preview
 from image_project.record.scoring import IdeaCard, JudgeResult, JudgeStatus, ScoreRow
 from image_project.seeding import derive_seed, rng_for
@@ -93,6 +94,7 @@ class Panel:
             temperature=judge.temperature,
             model=judge.model,
             seed=derive_seed(self.run_seed, "step", "judge", *labels),
+            max_output_tokens=TokenBudget("judge", items=len(order)),
             output=judge_output(order).then(_scored),
             reask=ReaskPolicy(max=self.max_reasks, style="restate"),
             stateless=True,

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from image_project.config import ScoringConfig, SurvivorCategory
 from image_project.engine import Answer, ChatStep, ReaskPolicy, Scope
+from image_project.engine.budget import TokenBudget
 from image_project.errors import StepFailedError, preview
 from image_project.record.scoring import (
     IdeaCard,
@@ -124,6 +125,7 @@ class Rounds:
             ),
             temperature=self.scoring.generator_temperature,
             seed=variant.seed,
+            max_output_tokens=TokenBudget("card"),
             output=CARD_OUTPUT,
             reask=ReaskPolicy(max=self.scoring.max_reasks, style="restate"),
             stateless=True,
@@ -186,6 +188,7 @@ class Rounds:
             temperature=0.0,
             model=self.selector_model,
             seed=derive_seed(self.run_seed, "step", "selector", r),
+            max_output_tokens=TokenBudget("selector"),
             output=selector_output(ids, slots).then(_proposed),
             reask=ReaskPolicy(max=self.scoring.max_reasks, style="restate"),
             stateless=True,
