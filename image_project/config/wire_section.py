@@ -31,11 +31,12 @@ class TokenLimitsConfig(_Section):
     :class:`image_project.engine.budget.TokenLimits`)."""
 
     prose: _Int = Field(default=2000, ge=16, le=MAX_TOKEN_LIMIT)
-    rewrite: _Int = Field(default=1000, ge=16, le=MAX_TOKEN_LIMIT)
+    rewrite: _Int = Field(default=2000, ge=16, le=MAX_TOKEN_LIMIT)
     hints: _Int = Field(default=800, ge=16, le=MAX_TOKEN_LIMIT)
-    card: _Int = Field(default=1200, ge=16, le=MAX_TOKEN_LIMIT)
+    card: _Int = Field(default=1600, ge=16, le=MAX_TOKEN_LIMIT)
     judge_base: _Int = Field(default=200, ge=16, le=MAX_TOKEN_LIMIT)
     judge_per_card: _Int = Field(default=60, ge=1, le=10_000)
-    selector: _Int = Field(default=1200, ge=16, le=MAX_TOKEN_LIMIT)
+    selector_base: _Int = Field(default=300, ge=16, le=MAX_TOKEN_LIMIT)
+    selector_per_pick: _Int = Field(default=150, ge=1, le=10_000)
     title: _Int = Field(default=60, ge=16, le=MAX_TOKEN_LIMIT)
     reasoning_headroom: _Int = Field(default=25_000, ge=0, le=MAX_TOKEN_LIMIT)

@@ -5,7 +5,9 @@ A step names the *kind* of its answer (``ChatStep(max_output_tokens=TokenBudget(
 the runner turns it into a number from its :class:`TokenLimits` (the configuration's
 ``backend.max_output_tokens``, built by the run driver) and sends it with every request of the
 step. A plain int on a step is sent as it is. A judge's answer grows with the cards it scores:
-``TokenBudget("judge", items=n)`` is ``judge_base + n * judge_per_card``.
+``TokenBudget("judge", items=n)`` is ``judge_base + n * judge_per_card``; the selector's with
+the survivors it picks: ``TokenBudget("selector", items=n)`` is ``selector_base + n *
+selector_per_pick``.
 
 A reasoning model counts its hidden reasoning in the same limit
 (``max_completion_tokens``); for a model the limits name as reasoning
@@ -51,12 +53,13 @@ class TokenLimits:
     ``backend.max_output_tokens``)."""
 
     prose: int = 2000
-    rewrite: int = 1000
+    rewrite: int = 2000
     hints: int = 800
-    card: int = 1200
+    card: int = 1600
     judge_base: int = 200
     judge_per_card: int = 60
-    selector: int = 1200
+    selector_base: int = 300
+    selector_per_pick: int = 150
     title: int = 60
     reasoning_headroom: int = 0
     reasoning_models: frozenset[str] = field(default_factory=frozenset)
@@ -80,6 +83,8 @@ class TokenLimits:
             return limit
         if limit.kind == "judge":
             tokens = self.judge_base + limit.items * self.judge_per_card
+        elif limit.kind == "selector":
+            tokens = self.selector_base + limit.items * self.selector_per_pick
         else:
             tokens = int(getattr(self, limit.kind))
         if model in self.reasoning_models:

@@ -4,6 +4,7 @@ sends it with every request of the step and records it."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,11 @@ from image_project.errors import ConfigError, PipelineDefinitionError
 from image_project.record.base import RecordModel
 from image_project.record.events import ChatEvent
 from image_project.run.driver import token_limits
+from image_project.stages.scoring.cards import CARD_OUTPUT
+from image_project.stages.scoring.evolution import selector_output
+from image_project.stages.scoring.hints import hints_output
+from image_project.stages.scoring.judges import judge_output
+from image_project.stages.standard import concept_rewrite_output
 from image_project.testing import ScriptedTextBackend
 from tests.test_app import make_cfg
 
@@ -65,12 +71,13 @@ async def test_every_request_of_a_step_carries_its_resolved_limit_and_the_record
         name="pick",
         prompt="choose",
         temperature=0.0,
-        max_output_tokens=TokenBudget("selector"),
+        max_output_tokens=TokenBudget("selector", items=2),
         output=JsonOutput(Pick),
         reask=ReaskPolicy(max=1),
     )
     ctx = Context()
-    await ChatRunner(backend, token_limits=TokenLimits(selector=321)).run(ctx, step)
+    limits = TokenLimits(selector_base=21, selector_per_pick=150)
+    await ChatRunner(backend, token_limits=limits).run(ctx, step)
     assert [r.max_output_tokens for r in backend.requests] == [321, 321]
     (event,) = [e for e in ctx.steps if isinstance(e, ChatEvent)]
     assert event.params.max_output_tokens == 321
@@ -144,3 +151,46 @@ def test_bad_wire_settings_are_config_errors_naming_the_key(
 ) -> None:
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
         make_cfg(tmp_path, setting)
+
+
+def _longest(node: dict[str, Any]) -> Any:
+    """The longest valid instance of a grammar-dialect schema: every string at its maxLength
+    (as words), every array at its maxItems."""
+    if "enum" in node:
+        return max(node["enum"], key=lambda v: len(json.dumps(v)))
+    kind = node["type"]
+    if kind == "object":
+        return {k: _longest(v) for k, v in node["properties"].items()}
+    if kind == "array":
+        return [_longest(node["items"]) for _ in range(node["maxItems"])]
+    if kind == "string":
+        return ("word " * node["maxLength"])[: node["maxLength"]]
+    return node.get("maximum", 0)
+
+
+CHARS_PER_TOKEN = 4
+"""OpenAI's rule of thumb for English text (an estimate: the tokenizer decides)."""
+
+
+@pytest.mark.parametrize("kind", ["card", "rewrite", "hints", "judge", "selector"])
+def test_the_default_limits_fit_the_longest_valid_answer(kind: str) -> None:
+    """A default that cut off a valid answer would re-ask a model for doing what it was
+    told; each JSON kind's default fits its longest valid answer (rule of thumb: 4
+    characters per token), for the default panel sizes."""
+    ids = [chr(ord("A") + i) for i in range(6)]
+    outputs: dict[str, tuple[JsonOutput[Any], TokenBudget]] = {
+        "card": (CARD_OUTPUT, TokenBudget("card")),
+        "rewrite": (concept_rewrite_output(3), TokenBudget("rewrite")),
+        "hints": (hints_output(["light"]), TokenBudget("hints")),
+        "judge": (judge_output(ids), TokenBudget("judge", items=len(ids))),
+        "selector": (
+            selector_output(ids, ("performance", "diversity", "potential")),
+            TokenBudget("selector", items=3),
+        ),
+    }
+    output, budget = outputs[kind]
+    grammar = output.schema.grammar
+    assert grammar is not None
+    chars = len(json.dumps(_longest(dict(grammar))))
+    limit = TokenLimits().resolve(budget, "any-model")
+    assert limit is not None and chars / CHARS_PER_TOKEN <= limit, (chars, limit)

@@ -188,7 +188,7 @@ class Rounds:
             temperature=0.0,
             model=self.selector_model,
             seed=derive_seed(self.run_seed, "step", "selector", r),
-            max_output_tokens=TokenBudget("selector"),
+            max_output_tokens=TokenBudget("selector", items=len(slots)),
             output=selector_output(ids, slots).then(_proposed),
             reask=ReaskPolicy(max=self.scoring.max_reasks, style="restate"),
             stateless=True,
