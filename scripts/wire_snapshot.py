@@ -72,10 +72,11 @@ def _scrub(value: Any, replace: dict[str, str]) -> Any:
 
 
 def run_scenario(
-    name: str, work: Path, extra: tuple[str, ...] = ()
+    name: str, work: Path, extra: tuple[str, ...] = (), exit_code: int = 0
 ) -> tuple[list[Any], dict[str, Any]]:
     """Run one scenario in ``work`` (emptied first), with ``extra`` command-line arguments
-    after the scenario's own; its sorted request bodies and scrubbed transcript."""
+    after the scenario's own, expecting it to exit ``exit_code``; its sorted request bodies
+    and scrubbed transcript."""
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     with OpenAIServer(offline=True) as server:
@@ -107,8 +108,8 @@ def run_scenario(
         config.write_text(json.dumps(cfg), encoding="utf-8")
         args = ["--config", str(config), "--seed", "11", "-q", *SCENARIOS[name], *extra]
         code = main(args, env={"OPENAI_API_KEY": "test-key"}, root=REPO)
-        if code != 0:
-            raise SystemExit(f"{name}: the run exited {code}")
+        if code != exit_code:
+            raise SystemExit(f"{name}: the run exited {code}, not {exit_code}")
         base_url = server.base_url
         bodies = sorted(
             (r.body for r in server.requests), key=lambda b: json.dumps(b, sort_keys=True)
