@@ -46,6 +46,7 @@ from image_project.backends.base import (
     Usage,
     conversation_problem,
 )
+from image_project.engine.answers import Call, answer_text, cut_off, reask_messages
 from image_project.engine.budget import TokenLimits
 from image_project.engine.context import Context, EngineEvent
 from image_project.engine.fanout import ordered_fanout
@@ -59,13 +60,11 @@ from image_project.engine.nodes import (
     default_name,
     walk,
 )
-from image_project.engine.output import ReaskPolicy
 from image_project.engine.recorder import DefaultStepRecorder, StepRecorder, check_recorder
 from image_project.engine.scope import Scope, merge_produced, root_scope
 from image_project.errors import (
     BackendError,
     EmptyPromptError,
-    EmptyResponseError,
     ModelOutputError,
     NodeType,
     PipelineDefinitionError,
@@ -360,7 +359,7 @@ class ChatRunner:
             text: str | None
             try:
                 text, value = await self._ask(
-                    step, history, prompt, _Call(model, limit, path), replies, reasks
+                    step, history, prompt, Call(model, limit, path), replies, reasks
                 )
             except Exception as exc:
                 if step.on_failure is None:
@@ -432,7 +431,7 @@ class ChatRunner:
         step: ChatStep[Any],
         history: Conversation,
         prompt: str,
-        call: _Call,
+        call: Call,
         replies: list[TextReply],
         reasks: list[Reask],
     ) -> tuple[str, object]:
@@ -462,8 +461,8 @@ class ChatRunner:
                 )
             )
             replies.append(reply)
-            text = _answer_text(step, reply, path)
-            cut = _cut_off(call.limit, reply)
+            text = answer_text(step, reply, path)
+            cut = cut_off(call.limit, reply)
             if output is None:
                 if cut is not None:
                     raise ModelOutputError(
@@ -489,7 +488,7 @@ class ChatRunner:
                         f"attempt(s): {error}",
                         output=text,
                     ) from exc
-                messages = _reask_messages(policy, history, messages, prompt, text, error)
+                messages = reask_messages(policy, history, messages, prompt, text, error)
 
     async def _complete(self, request: TextRequest) -> TextReply:
         if self.limiter is None:
@@ -549,57 +548,6 @@ class _ImageCall:
             error=error,
             pacing_wait_ms=reply.pacing_wait_ms if reply else 0.0,
         )
-
-
-@dataclass(frozen=True)
-class _Call:
-    """What every request of one chat step shares: the model, the token limit, the path."""
-
-    model: str
-    limit: int | None
-    path: str
-
-
-def _cut_off(limit: int | None, reply: TextReply) -> str | None:
-    """Why an answer the server stopped at its token limit (``finish_reason`` ``length``)
-    is not an answer, or None. Its own reason, so that a re-ask says what went wrong (a
-    JSON answer cut off would otherwise read as "no {...} found"). The limit named is the one
-    the answered attempt was sent with (a retry after a timeout may send a smaller one)."""
-    if reply.finish_reason != "length":
-        return None
-    if reply.max_output_tokens is not None:
-        limit = reply.max_output_tokens
-    at = f"{limit} tokens" if limit is not None else "the server's token limit"
-    return f"the answer was cut off at {at} (finish_reason 'length'); answer shorter"
-
-
-def _answer_text(step: ChatStep[Any], reply: TextReply, path: str) -> str:
-    """The answer's text, or the refusal / empty-answer error the step does not allow."""
-    text = reply.text
-    if reply.refusal and not (text and text.strip()):
-        raise RefusalError(f"{path}: the model refused: {reply.refusal}", output=reply.refusal)
-    if text is None or not text.strip():
-        if not step.allow_empty_response:
-            what = "None" if text is None else "a blank response"
-            raise EmptyResponseError(f"{path}: the model returned {what}")
-        return text or ""
-    return text
-
-
-def _reask_messages(
-    policy: ReaskPolicy,
-    history: Conversation,
-    messages: Conversation,
-    prompt: str,
-    answer: str,
-    error: str,
-) -> Conversation:
-    """The conversation of the next re-ask: ``restate`` sends the history plus one user
-    message (the prompt followed by the error); ``conversation`` appends the rejected answer
-    and the error to what was sent."""
-    if policy.style == "restate":
-        return (*history, Message("user", f"{prompt}\n\n{policy.prompt(error)}"))
-    return (*messages, Message("assistant", answer), Message("user", policy.prompt(error)))
 
 
 def as_json(value: object) -> JsonValue:
