@@ -389,6 +389,20 @@ def _setup_logging(verbose: int, quiet: bool) -> None:
     root.propagate = False
 
 
+async def _probe(backends: Backends) -> None:
+    """The pre-flight probe of every OpenAI-compatible endpoint the run uses
+    (:mod:`image_project.backends.probe`); its backends are closed when it fails."""
+    if not backends.probes:
+        return
+    from image_project.backends.probe import probe_backends
+
+    try:
+        await probe_backends(backends.probes)
+    except BaseException:
+        await backends.aclose()
+        raise
+
+
 def _summary(result: RunResult) -> str:
     """The run's summary, read from its record (the transcript's content)."""
     record = result.record
@@ -561,6 +575,11 @@ def main(
         print(f"configuration error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     print(backends.description, file=sys.stderr if args.quiet else sys.stdout, flush=True)
+    try:
+        anyio.run(_probe, backends)
+    except ConfigError as exc:
+        print(f"configuration error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
     try:
         return anyio.run(_run_all, cfg, backends, args.quiet, upscale)
     except InputFileError as exc:

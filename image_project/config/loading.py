@@ -342,10 +342,10 @@ def _walk(loc: Sequence[str | int]) -> tuple[type[BaseModel] | None, FieldInfo |
     whether the location is an item of a list field (the loc ends with an index)."""
     model: type[BaseModel] | None = AppConfig
     field: FieldInfo | None = None
-    is_item = False
+    is_item = named = False
     for part in loc:
-        if isinstance(part, int):
-            is_item = True
+        if isinstance(part, int) or named:  # a list index, or a name in ``backends:``
+            is_item, named = True, False
             continue
         is_item = False
         if model is None:
@@ -354,6 +354,7 @@ def _walk(loc: Sequence[str | int]) -> tuple[type[BaseModel] | None, FieldInfo |
         if field is None:
             return None, None, False
         model = _section_model(field.annotation)
+        named = get_origin(field.annotation) is dict
     return model, field, is_item
 
 

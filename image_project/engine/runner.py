@@ -367,7 +367,9 @@ class ChatRunner:
                 prompt=prompt,
                 system_prompt=step.system_prompt if step.stateless else None,
                 response=text,
-                params=ChatParams(temperature=step.temperature, model=model, seed=step.seed),
+                params=ChatParams(
+                    temperature=step.temperature, model=model, seed=step.seed, backend=step.backend
+                ),
                 context_messages=len(history),
                 created_at=created_at,
                 latency_ms=round((self.clock() - t0) * 1000, 3),
@@ -432,6 +434,7 @@ class ChatRunner:
                     seed=step.seed,
                     json_schema=output.schema if output is not None else None,
                     max_output_tokens=step.max_output_tokens,
+                    backend=step.backend,
                 )
             )
             replies.append(reply)

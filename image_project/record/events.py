@@ -34,11 +34,14 @@ TIMING_FIELDS: tuple[str, ...] = ("created_at", "latency_ms", "pacing_wait_ms")
 
 
 class ChatParams(RecordModel):
-    """What the request asked for: the temperature, the model and the API seed."""
+    """What the request asked for: the temperature, the model and the API seed, and the
+    backend it went to when not the main one (a name under ``backends:`` or ``offline``;
+    absent for the main backend)."""
 
     temperature: float
     model: str
     seed: int | None
+    backend: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class Reask(RecordModel):

@@ -92,6 +92,7 @@ class Panel:
             prompt=judge_prompt(order, cards, self.brief, self.history, judge.profile, self.hints),
             temperature=judge.temperature,
             model=judge.model,
+            backend=judge.backend,
             seed=derive_seed(self.run_seed, "step", "judge", *labels),
             output=judge_output(order).then(_scored),
             reask=ReaskPolicy(max=self.max_reasks, style="restate"),

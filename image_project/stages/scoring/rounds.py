@@ -77,6 +77,8 @@ class Rounds:
     selector_model: str
     guidance: Guidance = NO_GUIDANCE
     """The context guidance for the variant generators (never for the judges or selector)."""
+    selector_backend: str | None = None
+    """The selector's backend (None: the main one; ``backends:`` in the config)."""
 
     @property
     def generations(self) -> int:
@@ -185,6 +187,7 @@ class Rounds:
             prompt=selector_prompt(r, self.generations, self.label, table, cards, slots),
             temperature=0.0,
             model=self.selector_model,
+            backend=self.selector_backend,
             seed=derive_seed(self.run_seed, "step", "selector", r),
             output=selector_output(ids, slots).then(_proposed),
             reask=ReaskPolicy(max=self.scoring.max_reasks, style="restate"),
