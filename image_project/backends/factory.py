@@ -213,8 +213,9 @@ def make_backends(cfg: AppConfig, env: Mapping[str, str]) -> Backends:
     served = {ref for ref, one in built.items() if one.pair is not None}
     if served:
         check_models(cfg, openai_refs=served)
-    text_models = {ref: one.text.default_model for ref, one in built.items() if ref is not None}
-    routes = {ref: one.text for ref, one in built.items() if ref is not None}
+    routed = [ref for role, ref in roles if role != "image" and ref is not None]
+    text_models = {ref: built[ref].text.default_model for ref in routed}
+    routes = {ref: built[ref].text for ref in routed}
     text: TextBackend = RoutingTextBackend(main.text, routes) if routes else main.text
     image_ref = cfg.image.backend if cfg.run.mode == "full" else None
     uses = _uses(cfg, roles, text_models, main.text.default_model)
