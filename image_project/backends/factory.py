@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Literal
 
 from image_project.backends.base import ImageBackend, TextBackend
 from image_project.backends.offline import OfflineImageBackend, OfflineTextBackend
-from image_project.backends.probe import ModelNeed, ProbeTarget
+from image_project.backends.probe import ModelNeed, ProbeTarget, probe_backends
 from image_project.backends.retry import RetryPolicy
 from image_project.backends.routing import RoutingTextBackend
 from image_project.config import AppConfig, BackendConfig
@@ -87,6 +87,18 @@ class Backends:
     probes: tuple[ProbeTarget, ...] = ()
     """The OpenAI-compatible endpoints a run uses and the models each must serve, for the
     pre-flight probe (:func:`image_project.backends.probe.probe_backends`)."""
+
+    async def probe(self) -> None:
+        """The pre-flight probe of :attr:`probes` (:mod:`image_project.backends.probe`),
+        before the first model call; on failure the backends are closed and the
+        :class:`~image_project.errors.ConfigError` propagates (exit 2)."""
+        if not self.probes:
+            return
+        try:
+            await probe_backends(self.probes)
+        except BaseException:
+            await self.aclose()
+            raise
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from image_project.config import AppConfig, load_config
 from image_project.config.capabilities import check_models
 from image_project.errors import ConfigError
 from image_project.testing import FunctionTextBackend
-from tests.support.openai_server import OpenAIServer, Reply, error_body
+from tests.support.openai_server import OpenAIServer, error_body
 from tests.test_cli import REPO, write_config
 
 LOCAL = "http://127.0.0.1:9/v1"
@@ -230,16 +230,14 @@ def test_the_probe_passes_listed_models_and_servers_without_a_list() -> None:
 
 
 def test_the_probe_names_the_role_the_key_the_url_and_what_is_listed() -> None:
-    with OpenAIServer(models=["tiny"]) as server:
-        with pytest.raises(ConfigError) as info:
-            anyio.run(probe_backends, [_target(server, TEXT, IMAGE)])
+    with OpenAIServer(models=["tiny"]) as server, pytest.raises(ConfigError) as info:
+        anyio.run(probe_backends, [_target(server, TEXT, IMAGE)])
     error = info.value
     assert error.key == "image.model"
     assert server.base_url in error.message and "'tiny'" in error.message
     assert "--set image.backend=offline" in error.message and "--prompt-only" in error.message
-    with OpenAIServer(models=["other"]) as server:
-        with pytest.raises(ConfigError) as info:
-            anyio.run(probe_backends, [_target(server, TEXT)])
+    with OpenAIServer(models=["other"]) as server, pytest.raises(ConfigError) as info:
+        anyio.run(probe_backends, [_target(server, TEXT)])
     assert info.value.key == "backend.text_model"
     assert "set backend.text_model to one of them" in info.value.message
 
