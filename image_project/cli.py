@@ -334,7 +334,7 @@ def _add_generate_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--offline",
         action="store_true",
-        help="use the built-in offline backend even if an API key is set",
+        help="use the built-in offline backend for every role even if an API key is set",
     )
     parser.add_argument(
         "--prompt-only",
@@ -572,6 +572,11 @@ def main(
         return init_command(args.dir, force=args.force, prog=prog)
     try:
         cfg = load_config(root=root, config_path=args.config, overrides=_overrides(args), env=env)
+        if args.offline:  # the named backends too (backends:), not only backend:
+            named = {
+                n: b.model_copy(update={"provider": "offline"}) for n, b in cfg.backends.items()
+            }
+            cfg = cfg.model_copy(update={"backends": named})
         if cfg.sources[:1] == (str(BUILTIN_CONFIG),):
             print(builtin_note(root, prog), file=sys.stderr)
         _check_context(cfg)

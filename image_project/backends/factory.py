@@ -323,9 +323,9 @@ def _describe(
         if one.pair is not None:
             parts.append(f"{need.role}: {one.key} at {one.where} (model {need.model})")
             continue
-        label = "offline" if one.choice is None else f"{one.key} offline, {one.choice.why}"
-        preview = " preview image" if need.role == "image" else ""
-        parts.append(f"{need.role}: {label}{preview}")
+        label = "offline preview image" if need.role == "image" else "offline"
+        why = "" if one.choice is None else f" ({one.choice.why})"
+        parts.append(f"{need.role}: {label}{why}")
     return f"{line} Roles: " + "; ".join(parts) + "."
 
 

@@ -338,3 +338,23 @@ def test_judges_on_their_own_server_answer_there_and_are_recorded_so(
     judge_a = next(p for path, p in params.items() if path.endswith("/a"))
     assert (judge_b["backend"], judge_b["model"]) == ("judging", "judge-model")
     assert "backend" not in judge_a and judge_a["model"] == "main-model"
+
+
+def test_the_offline_flag_takes_every_role_offline(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_config(
+        tmp_path,
+        backends={"paid": {"provider": "openai", "base_url": "http://192.0.2.1/v1"}},
+        image={
+            "backend": "paid",
+            "generation_path": str(tmp_path / "out" / "images"),
+            "log_path": str(tmp_path / "out" / "logs"),
+        },
+    )
+    code = main(["--config", str(config), "--offline", "--prompt-only"], env={}, root=REPO)
+    assert code == 0, capsys.readouterr().err
+    code = main(["--config", str(config), "--offline", "--seed", "2"], env={}, root=REPO)
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "image: offline preview image (backends.paid.provider is offline)" in out
