@@ -105,7 +105,10 @@ class TextRequest:
     """One chat completion request.
 
     ``model`` None means the backend's default text model. ``seed`` is sent as the API's
-    ``seed`` (best-effort determinism on the server side; recorded either way).
+    ``seed`` (best-effort determinism on the server side; recorded either way). ``backend``
+    names the backend that must answer when a run has several (``backends:`` in the config;
+    None = the main one): :class:`~image_project.backends.routing.RoutingTextBackend`
+    dispatches on it, a single backend ignores it.
     """
 
     messages: tuple[Message, ...]
@@ -114,6 +117,7 @@ class TextRequest:
     seed: int | None = None
     json_schema: JsonSchema | None = None
     max_output_tokens: int | None = None
+    backend: str | None = None
 
 
 @dataclass(frozen=True)

@@ -80,7 +80,8 @@ class ChatStep(Generic[T]):
     ``prompt`` is a string or a function of the run :class:`Context` returning one; a None,
     non-string or blank prompt fails before any call (unless ``allow_empty_prompt``).
     ``temperature`` is a field, never a request parameter. ``model`` None means the backend's
-    default. ``seed`` is sent to the backend and recorded.
+    default. ``seed`` is sent to the backend and recorded. ``backend`` names the backend
+    that answers (None: the main one; a judge's or the selector's own, ``backends:``).
 
     ``stateless`` runs the call on a fresh conversation (``system_prompt`` + this prompt)
     instead of the inherited one: a judge that must not see the pipeline's history.
@@ -124,6 +125,7 @@ class ChatStep(Generic[T]):
     allow_empty_prompt: bool = False
     allow_empty_response: bool = False
     meta: Mapping[str, Any] = field(default_factory=dict)
+    backend: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "name", _check_name(self.name, "ChatStep.name"))

@@ -386,6 +386,7 @@ class ChatRunner:
                     model=model,
                     seed=step.seed,
                     max_output_tokens=limit,
+                    backend=step.backend,
                 ),
                 context_messages=len(history),
                 created_at=created_at,
@@ -458,6 +459,7 @@ class ChatRunner:
                     seed=step.seed,
                     json_schema=output.schema if output is not None else None,
                     max_output_tokens=call.limit,
+                    backend=step.backend,
                 )
             )
             replies.append(reply)

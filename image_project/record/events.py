@@ -34,13 +34,15 @@ TIMING_FIELDS: tuple[str, ...] = ("created_at", "latency_ms", "pacing_wait_ms")
 
 
 class ChatParams(RecordModel):
-    """What the request asked for: the temperature, the model, the API seed and the output
-    token limit sent (None: no limit was sent)."""
+    """What the request asked for: the temperature, the model, the API seed, the output
+    token limit sent (None: no limit was sent), and the backend it went to when not the main
+    one (a name under ``backends:`` or ``offline``; absent for the main backend)."""
 
     temperature: float
     model: str
     seed: int | None
     max_output_tokens: int | None = None
+    backend: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class Reask(RecordModel):

@@ -27,6 +27,9 @@ and stopped by the test (``with OpenAIServer() as server: ...``). Point a client
   flight (received, not yet answered) is tracked with its maximum. :attr:`OpenAIServer.gate`
   holds every request until it is set; :meth:`OpenAIServer.wait_for_in_flight` lets a test
   synchronise on arrivals instead of sleeping.
+* ``GET /models`` (the CLI's pre-flight probe) is answered apart: with ``models=[...]`` as
+  that model list, else 404 (no list: the probe passes); it is counted in
+  :attr:`OpenAIServer.model_listings`, not recorded in ``requests``, and consumes no script.
 
 Waits inside the server always also wake on shutdown, so stopping never hangs on a held
 request.
@@ -41,7 +44,7 @@ import math
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -289,7 +292,10 @@ class OpenAIServer:
         offline: bool = False,
         latency_s: float = 0.0,
         rate_window: RateWindow | None = None,
+        models: Sequence[str] | None = None,
     ) -> None:
+        self.models = None if models is None else tuple(models)
+        self.model_listings = 0
         self.default_text = text
         self.default_image = image
         self.offline = offline
@@ -421,6 +427,9 @@ class OpenAIServer:
                 return
 
     def _handle(self, handler: _Handler) -> None:
+        if handler.command == "GET" and handler.path.split("?", 1)[0].endswith("/models"):
+            self._list_models(handler)
+            return
         length = int(handler.headers.get("Content-Length") or 0)
         raw = handler.rfile.read(length) if length else b""
         try:
@@ -475,6 +484,30 @@ class OpenAIServer:
                 handler.send_header(name, value)
             handler.end_headers()
             handler.wfile.write(data)
+            handler.wfile.flush()
+        except OSError:
+            handler.close_connection = True
+
+    def _list_models(self, handler: _Handler) -> None:
+        """``GET /models`` (the pre-flight probe): ``models`` as the list, or 404 without
+        ``models``; counted in :attr:`model_listings`, never in :attr:`requests`, and never
+        consuming a scripted reply or rule."""
+        with self._cond:
+            self.model_listings += 1
+        if self.models is None:
+            status, payload = 404, error_body("no such path '/v1/models'", type="not_found")
+        else:
+            data = [
+                {"id": m, "object": "model", "created": 0, "owned_by": "test"} for m in self.models
+            ]
+            status, payload = 200, {"object": "list", "data": data}
+        body = json.dumps(payload).encode("utf-8")
+        try:
+            handler.send_response(status)
+            handler.send_header("Content-Type", "application/json")
+            handler.send_header("Content-Length", str(len(body)))
+            handler.end_headers()
+            handler.wfile.write(body)
             handler.wfile.flush()
         except OSError:
             handler.close_connection = True

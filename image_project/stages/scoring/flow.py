@@ -127,6 +127,8 @@ class ScoringSetup:
     temperature: float
     guidance: Guidance = NO_GUIDANCE
     """The context guidance for the generators (ideas, variants); never for a judge."""
+    selector_backend: str | None = None
+    """The LLM selector's backend (None: the main one)."""
 
 
 class ScoringRun:
@@ -271,6 +273,7 @@ class ScoringRun:
             setup.run_seed,
             setup.selector_model,
             setup.guidance,
+            setup.selector_backend,
         )
         current = log.rounds[0]
         async with scope.scope("round_0") as inner:

@@ -93,6 +93,7 @@ class Panel:
             prompt=judge_prompt(order, cards, self.brief, self.history, judge.profile, self.hints),
             temperature=judge.temperature,
             model=judge.model,
+            backend=judge.backend,
             seed=derive_seed(self.run_seed, "step", "judge", *labels),
             max_output_tokens=TokenBudget("judge", items=len(order)),
             output=judge_output(order).then(_scored),

@@ -78,6 +78,8 @@ class Rounds:
     selector_model: str
     guidance: Guidance = NO_GUIDANCE
     """The context guidance for the variant generators (never for the judges or selector)."""
+    selector_backend: str | None = None
+    """The selector's backend (None: the main one; ``backends:`` in the config)."""
 
     @property
     def generations(self) -> int:
@@ -187,6 +189,7 @@ class Rounds:
             prompt=selector_prompt(r, self.generations, self.label, table, cards, slots),
             temperature=0.0,
             model=self.selector_model,
+            backend=self.selector_backend,
             seed=derive_seed(self.run_seed, "step", "selector", r),
             max_output_tokens=TokenBudget("selector", items=len(slots)),
             output=selector_output(ids, slots).then(_proposed),
