@@ -9,6 +9,7 @@ from image_project.progress import counted
 from image_project.record import (
     ContextRecord,
     InjectorRecord,
+    JudgeResult,
     RoundCandidate,
     RoundRecord,
     RunRecord,
@@ -220,7 +221,20 @@ def _panel_lines(scoring: ScoringRecord) -> list[str]:
             f"{lead}{j.id:<{width['id']}}  {j.status:<11} rubric {j.rubric:<{width['rubric']}}"
             f"  profile {j.profile:<{width['profile']}}  weight {j.weight:g}  {j.model}"
         )
-    return lines
+    return lines + _one_model_warning(judges)
+
+
+def _one_model_warning(judges: Sequence[JudgeResult]) -> list[str]:
+    """A warning when two or more judges all ran on one model: their errors move together,
+    by how much their own scores cannot tell (docs/scoring.md, "Know your panel")."""
+    models = {j.model for j in judges}
+    if len(judges) < 2 or len(models) != 1:
+        return []
+    return [
+        f"  WARNING     all {len(judges)} judges use one model ({models.pop()}): their errors "
+        f"move together, so the panel acts like somewhere between 1 and {len(judges)} "
+        "judges; give a judge another model to measure it (runs stats)"
+    ]
 
 
 # --------------------------------------------------------------------------- why this card

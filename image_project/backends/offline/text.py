@@ -222,7 +222,7 @@ class OfflineTextBackend:
             text = (
                 _echoed_array(schema.schema, user_text)
                 or _selector_reply(schema, user_text)
-                or _rubric_judge_reply(request, schema, rng)
+                or _rubric_judge_reply(request, schema, rng, model)
                 or json.dumps(
                     generate_instance(schema.schema, rng, _salient_units(user_text)),
                     ensure_ascii=False,
