@@ -126,6 +126,14 @@ def prompt_lines(prompt: str, *, whole: bool) -> list[str]:
 
 
 _AGGREGATE_LABELS = {"median": "median", "weighted_median": "w.median", "mean": "mean"}
+_NORMALISE_MARKS = {"ranks": "(r)", "zscores": "(z)"}
+
+
+def _label(scoring: ScoringRecord) -> str:
+    """The aggregate's column label: the aggregation, ``(r)`` / ``(z)`` after it when the
+    judges' scores were normalised by ranks or z-scores first."""
+    label = _AGGREGATE_LABELS.get(scoring.aggregation, "trimmed")
+    return label + _NORMALISE_MARKS.get(scoring.normalise, "")
 
 
 def scoring_lines(scoring: ScoringRecord, *, stopped: str = "") -> list[str]:
@@ -141,7 +149,7 @@ def scoring_lines(scoring: ScoringRecord, *, stopped: str = "") -> list[str]:
         if roll is not None
         else ""
     )
-    label = _AGGREGATE_LABELS.get(scoring.aggregation, "trimmed")
+    label = _label(scoring)
     if scoring.selected_id is None:
         lines = [f"  Selected    no card: {stopped or 'no selection was made'}"]
     else:
@@ -294,7 +302,7 @@ def round_lines(scoring: ScoringRecord, index: int, *, stopped: str = "") -> lis
         raise KeyError(f"--round: got {index}, the run has rounds {_span(sorted(rounds))}")
     r = rounds[index]
     last = max(rounds) == index
-    label = _AGGREGATE_LABELS.get(scoring.aggregation, "trimmed")
+    label = _label(scoring)
     judges = [j.id for j in r.judges]
     width = max(5, *(len(j) for j in judges)) if judges else 5
     head = f"Round {r.index}: {len(r.score_table)} judged of {len(r.candidates)} cards"
@@ -365,7 +373,7 @@ def card_lines(scoring: ScoringRecord, card_id: str) -> list[str]:
     if not chain:
         known = sorted({c.id for r in rounds for c in r.candidates})
         raise KeyError(f"--card: no card {card_id!r} in this run (cards: {', '.join(known)})")
-    label = _AGGREGATE_LABELS.get(scoring.aggregation, "trimmed")
+    label = _label(scoring)
     lines = [f"Card {card_id}: " + " -> ".join(f"{c.id} (round {r.index})" for r, c in chain)]
     last_round = rounds[-1].index
     for r, c in chain:

@@ -17,7 +17,7 @@ from image_project.backends.offline.seed import _derive_seed
 from image_project.backends.offline.vocabulary import _COLOUR_ALIASES, COLOURS, LAYOUTS
 from image_project.backends.offline.words import _is_salient, _last_user_text, _tokens
 
-__all__: list[str] = []
+__all__ = ["MODEL_ERROR"]
 
 
 _JUDGE_SCHEMA = "idea_scores"
@@ -51,8 +51,9 @@ _MOTIF_RE = re.compile(r"([A-Za-z][A-Za-z'\-]*) \((\d+)/(\d+)\)")
 _NEGATIVE_RE = re.compile(r"dislike|hate|avoid|never", re.IGNORECASE)
 _LIKES_FOR_FULL_FIT = 6
 _NARRATIVE_BAND = (12, 80, 160)  # full marks from 12 to 80 words, none from 160
-_MODEL_ERROR = 4.0
-"""Half-width of a model's own error on a card (points): every judge on one model shares it."""
+MODEL_ERROR = 4.0
+"""Half-width of a model's own error on a card (points): every judge on one model shares it
+(the default of ``OfflineTextBackend(model_error=...)``)."""
 
 
 @dataclass(frozen=True)
@@ -200,13 +201,13 @@ def _card_view(card: Mapping[str, Any]) -> _CardView:
     )
 
 
-def _model_error(model: str, card: _CardView) -> float:
-    """The error ``model`` makes on ``card`` whoever asks: drawn in +-:data:`_MODEL_ERROR`
-    from a stream seeded by the model's name and the card's content (not by the judge, its
+def _model_error(model: str, card: _CardView, half_width: float) -> float:
+    """The error ``model`` makes on ``card`` whoever asks: drawn in +-``half_width`` from a
+    stream seeded by the model's name and the card's content (not by the judge, its
     rubric, the run or the seed), so judges on one model share it and judges on another
     model draw their own."""
     seed = _derive_seed("judge_model_error", {"model": model, "card": card.content})
-    return random.Random(seed).uniform(-_MODEL_ERROR, _MODEL_ERROR)
+    return random.Random(seed).uniform(-half_width, half_width) if half_width else 0.0
 
 
 def _card_views(user_text: str) -> dict[str, _CardView]:
@@ -396,10 +397,11 @@ def _card_score(
 
 
 def _rubric_judge_reply(
-    request: TextRequest, schema: JsonSchema, rng: random.Random, model: str
+    request: TextRequest, schema: JsonSchema, rng: random.Random, model: str, model_error: float
 ) -> str | None:
-    """A judge's scores by its rubric (see the package docstring) as ``model`` gives them, or
-    None when the request is not a rubric judge's (then nothing is drawn from ``rng``)."""
+    """A judge's scores by its rubric (see the package docstring) as ``model`` gives them
+    (its shared error within +-``model_error``), or None when the request is not a rubric
+    judge's (then nothing is drawn from ``rng``)."""
     if schema.name != _JUDGE_SCHEMA:
         return None
     rubric = _read_rubric("\n".join(m.content for m in request.messages if m.role == "system"))
@@ -411,7 +413,7 @@ def _rubric_judge_reply(
     scores = []
     for card_id in ids:
         card = view.cards.get(card_id, _CardView())
-        shared = _model_error(model, card)
+        shared = _model_error(model, card, model_error)
         score = _card_score(rubric, _features(view, card_id, card), rng, jitter, shared)
         scores.append({"id": card_id, "score": score})
     return json.dumps({"scores": scores}, ensure_ascii=False)
