@@ -14,7 +14,7 @@ from image_project.analysis import panel_stats, stats_command
 from image_project.app import run_generation
 from image_project.backends.factory import make_backends
 from image_project.record import ScoringRecord
-from image_project.review import records_from_transcripts
+from image_project.review import build_site, records_from_transcripts
 from image_project.summary import record_lines
 from tests.review.offline_runs import offline_cfg
 
@@ -52,6 +52,10 @@ def test_runs_stats_prints_the_same_model_groups_effective_judges(tmp_path: Path
         f"(95% interval {low:.2f} to {high:.2f}), measured against ref on other models over "
         "10 runs (10 rounds)" in text
     )
+    # The review site's panel page says the same.
+    panel = (build_site(records, tmp_path / "site").parent / "panel.html").read_text("utf-8")
+    assert "<h2>Independence</h2>" in panel
+    assert f"act like {group.n_eff:.2f} independent judges" in panel
 
 
 def test_the_run_summary_warns_when_every_judge_uses_one_model(tmp_path: Path) -> None:

@@ -14,12 +14,14 @@ import pytest
 from image_project.app import run_generation
 from image_project.backends.factory import make_backends
 from image_project.errors import ConfigError
+from image_project.record import RunRecord
 from image_project.stages.scoring.aggregation import (
     NORMALISATIONS,
     aggregate_scores,
     normalise_scores,
 )
 from image_project.stages.scoring.selection import aggregate
+from image_project.summary import record_lines
 from tests.review.offline_runs import offline_cfg
 
 IDS = ("A", "B", "C")
@@ -132,3 +134,8 @@ def test_a_run_records_its_normalisation(tmp_path: Path) -> None:
     assert ranked["config_snapshot"]["normalise"] == "ranks"  # type: ignore[index]
     for row in ranked["score_table"]:  # type: ignore[attr-defined]
         assert row["aggregate"] == aggregate_scores(list(row["normalised"].values()))
+    (path,) = (tmp_path / "ranks" / "logs").glob("*_transcript.json")
+    record = RunRecord.model_validate_json(path.read_text(encoding="utf-8"))
+    lines = record_lines(record, whole_prompt=False)
+    assert any(line.startswith("  Selected    idea ") and "median(r)" in line for line in lines)
+    assert any("Scores" in line and "median(r)" in line for line in lines)
