@@ -223,11 +223,12 @@ def _bootstrap(
     replacement; None when too few resamples give a defined ``rho``."""
     rng = rng_for(BOOTSTRAP_SEED, "panel_independence")
     k = len(runs)
+    shared = [m.shared for m in runs]
+    error = [m.error for m in runs]
     rhos: list[float] = []
     for _ in range(_RESAMPLES):
-        total = _Moments()
-        for _ in range(k):
-            total = total + runs[rng.randrange(k)]
+        picks = rng.choices(range(k), k=k)
+        total = _Moments(sum(shared[i] for i in picks), sum(error[i] for i in picks))
         if total.rho is not None:
             rhos.append(total.rho)
     if len(rhos) < _RESAMPLES // 2:
