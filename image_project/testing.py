@@ -210,16 +210,20 @@ class FakeImageBackend:
 _OFFLINE_TEXT = OfflineTextBackend()
 
 
-async def offline_chat_completion(payload: Mapping[str, Any]) -> dict[str, Any]:
+async def offline_chat_completion(
+    payload: Mapping[str, Any], *, model_error: float | None = None
+) -> dict[str, Any]:
     """A ``chat.completion`` body answering the request body ``payload`` with the offline
     backend's deterministic text; a strict ``json_schema`` response format gets
-    schema-valid JSON."""
+    schema-valid JSON. ``model_error``: the offline judges' shared per-model error
+    (``OfflineTextBackend(model_error=...)``; None = its default)."""
     fmt = payload.get("response_format") or {}
     schema = None
     if fmt.get("type") == "json_schema":
         spec = fmt["json_schema"]
         schema = JsonSchema(spec["name"], spec["schema"], bool(spec.get("strict", True)))
-    reply = await _OFFLINE_TEXT.complete(
+    backend = _OFFLINE_TEXT if model_error is None else OfflineTextBackend(model_error=model_error)
+    reply = await backend.complete(
         TextRequest(
             messages=tuple(Message(m["role"], m["content"]) for m in payload["messages"]),
             temperature=float(payload.get("temperature", 1.0)),

@@ -125,6 +125,7 @@ def test_example_ensemble_overlay_is_valid() -> None:
     judges = config.prompt.scoring.effective_judges(config.backend.text_model)
     assert [j.id for j in judges] == ["strict", "warm", "novel"]
     assert all(j.temperature == 0.0 for j in judges)
+    assert len({j.model for j in judges}) == 2  # a mixed-model panel (docs/scoring.md)
     assert config.prompt.scoring.effective_min_ok_judges == 2
 
 

@@ -129,6 +129,7 @@ __all__ = [
     "InjectionLocation",
     "InjectorName",
     "JudgeConfig",
+    "Normalise",
     "NoveltyConfig",
     "ProfileView",
     "PromptConfig",
@@ -219,6 +220,7 @@ BUILTIN_RUBRICS: tuple[str, ...] = ("default", "strict", "novelty_heavy", "profi
 """The built-in judge rubrics (their texts: ``image_project.stages.scoring.rubrics``)."""
 ProfileView = Literal["raw", "dislikes_only", "hints"]
 Aggregation = Literal["median", "weighted_median", "mean", "trimmed_mean"]
+Normalise = Literal["none", "ranks", "zscores"]
 MAX_RUBRIC_CHARS = 20_000
 
 
@@ -410,6 +412,7 @@ class ScoringConfig(_Section):
     min_ok_judges: _Int | None = Field(default=None, ge=1, le=MAX_JUDGES)
     aggregation: Aggregation = "median"
     trim: _Int = Field(default=0, ge=0, le=MAX_JUDGES)
+    normalise: Normalise = "none"
     novelty: NoveltyConfig = Field(default_factory=NoveltyConfig)
     evolution: EvolutionConfig = Field(default_factory=EvolutionConfig)
 

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import base64
 import collections
+import functools
 import json
 import math
 import sys
@@ -290,6 +291,7 @@ class OpenAIServer:
         text: str = "ok",
         image: bytes = TINY_PNG,
         offline: bool = False,
+        offline_model_error: float | None = None,
         latency_s: float = 0.0,
         rate_window: RateWindow | None = None,
         models: Sequence[str] | None = None,
@@ -299,6 +301,7 @@ class OpenAIServer:
         self.default_text = text
         self.default_image = image
         self.offline = offline
+        self.offline_model_error = offline_model_error
         self.latency_s = latency_s
         self.rate_window = rate_window
         self.gate: threading.Event | None = None
@@ -543,7 +546,10 @@ class OpenAIServer:
         requested_model = request.body.get("model") if isinstance(request.body, dict) else None
         if self.offline and isinstance(request.body, dict):
             if path.endswith("/chat/completions"):
-                return status, anyio.run(offline_chat_completion, request.body), headers
+                answer = functools.partial(
+                    offline_chat_completion, model_error=self.offline_model_error
+                )
+                return status, anyio.run(answer, request.body), headers
             if path.endswith("/images/generations"):
                 return status, offline_images_response(request.body), headers
         if path.endswith("/chat/completions"):

@@ -91,6 +91,7 @@ def describe_ensemble(
         f"max_reasks={scoring.max_reasks} judges=[{described}] "
         f"min_ok_judges={scoring.effective_min_ok_judges} aggregation={scoring.aggregation}"
         + (f" trim={scoring.trim}" if scoring.aggregation == "trimmed_mean" else "")
+        + (f" normalise={scoring.normalise}" if scoring.normalise != "none" else "")
         + f" novelty={state}"
         + _describe_evolution(scoring)
     )

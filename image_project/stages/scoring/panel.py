@@ -179,5 +179,6 @@ def score_table(
             method=scoring.aggregation,
             weights={r.id: r.weight for r in ok},
             trim=scoring.trim,
+            normalise=scoring.normalise,
         )
     )

@@ -195,6 +195,7 @@ class ScoringLog:
                 judges = last.judges
         return ScoringRecord(
             aggregation=s.aggregation,
+            normalise=s.normalise,
             config_snapshot={
                 **s.model_dump(
                     mode="json",
