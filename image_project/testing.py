@@ -366,10 +366,14 @@ class StrictLocalServer:
         self._thread: threading.Thread | None = None
 
     @property
-    def base_url(self) -> str:
+    def port(self) -> int:
         if self._httpd is None:
             raise RuntimeError("StrictLocalServer is not started")
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+        return int(self._httpd.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
 
     def start(self) -> StrictLocalServer:
         server = self
