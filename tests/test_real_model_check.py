@@ -246,3 +246,17 @@ def test_without_the_binary_it_skips_with_exit_0(
     assert rmc.main(["--json", str(tmp_path / "out.json")]) == 0
     assert "SKIPPED: no llama-server binary at" in capsys.readouterr().out
     assert not (tmp_path / "out.json").exists()
+
+
+def test_a_full_run_against_a_text_only_server_must_be_refused_before_any_call(
+    rmc: ModuleType,
+) -> None:
+    def refused(exit_: int, chat: int) -> list[str]:
+        proxy = {"http": {}, "http_400": [], "client_gone": 0, "image_endpoint": 0}
+        proxy["chat_requests"] = chat
+        return list(rmc.problems_of(row(exit=exit_, refused_before_calls=True, proxy=proxy)))
+
+    assert refused(2, 0) == []
+    (problem,) = refused(1, 3)
+    assert "exit 1 after 3 chat request(s); expected exit 2 before any" in problem
+    assert len(refused(2, 1)) == 1
