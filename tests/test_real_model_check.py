@@ -4,12 +4,9 @@ how it reads transcripts and judges a run (issue 24)."""
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
 import json
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import openai
@@ -22,27 +19,20 @@ from image_project.testing import FunctionTextBackend, StrictLocalServer
 from tests.test_app import backends, make_cfg
 
 REPO = Path(__file__).resolve().parents[1]
-SCRIPT = REPO / "scripts" / "real-model-check"
+sys.path.insert(0, str(REPO / "scripts"))
 
-
-@pytest.fixture(scope="module")
-def rmc() -> ModuleType:
-    loader = importlib.machinery.SourceFileLoader("real_model_check", str(SCRIPT))
-    spec = importlib.util.spec_from_loader("real_model_check", loader)
-    assert spec is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["real_model_check"] = module  # dataclasses look their module up
-    loader.exec_module(module)
-    return module
+import real_model_check  # noqa: E402
+import real_model_io  # noqa: E402
+import real_model_report  # noqa: E402
 
 
 def client(proxy: Any) -> openai.OpenAI:
     return openai.OpenAI(base_url=f"http://127.0.0.1:{proxy.port}/v1", api_key="x", max_retries=0)
 
 
-def test_the_proxy_records_status_roles_limit_and_finish(rmc: ModuleType) -> None:
+def test_the_proxy_records_status_roles_limit_and_finish() -> None:
     with StrictLocalServer(cap_tokens=30) as server:
-        proxy = rmc.Proxy(server.port)
+        proxy = real_model_io.Proxy(server.port)
         try:
             proxy.label = "t/run"
             c = client(proxy)
@@ -61,7 +51,7 @@ def test_the_proxy_records_status_roles_limit_and_finish(rmc: ModuleType) -> Non
                     max_completion_tokens=5,
                 )
             c.models.list()
-            summary = rmc.proxy_summary(proxy.for_run("t/run"))
+            summary = real_model_report.proxy_summary(proxy.for_run("t/run"))
         finally:
             c.close()
             proxy.stop()
@@ -73,9 +63,9 @@ def test_the_proxy_records_status_roles_limit_and_finish(rmc: ModuleType) -> Non
     assert "Conversation roles must alternate" in summary["http_400"][0]
 
 
-def test_the_proxy_token_limit_is_added_only_where_none_was_sent(rmc: ModuleType) -> None:
+def test_the_proxy_token_limit_is_added_only_where_none_was_sent() -> None:
     with StrictLocalServer() as server:
-        proxy = rmc.Proxy(server.port, token_limit=4)
+        proxy = real_model_io.Proxy(server.port, token_limit=4)
         try:
             c = client(proxy)
             msgs: Any = [{"role": "user", "content": "u"}]
@@ -88,9 +78,9 @@ def test_the_proxy_token_limit_is_added_only_where_none_was_sent(rmc: ModuleType
     assert [r.get("token_limit_added") for r in proxy.records] == [4, None]
 
 
-def test_keys_the_checkout_lacks_are_not_set(rmc: ModuleType) -> None:
+def test_keys_the_checkout_lacks_are_not_set() -> None:
     keys = yaml.safe_load((REPO / "config" / "config.yaml").read_text(encoding="utf-8"))
-    sets, not_set = rmc.overlays_for(
+    sets, not_set = real_model_check.overlays_for(
         keys,
         {"backend.timeout_s": 30, "backend.no_such_key": 1},
         {"prompt.scoring.evolution.selector": "llm", "backend.timeout_s": 45},
@@ -99,20 +89,21 @@ def test_keys_the_checkout_lacks_are_not_set(rmc: ModuleType) -> None:
     assert not_set == ["backend.no_such_key"]
 
 
-def test_every_run_overlay_names_keys_of_this_checkout_or_the_issue_24_branches(
-    rmc: ModuleType,
-) -> None:
+def test_every_run_overlay_names_keys_of_this_checkout_or_the_issue_24_branches() -> None:
     """A typo in the tables at the top of the script would silently not be set."""
     keys = yaml.safe_load((REPO / "config" / "config.yaml").read_text(encoding="utf-8"))
     pending = {
         k
-        for k in rmc.COMMON
+        for k in real_model_check.COMMON
         if k.startswith(("backend.max_output_tokens", "backend.schema_dialect"))
     }
     pending.add("image.backend")
-    overlays = [rmc.COMMON, *(t["overlay"] for t in rmc.TEMPLATES.values())]
-    overlays += [r.overlay for r in rmc.RUNS]
-    unknown = {k for o in overlays for k in o if not rmc.has_key(keys, k)} - pending
+    overlays = [
+        real_model_check.COMMON,
+        *(t["overlay"] for t in real_model_check.TEMPLATES.values()),
+    ]
+    overlays += [r.overlay for r in real_model_check.RUNS]
+    unknown = {k for o in overlays for k in o if not real_model_check.has_key(keys, k)} - pending
     assert unknown == set()
 
 
@@ -129,15 +120,13 @@ def test_every_run_overlay_names_keys_of_this_checkout_or_the_issue_24_branches(
     ],
 )
 def test_reask_reasons_are_counted_by_their_code_or_their_first_words(
-    rmc: ModuleType, reask: dict[str, str], reason: str
+    reask: dict[str, str], reason: str
 ) -> None:
-    assert rmc.reask_reason(reask) == reason
+    assert real_model_report.reask_reason(reask) == reason
 
 
 @pytest.mark.anyio
-async def test_statuses_are_counted_from_a_real_multi_round_transcript(
-    rmc: ModuleType, tmp_path: Path
-) -> None:
+async def test_statuses_are_counted_from_a_real_multi_round_transcript(tmp_path: Path) -> None:
     cfg = make_cfg(
         tmp_path,
         "run.mode=prompt_only",
@@ -152,7 +141,7 @@ async def test_statuses_are_counted_from_a_real_multi_round_transcript(
     )
     await run_generation(cfg, backends(FunctionTextBackend(OfflineTextBackend().complete)))
     (path,) = (tmp_path / "logs").glob("*_transcript.json")
-    summary = rmc.summarize_transcript(json.loads(path.read_text(encoding="utf-8")))
+    summary = real_model_report.summarize_transcript(json.loads(path.read_text(encoding="utf-8")))
     # one judge per round (two rounds; the top-level copy of the last round is not counted
     # twice) and one selector between them
     assert summary["statuses"] == {"judge:ok": 2, "selector:llm-ok": 1}
@@ -176,10 +165,10 @@ def row(**over: Any) -> dict[str, Any]:
     return base
 
 
-def test_a_clean_run_and_a_named_failure_pass(rmc: ModuleType) -> None:
-    assert rmc.problems_of(row()) == []
+def test_a_clean_run_and_a_named_failure_pass() -> None:
+    assert real_model_report.problems_of(row()) == []
     failed = {"transcript": True, "error": {"path": "pipeline/x", "type": "ModelOutputError"}}
-    assert rmc.problems_of(row(exit=1, transcript=failed)) == []
+    assert real_model_report.problems_of(row(exit=1, transcript=failed)) == []
 
 
 @pytest.mark.parametrize(
@@ -229,32 +218,29 @@ def test_a_clean_run_and_a_named_failure_pass(rmc: ModuleType) -> None:
         ),
     ],
 )
-def test_each_broken_assertion_is_named(
-    rmc: ModuleType, over: dict[str, Any], problem: str
-) -> None:
-    problems = rmc.problems_of(row(**over))
+def test_each_broken_assertion_is_named(over: dict[str, Any], problem: str) -> None:
+    problems = real_model_report.problems_of(row(**over))
     assert len(problems) == 1 and problem in problems[0]
 
 
 def test_without_the_binary_it_skips_with_exit_0(
-    rmc: ModuleType,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
 ) -> None:
     monkeypatch.setenv("LLAMA_SERVER", str(tmp_path / "no-llama-server"))
-    assert rmc.main(["--json", str(tmp_path / "out.json")]) == 0
+    assert real_model_check.main(["--json", str(tmp_path / "out.json")]) == 0
     assert "SKIPPED: no llama-server binary at" in capsys.readouterr().out
     assert not (tmp_path / "out.json").exists()
 
 
-def test_a_full_run_against_a_text_only_server_must_be_refused_before_any_call(
-    rmc: ModuleType,
-) -> None:
+def test_a_full_run_against_a_text_only_server_must_be_refused_before_any_call() -> None:
     def refused(exit_: int, chat: int) -> list[str]:
         proxy = {"http": {}, "http_400": [], "client_gone": 0, "image_endpoint": 0}
         proxy["chat_requests"] = chat
-        return list(rmc.problems_of(row(exit=exit_, refused_before_calls=True, proxy=proxy)))
+        return list(
+            real_model_report.problems_of(row(exit=exit_, refused_before_calls=True, proxy=proxy))
+        )
 
     assert refused(2, 0) == []
     (problem,) = refused(1, 3)
