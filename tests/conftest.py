@@ -75,6 +75,9 @@ ALL: frozenset[str] = frozenset({"*"})
 SUBPROCESS: dict[str, frozenset[str]] = {
     "tests/test_entry_points.py": ALL,
     "tests/test_startup.py": ALL,
+    "tests/test_defaults.py": frozenset(
+        {"test_init_then_prompt_only_from_an_empty_directory_outside_the_checkout"}
+    ),
     "tests/faults/test_concurrent_runs.py": ALL,
     "tests/store/test_concurrent_writers.py": ALL,
     "tests/test_cli.py": frozenset(

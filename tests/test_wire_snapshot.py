@@ -12,6 +12,10 @@ recorded them before the scoring wing moved onto typed steps (issue 23): they di
 the LLM selector's model (recorded as null before, the model the step sent now). The request
 bodies were byte-identical then (``diff -r`` of the two snapshot directories), so only the
 current ones are kept.
+
+``tests/data/wire/before_issue_24/`` keeps the bodies and transcripts as issue 23 left them;
+issue 24 added a token limit to every chat body and made the one request that did not
+alternate do so (:func:`test_issue_24_added_token_limits_and_made_the_one_odd_conversation_alternate`).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,11 +56,14 @@ ADDED_SINCE_ISSUE_23 = {"context": {"enabled": False}, "upscale": None}
 
 def test_before_the_typed_scoring_wing_only_the_selector_model_differed() -> None:
     before = SAVED / "before_issue_23"
+    after = SAVED / "before_issue_24"  # the snapshots as issue 23 left them
     for name in wire_snapshot.SCENARIOS:
-        old, new = saved(name, "transcript", before), saved(name, "transcript")
+        old, new = saved(name, "transcript", before), saved(name, "transcript", after)
         assert isinstance(old, dict) and isinstance(new, dict)
         for key, value in ADDED_SINCE_ISSUE_23.items():
             assert key not in old and new.pop(key) == value
+        # prompt.scoring.normalise (issue 26), in the config snapshot: off in these runs.
+        assert new["blackbox_scoring"]["config_snapshot"].pop("normalise") == "none"
         if name != "three_rounds_llm_selector":
             assert old == new
             continue
@@ -67,3 +75,38 @@ def test_before_the_typed_scoring_wing_only_the_selector_model_differed() -> Non
                 if step.get("type") == "action" and step["name"] == "survivors":
                     step["result"]["selector"]["model"] = None
         assert old == new
+
+
+def _roles(body: dict[str, Any]) -> list[str]:
+    return [m["role"] for m in body.get("messages", [])]
+
+
+@pytest.mark.parametrize("name", list(wire_snapshot.SCENARIOS))
+def test_issue_24_added_token_limits_and_made_the_one_odd_conversation_alternate(
+    name: str,
+) -> None:
+    """What issue 24 changed on the wire (``before_issue_24/`` holds the bodies as issue 23
+    left them): every chat body gained ``max_completion_tokens``; the one request that did
+    not alternate (``dalle_prompt_creation``'s draft after the selected card's stage:
+    ``[system, assistant, user]``) now sends that stage as its prompt and its answer
+    (``[system, user, assistant, user]``); the offline answer to it, hence the image prompt
+    and the title request, changed with it. Nothing else."""
+    old = saved(name, "requests", SAVED / "before_issue_24")
+    new = saved(name, "requests")
+    assert isinstance(old, list) and isinstance(new, list) and len(old) == len(new)
+    chats = [b for b in new if "messages" in b]
+    assert all(isinstance(b.get("max_completion_tokens"), int) for b in chats)
+    stripped = {
+        json.dumps({k: v for k, v in b.items() if k != "max_completion_tokens"}, sort_keys=True)
+        for b in new
+    }
+    before = {json.dumps(b, sort_keys=True) for b in old}
+    gone = [json.loads(b) for b in before - stripped]
+    came = [json.loads(b) for b in stripped - before]
+    assert sorted(map(_roles, gone)) == [[], ["system", "assistant", "user"], ["system", "user"]]
+    assert sorted(map(_roles, came)) == [
+        [],
+        ["system", "user"],
+        ["system", "user", "assistant", "user"],
+    ]
+    assert ["system", "assistant", "user"] not in [_roles(b) for b in new]
