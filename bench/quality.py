@@ -1585,7 +1585,7 @@ def _plot_rounds(ax: Any, rounds: Mapping[str, Any] | None) -> None:
         ax.errorbar([flat["calls"], *(r["calls"] for r in controls)],
                     [flat["chosen_quality"], *(r["chosen_quality"] for r in controls)],
                     yerr=[_ci(flat["chosen_ci95"]), *(_ci(r["chosen_ci95"]) for r in controls)],
-                    marker="^", linestyle=":", color="#ff7f0e", capsize=3,
+                    marker="^", linestyle=":", color="#2ca02c", capsize=3,
                     label="one flat round of as many calls")  # fmt: skip
         for r in controls:
             ax.annotate(f"{r['ideas']} cards", (r["calls"], r["chosen_quality"]),

@@ -141,7 +141,10 @@ def test_a_long_phrase_and_a_short_one_repeated_equally_cost_the_same() -> None:
     assert long_phrase == (6.0, ("misty coastal landscapes dawn",))
     assert short_phrase == (6.0, ("brass orrery",))
     # Part of a phrase costs that part of it.
-    assert novelty_penalty("Coastal landscapes", summary) == (3.0, ("misty coastal landscapes dawn",))
+    assert novelty_penalty("Coastal landscapes", summary) == (
+        3.0,
+        ("misty coastal landscapes dawn",),
+    )
 
 
 def test_a_word_also_used_apart_stays_its_own_motif() -> None:
