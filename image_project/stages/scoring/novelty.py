@@ -23,6 +23,7 @@ stage's one warn-and-continue.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 from collections.abc import Sequence
@@ -82,10 +83,20 @@ def _sequence(text: str) -> list[str]:
     return [t for t in content_tokens(text) if len(t) >= 3 and t not in _FORMAT_WORDS]
 
 
+def _joins(sequences: Sequence[Sequence[str]], where: dict[str, set[int]]) -> list[tuple[str, str]]:
+    """The pairs (a, b) of frequent words in the same prompts where b directly follows a in
+    every one of them."""
+    followers: dict[tuple[str, str], set[int]] = {}
+    for index, words in enumerate(sequences):
+        for a, b in itertools.pairwise(words):
+            if a != b and a in where and b in where and where[a] == where[b]:
+                followers.setdefault((a, b), set()).add(index)
+    return sorted(pair for pair, prompts in followers.items() if prompts == where[pair[0]])
+
+
 def _phrases(sequences: Sequence[Sequence[str]], where: dict[str, set[int]]) -> list[list[str]]:
     """The frequent words (keys of ``where``: word -> the prompts it is in) grouped into
-    motifs: two join when they are in the same prompts and one directly follows the other in
-    each of them. Each group's words in the order they first appear."""
+    motifs by :func:`_joins`, each group's words in the order they first appear."""
     parent = {w: w for w in where}
 
     def root(w: str) -> str:
@@ -94,14 +105,8 @@ def _phrases(sequences: Sequence[Sequence[str]], where: dict[str, set[int]]) -> 
             w = parent[w]
         return w
 
-    followers: dict[tuple[str, str], set[int]] = {}
-    for index, words in enumerate(sequences):
-        for a, b in zip(words, words[1:], strict=False):
-            if a != b and a in where and b in where and where[a] == where[b]:
-                followers.setdefault((a, b), set()).add(index)
-    for (a, b), prompts in sorted(followers.items()):
-        if prompts == where[a]:
-            parent[root(b)] = root(a)
+    for a, b in _joins(sequences, where):
+        parent[root(b)] = root(a)
     first: dict[str, tuple[int, int]] = {}
     for index, words in enumerate(sequences):
         for position, w in enumerate(words):
