@@ -80,18 +80,23 @@ SEED = 24
 COMMON: dict[str, Any] = {
     "backend.provider": "openai",
     "backend.text_model": MODEL_ALIAS,
-    "backend.timeout_s": 45.0,  # short: a call that never ends costs 45 s, not 120
+    "backend.timeout_s": 90.0,  # a bounded answer at 16-35 tokens/s takes well under this
     "backend.max_attempts": 1,  # no retry of a timed-out call (it would resend the same body)
     "backend.max_concurrency": 4,  # = llama-server -np 4
     "store.enabled": False,
     "prompt.text_temperature": 0.8,
-    # Issue 24 keys (i24-wire / i24-roles); not set where the code does not have them. The
-    # lead adjusts the names after merging.
-    "backend.max_output_tokens.prose": 96,
-    "backend.max_output_tokens.card": 192,
-    "backend.max_output_tokens.judge_per_card": 24,
-    "backend.max_output_tokens.selector": 160,
-    "backend.max_output_tokens.title": 16,
+    # Issue 24's keys (not set where the code under test does not have them): small limits
+    # per kind, so a model that never stops costs seconds; the grammar dialect bounds every
+    # string, so a JSON answer can close inside its limit.
+    "backend.max_output_tokens.prose": 160,
+    "backend.max_output_tokens.rewrite": 300,
+    "backend.max_output_tokens.hints": 300,
+    "backend.max_output_tokens.card": 400,
+    "backend.max_output_tokens.judge_base": 60,
+    "backend.max_output_tokens.judge_per_card": 40,
+    "backend.max_output_tokens.selector_base": 100,
+    "backend.max_output_tokens.selector_per_pick": 80,
+    "backend.max_output_tokens.title": 24,
     "backend.schema_dialect": "grammar",
 }
 
@@ -104,7 +109,7 @@ TEMPLATES: dict[str, dict[str, Any]] = {
             "--chat-template-file",
             "tests/data/templates/strict_alternation.jinja",
         ],
-        "overlay": {},  # e.g. {"backend.role_style": "system_first"} once it exists
+        "overlay": {},
     },
 }
 

@@ -4,9 +4,9 @@ in-process on 127.0.0.1. scripts/real-model-check runs the real server; these te
 same facts without it.
 
 The first group tests the fake itself. The second is the contract a run must meet against such
-a server; the tests marked xfail fail on main today and land with the issue-24 branches
-(conversation shapes and token limits: i24-wire; the pre-flight probe and the offline image
-backend: i24-roles). They are strict xfails: when one starts passing, flip it.
+a server: alternating conversations and a token limit on every request, the pre-flight probe
+refusing full mode against a text-only server, and real text with the offline preview image.
+(Each of these failed before issue 24.)
 """
 
 from __future__ import annotations
@@ -206,8 +206,6 @@ def test_the_strict_template_puts_the_system_text_into_the_first_user_turn() -> 
 
 
 # --------------------------------------------------------------------------- the contract
-WIRE = "issue 24: lands with the i24-wire branch"
-ROLES = "issue 24: lands with the i24-roles branch"
 JUDGES = [
     {"id": "strict", "rubric": "strict"},
     {"id": "warm", "rubric": "profile_fit"},
@@ -224,7 +222,6 @@ def run_against(server: StrictLocalServer, tmp: Path, *args: str, **extra: Any) 
     return main(["--config", str(config), "--seed", "24", "-q", *args], env={}, root=REPO)
 
 
-@pytest.mark.xfail(strict=True, reason=WIRE)
 def test_a_prompt_only_run_sends_only_alternating_conversations(
     tmp_path: Path, allow_loopback: None
 ) -> None:
@@ -235,7 +232,6 @@ def test_a_prompt_only_run_sends_only_alternating_conversations(
     assert code == 0
 
 
-@pytest.mark.xfail(strict=True, reason=WIRE)
 def test_every_chat_request_sends_a_token_limit(tmp_path: Path, allow_loopback: None) -> None:
     with StrictLocalServer() as server:
         run_against(server, tmp_path, "--prompt-only", prompt={"refinement": "none"})
@@ -244,7 +240,6 @@ def test_every_chat_request_sends_a_token_limit(tmp_path: Path, allow_loopback: 
     assert [r for r in requests if r.token_limit is None] == []
 
 
-@pytest.mark.xfail(strict=True, reason=WIRE)
 def test_a_three_judge_scoring_run_passes_every_stage(tmp_path: Path, allow_loopback: None) -> None:
     scoring = {"enabled": True, "num_ideas": 3, "judges": JUDGES}
     with StrictLocalServer() as server:
@@ -253,7 +248,6 @@ def test_a_three_judge_scoring_run_passes_every_stage(tmp_path: Path, allow_loop
     assert code == 0
 
 
-@pytest.mark.xfail(strict=True, reason=ROLES)
 def test_full_mode_against_a_text_only_server_fails_before_the_first_call(
     tmp_path: Path, allow_loopback: None
 ) -> None:
@@ -263,7 +257,6 @@ def test_full_mode_against_a_text_only_server_fails_before_the_first_call(
     assert code == 2
 
 
-@pytest.mark.xfail(strict=True, reason=ROLES)
 def test_full_mode_with_the_offline_image_backend_makes_no_image_request(
     tmp_path: Path, allow_loopback: None
 ) -> None:
@@ -273,7 +266,6 @@ def test_full_mode_with_the_offline_image_backend_makes_no_image_request(
     assert code == 0
 
 
-@pytest.mark.xfail(strict=True, reason=WIRE)
 @pytest.mark.anyio
 @pytest.mark.parametrize(
     "extra",
@@ -291,7 +283,6 @@ async def test_every_conversation_a_run_sends_alternates(
     assert refused == {None}
 
 
-@pytest.mark.xfail(strict=True, reason=WIRE)
 @pytest.mark.anyio
 async def test_without_structured_outputs_the_schema_instruction_is_not_a_trailing_system_message(
     allow_loopback: None,

@@ -152,7 +152,8 @@ class SelectionDetail(RecordModel):
 
 
 class Motif(RecordModel):
-    """A word repeated across recent final prompts: in how many, and what share of them."""
+    """A motif repeated across recent final prompts: in how many, and what share of them.
+    ``word`` is one word, or a phrase (words that always come together, space-separated)."""
 
     word: str
     prompts: int

@@ -1035,8 +1035,13 @@ async def test_the_start_sets_the_level_and_rewards_never_pass_100() -> None:
 
 async def test_novelty_heavy_takes_points_for_recent_motifs() -> None:
     history = recent_motifs(
-        [f"A lantern over the cathedral harbour, version {i}." for i in ("one", "two", "three")]
+        [
+            "A lantern over the cathedral harbour, version one.",
+            "The harbour below its cathedral, version two.",
+            "The cathedral beyond the harbour, version three.",
+        ]
     )
+    # Never in the same order, so two motifs, each in every prompt.
     assert {"cathedral", "harbour"} <= {m.word for m in history.motifs}
     with_history = NoveltyState(enabled=True, window=3, summary=history)
     rubric = RubricSpec(name="novelty_heavy")

@@ -47,7 +47,8 @@ _VIEW_END_RE = re.compile(
     rf"^(?:{re.escape(markers.RECENT_HISTORY)}|{re.escape(markers.IDEA_CARDS)})", re.MULTILINE
 )
 _HISTORY_RE = re.compile(rf"^{re.escape(markers.RECENT_HISTORY)}(.*)$", re.MULTILINE)
-_MOTIF_RE = re.compile(r"([A-Za-z][A-Za-z'\-]*) \((\d+)/(\d+)\)")
+# A motif is a word or a phrase (novelty's words that always come together), after ": " or ", ".
+_MOTIF_RE = re.compile(r"(?:^|: |, )([A-Za-z][A-Za-z' \-]*?) \((\d+)/(\d+)\)")
 _NEGATIVE_RE = re.compile(r"dislike|hate|avoid|never", re.IGNORECASE)
 _LIKES_FOR_FULL_FIT = 6
 _NARRATIVE_BAND = (12, 80, 160)  # full marks from 12 to 80 words, none from 160
@@ -93,7 +94,7 @@ class _JudgeView:
     concepts: tuple[frozenset[str], ...]
     likes: frozenset[str] | None
     dislikes: tuple[frozenset[str], ...]
-    motifs: Mapping[str, float]
+    motifs: Mapping[tuple[str, ...], float]
     cards: Mapping[str, _CardView]
 
 
@@ -259,14 +260,16 @@ def _taste(view: str) -> tuple[frozenset[str] | None, tuple[frozenset[str], ...]
     return (frozenset(likes) if likes else None), tuple(d for d in distinct if d)
 
 
-def _motifs(user_text: str) -> dict[str, float]:
-    """Motif -> its share of the recent prompts, from the "Recent history:" line."""
+def _motifs(user_text: str) -> dict[tuple[str, ...], float]:
+    """Motif (its words) -> its share of the recent prompts, from the "Recent history:"
+    line."""
     line = _HISTORY_RE.search(user_text)
     if line is None:
         return {}
-    found: dict[str, float] = {}
-    for word, prompts, rows in _MOTIF_RE.findall(line[1]):
-        found[_stem(word.lower())] = int(prompts) / max(1, int(rows))
+    found: dict[tuple[str, ...], float] = {}
+    for phrase, prompts, rows in _MOTIF_RE.findall(line[1]):
+        words = tuple(_stem(w) for w in phrase.lower().split())
+        found[words] = int(prompts) / max(1, int(rows))
     return found
 
 
@@ -332,8 +335,10 @@ def _renderability(card: _CardView) -> float:
     return (float(card.composition > 0) + float(card.medium > 0) + visual + band) / 4
 
 
-def _repetition(motifs: Mapping[str, float], words: frozenset[str]) -> float:
-    return min(1.0, sum(share for motif, share in motifs.items() if motif in words))
+def _repetition(motifs: Mapping[tuple[str, ...], float], words: frozenset[str]) -> float:
+    """Each motif's share times the part of its words the card uses, summed, at most 1."""
+    used = (share * sum(w in words for w in motif) / len(motif) for motif, share in motifs.items())
+    return min(1.0, sum(used))
 
 
 def _features(view: _JudgeView, card_id: str, card: _CardView) -> dict[str, tuple[float, float]]:
