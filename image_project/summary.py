@@ -173,8 +173,10 @@ def _round_line(r: RoundRecord, label: str) -> str:
         r.score_table, key=lambda row: (-row.effective_score, -row.aggregate, row.id), default=None
     )
     dropped = sum(1 for c in r.candidates if c.dropped is not None)
+    invalid = sum(1 for c in r.candidates if c.invalid is not None)
     head = f"  Round {r.index:<5} {len(r.score_table)} judged"
     head += f" ({dropped} near-duplicate dropped)" if dropped else ""
+    head += f" ({invalid} invalid dropped)" if invalid else ""
     head += f", best {best.id} {label} {best.aggregate}" if best else ""
     if r.survivors and r.selector is not None:
         chosen = ", ".join(f"{s.id} {s.category}" for s in r.survivors)
@@ -304,6 +306,8 @@ def round_lines(scoring: ScoringRecord, index: int, *, stopped: str = "") -> lis
                 f"dropped: near-duplicate of {c.dropped.of} "
                 f"(distance {c.dropped.distance:.2f} < {c.dropped.threshold:g})"
             )
+        elif c.invalid is not None:
+            body = "dropped: invalid answer after the re-asks"
         elif row is None:
             body = "not judged"
         else:

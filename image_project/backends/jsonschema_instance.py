@@ -22,8 +22,9 @@ distinct and in enum order; when ``minItems == maxItems == len(enum)`` every id 
 once.
 
 Strings are phrases from ``words`` (the offline backend passes the salient phrases of the last
-user message), kept distinct within one array while the vocabulary allows, and follow the
-property name: narrative-like keys (``narrative``, ``description``, ``rationale``,
+user message) other than the schema's own property names (an answer that fills a field
+with a key such as ``"composition"`` says nothing), kept distinct within one array while
+the vocabulary allows, and follow the property name: narrative-like keys (``narrative``, ``description``, ``rationale``,
 ``*_prompt``...) get a sentence, hook-like keys (``hook``, ``title``, ``name``...) a short
 phrase, anything else a single phrase.
 """
@@ -133,7 +134,22 @@ def generate_instance(
     ``rng`` makes every choice. Raises :class:`UnsupportedSchemaError` (see the module docstring).
     """
     check_schema(schema)
-    return _Generator(rng, words).value(schema, key=None)
+    keys = _property_names(schema)
+    return _Generator(rng, [w for w in words if w.strip().lower() not in keys]).value(
+        schema, key=None
+    )
+
+
+def _property_names(node: Any) -> frozenset[str]:
+    """Every property name in ``schema``, lower case."""
+    if isinstance(node, Mapping):
+        names = {str(k).lower() for k in node.get("properties", {})}
+        for value in node.values():
+            names |= _property_names(value)
+        return frozenset(names)
+    if isinstance(node, list):
+        return frozenset().union(*(_property_names(v) for v in node))
+    return frozenset()
 
 
 def _check(node: Any, loc: str) -> None:

@@ -44,7 +44,7 @@ one readable points line           without one (the ``default`` rubric, or a rub
 multi-round survivor selector)     candidates' JSON lines: performance = best effective
                                    score, diversity = fewest words shared with those already
                                    picked, potential = highest single judge score; reasons
-                                   quote the numbers
+                                   quote the numbers (diversity: the hook's first words)
 ``json_schema`` set                JSON text that validates against the schema, strings built
                                    from the salient words (see :mod:`.jsonschema_instance`;
                                    unsupported keywords raise ``UnsupportedSchemaError``)
