@@ -15,6 +15,7 @@ from image_project.record import (
     ScoreRow,
     ScoringRecord,
     SelectorRecord,
+    gate_counts,
     pick_rule,
     run_status,
     stopped_reason,
@@ -23,6 +24,7 @@ from image_project.record import (
 __all__ = [
     "card_lines",
     "context_lines",
+    "gate_lines",
     "prompt_lines",
     "record_lines",
     "round_lines",
@@ -77,6 +79,7 @@ def record_lines(
             f"  Image 4K    {upscaled.path} ({upscaled.size}, {upscaled.method}, "
             f"{upscaled.bytes:,} bytes)"
         )
+    lines += gate_lines(record)
     usage = record.usage
     lines += [
         *files,
@@ -84,6 +87,17 @@ def record_lines(
         f"{usage.total_tokens:,} tokens, {record.timing.wall_s:.1f} s",
     ]
     return lines
+
+
+def gate_lines(record: RunRecord) -> list[str]:
+    """One line naming every quality gate that fired in the run (none when none did): the
+    answers it rejected and the steps that stayed invalid."""
+    fired = [
+        f"{name} {c.rejected} rejected" + (f", {c.failed} failed" if c.failed else "")
+        for name, c in gate_counts(record).items()
+        if c.rejected or c.failed
+    ]
+    return [f"  Gates       {'; '.join(fired)}"] if fired else []
 
 
 _PLACES = {

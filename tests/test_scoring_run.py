@@ -23,6 +23,7 @@ from image_project.record import RunRecord, ScoringRecord, gate_counts
 from image_project.seeding import derive_seed
 from image_project.stages.profile import load_profile
 from image_project.stages.standard import Brief, prompt_pipeline
+from image_project.summary import gate_lines, record_lines
 from image_project.testing import FunctionTextBackend, last_user_text
 from tests.test_app import answer, backends, leftover_files, make_cfg, transcript, untimed_steps
 
@@ -556,9 +557,12 @@ async def test_a_judge_scoring_by_position_is_degenerate_and_left_out(tmp_path: 
     # The re-ask told the judge why.
     warm_requests = [r for r in text.requests if r.seed == judge_seed("warm")]
     assert "gate:judge_degenerate" in last_user_text(warm_requests[1])
-    counts = gate_counts(RunRecord.model_validate(data))
+    record = RunRecord.model_validate(data)
+    counts = gate_counts(record)
     assert (counts["judge_degenerate"].rejected, counts["judge_degenerate"].failed) == (2, 1)
     assert counts["judge_degenerate"].paths == ["pipeline/blackbox_scoring/judges/warm"]
+    assert gate_lines(record) == ["  Gates       judge_degenerate 2 rejected, 1 failed"]
+    assert any(ln.split()[:2] == ["warm", "degenerate"] for ln in scoring_lines_of(record))
 
 
 async def test_degenerate_judges_count_against_the_quorum(tmp_path: Path) -> None:
@@ -567,3 +571,10 @@ async def test_degenerate_judges_count_against_the_quorum(tmp_path: Path) -> Non
         await run_generation(make_cfg(tmp_path, *ENSEMBLE), backends(text))
     assert "strict=degenerate" in caught.value.error.message
     assert "warm=degenerate" in caught.value.error.message
+
+
+def scoring_lines_of(record: RunRecord) -> list[str]:
+    """The summary's lines, stripped (a judge's line reads ``<id> <status> rubric ...``)."""
+    return [
+        ln.strip().removeprefix("Judges").strip() for ln in record_lines(record, whole_prompt=False)
+    ]
