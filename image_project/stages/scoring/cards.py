@@ -44,7 +44,7 @@ _FIELD_NAMES = (
 )
 _PLACEHOLDERS = (
     "image picture artwork string str value values example examples placeholder "
-    "description pitch sentence paragraph list item items tbd todo n/a na none null nil "
+    "description sentence paragraph list item items tbd todo n/a na none null nil "
     "undefined etc"
 )
 _BARE: frozenset[str] = frozenset(
