@@ -134,10 +134,7 @@ def generate_instance(
     ``rng`` makes every choice. Raises :class:`UnsupportedSchemaError` (see the module docstring).
     """
     check_schema(schema)
-    keys = _property_names(schema)
-    return _Generator(rng, [w for w in words if w.strip().lower() not in keys]).value(
-        schema, key=None
-    )
+    return _Generator(rng, words, _property_names(schema)).value(schema, key=None)
 
 
 def _property_names(node: Any) -> frozenset[str]:
@@ -228,11 +225,14 @@ def _key_kind(key: str | None) -> str:
 class _Generator:
     """One generation pass: the rng and a word cursor."""
 
-    def __init__(self, rng: random.Random, words: Sequence[str]) -> None:
+    def __init__(
+        self, rng: random.Random, words: Sequence[str], keys: frozenset[str] = frozenset()
+    ) -> None:
         self._rng = rng
         vocab = list(dict.fromkeys(w for w in words if w.strip())) or list(_DEFAULT_WORDS)
         self._vocab = vocab
         self._queue: list[str] = []
+        self._keys = keys if any(w.strip().lower() not in keys for w in vocab) else frozenset()
 
     def value(self, node: Mapping[str, Any], *, key: str | None) -> Any:
         if "enum" in node:
@@ -308,10 +308,14 @@ class _Generator:
         return self._rng.randint(lo, hi)
 
     def _word(self) -> str:
-        """The next vocabulary entry; the vocabulary is reshuffled each time it runs out."""
-        if not self._queue:
-            self._queue = self._rng.sample(self._vocab, len(self._vocab))
-        return self._queue.pop()
+        """The next vocabulary entry that is not one of the schema's property names; the
+        vocabulary is reshuffled each time it runs out."""
+        while True:
+            if not self._queue:
+                self._queue = self._rng.sample(self._vocab, len(self._vocab))
+            word = self._queue.pop()
+            if word.strip().lower() not in self._keys:
+                return word
 
     def _other(self, *taken: str) -> str:
         word = self._word()

@@ -38,7 +38,7 @@ EVOLVE = (
     # Offline cards at seed 5 then drop one variant in round 1 and two in round 2 as
     # near-duplicates.
     "--set",
-    "prompt.scoring.evolution.near_duplicate_distance=0.615",
+    "prompt.scoring.evolution.near_duplicate_distance=0.6",
 )
 LLM = ("--set", "prompt.scoring.evolution.selector=llm")
 DOCS = REPO / "docs" / "store.md"
