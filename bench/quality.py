@@ -1,7 +1,9 @@
 """Does black-box scoring choose well, and does it keep variety? Measured in a simulated world
 where the truth is known.
 
-    python bench/quality.py                          # the full bench (a few minutes)
+    python bench/quality.py                          # the full bench (tens of minutes)
+    python bench/quality.py --only sweep --json a.json   # one part (choosing, sweep, ...)
+    python bench/quality.py --merge a.json b.json ...     # the report of the parts joined
     python bench/quality.py --quick                  # a small configuration (scripts/check)
     python bench/quality.py --json out.json --plot quality.png
     python bench/quality.py --sigma 12 --beta 4      # another world (every parameter a flag)
@@ -25,10 +27,11 @@ The world (every parameter a flag; the defaults are the documented default world
   filler that no motif shares), so novelty statistics see exactly the motifs.
 * **Variants.** A generator call that reworks a card (an evolution round's ``variant_*``
   step: the request shows ``The idea card to rework:`` with the parent's ``Hook:`` line and a
-  ``Directive:`` line) gets a card whose true quality is the parent's + ``--child-drift`` +
-  N(0, ``--child-sigma``), clipped to 0..100. The default drift 0 does not presuppose that
-  mutation improves cards: a variant is as likely worse as better than its parent, and only
-  the judging can make rounds pay. The default sigma 6 (below ``--quality-sd`` 10) makes a
+  ``Directive:`` line) gets a card whose true quality is the parent's - drift +
+  N(0, ``--child-sigma``), clipped to 0..100, for each drift of ``--drifts`` (0 and 1.5):
+  drift 0 does not presuppose that mutation improves cards (a variant is as likely worse as
+  better than its parent, and only the judging can make rounds pay); 1.5 makes variants
+  lose on average. The default sigma 6 (below ``--quality-sd`` 10) makes a
   variant closer to its parent than two unrelated cards are. It keeps the parent's motifs,
   except that a directive naming the ``setting`` replaces one of them (a seeded pick) with a
   fresh draw as above; the options fields the directive names (composition, palette,
@@ -37,19 +40,29 @@ The world (every parameter a flag; the defaults are the documented default world
   The simulated world has no LLM survivor selector: Rounds use ``selector: code``.
 * **Judges.** A judge call (``idea_scores``) reads the cards in the order its prompt shows them
   (parsed from the request, one JSON object per line) and scores each card: true quality +
-  N(0, ``--sigma``) + ``--beta`` x (places before the last: the first shown gets
-  beta x (N - 1), the last 0) + ``--lam`` when the card carries a liked motif, rounded and
-  clipped to 0..100. With probability ``--p-refuse`` it refuses, with ``--p-garbage`` it
-  answers something that is not a valid score list (the product re-asks it). A *broken*
-  judge (``--broken random``: valid scores drawn uniformly from 0..100, ignoring the cards;
-  ``garbage``: never a valid answer) replaces one panel member in the "broken" rows. The
-  simulated judges ignore the recent-motif line of their prompt: in Variety only the code's
-  novelty penalty acts.
+  noise + a position bias + ``--lam`` when the card carries a liked motif, rounded and
+  clipped to 0..100. The noise is N(0, ``--sigma``), of which a share ``--judge-corr``
+  (of its variance) is the card's own error that every judge shares (three rubric prompts
+  on one model make the same mistakes), the rest the judge's; two judges' errors correlate
+  by ``--judge-corr``. The position bias (``--position-bias``) is ``bounded`` by default:
+  the first card shown gets ``--beta`` x (``--ideas`` - 1) points, the last 0, evenly
+  spread whatever the number of cards shown; ``linear`` gives ``--beta`` per place before
+  the last, growing without bound with the cards shown (the old world). With probability
+  ``--p-refuse`` a call refuses, with ``--p-garbage`` it answers something that is not a
+  valid score list (the product re-asks it; a re-ask draws anew, so it can recover). A
+  *broken* judge (``--broken random``: valid scores drawn uniformly from 0..100, ignoring
+  the cards; ``garbage``: never a valid answer) replaces one panel member in the "broken"
+  rows. The simulated judges ignore the recent-motif line of their prompt: in Variety only
+  the code's novelty penalty acts.
+* **Motif encoding** (``--motif-encoding``). The likes are four- or five-word phrases;
+  ``equal`` (the default) lengthens the other motifs to as many words (from
+  :data:`MOTIF_PADDING`), so that a word-counting measure could not treat liked motifs
+  differently; ``old`` keeps the two-word ones (the check).
 * **Determinism.** Every draw comes from ``random.Random(derive_seed(--seed, ...))`` keyed by
-  what the request carries (the API seed the product derived for the call, the number of
-  messages for a re-ask), so the same card and the same judge noise appear in every
-  configuration of the same run seed (paired comparisons), concurrent calls can finish in
-  any order, and the same ``--seed`` gives the same table.
+  what the request carries (the API seed the product derived for the call, the attempt
+  number for a re-ask, the card's hook for the shared noise), so the same card and the same
+  judge noise appear in every configuration of the same run seed (paired comparisons),
+  concurrent calls can finish in any order, and the same ``--seed`` gives the same table.
 
 Parts:
 
@@ -64,28 +77,35 @@ Parts:
   those rows, marked ``(sim)``, give every judge its position bias by the card ids' order
   A, B, C... instead of the order it was shown, which is what judges shown one unshuffled
   order would do. They are the simulation's counterfactual, not a product setting.
+* **Judges who think alike** (``--corr-sweep``, default 0, 0.5, 0.8): at each judge
+  correlation, over the same ``--seeds`` run seeds, one judge against a panel of 3 for every
+  aggregation ``prompt.scoring.aggregation`` accepts (read from the config's Literal, so a
+  new one is measured as soon as the product has it; ``trimmed_mean`` with trim 1, which
+  needs all 3 judges ok): the panel's regret and the share of one judge's regret it cuts,
+  paired, with a bootstrap interval.
 * **Variety** (``--variety-runs`` consecutive full runs sharing one generations history,
-  repeated for ``--variety-seeds`` histories): the share of runs whose final prompt carries
-  the most repeated liked motif, the number of distinct motifs across the final prompts,
-  and the mean true quality of the chosen cards relative to greedy (a panel of
-  ``--variety-judges`` judges, median), for greedy (exploration
-  0, novelty off), exploration only (``--exploration-rate``), novelty only (window
-  ``--novelty-window``), and both.
+  repeated for ``--variety-seeds`` histories, the same histories for every strategy): the
+  share of runs whose chosen card carries a liked motif, against greedy (paired by
+  history, t interval) and against a random pick among the same cards (its expectation);
+  the share of greedy's excess liked tilt (greedy - random pick) a strategy removes, with a
+  bootstrap interval over the histories; the share of runs carrying the most repeated liked
+  motif; distinct motifs; true quality against greedy (paired). Strategies: greedy
+  (exploration 0, novelty off), exploration only (``--exploration-rate``), novelty only
+  (window ``--novelty-window``), and both (the product's defaults); then greedy, novelty
+  only and both again in the ``old`` motif encoding as a check (not with ``--quick``).
 * **Rounds** (``--rounds-seeds`` run seeds per row, prompt only, a median panel of
-  ``--rounds-judges`` judges, exploration 0 and novelty off): 0 rounds (evolution off,
-  today's flat pick), then 1 .. ``--rounds-max`` rounds after round 0 with ``--survivors``
-  survivors x ``--variants`` variants (default 3 x 2, the product's default and
-  ``bench/latency.py``'s evolution scenario; parents kept, code selector). Per row: the
-  mean true quality of the chosen card and its paired gain over 0 rounds, the best card any
-  round's judges saw (judged cards: round 0's and every kept variant) and the regret
-  against it, failed runs (too few usable judges in any round), the generator and judge calls
-  spent (counted from the record's chat steps by role, re-asks included), the variants
-  dropped as near-duplicates, and per round the true quality of the card the round ranked
-  first and of its best card. Controls: one flat round of as many cards as each number of
-  rounds writes (``--ideas`` + rounds x survivors x variants): the same generator calls,
-  without rounds. Each judge call of a flat round shows every card, so the position bias
-  (``--beta`` per place) grows with the number of cards, while a round's judges see only
-  survivors + variants.
+  ``--rounds-judges`` judges, exploration 0 and novelty off): 0 rounds (evolution off),
+  flat controls, and for each variant drift of ``--drifts`` (points a variant loses on
+  average: its true quality is its parent's - drift + N(0, ``--child-sigma``)) 1 ..
+  ``--rounds-max`` rounds with ``--survivors`` survivors x ``--variants`` variants (parents
+  kept, code selector). The controls are one flat round of as many generator + judge calls
+  as each number of rounds spends (``--ideas`` + rounds x (survivors x variants + judges)
+  cards). Per row: the chosen card's true quality, its paired gain over 0 rounds and (rounds
+  rows) over the equal-calls control with 95% t intervals, the best card any round's judges
+  saw and the regret against it, failed runs, the generator and judge calls spent (counted
+  from the record's chat steps by role, re-asks included), the variants dropped as
+  near-duplicates, and per round the true quality of the card the round ranked first and of
+  its best card.
 
 The bench reports what happens; the product is never tuned to the simulation.
 """
@@ -102,8 +122,9 @@ import statistics
 import sys
 import tempfile
 import time
+import typing
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -118,10 +139,13 @@ from image_project.backends.base import TextReply, TextRequest  # noqa: E402
 from image_project.backends.factory import Backends  # noqa: E402
 from image_project.backends.offline import OfflineTextBackend  # noqa: E402
 from image_project.config import AppConfig, load_config  # noqa: E402
+from image_project.config.models import Aggregation  # noqa: E402
+from image_project.errors import ConfigError  # noqa: E402
 from image_project.record import ScoreRow, ScoringRecord  # noqa: E402
 from image_project.seeding import derive_seed  # noqa: E402
 from image_project.stages.profile import load_profile  # noqa: E402
 from image_project.stages.scoring.evolution import MUTATION_AXES, ranked  # noqa: E402
+from image_project.stages.scoring.hints import content_tokens  # noqa: E402
 from image_project.stages.title import TITLE_SYSTEM_PROMPT  # noqa: E402
 from image_project.testing import FakeImageBackend, FunctionTextBackend  # noqa: E402
 
@@ -172,6 +196,23 @@ a word, and none shares a word with a like of ``config/profile.csv`` (a test che
 card's liked motifs are exactly the likes it carries and novelty's word statistics see
 whole motifs."""
 
+_PADDING_TEXT = """
+    quartz nimble velvet timber hollow whistle lattice meadowsweet pebble thistle saddle
+    gravel juniper anchor bellows cobble parchment spindle walnut trellis ember harness
+    acorn quiver satchel turnip marble oyster ledger pewter rafter sorrel tassel wicker
+    barley chisel dormer flagon gusset hawser inkwell jigsaw kestrel lintel mortar nutmeg
+    oxbow paddock quince rudder sextant tinder umbrella vellum wagon yarrow zither almond
+    bramble cistern dappled eddying fennel gable heron iris jasmine kelp loom mallow nettle
+    obelisk pulley quill rivet sluice turret urchin valve wren yew zinnia abacus bobbin
+    cairn dinghy easel ferrule gimbal hopper ingot jetty keel lever mitre nozzle outrigger
+    pinion ratchet shuttle tiller
+    """
+MOTIF_PADDING: tuple[str, ...] = tuple(_PADDING_TEXT.split())
+"""Words that lengthen the other motifs in the ``equal`` encoding: each motif of
+:data:`NEUTRAL_MOTIFS` gets the next words of this list until it has as many words as the
+liked motif of the same place (cycling), so liked and other motifs are phrases of equal
+length. No word is shared with a motif, a like or another padding (a test checks it)."""
+
 _HOOK_NUMBER = re.compile(r"No\. (\d+): ")
 _DIRECTIVE = re.compile(rf"^{re.escape(markers.DIRECTIVE)}(.+)$", re.MULTILINE)
 _OPTION_AXES: dict[str, tuple[str, str, int]] = {
@@ -211,6 +252,10 @@ class WorldParams:
     broken: str = "random"
     child_sigma: float = 6.0
     child_drift: float = 0.0
+    judge_corr: float = 0.0
+    position_bias: str = "bounded"
+    bias_cards: int = 6
+    motif_encoding: str = "equal"
 
 
 @dataclass(frozen=True)
@@ -262,9 +307,10 @@ class World:
         self.seed = seed
         self.params = params
         self.likes = tuple(likes[: params.liked_motifs])
-        self.neutral = NEUTRAL_MOTIFS[: params.neutral_motifs]
+        self.neutral = neutral_motifs(params, self.likes)
         self.shared_order = shared_order
         self.cards: dict[str, TrueCard] = {}
+        self._attempts: dict[tuple[str, int | None], int] = {}
         self._by_number: dict[str, TrueCard] = {}
         self._offline = OfflineTextBackend()
 
@@ -294,7 +340,7 @@ class World:
 
     def variant(self, request: TextRequest) -> str:
         """A variant of the card the request reworks (an evolution round's generator call):
-        the parent's true quality + ``--child-drift`` + N(0, ``--child-sigma``), clipped to
+        the parent's true quality + the world's child drift + N(0, ``--child-sigma``), clipped to
         0..100; the parent's motifs, one of them (a seeded pick) replaced by a fresh draw when
         the mutation directive names the setting; the options fields the directive names
         reworked (new filler words), the others the parent's."""
@@ -354,7 +400,13 @@ class World:
     def judge(self, request: TextRequest) -> str:
         shown = _shown_cards(request)
         model = request.model or ""
-        rng = self.rng("judge", model, request.seed, len(request.messages))
+        # The attempts of one judge call follow each other (a re-ask waits for the answer it
+        # re-asks), so counting them per (model, API seed) is deterministic: a re-asked judge
+        # draws anew and can answer validly.
+        key = (model, request.seed)
+        attempt = self._attempts.get(key, 0)
+        self._attempts[key] = attempt + 1
+        rng = self.rng("judge", model, request.seed, attempt)
         if model == judge_model(0, broken=True):
             if self.params.broken == "garbage":
                 return rng.choice(_GARBAGE)
@@ -366,18 +418,37 @@ class World:
             return rng.choice(_GARBAGE)
         return _scores_json(self._scores(shown, rng))
 
+    def position_bias(self, place: int, n: int) -> float:
+        """Points a judge adds to the card it saw at ``place`` (0 first) of ``n``: ``linear``
+        gives ``beta`` per place before the last (growing with ``n``); ``bounded`` spreads
+        ``beta x (bias_cards - 1)`` (the linear bias of a ``bias_cards``-card round) evenly
+        from the first card to the last, whatever ``n``."""
+        p = self.params
+        if p.position_bias == "linear":
+            return p.beta * (n - 1 - place)
+        return p.beta * (p.bias_cards - 1) * (n - 1 - place) / (n - 1) if n > 1 else 0.0
+
+    def shared_noise(self, hook: str) -> float:
+        """The part of every judge's error on a card that all judges share (N(0, sigma), the
+        same for every judge and attempt: it is the card's, keyed by its hook)."""
+        return self.rng("shared-noise", hook).gauss(0.0, self.params.sigma)
+
     def _scores(self, shown: Sequence[tuple[str, str]], rng: random.Random) -> dict[str, int]:
         p = self.params
         n = len(shown)
         # Noise is drawn in the ids' order, so a judge adds the same noise to a card wherever
-        # it was shown; only the position term depends on the order.
+        # it was shown; only the position term depends on the order. A share judge_corr of
+        # its variance is the card's shared noise (the correlation of two judges' errors).
         ids = sorted((card_id for card_id, _ in shown), key=lambda i: (len(i), i))
-        noise = {card_id: rng.gauss(0.0, p.sigma) for card_id in ids}
+        own = {card_id: rng.gauss(0.0, p.sigma) for card_id in ids}
+        hooks = dict(shown)
+        a, b = math.sqrt(p.judge_corr), math.sqrt(1.0 - p.judge_corr)
+        noise = {i: a * self.shared_noise(hooks[i]) + b * own[i] for i in ids}
         scores: dict[str, int] = {}
         for place, (card_id, hook) in enumerate(shown):
             truth = self.cards[hook]
             where = ids.index(card_id) if self.shared_order else place
-            value = truth.quality + noise[card_id] + p.beta * (n - 1 - where)
+            value = truth.quality + noise[card_id] + self.position_bias(where, n)
             value += p.lam if truth.liked else 0.0
             scores[card_id] = min(100, max(0, round(value)))
         return dict(sorted(scores.items()))
@@ -409,6 +480,28 @@ class World:
 
 def _clip(quality: float) -> float:
     return min(100.0, max(0.0, quality))
+
+
+def motif_words(motif: str) -> list[str]:
+    """The words of a motif that novelty counts (content words of 3 letters or more)."""
+    return [w for w in content_tokens(motif) if len(w) >= 3]
+
+
+def neutral_motifs(params: WorldParams, likes: Sequence[str]) -> tuple[str, ...]:
+    """The world's other motifs: the first ``neutral_motifs`` of :data:`NEUTRAL_MOTIFS`, as
+    they are (``old`` encoding: two words against the likes' four or five) or lengthened from
+    :data:`MOTIF_PADDING` to the word count of the liked motif of the same place, cycling
+    (``equal``)."""
+    base = NEUTRAL_MOTIFS[: params.neutral_motifs]
+    if params.motif_encoding == "old":
+        return base
+    lengths = [len(motif_words(like)) for like in likes]
+    padding = iter(MOTIF_PADDING)
+    out = []
+    for k, motif in enumerate(base):
+        extra = max(0, lengths[k % len(lengths)] - len(motif_words(motif)))
+        out.append(" ".join([motif, *(next(padding) for _ in range(extra))]))
+    return tuple(out)
 
 
 def _filler(card: TrueCard, axis: str) -> list[str]:
@@ -496,6 +589,12 @@ class Chosen:
     motifs: tuple[str, ...]
     first_shown_wins: float
     final_prompt: str
+    liked: bool = False
+    """Whether the chosen card carries a liked motif."""
+    liked_candidates: float = 0.0
+    """The share of the run's cards that carry one (a random pick's chance of a liked card)."""
+    mean_candidate: float = 0.0
+    """The mean true quality of the run's cards (a random pick's expected quality)."""
 
 
 def chosen_of(result: RunResult, world: World) -> Chosen:
@@ -517,6 +616,9 @@ def chosen_of(result: RunResult, world: World) -> Chosen:
         motifs=truths[selected].motifs,
         first_shown_wins=sum(f == selected for f in firsts) / len(firsts),
         final_prompt=result.record.final_image_prompt or "",
+        liked=truths[selected].liked,
+        liked_candidates=_mean([float(t.liked) for t in truths.values()]),
+        mean_candidate=_mean([t.quality for t in truths.values()]),
     )
 
 
@@ -547,6 +649,7 @@ class Panel:
     aggregation: str
     broken: bool = False
     shared_order: bool = False
+    trim: int = 0
 
 
 PANELS: tuple[Panel, ...] = (
@@ -579,6 +682,8 @@ class PanelResult:
     chance: float
     regrets: list[float | None] = field(default_factory=list, repr=False)
     """Per run seed, in order (None for a failed run): kept for paired comparisons."""
+    firsts: list[float | None] = field(default_factory=list, repr=False)
+    """Per run seed, the first-shown win share (None for a failed run), likewise."""
 
 
 def _summarise_panel(panel: Panel, chosen: Sequence[Chosen | None], n_ideas: int) -> PanelResult:
@@ -598,6 +703,7 @@ def _summarise_panel(panel: Panel, chosen: Sequence[Chosen | None], n_ideas: int
         first_shown_win_rate=_mean([c.first_shown_wins for c in done]),
         chance=1.0 / n_ideas,
         regrets=[None if c is None else c.best - c.quality for c in chosen],
+        firsts=[None if c is None else c.first_shown_wins for c in chosen],
     )
 
 
@@ -612,13 +718,59 @@ def _ci95(values: Sequence[float]) -> float:
     return 1.96 * statistics.stdev(values) / math.sqrt(len(values))
 
 
-def paired_regret(a: PanelResult, b: PanelResult) -> dict[str, float]:
+def paired(diffs: Sequence[float], level: float = 0.95) -> dict[str, float]:
+    """Mean of paired differences, its two-sided ``level`` t interval (lo, hi), and the
+    two-sided p value of a paired t test (scipy.stats)."""
+    from scipy import stats
+
+    n = len(diffs)
+    if n < 2:
+        return {"runs": n, "mean": _mean(diffs), "lo": math.nan, "hi": math.nan, "p": math.nan}
+    mean, sd = statistics.fmean(diffs), statistics.stdev(diffs)
+    if sd == 0:
+        return {"runs": n, "mean": mean, "lo": mean, "hi": mean, "p": 0.0 if mean else 1.0}
+    half = float(stats.t.ppf(0.5 + level / 2, n - 1)) * sd / math.sqrt(n)
+    p = float(stats.ttest_1samp(diffs, 0.0).pvalue)
+    return {"runs": n, "mean": mean, "lo": mean - half, "hi": mean + half, "p": p}
+
+
+def ratio_interval(
+    num: Sequence[float], den: Sequence[float], seed: int, level: float = 0.95
+) -> tuple[float, float, float]:
+    """sum(num) / sum(den) over paired units, with a percentile bootstrap interval
+    (resampling the units, seeded): the share of a paired quantity."""
+    import numpy as np
+
+    a, b = np.asarray(num, dtype=float), np.asarray(den, dtype=float)
+    if len(a) < 2 or b.sum() == 0:
+        return math.nan, math.nan, math.nan
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(a), size=(4000, len(a)))
+    sums = b[picks].sum(axis=1)
+    ratios = a[picks].sum(axis=1)[sums != 0] / sums[sums != 0]
+    lo, hi = np.quantile(ratios, [(1 - level) / 2, (1 + level) / 2])
+    return float(a.sum() / b.sum()), float(lo), float(hi)
+
+
+def paired_regret(a: PanelResult, b: PanelResult, level: float = 0.95) -> dict[str, float]:
     """Mean regret of ``a`` minus ``b`` over the run seeds both completed (the same cards
-    and the same judge noise for the shared judges), with its 95% interval."""
-    diffs = [
-        x - y for x, y in zip(a.regrets, b.regrets, strict=True) if x is not None and y is not None
-    ]
-    return {"runs": len(diffs), "mean": _mean(diffs), "ci95": _ci95(diffs)}
+    and the same judge noise for the shared judges), with its t interval and p value."""
+    return paired(
+        [
+            x - y
+            for x, y in zip(a.regrets, b.regrets, strict=True)
+            if x is not None and y is not None
+        ],
+        level,
+    )
+
+
+def paired_first_shown(a: PanelResult, b: PanelResult, level: float = 0.95) -> dict[str, float]:
+    """First-shown win share of ``a`` minus ``b``, paired over the run seeds both completed."""
+    return paired(
+        [x - y for x, y in zip(a.firsts, b.firsts, strict=True) if x is not None and y is not None],
+        level,
+    )
 
 
 def headline(results: Sequence[PanelResult]) -> dict[str, Any]:
@@ -641,6 +793,7 @@ def headline(results: Sequence[PanelResult]) -> dict[str, Any]:
 
     return {
         "median3_minus_one_judge_regret": paired_regret(med3, one),
+        "shuffled_minus_shared_first_shown": paired_first_shown(med3, shared),
         "first_position_advantage": {
             "one judge": advantage(one),
             "median of 3": advantage(med3),
@@ -652,29 +805,102 @@ def headline(results: Sequence[PanelResult]) -> dict[str, Any]:
     }
 
 
+async def panel_runs(
+    args: argparse.Namespace, likes: Sequence[str], panel: Panel, params: WorldParams
+) -> PanelResult:
+    """One judging configuration over the ``--seeds`` run seeds (the same seeds, so the same
+    cards and judge noise, in every configuration)."""
+    world = World(args.seed, params, likes, shared_order=panel.shared_order)
+    chosen: list[Chosen | None] = []
+    # A trimmed mean must keep a score: trim t needs 2t + 1 ok judges (a run fails below).
+    quorum = [f"prompt.scoring.min_ok_judges={2 * panel.trim + 1}"] if panel.trim else []
+    with tempfile.TemporaryDirectory(prefix="quality-choose-") as tmp:
+        cfg = make_config(
+            Path(tmp),
+            panel_override(panel.judges, broken=panel.broken),
+            f"prompt.scoring.aggregation={panel.aggregation}",
+            f"prompt.scoring.trim={panel.trim}",
+            *quorum,
+            f"prompt.scoring.num_ideas={args.ideas}",
+            "prompt.scoring.exploration_rate=0",
+            "prompt.scoring.novelty.enabled=false",
+            prompt_only=True,
+        )
+        for i in range(args.seeds):
+            run_seed = derive_seed(args.seed, "choose", i)
+            chosen.append(await run_once(world, cfg, run_seed, f"choose_{i:05d}"))
+    return _summarise_panel(panel, chosen, args.ideas)
+
+
 async def choosing_well(args: argparse.Namespace, likes: Sequence[str]) -> list[PanelResult]:
     """Every configuration of :data:`PANELS` over the same ``--seeds`` run seeds."""
     results = []
     params = world_params(args)
     for panel in PANELS:
-        world = World(args.seed, params, likes, shared_order=panel.shared_order)
-        chosen: list[Chosen | None] = []
-        with tempfile.TemporaryDirectory(prefix="quality-choose-") as tmp:
-            cfg = make_config(
-                Path(tmp),
-                panel_override(panel.judges, broken=panel.broken),
-                f"prompt.scoring.aggregation={panel.aggregation}",
-                f"prompt.scoring.num_ideas={args.ideas}",
-                "prompt.scoring.exploration_rate=0",
-                "prompt.scoring.novelty.enabled=false",
-                prompt_only=True,
-            )
-            for i in range(args.seeds):
-                run_seed = derive_seed(args.seed, "choose", i)
-                chosen.append(await run_once(world, cfg, run_seed, f"choose_{i:05d}"))
-        results.append(_summarise_panel(panel, chosen, args.ideas))
+        results.append(await panel_runs(args, likes, panel, params))
         _progress(args, f"choosing well: {panel.name} done")
     return results
+
+
+def aggregation_names() -> tuple[str, ...]:
+    """The values ``prompt.scoring.aggregation`` accepts (the config's Literal), so that a
+    new aggregation is measured as soon as the product has it."""
+    return tuple(str(a) for a in typing.get_args(Aggregation))
+
+
+def sweep_panel(aggregation: str, judges: int = 3) -> Panel:
+    """The panel of the judge-correlation sweep for one aggregation: ``judges`` judges, and for
+    ``trimmed_mean`` trim 1 (which needs every one of 3 judges ok: trim 0 would be the mean)."""
+    trim = 1 if aggregation == "trimmed_mean" else 0
+    label = f"{aggregation} of {judges}" + (f" (trim {trim})" if trim else "")
+    return Panel(label, judges, aggregation, trim=trim)
+
+
+async def judge_corr_sweep(args: argparse.Namespace, likes: Sequence[str]) -> list[dict[str, Any]]:
+    """Regret of one judge against a panel of 3 for every aggregation the config accepts, at
+    each judge correlation of ``--corr-sweep``: the paired difference (panel - one judge)
+    with its 95% t interval, and the cut (share of the one judge's regret removed) with a
+    bootstrap interval, over the same run seeds."""
+    rows = []
+    for rho in args.corr_sweep:
+        params = replace(world_params(args), judge_corr=rho)
+        one = await panel_runs(args, likes, Panel("one judge", 1, "median"), params)
+        panels: list[dict[str, Any]] = []
+        for aggregation in aggregation_names():
+            panel = sweep_panel(aggregation)
+            try:
+                result = await panel_runs(args, likes, panel, params)
+            except ConfigError as exc:  # an aggregation that needs settings the bench lacks
+                panels.append({"name": panel.name, "aggregation": aggregation,
+                               "error": str(exc)})  # fmt: skip
+                continue
+            pairs = [
+                (x, y)
+                for x, y in zip(result.regrets, one.regrets, strict=True)
+                if x is not None and y is not None
+            ]
+            d = paired([x - y for x, y in pairs])
+            cut = ratio_interval([y - x for x, y in pairs], [y for _, y in pairs], args.seed)
+            panels.append(
+                {
+                    "name": panel.name,
+                    "aggregation": aggregation,
+                    "mean_regret": result.mean_regret,
+                    "failed": result.failed,
+                    "minus_one_judge": d,
+                    "cut": {"share": cut[0], "lo": cut[1], "hi": cut[2]},
+                }
+            )
+        rows.append(
+            {
+                "judge_corr": rho,
+                "one_judge_regret": one.mean_regret,
+                "one_judge_failed": one.failed,
+                "panels": panels,
+            }
+        )
+        _progress(args, f"judge correlation {rho:g} done")
+    return rows
 
 
 # --------------------------------------------------------------------------- variety
@@ -693,90 +919,155 @@ STRATEGIES: tuple[Strategy, ...] = (
     Strategy("novelty only", False, True),
     Strategy("exploration + novelty", True, True),
 )
+"""The last is the product's default (exploration_rate 0.15, novelty on, window 25)."""
+
+CHECK_STRATEGIES = ("greedy", "novelty only", "exploration + novelty")
+"""The strategies run again in the ``old`` motif encoding (the check)."""
 
 
-@dataclass
-class StrategyResult:
-    name: str
-    exploration_rate: float
-    novelty_window: int
-    histories: int
-    runs_per_history: int
+@dataclass(frozen=True)
+class HistoryStats:
+    """One history of consecutive runs under one strategy."""
+
+    liked: float
+    """Share of runs whose chosen card carries a liked motif."""
+    random_liked: float
+    """The same for a uniformly random pick among each run's cards (its expectation)."""
+    top_liked: float
+    """Share of runs whose final prompt carries the most repeated liked motif."""
+    distinct: int
+    quality: float
+    random_quality: float
     failed: int
-    top_liked_share: float
-    distinct_motifs: float
-    mean_quality: float
-    quality_vs_greedy: float = math.nan
-    top_liked_motifs: list[str] = field(default_factory=list)
+    top_motif: str
 
 
-def _history_stats(chosen: Sequence[Chosen], world: World) -> tuple[float, int, str]:
-    """Share of runs whose final prompt carries the most repeated liked motif, the number of
-    distinct motifs in the final prompts, and that liked motif."""
+def _history_stats(chosen: Sequence[Chosen], world: World, failed: int) -> HistoryStats:
     likes = world.likes
     every = (*likes, *world.neutral)
     carried = [{m for m in every if m in c.final_prompt} for c in chosen]
     liked_counts = {like: sum(like in c for c in carried) for like in likes}
     top = max(likes, key=lambda like: (liked_counts[like], -likes.index(like)))
-    distinct = len(set().union(*carried)) if carried else 0
-    return liked_counts[top] / max(1, len(chosen)), distinct, top
+    return HistoryStats(
+        liked=_mean([float(c.liked) for c in chosen]),
+        random_liked=_mean([c.liked_candidates for c in chosen]),
+        top_liked=liked_counts[top] / max(1, len(chosen)),
+        distinct=len(set().union(*carried)) if carried else 0,
+        quality=_mean([c.quality for c in chosen]),
+        random_quality=_mean([c.mean_candidate for c in chosen]),
+        failed=failed,
+        top_motif=top,
+    )
 
 
-async def variety(args: argparse.Namespace, likes: Sequence[str]) -> list[StrategyResult]:
-    """Every strategy of :data:`STRATEGIES` over the same histories (the same run seeds)."""
-    params = world_params(args)
-    results = []
-    for strategy in STRATEGIES:
-        rate = args.exploration_rate if strategy.exploration else 0.0
-        shares: list[float] = []
-        distincts: list[float] = []
-        qualities: list[float] = []
-        tops: list[str] = []
-        failed = 0
-        for h in range(args.variety_seeds):
-            world = World(args.seed, params, likes)
-            chosen: list[Chosen] = []
-            with tempfile.TemporaryDirectory(prefix="quality-variety-") as tmp:
-                cfg = make_config(
-                    Path(tmp),
-                    panel_override(args.variety_judges),
-                    f"prompt.scoring.num_ideas={args.ideas}",
-                    f"prompt.scoring.exploration_rate={rate}",
-                    f"prompt.scoring.novelty.enabled={'true' if strategy.novelty else 'false'}",
-                    f"prompt.scoring.novelty.window={args.novelty_window}",
-                    prompt_only=False,
-                )
-                for i in range(args.variety_runs):
-                    run_seed = derive_seed(args.seed, "variety", h, i)
-                    one = await run_once(world, cfg, run_seed, f"variety_{h:03d}_{i:03d}")
-                    if one is None:
-                        failed += 1
-                    else:
-                        chosen.append(one)
-            share, distinct, top = _history_stats(chosen, world)
-            shares.append(share)
-            distincts.append(float(distinct))
-            qualities.extend(c.quality for c in chosen)
-            tops.append(top)
-        results.append(
-            StrategyResult(
-                name=strategy.name,
-                exploration_rate=rate,
-                novelty_window=args.novelty_window if strategy.novelty else 0,
-                histories=args.variety_seeds,
-                runs_per_history=args.variety_runs,
-                failed=failed,
-                top_liked_share=_mean(shares),
-                distinct_motifs=_mean(distincts),
-                mean_quality=_mean(qualities),
-                top_liked_motifs=tops,
-            )
+async def _history(
+    args: argparse.Namespace,
+    params: WorldParams,
+    likes: Sequence[str],
+    strategy: Strategy,
+    h: int,
+) -> HistoryStats:
+    world = World(args.seed, params, likes)
+    rate = args.exploration_rate if strategy.exploration else 0.0
+    chosen: list[Chosen] = []
+    failed = 0
+    with tempfile.TemporaryDirectory(prefix="quality-variety-") as tmp:
+        cfg = make_config(
+            Path(tmp),
+            panel_override(args.variety_judges),
+            f"prompt.scoring.num_ideas={args.ideas}",
+            f"prompt.scoring.exploration_rate={rate}",
+            f"prompt.scoring.novelty.enabled={'true' if strategy.novelty else 'false'}",
+            f"prompt.scoring.novelty.window={args.novelty_window}",
+            prompt_only=False,
         )
-        _progress(args, f"variety: {strategy.name} done")
-    greedy = results[0].mean_quality
-    for r in results:
-        r.quality_vs_greedy = r.mean_quality - greedy
-    return results
+        for i in range(args.variety_runs):
+            run_seed = derive_seed(args.seed, "variety", h, i)
+            one = await run_once(world, cfg, run_seed, f"variety_{h:03d}_{i:03d}")
+            if one is None:
+                failed += 1
+            else:
+                chosen.append(one)
+    return _history_stats(chosen, world, failed)
+
+
+def _strategy_row(
+    name: str,
+    rate: float,
+    window: int,
+    stats: Sequence[HistoryStats],
+    greedy: Sequence[HistoryStats],
+    seed: int,
+) -> dict[str, Any]:
+    """A strategy's figures over the histories, paired with greedy's (the same run seeds):
+    liked share and quality differences with 95% t intervals, and the share of greedy's
+    excess liked tilt (greedy's liked share - a random pick's) the strategy removes, with a
+    bootstrap interval over the histories."""
+    pairs = list(zip(greedy, stats, strict=True))
+    removed = ratio_interval(
+        [g.liked - x.liked for g, x in pairs], [g.liked - g.random_liked for g in greedy], seed
+    )
+    return {
+        "name": name,
+        "exploration_rate": rate,
+        "novelty_window": window,
+        "histories": len(stats),
+        "failed": sum(x.failed for x in stats),
+        "liked_share": _mean([x.liked for x in stats]),
+        "liked_vs_greedy": paired([x.liked - g.liked for g, x in pairs]),
+        "excess_removed": {"share": removed[0], "lo": removed[1], "hi": removed[2]},
+        "top_liked_share": _mean([x.top_liked for x in stats]),
+        "distinct_motifs": _mean([float(x.distinct) for x in stats]),
+        "mean_quality": _mean([x.quality for x in stats]),
+        "quality_vs_greedy": paired([x.quality - g.quality for g, x in pairs]),
+        "top_liked_motifs": sorted({x.top_motif for x in stats}),
+    }
+
+
+async def variety(
+    args: argparse.Namespace, likes: Sequence[str], encodings: Sequence[str]
+) -> list[dict[str, Any]]:
+    """Per motif encoding of ``encodings`` (``--motif-encoding``, then ``old`` as a check
+    with the strategies of :data:`CHECK_STRATEGIES`): every strategy over the same
+    ``--variety-seeds`` histories of ``--variety-runs`` consecutive runs, paired with greedy,
+    and a random pick's expectation (the floor of the liked tilt)."""
+    out = []
+    for encoding in encodings:
+        params = replace(world_params(args), motif_encoding=encoding)
+        strategies = [
+            s for s in STRATEGIES if encoding == args.motif_encoding or s.name in CHECK_STRATEGIES
+        ]
+        stats: dict[str, list[HistoryStats]] = {}
+        for strategy in strategies:
+            stats[strategy.name] = [
+                await _history(args, params, likes, strategy, h) for h in range(args.variety_seeds)
+            ]
+            _progress(args, f"variety ({encoding} motifs): {strategy.name} done")
+        greedy = stats["greedy"]
+        rows = [
+            _strategy_row(
+                s.name,
+                args.exploration_rate if s.exploration else 0.0,
+                args.novelty_window if s.novelty else 0,
+                stats[s.name],
+                greedy,
+                args.seed,
+            )
+            for s in strategies
+        ]
+        out.append(
+            {
+                "encoding": encoding,
+                "runs_per_history": args.variety_runs,
+                "histories": args.variety_seeds,
+                "random_pick": {
+                    "liked_share": _mean([g.random_liked for g in greedy]),
+                    "mean_quality": _mean([g.random_quality for g in greedy]),
+                },
+                "rows": rows,
+            }
+        )
+    return out
 
 
 # --------------------------------------------------------------------------- rounds
@@ -870,6 +1161,8 @@ class RoundsResult:
     dropped: float
     chosen: list[float | None] = field(default_factory=list, repr=False)
     """Per run seed, in order (None for a failed run): kept for the paired gain."""
+    drift: float | None = None
+    """The points a variant loses on average (rounds rows; None for 0 rounds and controls)."""
 
 
 def _summarise_rounds(
@@ -930,9 +1223,16 @@ def rounds_config(args: argparse.Namespace, tmp: Path, rounds: int, ideas: int) 
 
 
 async def _rounds_row(
-    args: argparse.Namespace, likes: Sequence[str], rounds: int, ideas: int, control: bool
+    args: argparse.Namespace,
+    likes: Sequence[str],
+    rounds: int,
+    ideas: int,
+    control: bool,
+    drift: float = 0.0,
 ) -> RoundsResult:
-    world = World(args.seed, world_params(args), likes)
+    """One row over the ``--rounds-seeds`` run seeds; ``drift``: the points a variant loses
+    on average (the world's child drift is its negative)."""
+    world = World(args.seed, replace(world_params(args), child_drift=-drift), likes)
     runs: list[RoundsRun | None] = []
     with tempfile.TemporaryDirectory(prefix="quality-rounds-") as tmp:
         cfg = rounds_config(args, Path(tmp), 0 if control else rounds, ideas)
@@ -949,44 +1249,68 @@ async def _rounds_row(
                 continue
             runs.append(rounds_of(result, world))
     row = _summarise_rounds(rounds, ideas, control, runs)
+    if rounds and not control:
+        row.name += f", variants -{drift:g}"
+    row.drift = None if control or not rounds else drift
     _progress(args, f"rounds: {row.name} done")
     return row
 
 
+def control_ideas(args: argparse.Namespace, rounds: int) -> int:
+    """The cards of the flat control for ``rounds`` rounds: as many generator + judge calls
+    as the rounds spend without re-asks (``--ideas`` + rounds x (survivors x variants +
+    judges) cards and one panel call per judge)."""
+    return int(args.ideas + rounds * (args.survivors * args.variants + args.rounds_judges))
+
+
+def _paired_chosen(a: RoundsResult, b: RoundsResult) -> dict[str, float]:
+    return paired(
+        [x - y for x, y in zip(a.chosen, b.chosen, strict=True) if x is not None and y is not None]
+    )
+
+
 async def rounds_part(args: argparse.Namespace, likes: Sequence[str]) -> dict[str, Any] | None:
-    """Rounds (multi-round selection): for 0 (evolution off), 1, ... ``--rounds-max`` rounds
-    over the same ``--rounds-seeds`` run seeds (round 0 is the same card set and the same
-    judging in every row, so gains are paired), the true quality of the chosen card, its
-    regret against the best card any round's judges saw, the top-ranked and best card per
-    round, and the generator and judge calls spent. Then the controls: one flat round of as
-    many cards as each number of rounds writes (``--ideas`` + rounds x survivors x variants,
-    at most 52), the same cards' worth of generator calls spent without rounds. None when
+    """Rounds (multi-round selection) over the same ``--rounds-seeds`` run seeds (round 0
+    is the same card set and the same judging in every row, so gains are paired): 0 rounds
+    (evolution off), the flat controls (one round of as many cards as makes the same total
+    generator + judge calls as 1, 2, ... ``--rounds-max`` rounds, at most 52 cards), and for
+    each variant drift of ``--drifts`` 1 .. ``--rounds-max`` rounds. Per row the true quality
+    of the chosen card, its paired gain over 0 rounds and (rounds rows) over the equal-calls
+    control with 95% t intervals, its regret against the best card any round's judges saw,
+    the top-ranked and best card per round, and the calls spent. None when
     ``--rounds-seeds`` is 0."""
     if args.rounds_seeds == 0:
         return None
-    results = [
-        await _rounds_row(args, likes, g, args.ideas, False) for g in range(args.rounds_max + 1)
-    ]
+    flat = await _rounds_row(args, likes, 0, args.ideas, False)
+    controls: dict[int, RoundsResult] = {}
     for g in range(1, args.rounds_max + 1):
-        ideas = args.ideas + g * args.survivors * args.variants
-        if ideas <= 52:
-            results.append(await _rounds_row(args, likes, g, ideas, True))
-    flat = results[0]
-    for r in results:
-        diffs = [
-            x - y
-            for x, y in zip(r.chosen, flat.chosen, strict=True)
-            if x is not None and y is not None
-        ]
-        r.gain_vs_flat, r.gain_ci95 = _mean(diffs), _ci95(diffs)
+        if control_ideas(args, g) <= 52:
+            controls[g] = await _rounds_row(args, likes, g, control_ideas(args, g), True)
+    rows = [flat, *controls.values()]
+    vs_control: dict[int, dict[str, float]] = {}
+    for drift in args.drifts:
+        for g in range(1, args.rounds_max + 1):
+            row = await _rounds_row(args, likes, g, args.ideas, False, drift)
+            if g in controls:
+                vs_control[len(rows)] = _paired_chosen(row, controls[g])
+            rows.append(row)
+    for r in rows:
+        d = _paired_chosen(r, flat)
+        r.gain_vs_flat, r.gain_ci95 = d["mean"], (d["hi"] - d["lo"]) / 2
+    out = []
+    for index, r in enumerate(rows):
+        data = {k: v for k, v in asdict(r).items() if k != "chosen"}
+        data["vs_control"] = vs_control.get(index)
+        out.append(data)
     return {
         "seeds": args.rounds_seeds,
         "judges": args.rounds_judges,
         "survivors": args.survivors,
         "variants": args.variants,
         "child_sigma": args.child_sigma,
-        "child_drift": args.child_drift,
-        "rows": [{k: v for k, v in asdict(r).items() if k != "chosen"} for r in results],
+        "drifts": list(args.drifts),
+        "position_bias": args.position_bias,
+        "rows": out,
     }
 
 
@@ -1008,7 +1332,11 @@ def world_params(args: argparse.Namespace) -> WorldParams:
         p_garbage=args.p_garbage,
         broken=args.broken,
         child_sigma=args.child_sigma,
-        child_drift=args.child_drift,
+        child_drift=0.0,
+        judge_corr=args.judge_corr,
+        position_bias=args.position_bias,
+        bias_cards=args.ideas,
+        motif_encoding=args.motif_encoding,
     )
 
 
@@ -1021,6 +1349,20 @@ def _fmt(value: float | None, spec: str, scale: float = 1.0) -> str:
     return format(value * scale, spec.removesuffix("%")) + suffix
 
 
+def _interval(d: Mapping[str, Any] | None, spec: str, scale: float = 1.0) -> str:
+    """``mean [lo, hi]`` of a paired figure."""
+    if d is None:
+        return "n/a"
+    return (
+        f"{_fmt(d['mean'], spec, scale)} [{_fmt(d['lo'], spec, scale)}, "
+        f"{_fmt(d['hi'], spec, scale)}]"
+    )
+
+
+def _share(d: Mapping[str, Any], spec: str = ".0f%") -> str:
+    return f"{_fmt(d['share'], spec, 100)} [{_fmt(d['lo'], spec, 100)}, {_fmt(d['hi'], spec, 100)}]"
+
+
 def format_table(report: Mapping[str, Any]) -> str:
     """The report as the text table printed on stdout (deterministic for a seed)."""
     world = report["world"]
@@ -1029,7 +1371,7 @@ def format_table(report: Mapping[str, Any]) -> str:
         + ", ".join(f"{k}={v}" for k, v in world.items()),
         "",
         f"choosing well ({report['seeds']} run seeds each; prompt only, exploration 0, "
-        "novelty off)",
+        f"novelty off; judge correlation {world['judge_corr']:g})",
         f"{'configuration':<34}{'best%':>7}{'regret':>8}{'+-95%':>7}{'failed':>8}"
         f"{'first-shown%':>14}{'chance%':>9}",
     ]
@@ -1041,31 +1383,65 @@ def format_table(report: Mapping[str, Any]) -> str:
             f"{_fmt(r['first_shown_win_rate'], '.1f', 100):>14}{100 * r['chance']:>9.1f}"
         )
     h = report["headline"]
-    d = h["median3_minus_one_judge_regret"]
-    adv = h["first_position_advantage"]
-    lines += [
-        f"median of 3 - one judge, regret (paired over {d['runs']} runs): "
-        f"{_fmt(d['mean'], '+.2f')} +- {_fmt(d['ci95'], '.2f')}",
-        "first-position advantage (first-shown win rate - chance): "
-        + ", ".join(f"{k} {_fmt(v, '+.1f', 100)} pts" for k, v in adv.items())
-        + "; share of the single judge's removed by the shuffled median of 3: "
-        + _fmt(h["share_of_advantage_removed_by_shuffled_median3"], ".0f%", 100),
-    ]
-    v = report["variety"]
-    if v:
+    if h is not None:
+        d = h["median3_minus_one_judge_regret"]
+        adv = h["first_position_advantage"]
+        lines += [
+            f"median of 3 - one judge, regret (paired over {d['runs']} runs): "
+            f"{_interval(d, '+.2f')} (p {_fmt(d['p'], '.2g')})",
+            "first-position advantage (first-shown win rate - chance): "
+            + ", ".join(f"{k} {_fmt(v, '+.1f', 100)} pts" for k, v in adv.items())
+            + "; share of the single judge's removed by the shuffled median of 3: "
+            + _fmt(h["share_of_advantage_removed_by_shuffled_median3"], ".0f%", 100),
+            "first-shown win rate, shuffled - shared order (median of 3, paired): "
+            + _interval(h["shuffled_minus_shared_first_shown"], "+.1f", 100)
+            + f" pts (p {_fmt(h['shuffled_minus_shared_first_shown']['p'], '.2g')})",
+        ]
+    sweep = report.get("judge_corr_sweep") or []
+    if sweep:
         lines += [
             "",
-            f"variety ({v[0]['runs_per_history']} consecutive runs sharing one history, "
-            f"x{v[0]['histories']} histories; {report['variety_judges']} judge(s), median)",
-            f"{'strategy':<24}{'rate':>6}{'window':>8}{'top-liked%':>12}{'distinct':>10}"
-            f"{'quality':>9}{'vs greedy':>11}{'failed':>8}",
+            "judge correlation sweep (the same run seeds; panels of 3; regret, and the panel's "
+            "paired cut of one judge's regret [95% bootstrap interval])",
+            f"{'corr':>5}{'one judge':>11}  "
+            + "".join(f"{p['name']:>34}" for p in sweep[0]["panels"]),
         ]
-        for r in v:
+        for row in sweep:
+            cells = []
+            for p in row["panels"]:
+                if "error" in p:
+                    cells.append(f"{'not run (config)':>34}")
+                    continue
+                text = f"{_fmt(p['mean_regret'], '.2f')} ({_share(p['cut'])})"
+                cells.append(f"{text:>34}")
             lines.append(
-                f"{r['name']:<24}{r['exploration_rate']:>6.2f}{r['novelty_window']:>8}"
-                f"{_fmt(r['top_liked_share'], '.1f', 100):>12}"
-                f"{_fmt(r['distinct_motifs'], '.1f'):>10}{_fmt(r['mean_quality'], '.2f'):>9}"
-                f"{_fmt(r['quality_vs_greedy'], '+.2f'):>11}{r['failed']:>8}"
+                f"{row['judge_corr']:>5.1f}{_fmt(row['one_judge_regret'], '.2f'):>11}  "
+                + "".join(cells)
+            )
+    for v in report["variety"]:
+        rnd = v["random_pick"]
+        lines += [
+            "",
+            f"variety, {v['encoding']} motifs ({v['runs_per_history']} consecutive runs sharing "
+            f"one history, x{v['histories']} histories; {report['variety_judges']} judges, "
+            "median; paired with greedy over the histories, 95% intervals)",
+            f"{'strategy':<24}{'rate':>5}{'window':>7}{'liked%':>8}{'vs greedy (pts)':>24}"
+            f"{'excess removed':>20}{'top-liked%':>11}{'distinct':>9}{'quality':>8}"
+            f"{'vs greedy':>22}{'failed':>7}",
+            f"{'random pick (expected)':<24}{'':>5}{'':>7}{_fmt(rnd['liked_share'], '.1f', 100):>8}"
+            f"{'':>24}{'':>20}{'':>11}{'':>9}{_fmt(rnd['mean_quality'], '.2f'):>8}",
+        ]
+        for r in v["rows"]:
+            greedy = r["name"] == "greedy"
+            lines.append(
+                f"{r['name']:<24}{r['exploration_rate']:>5.2f}{r['novelty_window']:>7}"
+                f"{_fmt(r['liked_share'], '.1f', 100):>8}"
+                f"{'' if greedy else _interval(r['liked_vs_greedy'], '+.1f', 100):>24}"
+                f"{'' if greedy else _share(r['excess_removed']):>20}"
+                f"{_fmt(r['top_liked_share'], '.1f', 100):>11}"
+                f"{_fmt(r['distinct_motifs'], '.1f'):>9}{_fmt(r['mean_quality'], '.2f'):>8}"
+                f"{'' if greedy else _interval(r['quality_vs_greedy'], '+.2f'):>22}"
+                f"{r['failed']:>7}"
             )
     return "\n".join([*lines, "", *_rounds_lines(report["rounds"])])
 
@@ -1076,29 +1452,34 @@ def _rounds_lines(rounds: Mapping[str, Any] | None) -> list[str]:
     lines = [
         f"rounds ({rounds['seeds']} run seeds each; median of {rounds['judges']} judges, "
         f"exploration 0, novelty off; {rounds['survivors']} survivors x {rounds['variants']} "
-        f"variants, parents kept, code selector; variant quality = parent + "
-        f"{rounds['child_drift']:g} + N(0, {rounds['child_sigma']:g}))",
-        f"{'rows':<16}{'chosen':>8}{'+-95%':>7}{'vs 0 rounds':>13}{'+-95%':>7}"
-        f"{'best-seen':>11}{'regret':>8}{'+-95%':>7}{'best%':>7}{'failed':>8}"
-        f"{'gen':>7}{'judge':>7}{'calls':>7}{'dropped':>9}",
+        f"variants, parents kept, code selector; variant quality = parent - drift + N(0, "
+        f"{rounds['child_sigma']:g}); {rounds['position_bias']} position bias; flat controls: "
+        "one round of as many generator + judge calls; paired, 95% intervals)",
+        f"{'rows':<26}{'chosen':>8}{'vs 0 rounds':>22}{'vs equal-calls flat':>22}"
+        f"{'best-seen':>10}{'regret':>8}{'best%':>7}{'failed':>7}"
+        f"{'gen':>6}{'judge':>6}{'calls':>6}{'dropped':>8}",
     ]
     for r in rounds["rows"]:
+        gain = {"mean": r["gain_vs_flat"], "lo": r["gain_vs_flat"] - r["gain_ci95"],
+                "hi": r["gain_vs_flat"] + r["gain_ci95"]}  # fmt: skip
+        first = r["rounds"] == 0 and not r["control"]
         lines.append(
-            f"{r['name']:<16}{_fmt(r['chosen_quality'], '.2f'):>8}"
-            f"{_fmt(r['chosen_ci95'], '.2f'):>7}{_fmt(r['gain_vs_flat'], '+.2f'):>13}"
-            f"{_fmt(r['gain_ci95'], '.2f'):>7}{_fmt(r['best_seen'], '.2f'):>11}"
-            f"{_fmt(r['mean_regret'], '.2f'):>8}{_fmt(r['regret_ci95'], '.2f'):>7}"
-            f"{_fmt(r['pick_best_rate'], '.1f', 100):>7}{r['failed']:>8}"
-            f"{_fmt(r['generator_calls'], '.1f'):>7}{_fmt(r['judge_calls'], '.1f'):>7}"
-            f"{_fmt(r['calls'], '.1f'):>7}{_fmt(r['dropped'], '.2f'):>9}"
+            f"{r['name']:<26}{_fmt(r['chosen_quality'], '.2f'):>8}"
+            f"{'' if first else _interval(gain, '+.2f'):>22}"
+            f"{_interval(r['vs_control'], '+.2f') if r['vs_control'] else '':>22}"
+            f"{_fmt(r['best_seen'], '.2f'):>10}"
+            f"{_fmt(r['mean_regret'], '.2f'):>8}"
+            f"{_fmt(r['pick_best_rate'], '.1f', 100):>7}{r['failed']:>7}"
+            f"{_fmt(r['generator_calls'], '.1f'):>6}{_fmt(r['judge_calls'], '.1f'):>6}"
+            f"{_fmt(r['calls'], '.1f'):>6}{_fmt(r['dropped'], '.2f'):>8}"
         )
     lines.append(
         "per round (round 0 first): true quality of the top-ranked card / of the best card"
     )
-    for r in (r for r in rounds["rows"] if not r["control"]):
+    for r in (r for r in rounds["rows"] if not r["control"] and r["rounds"]):
         tops = " > ".join(_fmt(q, ".2f") for q in r["top_per_round"])
         bests = " > ".join(_fmt(q, ".2f") for q in r["best_per_round"])
-        lines.append(f"  {r['rounds']} rounds: top {tops}; best {bests}")
+        lines.append(f"  {r['name']}: top {tops}; best {bests}")
     return lines
 
 
@@ -1111,7 +1492,9 @@ def plot(report: Mapping[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = report["choosing_well"]
+    rows = report["choosing_well"] or [{"name": "(not run)", "mean_regret": 0.0,
+        "regret_ci95": 0.0, "pick_best_rate": 0.0, "first_shown_win_rate": 0.0,
+        "chance": 0.0, "broken": False, "shuffled": True}]  # fmt: skip
     names = [r["name"] for r in rows]
     fig, grid = plt.subplots(2, 2, figsize=(16, 12), gridspec_kw={"width_ratios": [1.3, 1]})
     axes = grid.flatten()
@@ -1145,27 +1528,32 @@ def plot(report: Mapping[str, Any], path: Path) -> None:
     ax.set_title("Position bias: first-shown win rate")
 
     ax = axes[2]
-    v = report["variety"]
-    if v:
-        xs = [100 * r["top_liked_share"] for r in v]
-        ys2 = [r["distinct_motifs"] for r in v]
-        ax.scatter(xs, ys2, s=80, color="#2ca02c")
-        for r, x, y in zip(v, xs, ys2, strict=True):
-            ax.annotate(
-                f"{r['name']}\nquality {r['quality_vs_greedy']:+.1f} vs greedy",
-                (x, y),
-                textcoords="offset points",
-                xytext=(6, 4),
-                fontsize=8,
-            )
-        ax.set_xlabel("% of runs carrying the most repeated liked motif (lower = more varied)")
-        ax.set_ylabel("distinct motifs across the runs (higher = more varied)")
-        ax.set_title(f"Variety over {v[0]['runs_per_history']} consecutive runs")
-        ax.margins(0.35)
+    sweep = report.get("judge_corr_sweep") or []
+    if sweep:
+        names = [p["name"] for p in sweep[0]["panels"] if "error" not in p]
+        for k, name in enumerate(names):
+            xs, ys3, lo, hi = [], [], [], []
+            for row in sweep:
+                cell = next(p for p in row["panels"] if p["name"] == name)
+                cut = cell["cut"]
+                if cut["share"] is None or math.isnan(cut["share"]):
+                    continue
+                xs.append(row["judge_corr"] + 0.012 * (k - len(names) / 2))
+                ys3.append(100 * cut["share"])
+                lo.append(100 * (cut["share"] - cut["lo"]))
+                hi.append(100 * (cut["hi"] - cut["share"]))
+            ax.errorbar(xs, ys3, yerr=[lo, hi], marker="o", capsize=3, label=name)
+        ax.axhline(0, color="black", linewidth=1)
+        ax.set_xlabel("judge correlation (share of each judge's noise in common)")
+        ax.set_ylabel("% of one judge's regret removed by a panel of 3 (95% interval)")
+        ax.set_title("Panels when judges think alike")
+        ax.legend(fontsize=8)
+    else:
+        ax.set_axis_off()
     _plot_rounds(axes[3], report["rounds"])
     fig.suptitle(
         f"bench/quality.py: simulated world, seed {report['seed']} "
-        "(blue: shuffled panels; red: one broken judge; grey: shared order, simulated)",
+        "(top left: blue shuffled panels, red one broken judge, grey shared order, simulated)",
         fontsize=10,
     )
     fig.tight_layout()
@@ -1179,34 +1567,34 @@ def _ci(value: float | None) -> float:
 
 
 def _plot_rounds(ax: Any, rounds: Mapping[str, Any] | None) -> None:
-    """The Rounds panel: per number of rounds, the chosen card's and the best seen card's
-    mean true quality against the mean generator + judge calls spent, and the flat controls
-    (one round of as many cards)."""
+    """The Rounds panel: per variant drift, the chosen card's mean true quality against the
+    mean generator + judge calls spent per number of rounds, and the equal-calls flat
+    controls."""
     if rounds is None:
         ax.set_axis_off()
         return
-    rows = [r for r in rounds["rows"] if not r["control"]]
+    flat = next(r for r in rounds["rows"] if r["rounds"] == 0 and not r["control"])
     controls = [r for r in rounds["rows"] if r["control"]]
-    xs = [r["calls"] for r in rows]
-    ax.errorbar(xs, [r["chosen_quality"] for r in rows], yerr=[_ci(r["chosen_ci95"]) for r in rows],
-                marker="o", color="#1f77b4", capsize=3, label="rounds: chosen card")  # fmt: skip
-    ax.plot(xs, [r["best_seen"] for r in rows], marker="s", linestyle="--", color="#7f7f7f",
-            label="rounds: best card any round's judges saw")  # fmt: skip
-    for r, x in zip(rows, xs, strict=True):
-        ax.annotate(r["name"], (x, r["chosen_quality"]), textcoords="offset points",
-                    xytext=(6, -12), fontsize=8)  # fmt: skip
+    for drift in rounds["drifts"]:
+        rows = [flat, *(r for r in rounds["rows"] if r["drift"] == drift)]
+        xs = [r["calls"] for r in rows]
+        ax.errorbar(xs, [r["chosen_quality"] for r in rows],
+                    yerr=[_ci(r["chosen_ci95"]) for r in rows], marker="o", capsize=3,
+                    label=f"rounds, variants lose {drift:g} on average")  # fmt: skip
     if controls:
-        ax.errorbar([r["calls"] for r in controls], [r["chosen_quality"] for r in controls],
-                    yerr=[_ci(r["chosen_ci95"]) for r in controls], marker="^", linestyle=":",
-                    color="#ff7f0e", capsize=3, label="one round of as many cards: chosen")  # fmt: skip
+        ax.errorbar([flat["calls"], *(r["calls"] for r in controls)],
+                    [flat["chosen_quality"], *(r["chosen_quality"] for r in controls)],
+                    yerr=[_ci(flat["chosen_ci95"]), *(_ci(r["chosen_ci95"]) for r in controls)],
+                    marker="^", linestyle=":", color="#2ca02c", capsize=3,
+                    label="one flat round of as many calls")  # fmt: skip
         for r in controls:
             ax.annotate(f"{r['ideas']} cards", (r["calls"], r["chosen_quality"]),
                         textcoords="offset points", xytext=(6, 4), fontsize=8)  # fmt: skip
     ax.set_xlabel("generator + judge calls per run (mean)")
-    ax.set_ylabel("mean true quality")
+    ax.set_ylabel("mean true quality of the chosen card")
     ax.set_title(
-        f"Rounds: {rounds['survivors']} survivors x {rounds['variants']} variants, variant = "
-        f"parent + {rounds['child_drift']:g} + N(0, {rounds['child_sigma']:g})"
+        f"Rounds: {rounds['survivors']} survivors x {rounds['variants']} variants, "
+        f"{rounds['position_bias']} position bias"
     )
     ax.legend(fontsize=8, loc="lower right")
 
@@ -1219,14 +1607,27 @@ def _progress(args: argparse.Namespace, line: str) -> None:
         print(f"[{time.perf_counter() - args.started:6.1f}s] {line}", file=sys.stderr)
 
 
+PARTS = ("choosing", "sweep", "variety", "variety-check", "rounds")
+"""The parts ``--only`` can pick (``variety-check``: Variety in the ``old`` encoding)."""
+
+
 async def build_report(args: argparse.Namespace) -> dict[str, Any]:
-    """Run every part and return the report (what ``--json`` writes)."""
+    """Run every part (or those of ``--only``) and return the report (what ``--json``
+    writes). The parts are independent (each derives its draws from ``--seed``), so parts
+    run apart and joined with ``--merge`` give the report of one full run."""
     cfg = load_config(root=REPO, env={})
     likes = load_profile(cfg.prompt.profile_path).likes
-    choosing = await choosing_well(args, likes)
-    varied = await variety(args, likes) if args.variety_runs > 0 else []
-    exclude = {"regrets"}
-    rounds = await rounds_part(args, likes)
+    only = set(args.only or PARTS)
+    choosing = await choosing_well(args, likes) if "choosing" in only else []
+    sweep = await judge_corr_sweep(args, likes) if args.corr_sweep and "sweep" in only else []
+    varied = []
+    if args.variety_runs > 0:
+        encodings = [args.motif_encoding] if "variety" in only else []
+        if "variety-check" in only and args.motif_encoding != "old" and not args.quick:
+            encodings.append("old")
+        varied = await variety(args, likes, encodings)
+    exclude = {"regrets", "firsts"}
+    rounds = await rounds_part(args, likes) if "rounds" in only else None
     return {
         "seed": args.seed,
         "ideas": args.ideas,
@@ -1237,10 +1638,38 @@ async def build_report(args: argparse.Namespace) -> dict[str, Any]:
         "choosing_well": [
             {k: v for k, v in asdict(r).items() if k not in exclude} for r in choosing
         ],
-        "headline": headline(choosing),
-        "variety": [asdict(r) for r in varied],
+        "headline": headline(choosing) if choosing else None,
+        "judge_corr_sweep": sweep,
+        "variety": varied,
         "rounds": rounds,
     }
+
+
+def merge_reports(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One report from part reports of the same world (``--only`` runs): each part's
+    figures from the report that has them, sweep rows in correlation order, variety in the
+    order given."""
+    keys = ("seed", "ideas", "seeds", "variety_judges", "world", "liked_motifs")
+    for other in parts[1:]:
+        for key in keys:
+            if other[key] != parts[0][key]:
+                raise ValueError(f"--merge: the reports differ in {key!r}")
+    merged = {key: parts[0][key] for key in keys}
+    with_choosing = [r for r in parts if r["choosing_well"]]
+    merged["choosing_well"] = with_choosing[0]["choosing_well"] if with_choosing else []
+    merged["headline"] = with_choosing[0]["headline"] if with_choosing else None
+    sweep = [row for r in parts for row in r["judge_corr_sweep"]]
+    merged["judge_corr_sweep"] = sorted(sweep, key=lambda row: row["judge_corr"])
+    merged["variety"] = [v for r in parts for v in r["variety"]]
+    merged["rounds"] = next((r["rounds"] for r in parts if r["rounds"]), None)
+    return merged
+
+
+def _floats(text: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"got {text!r}, want numbers like 0,0.5") from exc
 
 
 def _unit(lo: float, hi: float) -> Callable[[str], float]:
@@ -1261,11 +1690,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=2026, help="bench seed; every draw derives from it")
     p.add_argument("--quick", action="store_true", help="a small configuration (under a minute)")
     p.add_argument("--seeds", type=int, default=None, help="runs per judging configuration; "
-                   "None = 1000, or 40 with --quick")  # fmt: skip
+                   "None = 600, or 40 with --quick")  # fmt: skip
     p.add_argument("--ideas", type=int, default=6, help="idea cards per run (num_ideas)")
     p.add_argument("--variety-runs", type=int, default=30, help="consecutive runs per history")
     p.add_argument("--variety-seeds", type=int, default=None, help="histories per strategy; "
-                   "None = 5, or 1 with --quick")  # fmt: skip
+                   "None = 20, or 2 with --quick")  # fmt: skip
     p.add_argument("--variety-judges", type=int, default=3, help="judges (median) in Variety")
     p.add_argument("--exploration-rate", type=_unit(0, 0.5), default=0.15,
                    help="exploration_rate of the exploring strategies (product default)")  # fmt: skip
@@ -1297,26 +1726,50 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                    help="the broken judge: random valid scores, or never a valid answer")  # fmt: skip
     p.add_argument("--child-sigma", type=float, default=w.child_sigma,
                    help="a variant's true quality: its parent's + drift + N(0, this)")  # fmt: skip
-    p.add_argument("--child-drift", type=float, default=w.child_drift,
-                   help="mean step of a variant's true quality over its parent's (0: "
-                   "mutation neither helps nor hurts on average)")  # fmt: skip
+    p.add_argument("--judge-corr", type=_unit(0, 1), default=w.judge_corr,
+                   help="share of each judge's noise (variance) that all judges share: the "
+                   "correlation of two judges' errors")  # fmt: skip
+    p.add_argument("--corr-sweep", type=_floats, default=None, help="judge correlations of "
+                   "the aggregation sweep; None = 0,0.5,0.8, or 0,0.8 with --quick")  # fmt: skip
+    p.add_argument("--position-bias", choices=("bounded", "linear"), default=w.position_bias,
+                   help="linear: --beta per place, growing with the cards shown; bounded: "
+                   "the first shown gets --beta x (--ideas - 1) whatever the number of "
+                   "cards, the last 0")  # fmt: skip
+    p.add_argument("--motif-encoding", choices=("equal", "old"), default=w.motif_encoding,
+                   help="equal: the other motifs have as many words as the liked ones; "
+                   "old: two words against the likes' four or five")  # fmt: skip
+    p.add_argument("--drifts", type=_floats, default=None, help="Rounds: points a variant "
+                   "loses on average, one set of rows each; None = 0,1.5")  # fmt: skip
     p.add_argument("--rounds-seeds", type=int, default=None, help="run seeds per Rounds row; "
-                   "None = 300, or 20 with --quick; 0 skips Rounds")  # fmt: skip
+                   "None = 200, or 20 with --quick; 0 skips Rounds")  # fmt: skip
     p.add_argument("--rounds-max", type=int, default=3, help="Rounds rows: 0 (evolution off) "
                    "to this many rounds after round 0")  # fmt: skip
     p.add_argument("--rounds-judges", type=int, default=3, help="judges (median) in Rounds")
     p.add_argument("--survivors", type=int, default=3, help="survivors per round in Rounds")
     p.add_argument("--variants", type=int, default=2, help="variants per survivor in Rounds")
+    p.add_argument("--only", choices=PARTS, action="append", default=None,
+                   help="run only this part (repeatable); join the parts' --json with "
+                   "--merge")  # fmt: skip
+    p.add_argument("--merge", type=Path, nargs="+", default=None,
+                   help="print (and --json / --plot) the report joined from these part "
+                   "reports instead of running")  # fmt: skip
     p.add_argument("--json", type=Path, default=None, help="write the report as JSON here")
     p.add_argument("--plot", type=Path, default=None, help="write the figure (PNG) here")
     p.add_argument("--silent", action="store_true", help="no progress lines on stderr")
     args = p.parse_args(argv)
     if args.seeds is None:
-        args.seeds = 40 if args.quick else 1000
+        args.seeds = 40 if args.quick else 600
     if args.variety_seeds is None:
-        args.variety_seeds = 1 if args.quick else 5
+        args.variety_seeds = 2 if args.quick else 20
     if args.rounds_seeds is None:
-        args.rounds_seeds = 20 if args.quick else 300
+        args.rounds_seeds = 20 if args.quick else 200
+    if args.corr_sweep is None:
+        args.corr_sweep = (0.0, 0.8) if args.quick else (0.0, 0.5, 0.8)
+    if args.drifts is None:
+        args.drifts = (0.0, 1.5)
+    if any(not 0 <= rho <= 1 for rho in args.corr_sweep):
+        p.error(f"--corr-sweep: got {args.corr_sweep}, each must be in 0..1")
+
     names = (
         "seeds",
         "ideas",
@@ -1364,6 +1817,9 @@ def _json_safe(value: Any) -> Any:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.merge:
+        parts = [json.loads(path.read_text(encoding="utf-8")) for path in args.merge]
+        return _emit(args, merge_reports(parts))
     # The runs' own logs go to their run log files; the first variety run's "no history
     # yet" warning is expected and would only clutter the terminal.
     log = logging.getLogger("image_project")
@@ -1375,6 +1831,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         log.removeHandler(quiet)
         log.propagate = propagate
+    return _emit(args, report)
+
+
+def _emit(args: argparse.Namespace, report: Mapping[str, Any]) -> int:
     print(format_table(report))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -44,6 +44,7 @@ import anyio
 
 from image_project.backends.factory import Backends, make_backends
 from image_project.config import AppConfig, load_config
+from image_project.config.defaults import BUILTIN_CONFIG, builtin_note, init_command
 from image_project.errors import AuthenticationError, ConfigError, InputFileError
 from image_project.preflight import check_upscale
 from image_project.run import Inputs, RunFailed, RunResult, load_inputs, run_generation
@@ -94,7 +95,24 @@ def build_parser(prog: str = _PROG) -> argparse.ArgumentParser:
     common = _store_options()
     _add_runs_parser(commands, prog, common)
     _add_review_parser(commands, prog, common)
+    _add_init_parser(commands, prog)
     return parser
+
+
+def _add_init_parser(commands: Any, prog: str) -> None:
+    """``init [DIR]``: a starter config to edit (:mod:`image_project.config.defaults`)."""
+    init = commands.add_parser(
+        "init",
+        prog=f"{prog} init",
+        help="write a starter config/ (config.yaml, categories.csv, profile.csv) to edit",
+        description=(
+            "Write config/config.yaml (every key documented), config/categories.csv and "
+            "config/profile.csv into DIR; existing files are left alone unless --force."
+        ),
+    )
+    init.set_defaults(verbose=0, quiet=False)
+    init.add_argument("dir", nargs="?", type=Path, default=Path("."), metavar="DIR")
+    init.add_argument("--force", action="store_true", help="overwrite existing files")
 
 
 def _store_options() -> argparse.ArgumentParser:
@@ -316,7 +334,7 @@ def _add_generate_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--offline",
         action="store_true",
-        help="use the built-in offline backend even if an API key is set",
+        help="use the built-in offline backend for every role even if an API key is set",
     )
     parser.add_argument(
         "--prompt-only",
@@ -550,8 +568,17 @@ def main(
     root = (root or Path.cwd()).resolve()
     if args.command in ("runs", "review"):
         return _store_command(args, env, root)
+    if args.command == "init":
+        return init_command(args.dir, force=args.force, prog=prog)
     try:
         cfg = load_config(root=root, config_path=args.config, overrides=_overrides(args), env=env)
+        if args.offline:  # the named backends too (backends:), not only backend:
+            named = {
+                n: b.model_copy(update={"provider": "offline"}) for n, b in cfg.backends.items()
+            }
+            cfg = cfg.model_copy(update={"backends": named})
+        if cfg.sources[:1] == (str(BUILTIN_CONFIG),):
+            print(builtin_note(root, prog), file=sys.stderr)
         _check_context(cfg)
         # The 4K image's upscaler (binary, model files), found through the environment here at
         # the edge, once for all runs.
@@ -561,6 +588,11 @@ def main(
         print(f"configuration error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     print(backends.description, file=sys.stderr if args.quiet else sys.stdout, flush=True)
+    try:
+        anyio.run(backends.probe)
+    except ConfigError as exc:
+        print(f"configuration error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
     try:
         return anyio.run(_run_all, cfg, backends, args.quiet, upscale)
     except InputFileError as exc:

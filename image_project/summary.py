@@ -9,6 +9,7 @@ from image_project.progress import counted
 from image_project.record import (
     ContextRecord,
     InjectorRecord,
+    JudgeResult,
     RoundCandidate,
     RoundRecord,
     RunRecord,
@@ -139,6 +140,14 @@ def prompt_lines(prompt: str, *, whole: bool) -> list[str]:
 
 
 _AGGREGATE_LABELS = {"median": "median", "weighted_median": "w.median", "mean": "mean"}
+_NORMALISE_MARKS = {"ranks": "(r)", "zscores": "(z)"}
+
+
+def _label(scoring: ScoringRecord) -> str:
+    """The aggregate's column label: the aggregation, ``(r)`` / ``(z)`` after it when the
+    judges' scores were normalised by ranks or z-scores first."""
+    label = _AGGREGATE_LABELS.get(scoring.aggregation, "trimmed")
+    return label + _NORMALISE_MARKS.get(scoring.normalise, "")
 
 
 def scoring_lines(scoring: ScoringRecord, *, stopped: str = "") -> list[str]:
@@ -154,7 +163,7 @@ def scoring_lines(scoring: ScoringRecord, *, stopped: str = "") -> list[str]:
         if roll is not None
         else ""
     )
-    label = _AGGREGATE_LABELS.get(scoring.aggregation, "trimmed")
+    label = _label(scoring)
     if scoring.selected_id is None:
         lines = [f"  Selected    no card: {stopped or 'no selection was made'}"]
     else:
@@ -236,7 +245,20 @@ def _panel_lines(scoring: ScoringRecord) -> list[str]:
             f"{lead}{j.id:<{width['id']}}  {j.status:<11} rubric {j.rubric:<{width['rubric']}}"
             f"  profile {j.profile:<{width['profile']}}  weight {j.weight:g}  {j.model}"
         )
-    return lines
+    return lines + _one_model_warning(judges)
+
+
+def _one_model_warning(judges: Sequence[JudgeResult]) -> list[str]:
+    """A warning when two or more judges all ran on one model: their errors move together,
+    by how much their own scores cannot tell (docs/scoring.md, "Know your panel")."""
+    models = {j.model for j in judges}
+    if len(judges) < 2 or len(models) != 1:
+        return []
+    return [
+        f"  WARNING     all {len(judges)} judges use one model ({models.pop()}): their errors "
+        f"move together, so the panel acts like somewhere between 1 and {len(judges)} "
+        "judges; give a judge another model to measure it (runs stats)"
+    ]
 
 
 # --------------------------------------------------------------------------- why this card
@@ -296,7 +318,7 @@ def round_lines(scoring: ScoringRecord, index: int, *, stopped: str = "") -> lis
         raise KeyError(f"--round: got {index}, the run has rounds {_span(sorted(rounds))}")
     r = rounds[index]
     last = max(rounds) == index
-    label = _AGGREGATE_LABELS.get(scoring.aggregation, "trimmed")
+    label = _label(scoring)
     judges = [j.id for j in r.judges]
     width = max(5, *(len(j) for j in judges)) if judges else 5
     head = f"Round {r.index}: {len(r.score_table)} judged of {len(r.candidates)} cards"
@@ -369,7 +391,7 @@ def card_lines(scoring: ScoringRecord, card_id: str) -> list[str]:
     if not chain:
         known = sorted({c.id for r in rounds for c in r.candidates})
         raise KeyError(f"--card: no card {card_id!r} in this run (cards: {', '.join(known)})")
-    label = _AGGREGATE_LABELS.get(scoring.aggregation, "trimmed")
+    label = _label(scoring)
     lines = [f"Card {card_id}: " + " -> ".join(f"{c.id} (round {r.index})" for r, c in chain)]
     last_round = rounds[-1].index
     for r, c in chain:

@@ -11,6 +11,10 @@
 * :func:`offline_chat_completion` / :func:`offline_images_response` — the offline backend's
   answers in the OpenAI wire format, for local OpenAI-compatible test servers (the benchmark's
   latency simulator and the tests' scripted server serve them).
+* :class:`StrictLocalServer` — an OpenAI-compatible HTTP server on 127.0.0.1 that behaves like
+  llama.cpp's ``llama-server`` with a strict chat template and a base model (issue 24): it
+  refuses a conversation that does not alternate (HTTP 400), never stops unless the request
+  sends a token limit, lists one model and has no image endpoint.
 
 All fakes record every request they received (``.requests``, in arrival order).
 """
@@ -21,11 +25,16 @@ import base64
 import functools
 import inspect
 import io
+import json
+import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
 from typing import Any
 
+import anyio
 from PIL import Image
 
 from image_project.backends.base import (
@@ -46,8 +55,11 @@ __all__ = [
     "ReplyLike",
     "ScriptEntry",
     "ScriptedTextBackend",
+    "StrictLocalServer",
+    "StrictRequest",
     "TextFn",
     "UnexpectedCallError",
+    "alternation_error",
     "last_user_text",
     "offline_chat_completion",
     "offline_images_response",
@@ -210,16 +222,20 @@ class FakeImageBackend:
 _OFFLINE_TEXT = OfflineTextBackend()
 
 
-async def offline_chat_completion(payload: Mapping[str, Any]) -> dict[str, Any]:
+async def offline_chat_completion(
+    payload: Mapping[str, Any], *, model_error: float | None = None
+) -> dict[str, Any]:
     """A ``chat.completion`` body answering the request body ``payload`` with the offline
     backend's deterministic text; a strict ``json_schema`` response format gets
-    schema-valid JSON."""
+    schema-valid JSON. ``model_error``: the offline judges' shared per-model error
+    (``OfflineTextBackend(model_error=...)``; None = its default)."""
     fmt = payload.get("response_format") or {}
     schema = None
     if fmt.get("type") == "json_schema":
         spec = fmt["json_schema"]
         schema = JsonSchema(spec["name"], spec["schema"], bool(spec.get("strict", True)))
-    reply = await _OFFLINE_TEXT.complete(
+    backend = _OFFLINE_TEXT if model_error is None else OfflineTextBackend(model_error=model_error)
+    reply = await backend.complete(
         TextRequest(
             messages=tuple(Message(m["role"], m["content"]) for m in payload["messages"]),
             temperature=float(payload.get("temperature", 1.0)),
@@ -265,3 +281,214 @@ def _gradient_png_b64(size: tuple[int, int]) -> str:
     buf = io.BytesIO()
     Image.linear_gradient("L").resize(size).convert("RGB").save(buf, format="PNG")
     return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def alternation_error(roles: Sequence[str], *, system_role: bool = True) -> str | None:
+    """Why a strict chat template refuses a conversation with these message ``roles``, or
+    None when it accepts it: one optional leading ``system`` message (none at all with
+    ``system_role=False``), then ``user`` / ``assistant`` turns alternating, starting with
+    ``user``. The same rule as ``tests/data/templates/strict_alternation.jinja`` (Gemma's and
+    Mistral's templates enforce it too)."""
+    turns = list(roles)
+    if not turns:
+        return "strict_alternation: no messages"
+    offset = 0
+    if turns[0] == "system":
+        if not system_role:
+            return "System role not supported"
+        turns, offset = turns[1:], 1
+        if not turns:
+            return "strict_alternation: a system message alone, no user turn"
+    for i, role in enumerate(turns):
+        if role == "system":
+            return (
+                f"strict_alternation: a system message is allowed only first (message {i + offset})"
+            )
+        if (role == "user") != (i % 2 == 0):
+            return (
+                "Conversation roles must alternate user/assistant/user/assistant/... "
+                f"(message {i + offset} is {role})"
+            )
+    return None
+
+
+@dataclass(frozen=True)
+class StrictRequest:
+    """One request :class:`StrictLocalServer` received, and the status it answered with."""
+
+    method: str
+    path: str
+    body: Any
+    status: int
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        messages = self.body.get("messages") if isinstance(self.body, dict) else None
+        return tuple(str(m.get("role")) for m in messages or () if isinstance(m, dict))
+
+    @property
+    def token_limit(self) -> int | None:
+        """``max_completion_tokens``, else ``max_tokens``, as sent (None: no limit)."""
+        if not isinstance(self.body, dict):
+            return None
+        limit = self.body.get("max_completion_tokens", self.body.get("max_tokens"))
+        return limit if isinstance(limit, int) else None
+
+
+_FILLER = ("and", "the", "light", "keeps", "going", "on", "and", "on")
+
+
+class StrictLocalServer:
+    """An OpenAI-compatible server on 127.0.0.1 that behaves like ``llama-server`` serving a
+    base model through a strict chat template (the harness's ``scripts/real-model-check``
+    runs the real one). Start and stop it in the test: ``with StrictLocalServer() as server:``
+    and point the client at ``server.base_url``.
+
+    * ``POST /v1/chat/completions``: a conversation :func:`alternation_error` refuses gets
+      HTTP 400 in llama.cpp's error shape (``{"error": {"code": 400, "message": ...,
+      "type": "invalid_request_error"}}``). Otherwise the answer is the offline backend's
+      (schema-valid JSON for a ``json_schema`` response format), one token per
+      whitespace-separated word. The model never stops by itself: without a token limit
+      (``max_completion_tokens`` or ``max_tokens``) the answer runs on with filler words to
+      the server's cap of ``cap_tokens`` and ends with ``finish_reason: "length"``; with a
+      limit it is cut at the limit (``"length"``) when longer, else ends with ``"stop"``.
+    * ``GET /v1/models``: the one model, ``model``.
+    * Anything else, ``/v1/images/generations`` included: 404 (``not_found_error``).
+
+    Every request is recorded in :attr:`requests` with the status it got, in arrival order.
+    """
+
+    def __init__(
+        self, *, model: str = "gemma-3-270m", cap_tokens: int = 256, system_role: bool = True
+    ) -> None:
+        self.model = model
+        self.cap_tokens = cap_tokens
+        self.system_role = system_role
+        self.requests: list[StrictRequest] = []
+        self._lock = threading.Lock()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        if self._httpd is None:
+            raise RuntimeError("StrictLocalServer is not started")
+        return int(self._httpd.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> StrictLocalServer:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                self._answer(*server.handle("GET", self.path, None))
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                try:
+                    body: Any = json.loads(raw) if raw else None
+                except ValueError:
+                    body = raw.decode("utf-8", "replace")
+                self._answer(*server.handle("POST", self.path, body))
+
+            def _answer(self, status: int, payload: dict[str, Any]) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json; charset=utf-8")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join()
+        self._httpd = self._thread = None
+
+    def __enter__(self) -> StrictLocalServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    @property
+    def chat_requests(self) -> list[StrictRequest]:
+        with self._lock:
+            return [r for r in self.requests if r.path.endswith("/chat/completions")]
+
+    def handle(self, method: str, path: str, body: Any) -> tuple[int, dict[str, Any]]:
+        """The status and JSON body answering one request (recorded)."""
+        route = path.split("?", 1)[0].rstrip("/")
+        if method == "GET" and route in ("/v1/models", "/models"):
+            status, payload = 200, self._models()
+        elif method == "POST" and route in ("/v1/chat/completions", "/chat/completions"):
+            status, payload = self._chat(body)
+        else:
+            status, payload = 404, _llama_error(404, "File Not Found", "not_found_error")
+        with self._lock:
+            self.requests.append(StrictRequest(method, path, body, status))
+        return status, payload
+
+    def _models(self) -> dict[str, Any]:
+        entry = {"id": self.model, "object": "model", "created": 0, "owned_by": "llamacpp"}
+        return {"object": "list", "data": [entry]}
+
+    def _chat(self, body: Any) -> tuple[int, dict[str, Any]]:
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            return 400, _llama_error(400, "'messages' is required", "invalid_request_error")
+        roles = [str(m.get("role")) if isinstance(m, dict) else "?" for m in body["messages"]]
+        refused = alternation_error(roles, system_role=self.system_role)
+        if refused is not None:
+            message = (
+                "Unable to generate parser for this template. Automatic parser generation "
+                f"failed: Jinja Exception: {refused}"
+            )
+            return 400, _llama_error(400, message, "invalid_request_error")
+        limit = body.get("max_completion_tokens", body.get("max_tokens"))
+        if limit is not None and (not isinstance(limit, int) or limit < 1):
+            return 400, _llama_error(400, f"invalid token limit {limit!r}", "invalid_request_error")
+        reply = anyio.run(offline_chat_completion, body)
+        words = str(reply["choices"][0]["message"]["content"] or "").split()
+        budget = min(limit, self.cap_tokens) if limit is not None else self.cap_tokens
+        if limit is None:  # a base model does not stop: it runs on to the server's cap
+            while len(words) < budget:
+                words.extend(_FILLER)
+        finish = "length" if limit is None or len(words) > budget else "stop"
+        words = words[:budget]
+        reply["model"] = self.model
+        reply["system_fingerprint"] = "b0-strict-local"
+        reply["choices"][0]["message"]["content"] = " ".join(words)
+        reply["choices"][0]["finish_reason"] = finish
+        prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in body["messages"])
+        reply["usage"] = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": len(words),
+            "total_tokens": prompt_tokens + len(words),
+        }
+        return 200, reply
+
+
+def _llama_error(code: int, message: str, kind: str) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, "type": kind}}

@@ -47,7 +47,7 @@ def scoring_of(result: RunResult) -> ScoringRecord:
 def test_neutral_motifs_share_no_word_with_each_other_or_any_like() -> None:
     liked = {t for like in LIKES for t in content_tokens(like)}
     seen: set[str] = set()
-    for motif in quality.NEUTRAL_MOTIFS:
+    for motif in (*quality.NEUTRAL_MOTIFS, *quality.MOTIF_PADDING):
         words = set(content_tokens(motif))
         assert words and not words & liked and not words & seen, motif
         seen |= words
@@ -57,7 +57,9 @@ def test_neutral_motifs_share_no_word_with_each_other_or_any_like() -> None:
 async def test_a_judge_scores_truth_plus_position_and_like_bias_in_the_order_it_was_shown(
     tmp_path: Path,
 ) -> None:
-    params = quality.WorldParams(sigma=0.0, beta=5.0, lam=7.0, p_refuse=0.0, p_garbage=0.0)
+    params = quality.WorldParams(
+        sigma=0.0, beta=5.0, lam=7.0, p_refuse=0.0, p_garbage=0.0, position_bias="linear"
+    )
     world = quality.World(11, params, LIKES)
     cfg = quality.make_config(
         tmp_path, quality.panel_override(3), "prompt.scoring.num_ideas=5", prompt_only=True
@@ -82,7 +84,13 @@ async def test_shared_order_counterfactual_biases_by_id_order_and_broken_judges_
     tmp_path: Path,
 ) -> None:
     params = quality.WorldParams(
-        sigma=0.0, beta=5.0, lam=0.0, p_refuse=0.0, p_garbage=0.0, broken="garbage"
+        sigma=0.0,
+        beta=5.0,
+        lam=0.0,
+        p_refuse=0.0,
+        p_garbage=0.0,
+        broken="garbage",
+        position_bias="linear",
     )
     world = quality.World(11, params, LIKES, shared_order=True)
     cfg = quality.make_config(
@@ -144,13 +152,23 @@ def test_the_command_writes_strict_json_and_a_png(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out, png = tmp_path / "q.json", tmp_path / "q.png"
-    assert quality.main([*TINY, "--variety-runs", "0", "--json", str(out), "--plot", str(png)]) == 0
+    flags = [*TINY, "--variety-runs", "0", "--json", str(out), "--plot", str(png)]
+    assert quality.main(flags) == 0
     report = json.loads(out.read_text(encoding="utf-8"), parse_constant=pytest.fail)
     assert [r["name"] for r in report["choosing_well"]] == [p.name for p in quality.PANELS]
     assert report["variety"] == []
     rows = report["rounds"]["rows"]
-    assert [r["name"] for r in rows] == ["0 rounds", "1 rounds", "flat, 10 cards"]
-    assert [len(r["top_per_round"]) for r in rows] == [1, 2, 1]
+    assert [r["name"] for r in rows] == [
+        "0 rounds",
+        "flat, 13 cards",
+        "1 rounds, variants -0",
+        "1 rounds, variants -1.5",
+    ]
+    assert [len(r["top_per_round"]) for r in rows] == [1, 1, 2, 2]
+    assert [r["vs_control"] is None for r in rows] == [True, True, False, False]
+    sweep = report["judge_corr_sweep"]
+    assert [row["judge_corr"] for row in sweep] == [0.0, 0.5, 0.8]
+    assert [p["aggregation"] for p in sweep[0]["panels"]] == list(quality.aggregation_names())
     assert quality.format_table(report) in capsys.readouterr().out
     with Image.open(png) as img:
         assert img.format == "PNG" and img.width > 800
@@ -243,7 +261,7 @@ async def test_variants_in_a_real_run_are_valid_cards_that_follow_parent_and_dir
 async def test_rounds_rows_are_paired_count_the_calls_and_repeat_for_a_seed() -> None:
     flags = [
         *("--silent", "--ideas", "4", "--rounds-seeds", "3", "--rounds-max", "2"),
-        *("--survivors", "2", "--variants", "2", "--rounds-judges", "2"),
+        *("--survivors", "2", "--variants", "2", "--rounds-judges", "2", "--drifts", "0"),
         *("--p-refuse", "0", "--p-garbage", "0"),
     ]
     report = await quality.rounds_part(quality.parse_args(flags), LIKES)
@@ -252,9 +270,15 @@ async def test_rounds_rows_are_paired_count_the_calls_and_repeat_for_a_seed() ->
     other = await quality.rounds_part(quality.parse_args([*flags, "--seed", "5"]), LIKES)
     assert other is not None and other["rows"] != report["rows"]
     rows = {r["name"]: r for r in report["rows"]}
-    assert list(rows) == ["0 rounds", "1 rounds", "2 rounds", "flat, 8 cards", "flat, 12 cards"]
-    for g in range(3):
-        row = rows[f"{g} rounds"]
+    assert list(rows) == [
+        "0 rounds",
+        "flat, 10 cards",
+        "flat, 16 cards",
+        "1 rounds, variants -0",
+        "2 rounds, variants -0",
+    ]
+    for g, name in enumerate(["0 rounds", "1 rounds, variants -0", "2 rounds, variants -0"]):
+        row = rows[name]
         assert row["failed"] == 0 and row["runs"] == 3
         # N + G*S*V generator calls, J judge calls per round (no re-asks in this world)
         assert (row["generator_calls"], row["judge_calls"]) == (4 + 4 * g, 2 * (g + 1))
@@ -262,8 +286,101 @@ async def test_rounds_rows_are_paired_count_the_calls_and_repeat_for_a_seed() ->
         assert row["top_per_round"][0] == rows["0 rounds"]["top_per_round"][0]
         assert row["best_seen"] >= max(row["best_per_round"]) - 1e-9
         assert row["mean_regret"] == pytest.approx(row["best_seen"] - row["chosen_quality"])
-    assert rows["2 rounds"]["chosen_quality"] == rows["2 rounds"]["top_per_round"][-1]
-    assert (rows["flat, 12 cards"]["generator_calls"], rows["flat, 12 cards"]["judge_calls"]) == (
-        12,
+        if g:  # the equal-calls control: as many generator + judge calls, one round
+            control = rows[f"flat, {quality.control_ideas(quality.parse_args(flags), g)} cards"]
+            assert control["calls"] == row["calls"]
+            diffs = [row["chosen_quality"] - control["chosen_quality"]]
+            assert row["vs_control"]["mean"] == pytest.approx(diffs[0])
+    last = rows["2 rounds, variants -0"]
+    assert last["chosen_quality"] == last["top_per_round"][-1]
+    assert (rows["flat, 16 cards"]["generator_calls"], rows["flat, 16 cards"]["judge_calls"]) == (
+        16,
         2,
     )
+
+
+def test_bounded_position_bias_spreads_the_same_advantage_over_any_number_of_cards() -> None:
+    linear = quality.World(1, quality.WorldParams(beta=2.0, position_bias="linear"), LIKES)
+    bounded = quality.World(1, quality.WorldParams(beta=2.0, bias_cards=6), LIKES)
+    assert [bounded.position_bias(k, 6) for k in range(6)] == [
+        linear.position_bias(k, 6) for k in range(6)
+    ]
+    assert linear.position_bias(0, 24) == 46.0
+    assert bounded.position_bias(0, 24) == 10.0 and bounded.position_bias(23, 24) == 0.0
+    assert bounded.position_bias(0, 1) == 0.0
+
+
+def _judge_request(model: str, seed: int, hooks: list[str]) -> TextRequest:
+    lines = "\n".join(json.dumps({"id": chr(65 + k), "hook": h}) for k, h in enumerate(hooks))
+    return TextRequest(
+        messages=(Message("user", f"Cards:\n{lines}"),), temperature=0.0, model=model, seed=seed
+    )
+
+
+def _world_with_cards(params: quality.WorldParams, n: int = 5) -> tuple[quality.World, list[str]]:
+    world = quality.World(3, params, LIKES)
+    hooks = [
+        json.loads(world.card(TextRequest(messages=(), temperature=0.8, seed=s)))["hook"]
+        for s in range(n)
+    ]
+    return world, hooks
+
+
+def test_judge_correlation_is_the_share_of_noise_the_judges_have_in_common() -> None:
+    def errors(rho: float) -> list[tuple[float, float]]:
+        params = quality.WorldParams(
+            sigma=8.0, beta=0.0, lam=0.0, p_refuse=0.0, p_garbage=0.0, judge_corr=rho,
+            quality_mean=50.0, quality_sd=0.0,
+        )  # fmt: skip
+        world, hooks = _world_with_cards(params, 400)
+        pairs = []
+        for start in range(0, 400, 8):
+            chunk = hooks[start : start + 8]
+            a = json.loads(world.judge(_judge_request("sim-judge-1", start, chunk)))["scores"]
+            b = json.loads(world.judge(_judge_request("sim-judge-2", start, chunk)))["scores"]
+            pairs += [(x["score"] - 50.0, y["score"] - 50.0) for x, y in zip(a, b, strict=True)]
+        return pairs
+
+    for rho in (0.0, 0.5, 0.8, 1.0):
+        xs, ys = zip(*errors(rho), strict=True)
+        assert abs(statistics.correlation(xs, ys) - rho) < 0.1, rho
+        assert 7.0 < statistics.stdev(xs) < 9.0
+
+
+def test_a_re_asked_judge_draws_again_and_can_answer_validly() -> None:
+    params = quality.WorldParams(p_refuse=0.0, p_garbage=0.5)
+    world, hooks = _world_with_cards(params)
+    recovered = 0
+    for seed in range(200):
+        request = _judge_request("sim-judge-1", seed, hooks)
+        first, again = world.judge(request), world.judge(request)
+        if first in quality._GARBAGE and again not in quality._GARBAGE:
+            recovered += 1
+    assert 30 < recovered < 70  # about 200 x 0.5 x 0.5
+    # Seeded: a fresh world answers the same attempts the same way.
+    request = _judge_request("sim-judge-1", 7, hooks)
+    first_world, _ = _world_with_cards(params)
+    second_world, _ = _world_with_cards(params)
+    answers = [first_world.judge(request) for _ in range(4)]
+    assert answers == [second_world.judge(request) for _ in range(4)]
+    assert len(set(answers)) > 1
+
+
+def test_the_sweep_measures_every_aggregation_the_config_accepts() -> None:
+    from typing import get_args
+
+    from image_project.config.models import Aggregation
+
+    assert quality.aggregation_names() == get_args(Aggregation)
+    assert quality.sweep_panel("trimmed_mean").trim == 1
+    assert quality.sweep_panel("median").trim == 0
+
+
+def test_equal_encoding_gives_other_motifs_as_many_words_as_the_likes() -> None:
+    likes = LIKES[:4]
+    equal = quality.neutral_motifs(quality.WorldParams(), likes)
+    old = quality.neutral_motifs(quality.WorldParams(motif_encoding="old"), likes)
+    assert old == quality.NEUTRAL_MOTIFS[:40]
+    lengths = [len(quality.motif_words(like)) for like in likes]
+    assert [len(quality.motif_words(m)) for m in equal] == [lengths[k % 4] for k in range(40)]
+    assert [len(quality.motif_words(m)) for m in old] == [2] * 40

@@ -125,6 +125,7 @@ def test_example_ensemble_overlay_is_valid() -> None:
     judges = config.prompt.scoring.effective_judges(config.backend.text_model)
     assert [j.id for j in judges] == ["strict", "warm", "novel"]
     assert all(j.temperature == 0.0 for j in judges)
+    assert len({j.model for j in judges}) == 2  # a mixed-model panel (docs/scoring.md)
     assert config.prompt.scoring.effective_min_ok_judges == 2
 
 
@@ -613,9 +614,14 @@ def test_local_overlay_shape_mismatch_names_the_key(tmp_path: Path) -> None:
     assert info.value.key == "run.runs"
 
 
-def test_missing_default_config_is_an_error(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"config\.yaml"):
-        load_config(root=tmp_path, env={})
+def test_missing_default_config_falls_back_to_the_built_in_one(tmp_path: Path) -> None:
+    # Issue 24: no config/config.yaml is no error; tests/test_defaults.py has the details.
+    assert load_config(root=tmp_path, env={}).sources[0].endswith("defaults/config.yaml")
+
+
+def test_a_missing_named_config_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"config file not found: .*nowhere\.yaml"):
+        load_config(root=tmp_path, config_path=tmp_path / "nowhere.yaml", env={})
 
 
 def test_env_var_names_the_one_file_and_skips_the_overlay(tmp_path: Path) -> None:

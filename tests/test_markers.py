@@ -160,7 +160,7 @@ def test_the_offline_judge_reads_what_the_real_judge_prompt_shows() -> None:
     assert list(view.cards) == ["C", "A", "B"]
     assert view.likes is not None and "harbour" in view.likes
     assert any("clown" in d for d in view.dislikes)
-    assert "misty" in view.motifs
+    assert ("misty",) in view.motifs
     rubric = _read_rubric(judge_system_prompt(RubricSpec(name="strict")))
     assert rubric is not None and rubric.axes
     assert _read_rubric(judge_system_prompt(RubricSpec(name="default"))) is None

@@ -82,7 +82,8 @@ def test_offline_prompt_only_run_does_not_import_openai(tmp_path: Path) -> None:
 
 def test_the_openai_backend_still_imports_it_when_chosen(tmp_path: Path) -> None:
     """The control: building the OpenAI-compatible backend (no network: a prompt-only run
-    against a closed port fails in its first call) does import the SDK."""
+    against a closed port fails in the pre-flight probe, before any call) does import the
+    SDK."""
     argv = [
         *("--set", "backend.provider=openai"),
         *("--set", "backend.base_url=http://127.0.0.1:9/v1"),
@@ -92,7 +93,7 @@ def test_the_openai_backend_still_imports_it_when_chosen(tmp_path: Path) -> None
     ]
     result = probe(argv)
     assert result["after_import"] is False and result["after_run"] is True
-    assert result["code"] == 1  # the run failed on the closed port, transcript written
+    assert result["code"] == 2  # the probe found the port closed (issue 24): exit 2
 
 
 def test_a_run_into_an_existing_sqlite_store_does_not_import_sqlalchemy(tmp_path: Path) -> None:

@@ -4,12 +4,21 @@
   distribution and the mean score by presented position; per pair of judges Kendall's tau;
   the panel's Krippendorff alpha;
 * :mod:`.alpha` — Krippendorff's alpha from its definition (interval and nominal);
+* :mod:`.independence` — the effective number of independent judges of a same-model group,
+  measured against the judges on other models (:func:`panel_independence`);
 * :mod:`.table` — the figures as a terminal table and the ``runs stats`` command.
 
 Pure functions of :class:`~image_project.record.RunRecord` sequences: no files, no store.
 """
 
 from image_project.analysis.alpha import AlphaMetric, krippendorff_alpha
+from image_project.analysis.independence import (
+    GroupIndependence,
+    PanelIndependence,
+    effective_judges,
+    estimate_independence,
+    panel_independence,
+)
 from image_project.analysis.panel import (
     JudgeStats,
     PairAgreement,
@@ -25,15 +34,20 @@ from image_project.analysis.table import format_panel_table, stats_command
 
 __all__ = [
     "AlphaMetric",
+    "GroupIndependence",
     "JudgeStats",
     "PairAgreement",
     "PanelAgreement",
+    "PanelIndependence",
     "PanelStats",
     "PositionMean",
     "ScoreSummary",
     "StatusCounts",
+    "effective_judges",
+    "estimate_independence",
     "format_panel_table",
     "krippendorff_alpha",
+    "panel_independence",
     "panel_stats",
     "scoring_records",
     "stats_command",

@@ -1,6 +1,7 @@
 """The judge-panel figures over many runs: per judge the status counts, the score
 distribution, the mean score by presented position; per pair of judges their rank agreement
-(Kendall's tau); for the whole panel Krippendorff's alpha (interval).
+(Kendall's tau); for the whole panel Krippendorff's alpha (interval) and, per same-model
+group of judges, its effective number of independent judges (:mod:`.independence`).
 
 Everything is a pure function of a sequence of :class:`~image_project.record.RunRecord`;
 runs without scoring (or that failed before any judge answered) add nothing but their count.
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 from itertools import combinations
 
 from image_project.analysis.alpha import krippendorff_alpha
+from image_project.analysis.independence import PanelIndependence, panel_independence
 from image_project.record import JUDGE_STATUSES, JudgeResult, JudgeStatus, RunRecord, ScoringRecord
 
 __all__ = [
@@ -137,6 +139,7 @@ class PanelStats:
     judges: tuple[JudgeStats, ...]
     pairs: tuple[PairAgreement, ...]
     agreement: PanelAgreement
+    independence: PanelIndependence
 
 
 def scoring_records(records: Iterable[RunRecord]) -> list[ScoringRecord]:
@@ -287,4 +290,5 @@ def panel_stats(records: Iterable[RunRecord]) -> PanelStats:
         judges=tuple(_judge_stats(j, by_judge[j]) for j in judge_ids),
         pairs=tuple(_pair(a, b, ok_runs) for a, b in combinations(judge_ids, 2)),
         agreement=_panel_agreement(ok_runs),
+        independence=panel_independence(scorings),
     )

@@ -91,6 +91,15 @@ def _pair_lines(stats: PanelStats) -> list[str]:
     ]
 
 
+def _independence_lines(stats: PanelStats) -> list[str]:
+    """The effective number of judges of every same-model group (docs/scoring.md, "Know
+    your panel"), or why it cannot be measured."""
+    sentences = stats.independence.sentences()
+    if not sentences:
+        return []
+    return ["", "Independence: effective number of judges of each same-model group", *sentences]
+
+
 def format_panel_table(stats: PanelStats) -> str:
     """The panel figures as aligned text: run counts, one row per judge (status counts, ok
     score distribution, first-position bias), mean score by position, pairwise tau and the
@@ -123,6 +132,7 @@ def format_panel_table(stats: PanelStats) -> str:
         f"Panel agreement: Krippendorff's alpha (interval) = {_fmt(a.alpha, 3)} "
         f"over {a.units} cards scored by 2+ judges ({a.values} scores)",
     ]
+    lines += _independence_lines(stats)
     return "\n".join(lines) + "\n"
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 __all__ = [
+    "GRAMMAR_KEYWORDS",
     "STRICT_KEYWORDS",
     "ImageBackend",
     "ImageReply",
@@ -23,6 +24,7 @@ __all__ = [
     "TextReply",
     "TextRequest",
     "Usage",
+    "conversation_problem",
 ]
 
 Role = Literal["system", "user", "assistant"]
@@ -32,6 +34,30 @@ Role = Literal["system", "user", "assistant"]
 class Message:
     role: Role
     content: str
+
+
+def conversation_problem(messages: Iterable[Message]) -> str | None:
+    """What makes ``messages`` a conversation a strict chat template rejects, or None.
+
+    The shape every template accepts (Gemma's, Mistral's and Llama-2-style ones enforce it):
+    at most one ``system`` message, first; then ``user`` and ``assistant`` strictly
+    alternating, starting and ending with ``user``. Every request the engine sends has this
+    shape (the runner checks it before each call)."""
+    roles = [m.role for m in messages]
+    skip = 1 if roles[:1] == ["system"] else 0
+    turns = roles[skip:]
+    if not turns:
+        return "no user message"
+    for i, role in enumerate(turns):
+        want = "user" if i % 2 == 0 else "assistant"
+        if role != want:
+            return (
+                f"message {i + skip + 1} is {role!r} where {want!r} must come (one leading "
+                "system message, then user and assistant alternating)"
+            )
+    if turns[-1] != "user":
+        return "the last message is not a user message"
+    return None
 
 
 STRICT_KEYWORDS: frozenset[str] = frozenset(
@@ -52,18 +78,26 @@ STRICT_KEYWORDS: frozenset[str] = frozenset(
 answer models use; :func:`image_project.engine.output.strict_json_schema` emits only these
 and the offline backend answers exactly these)."""
 
+GRAMMAR_KEYWORDS: frozenset[str] = STRICT_KEYWORDS | {"minLength", "maxLength", "pattern"}
+"""The keywords of the ``grammar`` dialect of an answer schema (:attr:`JsonSchema.grammar`):
+the strict subset plus the string constraints llama.cpp and vLLM compile into a grammar."""
+
 
 @dataclass(frozen=True)
 class JsonSchema:
     """A JSON schema for structured output (OpenAI ``response_format: json_schema``).
 
     ``schema`` must follow the strict-mode subset when ``strict`` is true: every object lists
-    all its properties in ``required`` and sets ``additionalProperties: false``.
+    all its properties in ``required`` and sets ``additionalProperties: false``. ``grammar``,
+    when set, is the same schema in the ``grammar`` dialect (:data:`GRAMMAR_KEYWORDS`: string
+    lengths and patterns kept), sent instead by a backend whose ``schema_dialect`` is
+    ``grammar``.
     """
 
     name: str
     schema: Mapping[str, Any]
     strict: bool = True
+    grammar: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -71,7 +105,10 @@ class TextRequest:
     """One chat completion request.
 
     ``model`` None means the backend's default text model. ``seed`` is sent as the API's
-    ``seed`` (best-effort determinism on the server side; recorded either way).
+    ``seed`` (best-effort determinism on the server side; recorded either way). ``backend``
+    names the backend that must answer when a run has several (``backends:`` in the config;
+    None = the main one): :class:`~image_project.backends.routing.RoutingTextBackend`
+    dispatches on it, a single backend ignores it.
     """
 
     messages: tuple[Message, ...]
@@ -80,6 +117,7 @@ class TextRequest:
     seed: int | None = None
     json_schema: JsonSchema | None = None
     max_output_tokens: int | None = None
+    backend: str | None = None
 
 
 @dataclass(frozen=True)
@@ -134,6 +172,13 @@ class TextReply:
     finish_reason: str | None = None
     attempts: int = 1
     pacing_wait_ms: float = 0.0
+    max_output_tokens: int | None = None
+    """The token limit the answered attempt was sent with, when the backend sent another one
+    than the request's (a retry after a timeout sends a smaller one); None: the request's."""
+    notes: tuple[str, ...] = ()
+    """How the backend sent the request differently from the request's messages and limit
+    (the system text folded into the first user message, the schema spelled out in the last
+    one, a smaller token limit after a timeout); recorded on the step (``wire_notes``)."""
 
 
 @runtime_checkable

@@ -11,7 +11,10 @@ object, array, string, integer, number, boolean), ``properties`` (every property
 in declared order), ``required``, ``additionalProperties: false``, ``items``,
 ``minItems``/``maxItems`` (without ``maxItems`` an array gets at most ``minItems + 3``
 items), ``enum`` (a seeded choice) and ``minimum``/``maximum`` (integers vary across the
-whole range, leaning to its upper middle, score-like). Anything else raises
+whole range, leaning to its upper middle, score-like), and the string lengths of the
+``grammar`` dialect (``minLength``/``maxLength``: a phrase is cut at a word boundary or
+padded with words to fit; :data:`~image_project.backends.base.GRAMMAR_KEYWORDS` but
+``pattern``, which a generated phrase cannot be made to match). Anything else raises
 :class:`UnsupportedSchemaError` naming the keyword and its location, before anything is
 generated: an answer that silently ignored a constraint would look valid and not be.
 
@@ -46,8 +49,9 @@ __all__ = [
     "generate_instance",
 ]
 
-SUPPORTED_KEYWORDS: frozenset[str] = STRICT_KEYWORDS
-"""Every keyword :func:`check_schema` accepts: the strict subset answer models produce."""
+SUPPORTED_KEYWORDS: frozenset[str] = STRICT_KEYWORDS | {"minLength", "maxLength"}
+"""Every keyword :func:`check_schema` accepts: the strict subset answer models produce, and
+the string lengths of the grammar dialect."""
 
 _TYPES = frozenset({"object", "array", "string", "integer", "number", "boolean"})
 _DEFAULT_WORDS = (
@@ -153,7 +157,7 @@ def _check(node: Any, loc: str) -> None:
     if not isinstance(node, Mapping):
         raise UnsupportedSchemaError(loc, f"expected a schema object, got {node!r}")
     for keyword in node:
-        if keyword not in STRICT_KEYWORDS:
+        if keyword not in SUPPORTED_KEYWORDS:
             raise UnsupportedSchemaError(loc, f"unsupported keyword {keyword!r}")
     kind = node.get("type")
     if not isinstance(kind, str) or kind not in _TYPES:
@@ -196,6 +200,10 @@ def _check_bounds(node: Mapping[str, Any], loc: str) -> None:
             raise UnsupportedSchemaError(loc, f"{keyword!r} must be a number, got {bound!r}")
     if node.get("minimum", float("-inf")) > node.get("maximum", float("inf")):
         raise UnsupportedSchemaError(loc, "the bounds leave no value")
+    shortest = _count(node, "minLength", loc, 0) or 0
+    longest = _count(node, "maxLength", loc, None)
+    if longest is not None and (longest < shortest or longest < 1):
+        raise UnsupportedSchemaError(loc, f"the lengths {shortest}..{longest} leave no phrase")
 
 
 def _count(node: Mapping[str, Any], keyword: str, loc: str, default: int | None) -> int | None:
@@ -244,7 +252,7 @@ class _Generator:
         if kind == "array":
             return self._array(node, key)
         if kind == "string":
-            return self._phrase(_key_kind(key))
+            return self._fit(self._phrase(_key_kind(key)), node)
         if kind == "integer":
             return self._integer(node)
         if kind == "number":
@@ -291,6 +299,17 @@ class _Generator:
             return None
         enum = items.get("properties", {}).get("id", {}).get("enum")
         return list(enum) if isinstance(enum, list) else None
+
+    def _fit(self, text: str, node: Mapping[str, Any]) -> str:
+        """``text`` within the node's ``minLength``/``maxLength`` (unchanged when it fits)."""
+        shortest, longest = node.get("minLength", 0), node.get("maxLength")
+        while len(text) < shortest:
+            text = f"{text} {self._word()}"
+        if longest is not None and len(text) > longest:
+            cut = text[:longest]
+            text = cut.rsplit(" ", 1)[0].rstrip(" ,.;:") if " " in cut.strip() else cut
+            text = text if len(text) >= max(shortest, 1) else cut
+        return text
 
     def _integer(self, node: Mapping[str, Any]) -> int:
         lo: int | None = node.get("minimum")

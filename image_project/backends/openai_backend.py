@@ -73,14 +73,13 @@ import openai
 from openai._constants import RAW_RESPONSE_HEADER
 from openai._legacy_response import LegacyAPIResponse
 from openai.types import Image, ImagesResponse
-from openai.types.chat import ChatCompletion, ChatCompletionMessage, ChatCompletionMessageParam
+from openai.types.chat import ChatCompletion, ChatCompletionMessage
 from openai.types.chat.chat_completion import Choice
 from openai.types.chat.completion_create_params import ResponseFormat
 
 from image_project.backends.base import (
     ImageReply,
     ImageRequest,
-    Message,
     TextReply,
     TextRequest,
     Usage,
@@ -94,6 +93,7 @@ from image_project.backends.retry import (
     parse_retry_after,
     retry_after_of,
 )
+from image_project.backends.wire import WireOptions, shrunk_limit, wire_messages, wire_schema
 from image_project.config.capabilities import reasoning_effort_for
 from image_project.errors import (
     AuthenticationError,
@@ -480,14 +480,6 @@ def _missing_key_message(api_key_env: str, base_url: str | None) -> str:
     )
 
 
-def _message_param(message: Message) -> ChatCompletionMessageParam:
-    if message.role == "system":
-        return {"role": "system", "content": message.content}
-    if message.role == "user":
-        return {"role": "user", "content": message.content}
-    return {"role": "assistant", "content": message.content}
-
-
 def _kind(value: object) -> str:
     """What a parsed body is, for messages ("text" is a body the SDK could not read as JSON)."""
     if value is None:
@@ -582,47 +574,54 @@ class _OpenAIBackend:
 class OpenAITextBackend(_OpenAIBackend):
     """A :class:`~image_project.backends.base.TextBackend` over ``chat.completions.create``.
 
-    With ``structured_outputs`` a request's ``json_schema`` is sent as the API's
-    ``response_format: json_schema``; without it (servers that lack the feature) the schema
-    is spelled out in a final system message instead and nothing else is sent.
+    How a request is shaped is :mod:`image_project.backends.wire`'s (``wire``: the
+    ``backend`` settings ``structured_outputs``, ``role_style``, ``schema_dialect`` and
+    ``token_limit_param``). With ``structured_outputs`` a request's ``json_schema`` is sent as
+    the API's ``response_format: json_schema`` (in the ``schema_dialect``); without it the
+    schema is spelled out at the end of the last user message instead. A retry after a
+    timed-out attempt sends a smaller token limit (:func:`~image_project.backends.wire.
+    shrunk_limit`), named in the reply's ``notes``.
     """
 
     def __init__(
-        self, transport: OpenAITransport, *, default_model: str, structured_outputs: bool = True
+        self,
+        transport: OpenAITransport,
+        *,
+        default_model: str,
+        structured_outputs: bool = True,
+        wire: WireOptions | None = None,
     ) -> None:
         super().__init__(transport, default_model=default_model)
-        self._structured_outputs = structured_outputs
+        self._wire = wire or WireOptions(structured_outputs=structured_outputs)
 
-    def body(self, request: TextRequest, model: str) -> dict[str, object]:
+    @property
+    def wire(self) -> WireOptions:
+        return self._wire
+
+    def body(
+        self, request: TextRequest, model: str, *, max_output_tokens: int | None = None
+    ) -> dict[str, object]:
         """The JSON body of the chat request: what ``chat.completions.create`` sends for these
-        arguments, keys in its order, unset ones left out."""
-        messages = [_message_param(m) for m in request.messages]
+        arguments, keys in its order, unset ones left out. ``max_output_tokens`` replaces the
+        request's limit (a retry after a timeout)."""
+        messages, _ = wire_messages(request, self._wire)
         schema = request.json_schema
-        if schema is not None and not self._structured_outputs:
-            schema_text = json.dumps(schema.schema, sort_keys=True)
-            messages.append(
-                {
-                    "role": "system",
-                    "content": (
-                        "Answer with one JSON object only, no prose and no code fences, "
-                        f"matching this JSON schema ({schema.name}): {schema_text}"
-                    ),
-                }
-            )
+        structured = self._wire.structured_outputs
         body: dict[str, object] = {"model": model, "messages": messages}
-        if request.max_output_tokens is not None:
-            body["max_completion_tokens"] = request.max_output_tokens
+        limit = max_output_tokens or request.max_output_tokens
+        if limit is not None:
+            body[self._wire.token_limit_param] = limit
         # A model that honours temperature only with reasoning off (the capability table,
         # docs/models.md) gets reasoning_effort "none"; every other model gets nothing.
         effort = reasoning_effort_for(model)
         if effort:
             body["reasoning_effort"] = effort
-        if schema is not None and self._structured_outputs:
+        if schema is not None and structured:
             response_format: ResponseFormat = {
                 "type": "json_schema",
                 "json_schema": {
                     "name": schema.name,
-                    "schema": dict(schema.schema),
+                    "schema": dict(wire_schema(schema, self._wire)),
                     "strict": schema.strict,
                 },
             }
@@ -634,20 +633,31 @@ class OpenAITextBackend(_OpenAIBackend):
 
     async def complete(self, request: TextRequest) -> TextReply:
         model = request.model or self._default_model
-        body = self.body(request, model)
+        _, notes = wire_messages(request, self._wire)
+        budget = _Budget(request.max_output_tokens)
+        bodies = {budget.limit: self.body(request, model)}
 
         async def send(client: openai.AsyncOpenAI) -> LegacyAPIResponse[ChatCompletion]:
+            budget.attempt += 1
+            limit = budget.limit
+            if limit not in bodies:
+                bodies[limit] = self.body(request, model, max_output_tokens=limit)
+            body = bodies[limit]
             # The SDK's documented way to send a request it has no method for (``client.post``
             # with ``cast_to``) plus the header its ``with_raw_response`` sets: the body that
             # ``chat.completions.create`` would send (built by :meth:`body`), without that
             # method's per-call transform of its parameters (about 0.5 ms of client CPU per
             # call, bench/latency.py); the answer is still parsed into a typed ChatCompletion.
-            raw = await client.post(
-                "/chat/completions",
-                body=body,
-                cast_to=ChatCompletion,
-                options={"headers": {RAW_RESPONSE_HEADER: "true"}},
-            )
+            try:
+                raw = await client.post(
+                    "/chat/completions",
+                    body=body,
+                    cast_to=ChatCompletion,
+                    options={"headers": {RAW_RESPONSE_HEADER: "true"}},
+                )
+            except openai.APITimeoutError:
+                budget.timed_out(self._wire.token_limit_param)
+                raise
             return cast(LegacyAPIResponse[ChatCompletion], raw)
 
         sent = await self._transport.call("chat.completions", send, _completion_problem)
@@ -667,7 +677,30 @@ class OpenAITextBackend(_OpenAIBackend):
             finish_reason=choice.finish_reason,
             attempts=sent.attempts,
             pacing_wait_ms=sent.pacing_wait_ms,
+            max_output_tokens=budget.limit if budget.notes else None,
+            notes=(*notes, *budget.notes),
         )
+
+
+class _Budget:
+    """A call's token limit over its attempts: after a timed-out attempt the next one sends
+    :func:`~image_project.backends.wire.shrunk_limit` of it (when there is one), noted."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit = limit
+        self.attempt = 0
+        self.notes: list[str] = []
+
+    def timed_out(self, param: str) -> None:
+        if self.limit is None:
+            return
+        smaller = shrunk_limit(self.limit)
+        if smaller < self.limit:
+            self.notes.append(
+                f"attempt {self.attempt + 1}: {param} {self.limit} -> {smaller} after "
+                f"attempt {self.attempt} timed out"
+            )
+            self.limit = smaller
 
 
 class OpenAIImageBackend(_OpenAIBackend):
@@ -749,13 +782,15 @@ def openai_backends(
     retry: RetryPolicy | None = None,
     max_concurrency: anyio.CapacityLimiter | int = 8,
     structured_outputs: bool = True,
+    wire: WireOptions | None = None,
     sleep: SleepFn | None = None,
     rng: random.Random | None = None,
     api_key_env: str = DEFAULT_API_KEY_ENV,
     pacing_sleep: SleepFn | None = None,
     clock: Callable[[], float] | None = None,
 ) -> OpenAIBackends:
-    """Both backends over one shared :class:`OpenAITransport`, from explicit settings."""
+    """Both backends over one shared :class:`OpenAITransport`, from explicit settings
+    (``wire``, when given, wins over ``structured_outputs``)."""
     transport = OpenAITransport(
         api_key=api_key,
         base_url=base_url,
@@ -770,7 +805,10 @@ def openai_backends(
     )
     return OpenAIBackends(
         text=OpenAITextBackend(
-            transport, default_model=text_model, structured_outputs=structured_outputs
+            transport,
+            default_model=text_model,
+            structured_outputs=structured_outputs,
+            wire=wire,
         ),
         image=OpenAIImageBackend(transport, default_model=image_model),
         transport=transport,

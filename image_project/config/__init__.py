@@ -13,7 +13,8 @@ Import from here; the package re-exports the public names of its two modules:
 :mod:`image_project.config.capabilities` (imported by name, not re-exported here) holds the
 table of what each known OpenAI model accepts and :func:`~image_project.config.capabilities.check_models`,
 which the backend factory applies before any model call (``docs/models.md``).
-:mod:`image_project.config.store_url` (likewise) holds what a ``store.url`` may be.
+:mod:`image_project.config.store_url` (likewise) holds what a ``store.url`` may be, and
+:mod:`image_project.config.defaults` the built-in defaults (package data) and ``init``.
 
 Each module's docstring states its part of the contract.
 """
@@ -48,6 +49,7 @@ from image_project.config.models import (
     InjectionLocation,
     InjectorName,
     JudgeConfig,
+    Normalise,
     NoveltyConfig,
     ProfileView,
     PromptConfig,
@@ -93,6 +95,7 @@ __all__ = [
     "InjectionLocation",
     "InjectorName",
     "JudgeConfig",
+    "Normalise",
     "NoveltyConfig",
     "ProfileView",
     "PromptConfig",

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Literal, TypeVar
@@ -248,6 +248,11 @@ class _Use:
     model: str
     temperature: float | None = None
     who: str = ""
+    backend: str | None = None
+
+
+def _text_key(backend: str | None) -> str:
+    return "backend.text_model" if backend is None else f"backends.{backend}.text_model"
 
 
 def _text_uses(cfg: AppConfig) -> list[_Use]:
@@ -255,14 +260,16 @@ def _text_uses(cfg: AppConfig) -> list[_Use]:
     scoring = cfg.prompt.scoring
     if not scoring.enabled:
         return uses
-    for index, judge in enumerate(scoring.effective_judges(cfg.backend.text_model)):
+    models = {name: b.text_model for name, b in cfg.backends.items()}
+    for index, judge in enumerate(scoring.effective_judges(cfg.backend.text_model, models)):
         if scoring.judges is not None and scoring.judges[index].model is not None:
             key = f"prompt.scoring.judges[{index}].model"
         elif scoring.judge_model is not None:
             key = "prompt.scoring.judge_model"
         else:
-            key = "backend.text_model"
-        uses.append(_Use(key, judge.model, judge.temperature, f"judge {judge.id!r}"))
+            key = _text_key(judge.backend)
+        who = f"judge {judge.id!r}"
+        uses.append(_Use(key, judge.model, judge.temperature, who, judge.backend))
     evolution = scoring.evolution
     if evolution.enabled and evolution.selector == "llm":
         if evolution.selector_model is not None:
@@ -270,9 +277,10 @@ def _text_uses(cfg: AppConfig) -> list[_Use]:
         elif scoring.judge_model is not None:
             key = "prompt.scoring.judge_model"
         else:
-            key = "backend.text_model"
-        model = scoring.effective_selector_model(cfg.backend.text_model)
-        uses.append(_Use(key, model, 0.0, "the LLM survivor selector"))
+            key = _text_key(scoring.selector_backend)
+        model = scoring.effective_selector_model(cfg.backend.text_model, models)
+        who = "the LLM survivor selector"
+        uses.append(_Use(key, model, 0.0, who, scoring.selector_backend))
     return uses
 
 
@@ -313,13 +321,17 @@ def _temperature_problem(use: _Use, entry: TextModel) -> str | None:
 
 
 def _text_problems(
-    cfg: AppConfig, table: Mapping[str, TextModel], today: date
+    cfg: AppConfig,
+    table: Mapping[str, TextModel],
+    today: date,
+    served: Collection[str | None] = (None,),
 ) -> tuple[list[tuple[str, str]], list[str]]:
     problems: list[tuple[str, str]] = []
     warnings: list[str] = []
     for use in _text_uses(cfg):
         entry = text_model(use.model, table)
-        if entry is None:
+        backend = cfg.backend_config(use.backend) if use.backend in served else None
+        if entry is None or backend is None:
             continue
         error, warning = _shutdown_problem(use.model, entry.shutdown, entry.replacement, today)
         if warning:
@@ -327,10 +339,11 @@ def _text_problems(
         found = error or _temperature_problem(use, entry)
         if found:
             problems.append((use.key, found))
-        if cfg.backend.structured_outputs and entry.structured_outputs is False:
+        if backend.structured_outputs and entry.structured_outputs is False:
+            section = "backend" if use.backend is None else f"backends.{use.backend}"
             problems.append(
                 (
-                    "backend.structured_outputs",
+                    f"{section}.structured_outputs",
                     f"got True, but {use.key} {use.model!r} does not support JSON-schema "
                     "structured outputs; set backend.structured_outputs: false",
                 )
@@ -400,6 +413,7 @@ def check_models(
     today: date | None = None,
     text_models: Mapping[str, TextModel] = TEXT_MODELS,
     image_models: Mapping[str, ImageModel] = IMAGE_MODELS,
+    openai_refs: Collection[str | None] = (None,),
 ) -> tuple[str, ...]:
     """Check the configured models against the tables, before any call.
 
@@ -409,10 +423,16 @@ def check_models(
     does not support, an image size or quality the image model would reject. Returns the
     warnings (each also logged at WARNING on ``image_project.config``): models scheduled to
     shut down. ``today`` defaults to the current UTC date.
+
+    ``openai_refs``: the backends (role references: None for the main ``backend:``, names
+    in ``backends:``) that the OpenAI-compatible provider serves; only the models they serve
+    are checked (a role on the offline backend needs no check). Default: the main one.
     """
     today = today or _today()
-    text, text_warnings = _text_problems(cfg, text_models, today)
-    image, image_warnings = _image_problems(cfg, image_models, today)
+    text, text_warnings = _text_problems(cfg, text_models, today, openai_refs)
+    image, image_warnings = (
+        _image_problems(cfg, image_models, today) if cfg.image.backend in openai_refs else ([], [])
+    )
     warnings = tuple(dict.fromkeys(text_warnings + image_warnings))
     for warning in warnings:
         logger.warning("MODEL SHUTDOWN AHEAD: %s", warning)

@@ -2,9 +2,14 @@
 
 Contract:
 
-* :func:`load_config` reads one file (``config_path`` or ``$IMAGE_PROJECT_CONFIG``) or
-  ``config/config.yaml`` deep-merged with ``config/config.local.yaml``, applies ``--set``
-  overrides, and validates once against :class:`~image_project.config.models.AppConfig`.
+* :func:`load_config` reads, in this order of choice: the file ``config_path`` (``--config``),
+  else the file ``$IMAGE_PROJECT_CONFIG``, else ``<root>/config/config.yaml`` (``root``: the
+  current directory for the console script) deep-merged with ``<root>/config/
+  config.local.yaml``, else the built-in defaults shipped in the package
+  (:mod:`.defaults`: the same documented config.yaml, its categories and profile files
+  shipped beside it; the local overlay still applies, and the outputs land under
+  ``root``). It then applies ``--set`` overrides and validates once against
+  :class:`~image_project.config.models.AppConfig`.
   Every mistake becomes ONE :class:`ConfigError` whose ``key`` is the full dotted path (list
   items as ``judges[1].id``) and whose message quotes the bad value and says what is allowed.
   No pydantic ``ValidationError`` escapes.
@@ -33,6 +38,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
+from image_project.config.defaults import BUILTIN_CONFIG, BUILTIN_INPUTS
 from image_project.config.fields import _BOOL_ALLOWED, _Invalid, _KeyedInvalid
 from image_project.config.models import _INTERNAL_FIELDS, AppConfig
 from image_project.errors import ConfigError, preview, short_repr
@@ -342,10 +348,10 @@ def _walk(loc: Sequence[str | int]) -> tuple[type[BaseModel] | None, FieldInfo |
     whether the location is an item of a list field (the loc ends with an index)."""
     model: type[BaseModel] | None = AppConfig
     field: FieldInfo | None = None
-    is_item = False
+    is_item = named = False
     for part in loc:
-        if isinstance(part, int):
-            is_item = True
+        if isinstance(part, int) or named:  # a list index, or a name in ``backends:``
+            is_item, named = True, False
             continue
         is_item = False
         if model is None:
@@ -354,6 +360,7 @@ def _walk(loc: Sequence[str | int]) -> tuple[type[BaseModel] | None, FieldInfo |
         if field is None:
             return None, None, False
         model = _section_model(field.annotation)
+        named = get_origin(field.annotation) is dict
     return model, field, is_item
 
 
@@ -492,7 +499,10 @@ def _config_files(
     from_env = env.get(CONFIG_ENV_VAR, "").strip()
     if from_env:
         return [(Path(from_env).expanduser(), True, f"named by ${CONFIG_ENV_VAR}")]
-    return [(root / DEFAULT_CONFIG, True, "the default config"), (root / LOCAL_CONFIG, False, "")]
+    default = root / DEFAULT_CONFIG
+    if not default.exists():
+        default = BUILTIN_CONFIG
+    return [(default, True, "the default config"), (root / LOCAL_CONFIG, False, "")]
 
 
 def _not_a_file(path: Path, origin: str) -> str:
@@ -526,6 +536,9 @@ def load_config(
                 raise ConfigError("", _not_a_file(path, origin))
             continue
         data = deep_merge(data, _read_yaml(path))
+        if path == BUILTIN_CONFIG:  # its input files are shipped beside it
+            shipped = {key: str(file) for key, file in BUILTIN_INPUTS.items()}
+            data = deep_merge(data, {"prompt": shipped})
         sources.append(str(path))
     for item in overrides:
         data = _apply_override(data, item)

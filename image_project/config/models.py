@@ -89,6 +89,12 @@ from image_project.config.upscale_section import (
     UPSCALE_SIDE_MIN,
     UpscaleConfig,
 )
+from image_project.config.wire_section import (
+    RoleStyle,
+    SchemaDialect,
+    TokenLimitParam,
+    TokenLimitsConfig,
+)
 
 __all__ = [
     "BUILTIN_INJECTORS",
@@ -99,12 +105,14 @@ __all__ = [
     "HOLIDAY_KEYS",
     "IMAGE_SIDE_MAX",
     "IMAGE_SIDE_MIN",
+    "MAX_BACKENDS",
     "MAX_JUDGES",
     "MAX_NAME_CHARS",
     "MAX_PATH_CHARS",
     "MAX_RUBRIC_CHARS",
     "MAX_RUN_SEED",
     "MAX_URL_CHARS",
+    "OFFLINE_BACKEND",
     "UPSCALE_SIDE_MAX",
     "UPSCALE_SIDE_MIN",
     "Aggregation",
@@ -121,6 +129,7 @@ __all__ = [
     "InjectionLocation",
     "InjectorName",
     "JudgeConfig",
+    "Normalise",
     "NoveltyConfig",
     "ProfileView",
     "PromptConfig",
@@ -151,6 +160,10 @@ class BackendConfig(_Section):
     backoff_max_s: _Float = Field(default=30.0, ge=0.0, le=3600.0)
     max_retry_wait_s: _Float = Field(default=60.0, ge=0.0, le=3600.0)
     structured_outputs: StrictBool = True
+    max_output_tokens: TokenLimitsConfig = Field(default_factory=TokenLimitsConfig)
+    token_limit_param: TokenLimitParam = "max_completion_tokens"
+    role_style: RoleStyle = "system"
+    schema_dialect: SchemaDialect = "openai_strict"
 
     @model_validator(mode="after")
     def _check_backoff(self) -> Self:
@@ -161,6 +174,35 @@ class BackendConfig(_Section):
                 f"({_show(self.backoff_initial_s)})",
             )
         return self
+
+
+OFFLINE_BACKEND = "offline"
+"""The role reference (``image.backend: offline``, ...) naming the built-in offline backend."""
+MAX_BACKENDS = 16
+
+
+def _check_backend_ref(value: str | None) -> str | None:
+    """A role's backend reference: null, ``offline`` or a name (checked against ``backends``
+    by :class:`AppConfig`, which sees both)."""
+    return None if value is None else _check_judge_id(value)
+
+
+_BackendRef = Annotated[str | None, AfterValidator(_check_backend_ref)]
+
+
+def _check_backend_names(value: dict[str, BackendConfig]) -> dict[str, BackendConfig]:
+    if len(value) > MAX_BACKENDS:
+        raise _Invalid(f"a mapping of at most {MAX_BACKENDS} named backends")
+    for name in value:
+        if name == OFFLINE_BACKEND:
+            raise _KeyedInvalid(
+                name, "the name 'offline' is reserved for the built-in offline backend"
+            )
+        try:
+            _check_judge_id(name)
+        except _Invalid as exc:
+            raise _KeyedInvalid(name, f"got the name {name!r}, must be {exc.must}") from None
+    return value
 
 
 class RunConfig(_Section):
@@ -178,6 +220,7 @@ BUILTIN_RUBRICS: tuple[str, ...] = ("default", "strict", "novelty_heavy", "profi
 """The built-in judge rubrics (their texts: ``image_project.stages.scoring.rubrics``)."""
 ProfileView = Literal["raw", "dislikes_only", "hints"]
 Aggregation = Literal["median", "weighted_median", "mean", "trimmed_mean"]
+Normalise = Literal["none", "ranks", "zscores"]
 MAX_RUBRIC_CHARS = 20_000
 
 
@@ -270,6 +313,7 @@ class JudgeConfig(_Section):
 
     id: Annotated[str, AfterValidator(_check_judge_id)]
     model: _Text | None = None
+    backend: _BackendRef = None
     temperature: _Float | None = Field(default=None, ge=0.0, le=2.0)
     rubric: Annotated[RubricSpec | None, BeforeValidator(_parse_rubric)] = None
     weight: _Float = Field(default=1.0, ge=0.0, le=1000.0)
@@ -297,6 +341,9 @@ class EffectiveJudge:
     rubric: RubricSpec = DEFAULT_RUBRIC
     weight: float = 1.0
     profile: ProfileView = "raw"
+    backend: str | None = None
+    """The backend that serves it: None = the main ``backend:``, ``offline``, or a name in
+    ``backends``."""
 
 
 SurvivorCategory = Literal["performance", "diversity", "potential"]
@@ -345,6 +392,7 @@ class EvolutionConfig(_Section):
     quota: SurvivorQuota = Field(default_factory=SurvivorQuota)
     selector: Literal["code", "llm"] = "code"
     selector_model: _Text | None = None
+    selector_backend: _BackendRef = None
     near_duplicate_distance: _Float = Field(default=0.2, ge=0.0, le=1.0)
 
 
@@ -356,6 +404,7 @@ class ScoringConfig(_Section):
     exploration_rate: _Float = Field(default=0.15, ge=0.0, le=0.5)
     judge_temperature: _Float = Field(default=0.0, ge=0.0, le=2.0)
     judge_model: _Text | None = None
+    judge_backend: _BackendRef = None
     generator_temperature: _Float = Field(default=0.9, ge=0.0, le=2.0)
     generator_profile_abstraction: StrictBool = True
     max_reasks: _Int = Field(default=1, ge=0, le=5)
@@ -363,6 +412,7 @@ class ScoringConfig(_Section):
     min_ok_judges: _Int | None = Field(default=None, ge=1, le=MAX_JUDGES)
     aggregation: Aggregation = "median"
     trim: _Int = Field(default=0, ge=0, le=MAX_JUDGES)
+    normalise: Normalise = "none"
     novelty: NoveltyConfig = Field(default_factory=NoveltyConfig)
     evolution: EvolutionConfig = Field(default_factory=EvolutionConfig)
 
@@ -447,33 +497,58 @@ class ScoringConfig(_Section):
             return self.min_ok_judges
         return self.judge_count // 2 + 1
 
-    def effective_judges(self, text_model: str) -> tuple[EffectiveJudge, ...]:
-        """Each judge's model (own, else ``judge_model``, else ``text_model``: the text model
-        of the backend the run actually uses) and temperature. The app calls this once per
-        run; everything else (log, transcript, summary) reads its result.
+    def effective_judges(
+        self, text_model: str, backend_models: Mapping[str, str] | None = None
+    ) -> tuple[EffectiveJudge, ...]:
+        """Each judge's backend (own ``backend``, else ``judge_backend``, else None: the main
+        one), model (own, else ``judge_model``, else the text model of its backend:
+        ``text_model`` for the main backend, ``backend_models[name]`` for another) and
+        temperature. The app calls this once per run with the models of the backends it
+        built; everything else (log, transcript, summary) reads its result.
 
         With ``judges`` omitted, one judge ``"judge"`` built from the defaults.
         """
-        default_model = self.judge_model or text_model
-        if self.judges is None:
-            return (EffectiveJudge("judge", default_model, self.judge_temperature),)
-        return tuple(
-            EffectiveJudge(
-                judge.id,
-                judge.model or default_model,
-                temperature,
-                judge.rubric or DEFAULT_RUBRIC,
-                judge.weight,
-                judge.profile,
-            )
-            for judge, (_, _, temperature) in zip(self.judges, self._judge_settings(), strict=True)
-        )
+        models = backend_models or {}
 
-    def effective_selector_model(self, text_model: str) -> str:
+        def model_of(backend: str | None) -> str:
+            return text_model if backend is None else models.get(backend, text_model)
+
+        if self.judges is None:
+            backend = self.judge_backend
+            model = self.judge_model or model_of(backend)
+            return (EffectiveJudge("judge", model, self.judge_temperature, backend=backend),)
+        out = []
+        for judge, (_, _, temperature) in zip(self.judges, self._judge_settings(), strict=True):
+            backend = judge.backend or self.judge_backend
+            out.append(
+                EffectiveJudge(
+                    judge.id,
+                    judge.model or self.judge_model or model_of(backend),
+                    temperature,
+                    judge.rubric or DEFAULT_RUBRIC,
+                    judge.weight,
+                    judge.profile,
+                    backend,
+                )
+            )
+        return tuple(out)
+
+    @property
+    def selector_backend(self) -> str | None:
+        """The LLM survivor selector's backend: ``evolution.selector_backend``, else
+        ``judge_backend``, else None (the main one)."""
+        return self.evolution.selector_backend or self.judge_backend
+
+    def effective_selector_model(
+        self, text_model: str, backend_models: Mapping[str, str] | None = None
+    ) -> str:
         """The LLM survivor selector's model: ``evolution.selector_model``, else
-        ``judge_model``, else ``text_model`` (the backend's). Resolved once per run, like the
-        judges'; the pre-flight check, the step and the record read it."""
-        return self.evolution.selector_model or self.judge_model or text_model
+        ``judge_model``, else the text model of its backend (:attr:`selector_backend`;
+        ``text_model`` for the main one). Resolved once per run, like the judges'; the
+        pre-flight check, the step and the record read it."""
+        backend = self.selector_backend
+        own = text_model if backend is None else (backend_models or {}).get(backend, text_model)
+        return self.evolution.selector_model or self.judge_model or own
 
     def judge_temperatures(self) -> tuple[tuple[str, float], ...]:
         """``(judge id, temperature)`` per judge, every fallback applied (no model needed)."""
@@ -510,6 +585,7 @@ class ImageConfig(_Section):
     size: Annotated[str, AfterValidator(_check_size)] = "1536x1024"
     quality: Literal["low", "medium", "high", "xhigh", "max", "auto"] = "high"
     caption_font_path: _ConfigPath | None = None
+    backend: _BackendRef = None
 
 
 _STORE_URL_MUST = (
@@ -547,6 +623,9 @@ class AppConfig(_Section):
     """The whole validated configuration. ``sources``: the files read, in merge order."""
 
     backend: BackendConfig = Field(default_factory=BackendConfig)
+    backends: Annotated[dict[str, BackendConfig], AfterValidator(_check_backend_names)] = Field(
+        default_factory=dict
+    )
     run: RunConfig = Field(default_factory=RunConfig)
     prompt: PromptConfig = Field(default_factory=PromptConfig)
     image: ImageConfig = Field(default_factory=ImageConfig)
@@ -554,6 +633,40 @@ class AppConfig(_Section):
     context: ContextConfig = Field(default_factory=ContextConfig)
     upscale: UpscaleConfig = Field(default_factory=UpscaleConfig)
     sources: tuple[str, ...] = Field(default=(), exclude=True)
+
+    @model_validator(mode="after")
+    def _check_backend_refs(self) -> Self:
+        """Every role's backend reference names ``offline`` or a backend in ``backends``."""
+        for key, ref in self.backend_refs():
+            if ref is not None and ref != OFFLINE_BACKEND and ref not in self.backends:
+                known = ", ".join(repr(name) for name in self.backends) or "none defined"
+                raise _KeyedInvalid(
+                    key,
+                    f"got {ref!r}, must be null (the main backend:), 'offline' (the built-in "
+                    f"offline backend) or a name defined under backends ({known})",
+                )
+        return self
+
+    def backend_refs(self) -> tuple[tuple[str, str | None], ...]:
+        """``(dotted key, reference)`` of every role's backend reference, used or not."""
+        scoring = self.prompt.scoring
+        refs: list[tuple[str, str | None]] = [("image.backend", self.image.backend)]
+        refs.append(("prompt.scoring.judge_backend", scoring.judge_backend))
+        refs += [
+            (f"prompt.scoring.judges[{i}].backend", judge.backend)
+            for i, judge in enumerate(scoring.judges or ())
+        ]
+        refs.append(
+            ("prompt.scoring.evolution.selector_backend", scoring.evolution.selector_backend)
+        )
+        return tuple(refs)
+
+    def backend_config(self, ref: str | None) -> BackendConfig | None:
+        """The section a role reference names: the main ``backend:`` for None, a section of
+        ``backends`` for its name, None for ``offline``."""
+        if ref is None:
+            return self.backend
+        return None if ref == OFFLINE_BACKEND else self.backends[ref]
 
     @property
     def effective_store_url(self) -> str:

@@ -1,6 +1,7 @@
 """The step engine: a tree of chat calls, actions and blocks, run concurrently where the tree
 says so and recorded in declared order. Knows nothing of art, OpenAI or files."""
 
+from image_project.engine.budget import TOKEN_KINDS, TokenBudget, TokenKind, TokenLimits
 from image_project.engine.context import Context, EngineEvent
 from image_project.engine.fanout import ordered_fanout
 from image_project.engine.nodes import (
@@ -30,6 +31,7 @@ from image_project.engine.scope import Answer, Scope
 
 __all__ = [
     "MERGE_MODES",
+    "TOKEN_KINDS",
     "ActionStep",
     "Answer",
     "Block",
@@ -51,6 +53,9 @@ __all__ = [
     "Scope",
     "StepRecorder",
     "TextOutput",
+    "TokenBudget",
+    "TokenKind",
+    "TokenLimits",
     "as_json",
     "capture_keys",
     "check_recorder",

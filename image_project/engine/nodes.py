@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias, TypeVar, get_args
 
 from image_project.backends.base import ImageReply, ImageRequest
+from image_project.engine.budget import TokenBudget
 from image_project.engine.output import JsonOutput, Output, ReaskPolicy, TextOutput
 from image_project.errors import PipelineDefinitionError
 
@@ -79,7 +80,8 @@ class ChatStep(Generic[T]):
     ``prompt`` is a string or a function of the run :class:`Context` returning one; a None,
     non-string or blank prompt fails before any call (unless ``allow_empty_prompt``).
     ``temperature`` is a field, never a request parameter. ``model`` None means the backend's
-    default. ``seed`` is sent to the backend and recorded.
+    default. ``seed`` is sent to the backend and recorded. ``backend`` names the backend
+    that answers (None: the main one; a judge's or the selector's own, ``backends:``).
 
     ``stateless`` runs the call on a fresh conversation (``system_prompt`` + this prompt)
     instead of the inherited one: a judge that must not see the pipeline's history.
@@ -101,6 +103,10 @@ class ChatStep(Generic[T]):
     ``on_failure`` (also a ``T``) is the step's value instead of failing the run, so parallel siblings go on. Used by
     the judge ensemble, whose quorum rule decides later whether the run can continue.
     Cancellation is never recovered.
+
+    ``max_output_tokens`` is the answer's token limit, sent with every request of the step:
+    a :class:`~image_project.engine.budget.TokenBudget` (the kind of answer, resolved by the
+    runner's :class:`~image_project.engine.budget.TokenLimits`) or a plain int.
     """
 
     prompt: PromptSource
@@ -112,13 +118,14 @@ class ChatStep(Generic[T]):
     seed: int | None = None
     output: Output[T] | None = None
     reask: ReaskPolicy = field(default_factory=ReaskPolicy)
-    max_output_tokens: int | None = None
+    max_output_tokens: int | TokenBudget | None = None
     stateless: bool = False
     system_prompt: str | None = None
     on_failure: Callable[[Exception], T] | None = None
     allow_empty_prompt: bool = False
     allow_empty_response: bool = False
     meta: Mapping[str, Any] = field(default_factory=dict)
+    backend: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "name", _check_name(self.name, "ChatStep.name"))
@@ -152,12 +159,22 @@ class ChatStep(Generic[T]):
             raise PipelineDefinitionError(
                 f"{where}: re-asks and a fallback need an output to validate the answer"
             )
+        _check_limit(self.max_output_tokens, where)
         if self.on_failure is not None and not callable(self.on_failure):
             raise PipelineDefinitionError(f"{where}: on_failure must be callable")
         if self.system_prompt is not None and not self.stateless:
             raise PipelineDefinitionError(
                 f"{where}: system_prompt is only used by stateless steps; set stateless=True"
             )
+
+
+def _check_limit(limit: object, where: str) -> None:
+    if limit is None or isinstance(limit, TokenBudget):
+        return
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise PipelineDefinitionError(
+            f"{where}: max_output_tokens must be a TokenBudget, an int >= 1 or None, got {limit!r}"
+        )
 
 
 def _interrupted() -> str:

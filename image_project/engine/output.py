@@ -12,11 +12,14 @@ structured-output subset: every ``$ref`` inlined, every object listing all its p
 ``maxItems``, ``enum``, ``minimum`` and ``maximum`` kept
 (:data:`~image_project.backends.base.STRICT_KEYWORDS`).
 A ``const`` (a one-value ``Literal``) becomes a one-value ``enum``. Annotations (``title``,
-``description``, ``default``) are dropped, and so are string lengths,
-which strict mode cannot express: the model still checks them when the answer is validated.
-A model that needs anything else (an optional field, a union, a pattern) is rejected when the
-step is built, naming the model and the keyword. The schema's ``name`` is the model's
-``title`` (``model_config = ConfigDict(title=...)``).
+``description``, ``default``) are dropped, and so are string lengths and patterns, which
+strict mode cannot express: the model still checks them when the answer is validated.
+The same schema in the ``grammar`` dialect (``JsonSchema.grammar``) keeps ``minLength``,
+``maxLength`` and ``pattern`` (:data:`~image_project.backends.base.GRAMMAR_KEYWORDS`), for
+servers that compile them into a grammar (llama.cpp, vLLM; ``backend.schema_dialect``).
+A model that needs anything else (an optional field, a union) is rejected when the step is
+built, naming the model and the keyword. The schema's ``name`` is the model's ``title``
+(``model_config = ConfigDict(title=...)``).
 
 **Strict answers.** :func:`extract_json_object` accepts the JSON object alone, or alone inside
 one Markdown code fence, and rejects everything else with a short reason: prose around the
@@ -43,7 +46,7 @@ from typing import Any, Generic, Literal, TypeAlias, TypeVar, cast
 
 from pydantic import BaseModel, ValidationError
 
-from image_project.backends.base import STRICT_KEYWORDS, JsonSchema
+from image_project.backends.base import GRAMMAR_KEYWORDS, STRICT_KEYWORDS, JsonSchema
 from image_project.errors import PipelineDefinitionError, RefusalError, preview, short_repr
 
 __all__ = [
@@ -107,12 +110,16 @@ class ReaskPolicy:
 
 # --------------------------------------------------------------------------- strict schemas
 
-_DROPPED = frozenset(
-    {"$defs", "title", "description", "default", "examples", "minLength", "maxLength"}
-)
+_ANNOTATIONS = frozenset({"$defs", "title", "description", "default", "examples"})
 
 
-def _strict(node: Any, defs: Mapping[str, Any], where: str, seen: tuple[str, ...]) -> Any:
+def _strict(
+    node: Any,
+    defs: Mapping[str, Any],
+    where: str,
+    seen: tuple[str, ...],
+    keywords: frozenset[str] = STRICT_KEYWORDS,
+) -> Any:
     if not isinstance(node, Mapping):
         raise PipelineDefinitionError(f"{where}: expected a schema object, got {node!r}")
     ref = node.get("$ref")
@@ -121,10 +128,10 @@ def _strict(node: Any, defs: Mapping[str, Any], where: str, seen: tuple[str, ...
         if name in seen or name not in defs:
             problem = "is recursive" if name in seen else "cannot be resolved"
             raise PipelineDefinitionError(f"{where}: $ref {ref!r} {problem}")
-        return _strict(defs[name], defs, where, (*seen, name))
+        return _strict(defs[name], defs, where, (*seen, name), keywords)
     out: dict[str, Any] = {}
     for key, value in node.items():
-        if key in _DROPPED:
+        if key in _ANNOTATIONS or (key in GRAMMAR_KEYWORDS and key not in keywords):
             continue
         if key == "const":  # a one-value Literal: the same constraint as a one-value enum
             out["enum"] = [value]
@@ -133,14 +140,14 @@ def _strict(node: Any, defs: Mapping[str, Any], where: str, seen: tuple[str, ...
                 f"{where}: additionalProperties: an open object (a dict field, or extra keys "
                 "allowed) cannot be a strict structured-output schema; use fixed fields"
             )
-        elif key not in STRICT_KEYWORDS:
+        elif key not in GRAMMAR_KEYWORDS:
             raise PipelineDefinitionError(
                 f"{where}: the keyword {key!r} is not supported in a strict structured-output "
-                f"schema (allowed: {', '.join(sorted(STRICT_KEYWORDS))}); make the field "
+                f"schema (allowed: {', '.join(sorted(GRAMMAR_KEYWORDS))}); make the field "
                 "required and of a plain type, and check the rest in code"
             )
         else:
-            out[key] = _strict_value(key, value, defs, where, seen)
+            out[key] = _strict_value(key, value, defs, where, seen, keywords)
     if out.get("type") == "object":
         out["required"] = list(out.get("properties", {}))
         out["additionalProperties"] = False
@@ -148,12 +155,20 @@ def _strict(node: Any, defs: Mapping[str, Any], where: str, seen: tuple[str, ...
 
 
 def _strict_value(
-    key: str, value: Any, defs: Mapping[str, Any], where: str, seen: tuple[str, ...]
+    key: str,
+    value: Any,
+    defs: Mapping[str, Any],
+    where: str,
+    seen: tuple[str, ...],
+    keywords: frozenset[str],
 ) -> Any:
     if key == "properties":
-        return {name: _strict(sub, defs, f"{where}.{name}", seen) for name, sub in value.items()}
+        return {
+            name: _strict(sub, defs, f"{where}.{name}", seen, keywords)
+            for name, sub in value.items()
+        }
     if key == "items":
-        return _strict(value, defs, f"{where}[]", seen)
+        return _strict(value, defs, f"{where}[]", seen, keywords)
     return value
 
 
@@ -162,10 +177,12 @@ def strict_json_schema(model: type[BaseModel]) -> JsonSchema:
     """The strict structured-output schema of ``model`` (see the module docstring)."""
     raw = model.model_json_schema(mode="validation")
     name = str(model.model_config.get("title") or model.__name__)
-    schema = _strict(raw, raw.get("$defs", {}), name, ())
+    defs = raw.get("$defs", {})
+    schema = _strict(raw, defs, name, ())
     if schema.get("type") != "object":
         raise PipelineDefinitionError(f"{name}: the root of an answer schema must be an object")
-    return JsonSchema(name=name, schema=schema, strict=True)
+    grammar = _strict(raw, defs, name, (), GRAMMAR_KEYWORDS)
+    return JsonSchema(name=name, schema=schema, strict=True, grammar=grammar)
 
 
 def literal_of(values: Sequence[str]) -> Any:

@@ -5,7 +5,8 @@ Semantics (the contract every stage relies on):
 * **Always copy, merge once.** Every node runs on its own copy of its parent's conversation
   (conversations are immutable tuples). The parent changes once, when the node has finished,
   according to the node's merge mode: ``all_messages`` appends everything the node produced,
-  ``last_response`` appends only its last assistant message (an error if there is none),
+  ``last_response`` appends its first user message and its last assistant message, one
+  exchange that keeps the conversation alternating (an error if there is no answer),
   ``none`` leaves the parent unchanged. A failing node therefore never leaves half-applied
   messages behind.
 * **Parallel blocks** run their children concurrently through :func:`ordered_fanout`, each
@@ -43,7 +44,10 @@ from image_project.backends.base import (
     TextReply,
     TextRequest,
     Usage,
+    conversation_problem,
 )
+from image_project.engine.answers import Call, answer_text, cut_off, reask_messages
+from image_project.engine.budget import TokenLimits
 from image_project.engine.context import Context, EngineEvent
 from image_project.engine.fanout import ordered_fanout
 from image_project.engine.nodes import (
@@ -56,13 +60,11 @@ from image_project.engine.nodes import (
     default_name,
     walk,
 )
-from image_project.engine.output import ReaskPolicy
 from image_project.engine.recorder import DefaultStepRecorder, StepRecorder, check_recorder
 from image_project.engine.scope import Scope, merge_produced, root_scope
 from image_project.errors import (
     BackendError,
     EmptyPromptError,
-    EmptyResponseError,
     ModelOutputError,
     NodeType,
     PipelineDefinitionError,
@@ -120,6 +122,13 @@ class ChatRunner:
 
     ``limiter`` (optional) bounds the model calls this runner has in flight; backends may
     apply their own limit as well. ``clock`` is the monotonic clock used for latencies.
+    ``token_limits`` turns a step's :class:`~image_project.engine.budget.TokenBudget` into
+    the limit sent (default: :class:`~image_project.engine.budget.TokenLimits`' defaults).
+
+    Every request is checked before it is sent: one optional leading system message, then
+    user and assistant turns alternating, first and last ``user``
+    (:func:`~image_project.backends.base.conversation_problem`); a tree that would send
+    anything else fails with a :class:`~image_project.errors.PipelineDefinitionError`.
     """
 
     def __init__(
@@ -131,6 +140,7 @@ class ChatRunner:
         limiter: anyio.CapacityLimiter | None = None,
         clock: Callable[[], float] = time.perf_counter,
         image_backend: ImageBackend | None = None,
+        token_limits: TokenLimits | None = None,
     ) -> None:
         if mode not in ("concurrent", "sequential"):
             raise ValueError(f"mode must be 'concurrent' or 'sequential', got {mode!r}")
@@ -142,6 +152,7 @@ class ChatRunner:
         self.limiter = limiter
         self.clock = clock
         self.image_backend = image_backend
+        self.token_limits = token_limits if token_limits is not None else TokenLimits()
 
     # -- public API ---------------------------------------------------------------------
 
@@ -330,6 +341,7 @@ class ChatRunner:
             else:
                 history = base
             model = step.model or self.backend.default_model
+            limit = self.token_limits.resolve(step.max_output_tokens, model)
             self.recorder.on_step_start(
                 ctx,
                 path,
@@ -346,7 +358,9 @@ class ChatRunner:
             failure: Exception | None = None
             text: str | None
             try:
-                text, value = await self._ask(step, history, prompt, model, path, replies, reasks)
+                text, value = await self._ask(
+                    step, history, prompt, Call(model, limit, path), replies, reasks
+                )
             except Exception as exc:
                 if step.on_failure is None:
                     raise
@@ -367,7 +381,13 @@ class ChatRunner:
                 prompt=prompt,
                 system_prompt=step.system_prompt if step.stateless else None,
                 response=text,
-                params=ChatParams(temperature=step.temperature, model=model, seed=step.seed),
+                params=ChatParams(
+                    temperature=step.temperature,
+                    model=model,
+                    seed=step.seed,
+                    max_output_tokens=limit,
+                    backend=step.backend,
+                ),
                 context_messages=len(history),
                 created_at=created_at,
                 latency_ms=round((self.clock() - t0) * 1000, 3),
@@ -378,6 +398,7 @@ class ChatRunner:
                 system_fingerprint=last.system_fingerprint if last else None,
                 response_model=last.model if last and last.model != model else None,
                 reasks=tuple(reasks),
+                wire_notes=tuple(dict.fromkeys(n for r in replies for n in r.notes)),
                 error=None if failure is None else StepError.of(failure),
                 meta=_meta(step.meta),
             )
@@ -411,8 +432,7 @@ class ChatRunner:
         step: ChatStep[Any],
         history: Conversation,
         prompt: str,
-        model: str,
-        path: str,
+        call: Call,
         replies: list[TextReply],
         reasks: list[Reask],
     ) -> tuple[str, object]:
@@ -421,22 +441,30 @@ class ChatRunner:
 
         ``replies`` and ``reasks`` are filled as the calls happen, so a caller still has
         them when this raises."""
+        path = call.path
         messages: Conversation = (*history, Message("user", prompt))
         output, policy = step.output, step.reask
         while True:
+            problem = conversation_problem(messages)
+            if problem is not None:
+                raise PipelineDefinitionError(
+                    f"{path}: the conversation would break strict chat templates: {problem}; "
+                    "no model call was made"
+                )
             reply = await self._complete(
                 TextRequest(
                     messages=messages,
                     temperature=float(step.temperature),
-                    model=model,
+                    model=call.model,
                     seed=step.seed,
                     json_schema=output.schema if output is not None else None,
-                    max_output_tokens=step.max_output_tokens,
+                    max_output_tokens=call.limit,
+                    backend=step.backend,
                 )
             )
             replies.append(reply)
-            text = _answer_text(step, reply, path)
-            cut = _cut_off(step, reply)
+            text = answer_text(step, reply, path)
+            cut = cut_off(call.limit, reply)
             if output is None:
                 if cut is not None:
                     raise ModelOutputError(
@@ -462,7 +490,7 @@ class ChatRunner:
                         f"attempt(s): {error}",
                         output=text,
                     ) from exc
-                messages = _reask_messages(policy, history, messages, prompt, text, error)
+                messages = reask_messages(policy, history, messages, prompt, text, error)
 
     async def _complete(self, request: TextRequest) -> TextReply:
         if self.limiter is None:
@@ -522,46 +550,6 @@ class _ImageCall:
             error=error,
             pacing_wait_ms=reply.pacing_wait_ms if reply else 0.0,
         )
-
-
-def _cut_off(step: ChatStep[Any], reply: TextReply) -> str | None:
-    """Why an answer the server stopped at its token limit (``finish_reason`` ``length``)
-    is not an answer, or None. Its own reason, so that a re-ask says what went wrong (a
-    JSON answer cut off would otherwise read as "no {...} found")."""
-    if reply.finish_reason != "length":
-        return None
-    limit = step.max_output_tokens
-    at = f"{limit} tokens" if limit is not None else "the server's token limit"
-    return f"the answer was cut off at {at} (finish_reason 'length'); answer shorter"
-
-
-def _answer_text(step: ChatStep[Any], reply: TextReply, path: str) -> str:
-    """The answer's text, or the refusal / empty-answer error the step does not allow."""
-    text = reply.text
-    if reply.refusal and not (text and text.strip()):
-        raise RefusalError(f"{path}: the model refused: {reply.refusal}", output=reply.refusal)
-    if text is None or not text.strip():
-        if not step.allow_empty_response:
-            what = "None" if text is None else "a blank response"
-            raise EmptyResponseError(f"{path}: the model returned {what}")
-        return text or ""
-    return text
-
-
-def _reask_messages(
-    policy: ReaskPolicy,
-    history: Conversation,
-    messages: Conversation,
-    prompt: str,
-    answer: str,
-    error: str,
-) -> Conversation:
-    """The conversation of the next re-ask: ``restate`` sends the history plus one user
-    message (the prompt followed by the error); ``conversation`` appends the rejected answer
-    and the error to what was sent."""
-    if policy.style == "restate":
-        return (*history, Message("user", f"{prompt}\n\n{policy.prompt(error)}"))
-    return (*messages, Message("assistant", answer), Message("user", policy.prompt(error)))
 
 
 def as_json(value: object) -> JsonValue:

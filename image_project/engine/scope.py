@@ -202,7 +202,11 @@ def merge_produced(
     parent: tuple[Message, ...], merge: MergeMode, produced: tuple[Message, ...], path: str
 ) -> tuple[Message, ...]:
     """``parent`` after a node that produced ``produced`` merges into it as ``merge`` says
-    (the runner's rule for every node: see :mod:`image_project.engine.runner`)."""
+    (the runner's rule for every node: see :mod:`image_project.engine.runner`).
+
+    ``last_response`` appends the node's question and its final answer as one exchange: the
+    first user message it produced, then its last assistant message (a refined stage: the
+    stage's prompt answered by the refined text), so the conversation keeps alternating."""
     if merge == "none":
         return parent
     if merge == "all_messages":
@@ -212,7 +216,8 @@ def merge_produced(
         raise StepFailedError(
             f"{path}: merge 'last_response' requested but the node produced no assistant output"
         )
-    return (*parent, Message("assistant", last))
+    asked = next(m for m in produced if m.role == "user")
+    return (*parent, asked, Message("assistant", last))
 
 
 @asynccontextmanager

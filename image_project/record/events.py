@@ -34,11 +34,15 @@ TIMING_FIELDS: tuple[str, ...] = ("created_at", "latency_ms", "pacing_wait_ms")
 
 
 class ChatParams(RecordModel):
-    """What the request asked for: the temperature, the model and the API seed."""
+    """What the request asked for: the temperature, the model, the API seed, the output
+    token limit sent (None: no limit was sent), and the backend it went to when not the main
+    one (a name under ``backends:`` or ``offline``; absent for the main backend)."""
 
     temperature: float
     model: str
     seed: int | None
+    max_output_tokens: int | None = None
+    backend: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class Reask(RecordModel):
@@ -78,7 +82,10 @@ class ChatEvent(RecordModel):
     (1 + the re-asks that were answered); ``reasks`` lists every rejected answer.
     ``pacing_wait_ms`` is how long the step's requests were held before being sent, to respect
     the server's rate window (``x-ratelimit-*`` headers, a ``Retry-After`` pause) and the
-    shared concurrency limit; part of ``latency_ms``, never counted in ``attempts``."""
+    shared concurrency limit; part of ``latency_ms``, never counted in ``attempts``.
+    ``wire_notes`` says how the backend sent the step's requests differently from
+    ``prompt`` / ``params`` (the system text folded into the first user message, the schema
+    spelled out at the end of the last one, a smaller token limit after a timeout)."""
 
     type: Literal["chat"] = "chat"
     name: str
@@ -97,6 +104,7 @@ class ChatEvent(RecordModel):
     system_fingerprint: str | None = None
     response_model: str | None = None
     reasks: tuple[Reask, ...] = ()
+    wire_notes: tuple[str, ...] = ()
     error: StepError | None = None
     meta: dict[str, JsonValue] = Field(default_factory=dict)
     order: tuple[int, ...] = Field(default=(), exclude=True)

@@ -109,7 +109,9 @@ class ScoreRow(RecordModel):
     """One card's row of the score table: each ok judge's score, their median, the
     ``aggregate`` by the configured aggregation (the median itself by default; numbers are
     ints when whole), the spread (max - min), how many judges scored it, the novelty penalty
-    and ``effective_score = max(0, aggregate - penalty)``."""
+    and ``effective_score = max(0, aggregate - penalty)``. With a normalisation
+    (``prompt.scoring.normalise``), ``normalised`` holds each judge's score on the panel's
+    common scale, which the aggregate is taken of (absent without one)."""
 
     id: str
     judge_scores: dict[str, int]
@@ -117,6 +119,7 @@ class ScoreRow(RecordModel):
     aggregate: int | float
     spread: int
     n_ok: int
+    normalised: dict[str, int | float] | None = Field(default=None, exclude_if=lambda v: v is None)
     novelty_penalty: float = 0.0
     effective_score: float
 
@@ -149,7 +152,8 @@ class SelectionDetail(RecordModel):
 
 
 class Motif(RecordModel):
-    """A word repeated across recent final prompts: in how many, and what share of them."""
+    """A motif repeated across recent final prompts: in how many, and what share of them.
+    ``word`` is one word, or a phrase (words that always come together, space-separated)."""
 
     word: str
     prompts: int
@@ -274,6 +278,8 @@ class ScoringRecord(RecordModel):
     enabled: Literal[True] = True
     config_snapshot: dict[str, JsonValue]
     aggregation: str = "median"
+    normalise: str = Field(default="none", exclude_if=lambda v: v == "none")
+    """``prompt.scoring.normalise`` (absent when ``none``, so such a record is unchanged)."""
     candidates: tuple[CandidateRecord, ...]
     judges: tuple[JudgeResult, ...] = ()
     score_table: tuple[ScoreRow, ...] = ()

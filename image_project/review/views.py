@@ -512,7 +512,7 @@ def run_view(
         selected_id=scoring.selected_id if scoring is not None else None,
         selected_hook=selected.hook if selected else None,
         selection_mode=scoring.selection_mode if scoring is not None else None,
-        aggregation=scoring.aggregation if scoring is not None else None,
+        aggregation=_aggregation(scoring) if scoring is not None else None,
         judges=tuple(_judge_line(j) for j in scoring.judges) if scoring is not None else (),
         judge_ids=judge_ids,
         rows=_rows(scoring, judge_ids) if scoring is not None else (),
@@ -525,3 +525,11 @@ def run_view(
         rounds=_round_views(record, scoring) if scoring is not None else (),
         pick=_pick(scoring) if scoring is not None else None,
     )
+
+
+def _aggregation(scoring: ScoringRecord) -> str:
+    """The aggregation's name, and the normalisation it was taken after unless ``none``
+    (``median of zscores``)."""
+    if scoring.normalise == "none":
+        return scoring.aggregation
+    return f"{scoring.aggregation} of {scoring.normalise}"

@@ -54,7 +54,8 @@ from typing import TYPE_CHECKING
 from image_project.artifacts import transcript_path, write_transcript
 from image_project.backends.factory import Backends
 from image_project.config import AppConfig
-from image_project.engine import ChatRunner, Context, DefaultStepRecorder
+from image_project.config.capabilities import TEXT_MODELS
+from image_project.engine import ChatRunner, Context, DefaultStepRecorder, TokenLimits
 from image_project.errors import BackendError, ModelOutputError, location_of
 from image_project.preflight import check_upscale
 from image_project.progress import ProgressRecorder
@@ -78,7 +79,7 @@ from image_project.store.writer import StoreOutcome, StoreWriter
 if TYPE_CHECKING:
     from image_project.artifacts.upscale import UpscaleSettings
 
-__all__ = ["run_error", "run_generation"]
+__all__ = ["run_error", "run_generation", "token_limits"]
 
 logger = logging.getLogger("image_project.run")
 
@@ -187,6 +188,7 @@ class _Run:
                 recorder=recorder,
                 mode=cfg.run.concurrency,
                 image_backend=backends.image,
+                token_limits=token_limits(cfg),
             ),
             recorder=recorder,
             say=say,
@@ -299,4 +301,14 @@ def run_error(exc: Exception, phase: str) -> RunError:
         attempts=exc.attempts if isinstance(exc, BackendError) else None,
         reason=exc.reason if isinstance(exc, ModelOutputError) else None,
         output_preview=exc.output_preview if isinstance(exc, ModelOutputError) else None,
+    )
+
+
+def token_limits(cfg: AppConfig) -> TokenLimits:
+    """The run's output-token limits (``backend.max_output_tokens``). A model of the capability
+    table that reasons at its default effort (temperature ``default_only``) counts its hidden
+    reasoning in the limit, so it gets ``reasoning_headroom`` on top of every limit."""
+    return TokenLimits.of(
+        cfg.backend.max_output_tokens.model_dump(),
+        reasoning_models=(n for n, m in TEXT_MODELS.items() if m.temperature == "default_only"),
     )

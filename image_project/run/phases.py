@@ -137,7 +137,7 @@ async def _pipeline(run: RunState) -> None:
         )
 
         text_model = run.backends.text.default_model
-        judges = scoring.effective_judges(text_model)
+        judges = scoring.effective_judges(text_model, run.backends.text_models)
         run.announce(
             f"black-box scoring ({scoring.num_ideas} ideas x {counted(len(judges), 'judge')}), "
             f"then the final prompt (refinement: {cfg.prompt.refinement})"
@@ -155,7 +155,10 @@ async def _pipeline(run: RunState) -> None:
                 run_seed=run.seed,
                 scoring=scoring,
                 judges=judges,
-                selector_model=scoring.effective_selector_model(text_model),
+                selector_model=scoring.effective_selector_model(
+                    text_model, run.backends.text_models
+                ),
+                selector_backend=scoring.selector_backend,
                 likes=tuple(run.inputs.profile.taste),
                 novelty=novelty,
                 refinement=cfg.prompt.refinement,

@@ -43,6 +43,7 @@ from image_project.engine import (
     PromptFn,
     PromptSource,
     ReaskPolicy,
+    TokenBudget,
     fanout_then_reduce,
 )
 from image_project.record.base import RecordModel
@@ -55,6 +56,7 @@ __all__ = [
     "CRITICS",
     "DALLE_PROMPT_KEY",
     "NO_GUIDANCE",
+    "PROSE",
     "STAGES",
     "SYSTEM_PROMPT",
     "Brief",
@@ -227,6 +229,8 @@ CRITICS: tuple[tuple[str, str, str, str | None], ...] = (
     ),
 )
 CONSENSUS_DRAFTS = 3
+PROSE = TokenBudget("prose")
+"""The token limit of every prose step (stage drafts, critics, consensus drafts)."""
 
 
 def _critic_prompt(label: str, persona: str, sees: str | None, brief: Brief) -> str:
@@ -298,6 +302,7 @@ def tot_enclave(stage: str, *, brief: Brief, run_seed: int, temperature: float) 
             merge="none",
             capture_key=f"enclave.{stage}.{name}",
             seed=seed(name),
+            max_output_tokens=PROSE,
         )
         for name, label, persona, sees in CRITICS
     ]
@@ -313,6 +318,7 @@ def tot_enclave(stage: str, *, brief: Brief, run_seed: int, temperature: float) 
                 merge="none",
                 capture_key=f"enclave.{stage}.consensus_{i}",
                 seed=seed(f"consensus_{i}"),
+                max_output_tokens=PROSE,
             )
             for i in range(1, CONSENSUS_DRAFTS + 1)
         ],
@@ -322,6 +328,7 @@ def tot_enclave(stage: str, *, brief: Brief, run_seed: int, temperature: float) 
         prompt=_final_prompt(stage),
         temperature=temperature,
         seed=seed("final_consensus"),
+        max_output_tokens=PROSE,
     )
     return fanout_then_reduce("tot_enclave", fanout=critics, reduce=[consensus, final])
 
@@ -342,6 +349,7 @@ def stage_block(
         prompt=prompt,
         temperature=temperature,
         seed=derive_seed(run_seed, "step", stage, "draft"),
+        max_output_tokens=PROSE,
     )
     nodes: list[Node] = [draft]
     if refine:
@@ -570,4 +578,5 @@ def dislike_rewrite_step(
         reask=ReaskPolicy(max=max_reasks),
         capture_key=CONCEPTS_KEY,
         seed=derive_seed(run_seed, "step", "dislike_rewrite"),
+        max_output_tokens=TokenBudget("rewrite"),
     )

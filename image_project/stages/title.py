@@ -31,6 +31,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from image_project.engine.budget import TokenBudget
 from image_project.engine.nodes import ChatStep
 from image_project.engine.output import ReaskPolicy, TextOutput
 from image_project.engine.runner import ChatRunner
@@ -393,6 +394,7 @@ def title_step(
         merge="none",
         capture_key=TITLE_KEY,
         seed=seed,
+        max_output_tokens=TokenBudget("title"),
         stateless=True,
         system_prompt=TITLE_SYSTEM_PROMPT,
         output=TextOutput(parse),

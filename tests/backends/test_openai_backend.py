@@ -204,18 +204,20 @@ async def test_structured_output_sends_json_schema(
     assert json.loads(reply.text) == {"hook": "a heron", "score": 7}
 
 
-async def test_without_structured_outputs_the_schema_goes_into_a_system_message(
+async def test_without_structured_outputs_the_schema_ends_the_last_user_message(
     allow_loopback: None, server: OpenAIServer
 ) -> None:
+    """Not a trailing system message: strict chat templates drop or misplace one."""
     async with open_backends(server, structured_outputs=False) as b:
-        await b.text.complete(text_request(json_schema=SCHEMA))
+        reply = await b.text.complete(text_request(json_schema=SCHEMA))
     (body,) = server.request_bodies
     assert "response_format" not in body
-    assert len(body["messages"]) == 3
-    last = body["messages"][-1]
-    assert last["role"] == "system"
-    assert "idea_card" in last["content"]
-    assert json.dumps(SCHEMA.schema, sort_keys=True) in last["content"]
+    assert [m["role"] for m in body["messages"]] == ["system", "user"]
+    last = body["messages"][-1]["content"]
+    assert last.startswith("Say hi.\n\n")
+    assert "idea_card" in last
+    assert last.endswith(json.dumps(SCHEMA.schema, sort_keys=True))
+    assert reply.notes == ("schema instruction appended to the last user message",)
 
 
 async def test_refusal_is_reported(allow_loopback: None, server: OpenAIServer) -> None:

@@ -21,7 +21,7 @@ from pydantic import (
     model_validator,
 )
 
-from image_project.backends.base import STRICT_KEYWORDS, JsonSchema, TextRequest
+from image_project.backends.base import GRAMMAR_KEYWORDS, STRICT_KEYWORDS, JsonSchema, TextRequest
 from image_project.engine import (
     ChatRunner,
     ChatStep,
@@ -152,6 +152,22 @@ def test_refs_are_inlined_and_only_strict_keywords_remain() -> None:
     assert all("title" not in node for node in _walk(schema))
 
 
+def test_the_grammar_dialect_keeps_string_lengths_and_patterns() -> None:
+    """The grammar dialect is the strict schema plus minLength / maxLength / pattern; the
+    strict one drops them (the answer is still checked against them locally)."""
+    out = strict_json_schema(WithPattern)
+    assert out.schema["properties"]["code"] == {"type": "string"}
+    assert out.grammar is not None
+    assert out.grammar["properties"]["code"] == {"type": "string", "pattern": "^[A-Z]+$"}
+    palette = strict_json_schema(Palette)
+    assert palette.grammar is not None
+    for node in _walk(palette.grammar):
+        assert set(node) <= GRAMMAR_KEYWORDS, set(node) - GRAMMAR_KEYWORDS
+    assert '"maxLength"' in json.dumps(palette.grammar)
+    with pytest.raises(ValueError, match="pattern"):
+        JsonOutput[WithPattern](WithPattern).parse('{"code": "abc"}')
+
+
 def test_a_field_with_a_default_is_still_required_in_the_schema() -> None:
     """Strict mode needs every key; the model still accepts the answer without it."""
     assert "notes" in strict_json_schema(Palette).schema["required"]
@@ -220,14 +236,13 @@ class NotAnObject(RootModel[list[int]]):
     [
         (WithOptional, "WithOptional.note: the keyword 'anyOf' is not supported"),
         (WithUnion, "WithUnion.value: the keyword 'anyOf' is not supported"),
-        (WithPattern, "WithPattern.code: the keyword 'pattern' is not supported"),
         (WithExclusive, "WithExclusive.count: the keyword 'exclusiveMinimum' is not supported"),
         (WithTuple, "WithTuple.pair: the keyword 'prefixItems' is not supported"),
         (Outer, r"outer_answer\.items\[\]\.note: the keyword 'anyOf'"),
         (TreeNode, r"TreeNode\.children\[\]: \$ref '#/\$defs/TreeNode' is recursive"),
         (NotAnObject, "NotAnObject: the root of an answer schema must be an object"),
     ],
-    ids=["optional", "union", "pattern", "exclusive", "tuple", "nested", "recursive", "root"],
+    ids=["optional", "union", "exclusive", "tuple", "nested", "recursive", "root"],
 )
 def test_unsupported_constructs_are_rejected_naming_model_and_field(
     model: type[BaseModel], message: str

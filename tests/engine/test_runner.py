@@ -63,11 +63,11 @@ async def test_all_messages_appends_prompt_and_response() -> None:
     assert roles(ctx) == [("system", "sys"), ("user", "p1"), ("assistant", "re:p1")]
 
 
-async def test_last_response_appends_one_assistant_message() -> None:
+async def test_last_response_appends_one_exchange() -> None:
     ctx = ctx0()
     step: ChatStep[str] = ChatStep(name="s", prompt="p1", temperature=0.2, merge="last_response")
     await ChatRunner(echo_backend()).run(ctx, step)
-    assert roles(ctx) == [("system", "sys"), ("assistant", "re:p1")]
+    assert roles(ctx) == [("system", "sys"), ("user", "p1"), ("assistant", "re:p1")]
 
 
 async def test_merge_none_leaves_conversation_but_records_step() -> None:
@@ -92,7 +92,8 @@ async def test_block_last_response_hides_internal_messages() -> None:
         ],
     )
     await ChatRunner(echo_backend()).run(ctx, Block(nodes=[stage]))
-    assert roles(ctx) == [("system", "sys"), ("assistant", "re:r")]
+    # The block's question (its first prompt) answered by its last answer: one exchange.
+    assert roles(ctx) == [("system", "sys"), ("user", "d"), ("assistant", "re:r")]
     assert [r.path for r in ctx.steps] == ["pipeline/stage/draft", "pipeline/stage/refine"]
 
 
@@ -458,10 +459,12 @@ async def test_record_dump_has_every_key_with_none_for_what_did_not_happen() -> 
         "system_fingerprint",
         "response_model",
         "reasks",
+        "wire_notes",
         "error",
         "meta",
     }
     assert rec["type"] == "chat" and rec["answers"] == 1
+    assert rec["wire_notes"] == [] and rec["params"]["max_output_tokens"] is None
     for key in ("system_prompt", "system_fingerprint", "response_model", "error"):
         assert rec[key] is None, key
     assert rec["reasks"] == [] and rec["meta"] == {}

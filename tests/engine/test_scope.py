@@ -67,8 +67,8 @@ async def test_a_nested_scope_merges_only_when_it_closes_and_as_its_mode_says() 
         assert not root.working
         async with root.scope("loud", merge="last_response") as loud:
             await loud.run(ChatStep(name="b", prompt="kept", temperature=0.0))
-        assert [m.content for m in root.working] == ["re:kept"]
-    assert [m.content for m in ctx.messages] == ["re:kept"]
+        assert [m.content for m in root.working] == ["kept", "re:kept"]
+    assert [m.content for m in ctx.messages] == ["kept", "re:kept"]
 
 
 async def test_each_sees_every_answer_that_arrived_before_a_sibling_failed() -> None:

@@ -85,12 +85,14 @@ async def test_context_holds_only_stage_outputs_and_prompt_is_captured() -> None
     await ChatRunner(backend).run(
         ctx, prompt_pipeline(brief=BRIEF, run_seed=1, refinement="final", temperature=0.8)
     )
-    assert [m.role for m in ctx.messages] == ["system"] + ["assistant"] * len(STAGES)
+    # Each stage is one exchange: its prompt, then its (refined) output.
+    assert [m.role for m in ctx.messages] == ["system"] + ["user", "assistant"] * len(STAGES)
     assert ctx.outputs[DALLE_PROMPT_KEY] == ctx.messages[-1].content
     assert ctx.outputs[DALLE_PROMPT_KEY].startswith("answer to: Synthesise")
-    # Later stages never see enclave chatter: only system + previous stage outputs + prompt.
+    assert ctx.messages[-2].content.startswith("Write the final prompt")
+    # Later stages never see enclave chatter: only system + previous stages + prompt.
     last_draft = next(r for r in backend.requests if "Write the final prompt" in last_user_text(r))
-    assert len(last_draft.messages) == 1 + (len(STAGES) - 1) + 1
+    assert len(last_draft.messages) == 1 + 2 * (len(STAGES) - 1) + 1
 
 
 async def test_enclave_critics_and_consensus_drafts_run_concurrently() -> None:

@@ -27,6 +27,9 @@ and stopped by the test (``with OpenAIServer() as server: ...``). Point a client
   flight (received, not yet answered) is tracked with its maximum. :attr:`OpenAIServer.gate`
   holds every request until it is set; :meth:`OpenAIServer.wait_for_in_flight` lets a test
   synchronise on arrivals instead of sleeping.
+* ``GET /models`` (the CLI's pre-flight probe) is answered apart: with ``models=[...]`` as
+  that model list, else 404 (no list: the probe passes); it is counted in
+  :attr:`OpenAIServer.model_listings`, not recorded in ``requests``, and consumes no script.
 
 Waits inside the server always also wake on shutdown, so stopping never hangs on a held
 request.
@@ -36,12 +39,13 @@ from __future__ import annotations
 
 import base64
 import collections
+import functools
 import json
 import math
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -287,12 +291,17 @@ class OpenAIServer:
         text: str = "ok",
         image: bytes = TINY_PNG,
         offline: bool = False,
+        offline_model_error: float | None = None,
         latency_s: float = 0.0,
         rate_window: RateWindow | None = None,
+        models: Sequence[str] | None = None,
     ) -> None:
+        self.models = None if models is None else tuple(models)
+        self.model_listings = 0
         self.default_text = text
         self.default_image = image
         self.offline = offline
+        self.offline_model_error = offline_model_error
         self.latency_s = latency_s
         self.rate_window = rate_window
         self.gate: threading.Event | None = None
@@ -421,6 +430,9 @@ class OpenAIServer:
                 return
 
     def _handle(self, handler: _Handler) -> None:
+        if handler.command == "GET" and handler.path.split("?", 1)[0].endswith("/models"):
+            self._list_models(handler)
+            return
         length = int(handler.headers.get("Content-Length") or 0)
         raw = handler.rfile.read(length) if length else b""
         try:
@@ -479,6 +491,30 @@ class OpenAIServer:
         except OSError:
             handler.close_connection = True
 
+    def _list_models(self, handler: _Handler) -> None:
+        """``GET /models`` (the pre-flight probe): ``models`` as the list, or 404 without
+        ``models``; counted in :attr:`model_listings`, never in :attr:`requests`, and never
+        consuming a scripted reply or rule."""
+        with self._cond:
+            self.model_listings += 1
+        if self.models is None:
+            status, payload = 404, error_body("no such path '/v1/models'", type="not_found")
+        else:
+            data = [
+                {"id": m, "object": "model", "created": 0, "owned_by": "test"} for m in self.models
+            ]
+            status, payload = 200, {"object": "list", "data": data}
+        body = json.dumps(payload).encode("utf-8")
+        try:
+            handler.send_response(status)
+            handler.send_header("Content-Type", "application/json")
+            handler.send_header("Content-Length", str(len(body)))
+            handler.end_headers()
+            handler.wfile.write(body)
+            handler.wfile.flush()
+        except OSError:
+            handler.close_connection = True
+
     def _admit(self, request: RecordedRequest) -> tuple[Reply | None, Mapping[str, str]]:
         """The reply for ``request`` (None: the default answer) and the rate-window headers to
         add to it; a request over the window's quota is refused before any rule or script."""
@@ -510,7 +546,10 @@ class OpenAIServer:
         requested_model = request.body.get("model") if isinstance(request.body, dict) else None
         if self.offline and isinstance(request.body, dict):
             if path.endswith("/chat/completions"):
-                return status, anyio.run(offline_chat_completion, request.body), headers
+                answer = functools.partial(
+                    offline_chat_completion, model_error=self.offline_model_error
+                )
+                return status, anyio.run(answer, request.body), headers
             if path.endswith("/images/generations"):
                 return status, offline_images_response(request.body), headers
         if path.endswith("/chat/completions"):

@@ -94,12 +94,17 @@ other names    a value drawn from the request's generator in 0.35..0.65; 0 (no p
 =============  ===========================================================================
 
 A card's score is ``start + scale * sum(lo + (hi - lo) * reward) - sum(penalties) +
-jitter``, rounded and clamped to 0..100. A penalty value of 0 costs nothing; otherwise a
+model error + jitter``, rounded and clamped to 0..100. A penalty value of 0 costs nothing; otherwise a
 range costs ``lo + (hi - lo) * penalty`` and a list of k severities costs its i-th entry
 (mildest first) for a penalty value up to i/k. ``scale = min(1, (100 - start) / (sum of
 the rewards' hi))`` keeps a card perfect on every axis at 100 instead of past the clamp
 (``novelty_heavy`` offers 80 points above its start of 65). The jitter is drawn from the
 request's generator within +-(1 + 2 * temperature) points (temperature clamped to 0..1).
+The model error is the model's own mistake on the card, drawn within +-4 points from a
+generator seeded by ``(model, the card's canonical JSON without its id)`` alone: judges on
+one model share it (whatever their rubric, seed or run), a judge on another model name draws
+its own, so a panel's same-model judges move together offline as they would online
+(``OfflineTextBackend(model_error=0)`` turns it off; the wire snapshots do).
 Judges with different rubrics thus rank the same cards differently, as their rubrics say;
 they read words, not meaning ("close-up" touches the dislike "spiders in close-up").
 

@@ -13,10 +13,11 @@ from typing import Any
 
 from image_project import markers
 from image_project.backends.base import JsonSchema, TextRequest
+from image_project.backends.offline.seed import _derive_seed
 from image_project.backends.offline.vocabulary import _COLOUR_ALIASES, COLOURS, LAYOUTS
 from image_project.backends.offline.words import _is_salient, _last_user_text, _tokens
 
-__all__: list[str] = []
+__all__ = ["MODEL_ERROR"]
 
 
 _JUDGE_SCHEMA = "idea_scores"
@@ -46,10 +47,14 @@ _VIEW_END_RE = re.compile(
     rf"^(?:{re.escape(markers.RECENT_HISTORY)}|{re.escape(markers.IDEA_CARDS)})", re.MULTILINE
 )
 _HISTORY_RE = re.compile(rf"^{re.escape(markers.RECENT_HISTORY)}(.*)$", re.MULTILINE)
-_MOTIF_RE = re.compile(r"([A-Za-z][A-Za-z'\-]*) \((\d+)/(\d+)\)")
+# A motif is a word or a phrase (novelty's words that always come together), after ": " or ", ".
+_MOTIF_RE = re.compile(r"(?:^|: |, )([A-Za-z][A-Za-z' \-]*?) \((\d+)/(\d+)\)")
 _NEGATIVE_RE = re.compile(r"dislike|hate|avoid|never", re.IGNORECASE)
 _LIKES_FOR_FULL_FIT = 6
 _NARRATIVE_BAND = (12, 80, 160)  # full marks from 12 to 80 words, none from 160
+MODEL_ERROR = 4.0
+"""Half-width of a model's own error on a card (points): every judge on one model shares it
+(the default of ``OfflineTextBackend(model_error=...)``)."""
 
 
 @dataclass(frozen=True)
@@ -78,6 +83,8 @@ class _CardView:
     composition: int = 0
     medium: int = 0
     narrative_words: int = 0
+    content: str = ""
+    """The card's canonical JSON without its id: what a model's shared error is keyed by."""
 
 
 @dataclass(frozen=True)
@@ -87,7 +94,7 @@ class _JudgeView:
     concepts: tuple[frozenset[str], ...]
     likes: frozenset[str] | None
     dislikes: tuple[frozenset[str], ...]
-    motifs: Mapping[str, float]
+    motifs: Mapping[tuple[str, ...], float]
     cards: Mapping[str, _CardView]
 
 
@@ -189,7 +196,19 @@ def _card_view(card: Mapping[str, Any]) -> _CardView:
         composition=_count(options.get("composition")),
         medium=_count(options.get("medium")),
         narrative_words=len(narrative.split()) if isinstance(narrative, str) else 0,
+        content=json.dumps(
+            {k: v for k, v in card.items() if k != "id"}, sort_keys=True, ensure_ascii=False
+        ),
     )
+
+
+def _model_error(model: str, card: _CardView, half_width: float) -> float:
+    """The error ``model`` makes on ``card`` whoever asks: drawn in +-``half_width`` from a
+    stream seeded by the model's name and the card's content (not by the judge, its
+    rubric, the run or the seed), so judges on one model share it and judges on another
+    model draw their own."""
+    seed = _derive_seed("judge_model_error", {"model": model, "card": card.content})
+    return random.Random(seed).uniform(-half_width, half_width) if half_width else 0.0
 
 
 def _card_views(user_text: str) -> dict[str, _CardView]:
@@ -241,14 +260,16 @@ def _taste(view: str) -> tuple[frozenset[str] | None, tuple[frozenset[str], ...]
     return (frozenset(likes) if likes else None), tuple(d for d in distinct if d)
 
 
-def _motifs(user_text: str) -> dict[str, float]:
-    """Motif -> its share of the recent prompts, from the "Recent history:" line."""
+def _motifs(user_text: str) -> dict[tuple[str, ...], float]:
+    """Motif (its words) -> its share of the recent prompts, from the "Recent history:"
+    line."""
     line = _HISTORY_RE.search(user_text)
     if line is None:
         return {}
-    found: dict[str, float] = {}
-    for word, prompts, rows in _MOTIF_RE.findall(line[1]):
-        found[_stem(word.lower())] = int(prompts) / max(1, int(rows))
+    found: dict[tuple[str, ...], float] = {}
+    for phrase, prompts, rows in _MOTIF_RE.findall(line[1]):
+        words = tuple(_stem(w) for w in phrase.lower().split())
+        found[words] = int(prompts) / max(1, int(rows))
     return found
 
 
@@ -314,8 +335,10 @@ def _renderability(card: _CardView) -> float:
     return (float(card.composition > 0) + float(card.medium > 0) + visual + band) / 4
 
 
-def _repetition(motifs: Mapping[str, float], words: frozenset[str]) -> float:
-    return min(1.0, sum(share for motif, share in motifs.items() if motif in words))
+def _repetition(motifs: Mapping[tuple[str, ...], float], words: frozenset[str]) -> float:
+    """Each motif's share times the part of its words the card uses, summed, at most 1."""
+    used = (share * sum(w in words for w in motif) / len(motif) for motif, share in motifs.items())
+    return min(1.0, sum(used))
 
 
 def _features(view: _JudgeView, card_id: str, card: _CardView) -> dict[str, tuple[float, float]]:
@@ -363,9 +386,13 @@ def _reward_scale(rubric: _Rubric) -> float:
 
 
 def _card_score(
-    rubric: _Rubric, features: Mapping[str, tuple[float, float]], rng: random.Random, jitter: float
+    rubric: _Rubric,
+    features: Mapping[str, tuple[float, float]],
+    rng: random.Random,
+    jitter: float,
+    shared: float,
 ) -> int:
-    total = float(rubric.start)
+    total = float(rubric.start) + shared
     scale = _reward_scale(rubric)
     for axis in rubric.axes:
         reward, penalty = features.get(axis.kind) or (rng.uniform(0.35, 0.65), 0.0)
@@ -374,9 +401,12 @@ def _card_score(
     return max(0, min(100, round(total)))
 
 
-def _rubric_judge_reply(request: TextRequest, schema: JsonSchema, rng: random.Random) -> str | None:
-    """A judge's scores by its rubric (see the package docstring), or None when the request is
-    not a rubric judge's (then nothing is drawn from ``rng``)."""
+def _rubric_judge_reply(
+    request: TextRequest, schema: JsonSchema, rng: random.Random, model: str, model_error: float
+) -> str | None:
+    """A judge's scores by its rubric (see the package docstring) as ``model`` gives them
+    (its shared error within +-``model_error``), or None when the request is not a rubric
+    judge's (then nothing is drawn from ``rng``)."""
     if schema.name != _JUDGE_SCHEMA:
         return None
     rubric = _read_rubric("\n".join(m.content for m in request.messages if m.role == "system"))
@@ -388,6 +418,7 @@ def _rubric_judge_reply(request: TextRequest, schema: JsonSchema, rng: random.Ra
     scores = []
     for card_id in ids:
         card = view.cards.get(card_id, _CardView())
-        score = _card_score(rubric, _features(view, card_id, card), rng, jitter)
+        shared = _model_error(model, card, model_error)
+        score = _card_score(rubric, _features(view, card_id, card), rng, jitter, shared)
         scores.append({"id": card_id, "score": score})
     return json.dumps({"scores": scores}, ensure_ascii=False)

@@ -10,7 +10,7 @@ from typing import Any
 
 from image_project.backends.base import TextReply, TextRequest, Usage
 from image_project.backends.jsonschema_instance import generate_instance
-from image_project.backends.offline.rubric import _rubric_judge_reply
+from image_project.backends.offline.rubric import MODEL_ERROR, _rubric_judge_reply
 from image_project.backends.offline.seed import _derive_seed
 from image_project.backends.offline.selector import _selector_reply
 from image_project.backends.offline.words import (
@@ -188,10 +188,18 @@ class OfflineTextBackend:
 
     See the package docstring for how requests are answered. Raises
     :class:`~image_project.backends.jsonschema_instance.UnsupportedSchemaError` (a
-    ``RequestRejectedError``) for a schema outside the supported subset.
+    ``RequestRejectedError``) for a schema outside the supported subset. ``model_error`` is
+    the half-width of the error a rubric judge's model makes on a card, shared by every
+    judge on that model (:data:`~.rubric.MODEL_ERROR` points; 0 turns it off, as the wire
+    snapshots do to keep the answers they were taken with).
     """
 
-    __slots__ = ()
+    __slots__ = ("_model_error",)
+
+    def __init__(self, *, model_error: float = MODEL_ERROR) -> None:
+        if not 0.0 <= model_error <= 50.0:
+            raise ValueError(f"model_error: got {model_error}, must be in 0..50 points")
+        self._model_error = model_error
 
     @property
     def label(self) -> str:
@@ -222,7 +230,7 @@ class OfflineTextBackend:
             text = (
                 _echoed_array(schema.schema, user_text)
                 or _selector_reply(schema, user_text)
-                or _rubric_judge_reply(request, schema, rng)
+                or _rubric_judge_reply(request, schema, rng, model, self._model_error)
                 or json.dumps(
                     generate_instance(schema.schema, rng, _salient_units(user_text)),
                     ensure_ascii=False,

@@ -14,20 +14,45 @@
 Ties are broken by (score, weight), never by the judges' order, so every method is invariant
 under a permutation of the judges. Results are rounded to 3 decimals and are an ``int`` when
 whole (``80``, not ``80.0``), as the first wave's medians were.
+
+``prompt.scoring.normalise`` (:func:`normalise_scores`) first puts every judge on a common
+scale within the round, so that a judge who scores everything 80..95 and one who uses 20..90
+weigh alike in a mean and meet in a median:
+
+``none``     the judges' own scores (the default).
+``zscores``  each judge's scores minus its mean over the round's cards, over its standard
+             deviation (population; a judge who gave every card one score gets 0 for all).
+``ranks``    each judge's ranks of the round's cards (1 = lowest, ties averaged), z-scored
+             the same way: only the order a judge gives counts, not its distances.
+
+The standardised value ``z`` is put back on the panel's scale as ``M + S * z``, ``M`` the
+mean of the judges' means and ``S`` the mean of their standard deviations (those above 0) in
+the round, and rounded to 3 decimals, so aggregates stay in score points next to the novelty
+penalty, and the recorded normalised scores reproduce the aggregate exactly.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Literal, TypeAlias
 
-__all__ = ["AGGREGATIONS", "Method", "aggregate_scores", "as_number"]
+__all__ = [
+    "AGGREGATIONS",
+    "NORMALISATIONS",
+    "Method",
+    "Normalisation",
+    "aggregate_scores",
+    "as_number",
+    "normalise_scores",
+]
 
 Method: TypeAlias = Literal["median", "weighted_median", "mean", "trimmed_mean"]
 AGGREGATIONS: tuple[Method, ...] = ("median", "weighted_median", "mean", "trimmed_mean")
+Normalisation: TypeAlias = Literal["none", "ranks", "zscores"]
+NORMALISATIONS: tuple[Normalisation, ...] = ("none", "ranks", "zscores")
 
 
 def as_number(x: float) -> int | float:
@@ -37,7 +62,7 @@ def as_number(x: float) -> int | float:
 
 
 def aggregate_scores(
-    scores: Sequence[int],
+    scores: Sequence[float],
     weights: Sequence[float] | None = None,
     *,
     method: Method = "median",
@@ -69,11 +94,11 @@ def aggregate_scores(
     raise ValueError(f"unknown aggregation {method!r}; one of {', '.join(AGGREGATIONS)}")
 
 
-def _fractions(pairs: Sequence[tuple[int, float]]) -> list[tuple[Fraction, Fraction]]:
+def _fractions(pairs: Sequence[tuple[float, float]]) -> list[tuple[Fraction, Fraction]]:
     """The pairs as exact fractions (a weight as the decimal it was written as: 0.1 is 1/10),
     so sums and comparisons are exact and no float rounding can make the result depend on
     the judges' order or on a weight's scale."""
-    return [(Fraction(score), Fraction(repr(weight))) for score, weight in pairs]
+    return [(Fraction(repr(score)), Fraction(repr(weight))) for score, weight in pairs]
 
 
 def _total(pairs: Sequence[tuple[Fraction, Fraction]]) -> Fraction:
@@ -83,13 +108,13 @@ def _total(pairs: Sequence[tuple[Fraction, Fraction]]) -> Fraction:
     return total
 
 
-def _weighted_mean(pairs: Sequence[tuple[int, float]]) -> float:
+def _weighted_mean(pairs: Sequence[tuple[float, float]]) -> float:
     exact = _fractions(pairs)
     total = _total(exact)
     return float(sum((score * weight for score, weight in exact), Fraction(0)) / total)
 
 
-def _weighted_median(pairs: Sequence[tuple[int, float]]) -> float:
+def _weighted_median(pairs: Sequence[tuple[float, float]]) -> float:
     exact = _fractions(pairs)
     half = _total(exact) / 2
     cumulative = Fraction(0)
@@ -101,3 +126,50 @@ def _weighted_median(pairs: Sequence[tuple[int, float]]) -> float:
         if cumulative > half:
             return float(score)
     return float(exact[-1][0])
+
+
+def _ranks(values: Sequence[float]) -> list[float]:
+    """1-based ranks, lowest first, ties given the mean of the ranks they span."""
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    ranks = [0.0] * len(values)
+    start = 0
+    while start < len(order):
+        end = start
+        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
+            end += 1
+        for k in range(start, end + 1):
+            ranks[order[k]] = (start + end) / 2 + 1
+        start = end + 1
+    return ranks
+
+
+def _standardised(values: Sequence[float]) -> list[float]:
+    """``(v - mean) / sd`` (population sd); all 0 when the sd is 0."""
+    mean = statistics.fmean(values)
+    sd = statistics.pstdev(values)
+    if sd == 0:
+        return [0.0] * len(values)
+    return [(v - mean) / sd for v in values]
+
+
+def normalise_scores(
+    ids: Sequence[str], judge_scores: Mapping[str, Mapping[str, int]], how: Normalisation
+) -> dict[str, dict[str, int | float]]:
+    """Every judge's scores of ``ids`` on the panel's common scale (see the module
+    docstring): ``{judge: {id: score}}``, the scores unchanged for ``none``. Raises
+    ``ValueError`` for an unknown ``how`` or a judge that misses an id."""
+    if how not in NORMALISATIONS:
+        raise ValueError(f"unknown normalisation {how!r}; one of {', '.join(NORMALISATIONS)}")
+    raw = {j: [float(scores[i]) for i in ids] for j, scores in judge_scores.items()}
+    if how == "none" or not raw:
+        return {j: {i: scores[i] for i in ids} for j, scores in judge_scores.items()}
+    means = [statistics.fmean(v) for v in raw.values()]
+    spreads = [statistics.pstdev(v) for v in raw.values()]
+    centre = statistics.fmean(means)
+    positive = [s for s in spreads if s > 0]
+    scale = statistics.fmean(positive) if positive else 0.0
+    out: dict[str, dict[str, int | float]] = {}
+    for judge, values in raw.items():
+        z = _standardised(_ranks(values) if how == "ranks" else values)
+        out[judge] = {i: as_number(centre + scale * v) for i, v in zip(ids, z, strict=True)}
+    return out

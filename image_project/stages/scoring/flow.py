@@ -45,6 +45,7 @@ from dataclasses import dataclass
 
 from image_project.config import EffectiveJudge, ScoringConfig
 from image_project.engine import Answer, ChatRunner, ChatStep, Context, ReaskPolicy, Scope
+from image_project.engine.budget import TokenBudget
 from image_project.record.scoring import IdeaCard, ScoreRow, ScoringRecord, Survivor
 from image_project.seeding import derive_seed
 from image_project.stages.scoring.cards import CARD_OUTPUT, card_ids, directions_for
@@ -90,6 +91,7 @@ def describe_ensemble(
         f"max_reasks={scoring.max_reasks} judges=[{described}] "
         f"min_ok_judges={scoring.effective_min_ok_judges} aggregation={scoring.aggregation}"
         + (f" trim={scoring.trim}" if scoring.aggregation == "trimmed_mean" else "")
+        + (f" normalise={scoring.normalise}" if scoring.normalise != "none" else "")
         + f" novelty={state}"
         + _describe_evolution(scoring)
     )
@@ -126,6 +128,8 @@ class ScoringSetup:
     temperature: float
     guidance: Guidance = NO_GUIDANCE
     """The context guidance for the generators (ideas, variants); never for a judge."""
+    selector_backend: str | None = None
+    """The LLM selector's backend (None: the main one)."""
 
 
 class ScoringRun:
@@ -210,6 +214,7 @@ class ScoringRun:
             prompt=hints_prompt(setup.brief),
             temperature=0.0,
             seed=derive_seed(setup.run_seed, "step", "profile_abstraction"),
+            max_output_tokens=TokenBudget("hints"),
             output=hints_output(setup.likes),
             reask=self.reask,
             stateless=True,
@@ -226,6 +231,7 @@ class ScoringRun:
             prompt=setup.guidance.in_prompt(idea_prompt(direction, setup.brief, hints)),
             temperature=setup.scoring.generator_temperature,
             seed=seed,
+            max_output_tokens=TokenBudget("card"),
             output=CARD_OUTPUT,
             reask=self.reask,
             stateless=True,
@@ -268,6 +274,7 @@ class ScoringRun:
             setup.run_seed,
             setup.selector_model,
             setup.guidance,
+            setup.selector_backend,
         )
         current = log.rounds[0]
         async with scope.scope("round_0") as inner:

@@ -2,13 +2,20 @@
 
 Statistics (deterministic): over the last ``window`` final image prompts, each content word
 (letters only, at least 3 characters, not a stopword, not a prompt-format word such as
-"subject" or "lighting") counts once per prompt it appears in. A word is a **motif** when it
-appears in at least 2 prompts and in at least 20% of them; the 12 most frequent motifs are
-kept (ties by word). Each motif's ``share`` is its prompt count / the number of prompts.
+"subject" or "lighting") counts once per prompt it appears in. A word is frequent when it
+appears in at least 2 prompts and in at least 20% of them. Frequent words that always come
+together form one **motif**, a phrase: two of them join when they appear in exactly the same
+prompts and one directly follows the other (among the content words) in each of those
+prompts, so "misty coastal landscapes at dawn" repeated in 6 prompts is one motif
+("misty coastal landscapes dawn", 6 prompts), not four. The 12 most frequent motifs are kept
+(ties by text). Each motif's ``share`` is its prompt count / the number of prompts.
 
-Penalty of a card: ``min(25, 10 * sum(share of every motif the card uses))``, rounded to
-0.1. A card that reuses a motif found in every recent prompt loses 10 points; three such
-motifs hit the 25-point cap. The judges also see the motif list as context.
+Penalty of a card: ``min(25, 10 * sum(share x used part))`` over the motifs, rounded to 0.1,
+where a motif's used part is the fraction of its words the card contains (1 for the whole
+phrase). The penalty counts motifs, not words: a card that repeats a four-word phrase found in
+every recent prompt loses 10 points, as one that repeats a one-word motif found in every
+recent prompt does; three such motifs hit the 25-point cap. The judges also see the motif
+list as context.
 
 :func:`load_novelty` reads the history for a run (:class:`NoveltyState`): the scoring
 stage's one warn-and-continue.
@@ -16,9 +23,9 @@ stage's one warn-and-continue.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,32 +78,78 @@ class NoveltySummary:
         return f"Motifs repeated across the last {self.rows} images: {listed}."
 
 
-def _words(text: str) -> set[str]:
-    return {t for t in content_tokens(text) if len(t) >= 3 and t not in _FORMAT_WORDS}
+def _sequence(text: str) -> list[str]:
+    """The content words of ``text`` that novelty counts, in order."""
+    return [t for t in content_tokens(text) if len(t) >= 3 and t not in _FORMAT_WORDS]
+
+
+def _joins(sequences: Sequence[Sequence[str]], where: dict[str, set[int]]) -> list[tuple[str, str]]:
+    """The pairs (a, b) of frequent words in the same prompts where b directly follows a in
+    every one of them."""
+    followers: dict[tuple[str, str], set[int]] = {}
+    for index, words in enumerate(sequences):
+        for a, b in itertools.pairwise(words):
+            if a != b and a in where and b in where and where[a] == where[b]:
+                followers.setdefault((a, b), set()).add(index)
+    return sorted(pair for pair, prompts in followers.items() if prompts == where[pair[0]])
+
+
+def _phrases(sequences: Sequence[Sequence[str]], where: dict[str, set[int]]) -> list[list[str]]:
+    """The frequent words (keys of ``where``: word -> the prompts it is in) grouped into
+    motifs by :func:`_joins`, each group's words in the order they first appear."""
+    parent = {w: w for w in where}
+
+    def root(w: str) -> str:
+        while parent[w] != w:
+            parent[w] = parent[parent[w]]
+            w = parent[w]
+        return w
+
+    for a, b in _joins(sequences, where):
+        parent[root(b)] = root(a)
+    first: dict[str, tuple[int, int]] = {}
+    for index, words in enumerate(sequences):
+        for position, w in enumerate(words):
+            if w in where:
+                first.setdefault(w, (index, position))
+    groups: dict[str, list[str]] = {}
+    for w in sorted(where, key=lambda w: first[w]):
+        groups.setdefault(root(w), []).append(w)
+    return list(groups.values())
 
 
 def recent_motifs(prompts: Sequence[str]) -> NoveltySummary:
     """The motif statistics of ``prompts`` (the caller applies the window)."""
-    counts: Counter[str] = Counter()
-    for prompt in prompts:
-        counts.update(_words(prompt))
+    sequences = [_sequence(prompt) for prompt in prompts]
+    where: dict[str, set[int]] = {}
+    for index, words in enumerate(sequences):
+        for w in words:
+            where.setdefault(w, set()).add(index)
     rows = len(prompts)
     threshold = max(MIN_PROMPTS, math.ceil(MIN_SHARE * rows))
-    frequent = sorted(
-        ((word, n) for word, n in counts.items() if n >= threshold), key=lambda x: (-x[1], x[0])
+    frequent = {w: found for w, found in where.items() if len(found) >= threshold}
+    motifs = sorted(
+        ((" ".join(words), len(frequent[words[0]])) for words in _phrases(sequences, frequent)),
+        key=lambda x: (-x[1], x[0]),
     )[:MAX_MOTIFS]
     return NoveltySummary(
         rows=rows,
-        motifs=tuple(Motif(word=word, prompts=n, share=round(n / rows, 3)) for word, n in frequent),
+        motifs=tuple(Motif(word=text, prompts=n, share=round(n / rows, 3)) for text, n in motifs),
     )
 
 
 def novelty_penalty(card_text: str, summary: NoveltySummary) -> tuple[float, tuple[str, ...]]:
-    """The card's penalty and the motifs it reuses (in motif order)."""
-    words = _words(card_text)
-    used = tuple(m for m in summary.motifs if m.word in words)
-    penalty = min(MAX_PENALTY, PENALTY_PER_SHARE * sum(m.share for m in used))
-    return round(penalty, 1), tuple(m.word for m in used)
+    """The card's penalty and the motifs it reuses, wholly or in part (in motif order)."""
+    words = set(_sequence(card_text))
+    total = 0.0
+    used: list[str] = []
+    for motif in summary.motifs:
+        phrase = motif.word.split()
+        part = sum(w in words for w in phrase) / len(phrase)
+        if part:
+            total += motif.share * part
+            used.append(motif.word)
+    return round(min(MAX_PENALTY, PENALTY_PER_SHARE * total), 1), tuple(used)
 
 
 logger = logging.getLogger("image_project.scoring")

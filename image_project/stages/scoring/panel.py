@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from image_project.config import EffectiveJudge, ScoringConfig
 from image_project.engine import Answer, ChatStep, ReaskPolicy, Scope
+from image_project.engine.budget import TokenBudget
 from image_project.errors import ModelOutputError, preview
 from image_project.record.scoring import IdeaCard, JudgeResult, JudgeStatus, ScoreRow
 from image_project.seeding import derive_seed, rng_for
@@ -92,7 +93,9 @@ class Panel:
             prompt=judge_prompt(order, cards, self.brief, self.history, judge.profile, self.hints),
             temperature=judge.temperature,
             model=judge.model,
+            backend=judge.backend,
             seed=derive_seed(self.run_seed, "step", "judge", *labels),
+            max_output_tokens=TokenBudget("judge", items=len(order)),
             output=judge_output(order).then(_scored),
             reask=ReaskPolicy(max=self.max_reasks, style="restate"),
             stateless=True,
@@ -176,5 +179,6 @@ def score_table(
             method=scoring.aggregation,
             weights={r.id: r.weight for r in ok},
             trim=scoring.trim,
+            normalise=scoring.normalise,
         )
     )

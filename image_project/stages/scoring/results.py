@@ -133,6 +133,7 @@ def _judge_snapshot(judge: EffectiveJudge) -> dict[str, JsonValue]:
         "rubric": rubric,
         "weight": judge.weight,
         "profile": judge.profile,
+        **({"backend": judge.backend} if judge.backend is not None else {}),
     }
 
 
@@ -202,6 +203,7 @@ class ScoringLog:
                 judges = last.judges
         return ScoringRecord(
             aggregation=s.aggregation,
+            normalise=s.normalise,
             config_snapshot={
                 **s.model_dump(
                     mode="json",

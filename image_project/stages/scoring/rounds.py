@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from image_project.config import ScoringConfig, SurvivorCategory
 from image_project.engine import Answer, ChatStep, ReaskPolicy, Scope
+from image_project.engine.budget import TokenBudget
 from image_project.errors import (
     EmptyResponseError,
     ModelOutputError,
@@ -95,6 +96,8 @@ class Rounds:
     selector_model: str
     guidance: Guidance = NO_GUIDANCE
     """The context guidance for the variant generators (never for the judges or selector)."""
+    selector_backend: str | None = None
+    """The selector's backend (None: the main one; ``backends:`` in the config)."""
 
     @property
     def generations(self) -> int:
@@ -146,6 +149,7 @@ class Rounds:
             ),
             temperature=self.scoring.generator_temperature,
             seed=variant.seed,
+            max_output_tokens=TokenBudget("card"),
             output=CARD_OUTPUT.then(_kept),
             reask=ReaskPolicy(max=self.scoring.max_reasks, style="restate"),
             stateless=True,
@@ -212,7 +216,9 @@ class Rounds:
             prompt=selector_prompt(r, self.generations, self.label, table, cards, slots),
             temperature=0.0,
             model=self.selector_model,
+            backend=self.selector_backend,
             seed=derive_seed(self.run_seed, "step", "selector", r),
+            max_output_tokens=TokenBudget("selector", items=len(slots)),
             output=selector_output(ids, slots, mentions).then(_proposed),
             reask=ReaskPolicy(max=self.scoring.max_reasks, style="restate"),
             stateless=True,

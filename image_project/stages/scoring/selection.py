@@ -2,7 +2,9 @@
 
 Per card: each ok judge's score, their ``median`` (the mean of the middle two for an even
 count), the ``aggregate`` by ``prompt.scoring.aggregation`` (:mod:`.aggregation`; the median
-itself by default), ``spread`` (max - min of those scores), ``n_ok``.
+itself by default) of the scores after ``prompt.scoring.normalise`` (``normalised``, each
+judge's score on the panel's common scale, recorded unless ``none``), ``spread`` (max - min
+of the judges' own scores), ``n_ok``.
 
 Selector (SPEC "Black-box scoring", step 6): ``effective = max(0, aggregate - penalty)``;
 candidates ordered by (-effective, -aggregate, id); ``roll = Random(derive_seed(seed,
@@ -21,7 +23,13 @@ from typing import Literal
 
 from image_project.record.scoring import ScoreRow, SelectionDetail
 from image_project.seeding import rng_for
-from image_project.stages.scoring.aggregation import Method, aggregate_scores, as_number
+from image_project.stages.scoring.aggregation import (
+    Method,
+    Normalisation,
+    aggregate_scores,
+    as_number,
+    normalise_scores,
+)
 
 __all__ = ["ScoreRow", "Selection", "aggregate", "explore_pool_size", "select"]
 
@@ -34,10 +42,12 @@ def aggregate(
     method: Method = "median",
     weights: Mapping[str, float] | None = None,
     trim: int = 0,
+    normalise: Normalisation = "none",
 ) -> list[ScoreRow]:
     """One row per id in ``ids`` order from the ok judges' ``{judge_id: {id: score}}``: the
     median, the ``aggregate`` by ``method`` (:mod:`.aggregation`; ``weights`` by judge id,
-    default 1), the spread and the effective score.
+    default 1) of the scores normalised by ``normalise`` (recorded per judge in the row's
+    ``normalised`` unless ``none``), the spread and the effective score.
 
     Raises ``ValueError`` when there are no judges, a judge misses or adds an id, or the
     aggregation cannot be formed (weights summing to 0, a trim leaving no score).
@@ -57,11 +67,13 @@ def aggregate(
             )
     penalties = penalties or {}
     judge_weights = [(weights or {}).get(j, 1.0) for j in judge_scores]
+    common = normalise_scores(ids, judge_scores, normalise)
     rows = []
     for card_id in ids:
         per_judge = {j: scores[card_id] for j, scores in judge_scores.items()}
         values = list(per_judge.values())
-        value = aggregate_scores(values, judge_weights, method=method, trim=trim)
+        normalised = {j: scores[card_id] for j, scores in common.items()}
+        value = aggregate_scores(list(normalised.values()), judge_weights, method=method, trim=trim)
         penalty = float(penalties.get(card_id, 0.0))
         rows.append(
             ScoreRow(
@@ -71,6 +83,7 @@ def aggregate(
                 aggregate=value,
                 spread=max(values) - min(values),
                 n_ok=len(values),
+                normalised=None if normalise == "none" else normalised,
                 novelty_penalty=penalty,
                 effective_score=max(0.0, round(value - penalty, 3)),
             )

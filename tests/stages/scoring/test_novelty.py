@@ -107,11 +107,67 @@ def test_word_counts_once_per_prompt_and_format_words_ignored() -> None:
 def test_motifs_sorted_by_count_then_word_and_capped_at_12() -> None:
     words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"]
     words += ["india", "juliet", "kilo", "lima", "mike", "november"]
-    prompts = [" ".join(words), " ".join(words), "zulu zulu", "zulu"]
+    # The same words in both prompts, but never in the same order: fourteen motifs, not one.
+    prompts = [" ".join(words), " ".join(reversed(words)), "zulu zulu", "zulu"]
     summary = recent_motifs(prompts)
     assert len(summary.motifs) == 12
     assert summary.motifs[0] == motif("alpha", 2, 0.5)
     assert [m.word for m in summary.motifs] == sorted([*words, "zulu"])[:12]
+
+
+LONG_AND_SHORT = [
+    "Misty coastal landscapes at dawn beside a brass orrery",
+    "Brass orrery in a tram depot",
+    "Misty coastal landscapes at dawn, paper kites",
+    "Misty coastal landscapes at dawn; a brass orrery",
+    "Glacier caves and paper kites",
+]
+
+
+def test_words_that_always_come_together_are_one_motif() -> None:
+    summary = recent_motifs(LONG_AND_SHORT)
+    assert summary.motifs == (
+        motif("brass orrery", 3, 0.6),
+        motif("misty coastal landscapes dawn", 3, 0.6),
+        motif("paper kites", 2, 0.4),
+    )
+    assert "misty coastal landscapes dawn (3/5)" in summary.describe()
+
+
+def test_a_long_phrase_and_a_short_one_repeated_equally_cost_the_same() -> None:
+    summary = recent_motifs(LONG_AND_SHORT)
+    long_phrase = novelty_penalty("Misty coastal landscapes at dawn", summary)
+    short_phrase = novelty_penalty("A brass orrery", summary)
+    assert long_phrase == (6.0, ("misty coastal landscapes dawn",))
+    assert short_phrase == (6.0, ("brass orrery",))
+    # Part of a phrase costs that part of it.
+    assert novelty_penalty("Coastal landscapes", summary) == (
+        3.0,
+        ("misty coastal landscapes dawn",),
+    )
+
+
+def test_a_word_also_used_apart_stays_its_own_motif() -> None:
+    prompts = [
+        "Misty coastal landscapes at dawn",
+        "Misty coastal landscapes at dawn",
+        "Dawn over glacier caves",
+        "Dawn in a tram depot",
+    ]
+    summary = recent_motifs(prompts)
+    assert summary.motifs == (
+        motif("dawn", 4, 1.0),
+        motif("misty coastal landscapes", 2, 0.5),
+    )
+    assert novelty_penalty("misty coastal landscapes at dawn", summary) == (
+        15.0,
+        ("dawn", "misty coastal landscapes"),
+    )
+
+
+def test_words_in_the_same_prompts_but_apart_are_separate_motifs() -> None:
+    summary = recent_motifs(["owl beside a river and a fox", "fox, river and owl", "moth"])
+    assert [m.word for m in summary.motifs] == ["fox", "owl", "river"]
 
 
 def test_no_prompts() -> None:

@@ -1,0 +1,70 @@
+"""How one chat step's answers are judged and re-asked (the runner's helpers): what every
+request of a step shares (:class:`Call`), why an answer cut at the token limit is not an
+answer (:func:`cut_off`), the answer text or its refusal / empty-answer error
+(:func:`answer_text`), and the conversation of the next re-ask (:func:`reask_messages`),
+which keeps user and assistant turns alternating."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+from image_project.backends.base import Message, TextReply
+from image_project.engine.nodes import ChatStep
+from image_project.engine.output import ReaskPolicy
+from image_project.errors import EmptyResponseError, RefusalError
+
+__all__ = ["Call", "answer_text", "cut_off", "reask_messages"]
+
+_Conversation: TypeAlias = tuple[Message, ...]
+
+
+@dataclass(frozen=True)
+class Call:
+    """What every request of one chat step shares: the model, the token limit, the path."""
+
+    model: str
+    limit: int | None
+    path: str
+
+
+def cut_off(limit: int | None, reply: TextReply) -> str | None:
+    """Why an answer the server stopped at its token limit (``finish_reason`` ``length``)
+    is not an answer, or None. Its own reason, so that a re-ask says what went wrong (a
+    JSON answer cut off would otherwise read as "no {...} found"). The limit named is the one
+    the answered attempt was sent with (a retry after a timeout may send a smaller one)."""
+    if reply.finish_reason != "length":
+        return None
+    if reply.max_output_tokens is not None:
+        limit = reply.max_output_tokens
+    at = f"{limit} tokens" if limit is not None else "the server's token limit"
+    return f"the answer was cut off at {at} (finish_reason 'length'); answer shorter"
+
+
+def answer_text(step: ChatStep[Any], reply: TextReply, path: str) -> str:
+    """The answer's text, or the refusal / empty-answer error the step does not allow."""
+    text = reply.text
+    if reply.refusal and not (text and text.strip()):
+        raise RefusalError(f"{path}: the model refused: {reply.refusal}", output=reply.refusal)
+    if text is None or not text.strip():
+        if not step.allow_empty_response:
+            what = "None" if text is None else "a blank response"
+            raise EmptyResponseError(f"{path}: the model returned {what}")
+        return text or ""
+    return text
+
+
+def reask_messages(
+    policy: ReaskPolicy,
+    history: _Conversation,
+    messages: _Conversation,
+    prompt: str,
+    answer: str,
+    error: str,
+) -> _Conversation:
+    """The conversation of the next re-ask: ``restate`` sends the history plus one user
+    message (the prompt followed by the error); ``conversation`` appends the rejected answer
+    and the error to what was sent."""
+    if policy.style == "restate":
+        return (*history, Message("user", f"{prompt}\n\n{policy.prompt(error)}"))
+    return (*messages, Message("assistant", answer), Message("user", policy.prompt(error)))

@@ -1,0 +1,272 @@
+"""scripts/real-model-check, the reading: what the transcripts, the proxy's records and the
+server log say about a run, the assertions a weak model cannot break, and the table."""
+
+from __future__ import annotations
+
+import collections
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+GRAMMAR_ERROR = re.compile(r"grammar|json[-_ ]schema|failed to parse", re.IGNORECASE)
+
+
+# --------------------------------------------------------------------------- transcripts
+def reask_reason(reask: dict[str, Any]) -> str:
+    """A re-ask's reason: its ``reason`` field when the record has one; else the reason code
+    its error text starts with (``cut_off: ...``, as ModelOutputError writes it); else a
+    short key made from the start of the text (a leading step path dropped, numbers as N)."""
+    if isinstance(reask.get("reason"), str):
+        return str(reask["reason"])
+    text = str(reask.get("error", ""))
+    code = re.match(r"([a-z][a-z0-9_]*): ", text)
+    if code:
+        return code.group(1)
+    text = re.sub(r"^\S*/\S*: ", "", text)  # a leading step path
+    text = re.sub(r"\d+", "N", text)
+    text = re.split(r"[:;(\n]", text, maxsplit=1)[0].strip()
+    return text[:48] or "?"
+
+
+def status_counts(scoring: Any) -> collections.Counter[str]:
+    """Every ``status`` in the scoring record, keyed ``<where>:<status>`` (judge, selector,
+    candidate ...), and dropped variants. With evolution, the top-level judges/candidates
+    repeat the last round's and are skipped."""
+    counts: collections.Counter[str] = collections.Counter()
+    if not isinstance(scoring, dict) or not scoring.get("enabled"):
+        return counts
+    skip = {"judges", "candidates", "score_table"} if scoring.get("evolution") else set()
+    for k, v in scoring.items():
+        if k not in skip and k != "config_snapshot":
+            _count_statuses(v, k, counts)
+    return counts
+
+
+def _count_statuses(node: Any, key: str, counts: collections.Counter[str]) -> None:
+    if isinstance(node, list):
+        for v in node:
+            _count_statuses(v, key, counts)
+        return
+    if not isinstance(node, dict):
+        return
+    if isinstance(node.get("status"), str):
+        kind = f"{node['kind']}-" if isinstance(node.get("kind"), str) else ""
+        counts[f"{singular(key)}:{kind}{node['status']}"] += 1
+    if node.get("dropped"):
+        counts[f"{singular(key)}:dropped"] += 1
+    for k, v in node.items():
+        _count_statuses(v, k, counts)
+
+
+def singular(key: str) -> str:
+    return key[:-1] if key.endswith("s") and not key.endswith("ss") else key
+
+
+def read_transcript(log_dir: Path) -> dict[str, Any] | None:
+    files = sorted(log_dir.glob("*_transcript.json"))
+    if not files:
+        return None
+    data = json.loads(files[-1].read_text(encoding="utf-8"))
+    return data if isinstance(data, dict) else None
+
+
+def summarize_transcript(t: dict[str, Any] | None) -> dict[str, Any]:
+    if t is None:
+        return {"transcript": False}
+    usage = t.get("usage") or {}
+    reasks: collections.Counter[str] = collections.Counter()
+    step_errors: collections.Counter[str] = collections.Counter()
+    timeouts = 0
+    for step in t.get("steps") or []:
+        for r in step.get("reasks") or []:
+            reasks[reask_reason(r)] += 1
+        err = step.get("error")
+        if isinstance(err, dict):
+            key = err.get("reason") or err.get("type") or "?"
+            if err.get("status") is not None:
+                key = f"{key} {err['status']}"
+            step_errors[f"{step.get('name')}:{key}"] += 1
+            timeouts += is_timeout(err)
+    error = t.get("error")
+    if isinstance(error, dict):
+        timeouts += is_timeout(error)
+    return {
+        "transcript": True,
+        "calls": usage.get("model_calls"),
+        "image_calls": usage.get("image_calls"),
+        "prompt_tokens": usage.get("prompt_tokens"),
+        "completion_tokens": usage.get("completion_tokens"),
+        "reasks": dict(sorted(reasks.items())),
+        "statuses": dict(sorted(status_counts(t.get("blackbox_scoring")).items())),
+        "step_errors": dict(sorted(step_errors.items())),
+        "timeouts_recorded": timeouts,
+        "error": None
+        if not isinstance(error, dict)
+        else {k: error.get(k) for k in ("type", "phase", "step", "path", "reason", "status")}
+        | {"message": str(error.get("message", ""))[:240]},
+    }
+
+
+def is_timeout(err: dict[str, Any]) -> int:
+    text = f"{err.get('type', '')} {err.get('message', '')}".lower()
+    return int("timeout" in text or "timed out" in text)
+
+
+def proxy_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
+    chat = [r for r in records if r["path"].endswith("/chat/completions")]
+    statuses = collections.Counter(
+        str(r["status"] if r["status"] is not None else "gone") for r in records
+    )
+    shapes = collections.Counter(",".join(role[0] for role in r.get("roles", [])) for r in chat)
+    return {
+        "requests": len(records),
+        "chat_requests": len(chat),
+        "http": dict(sorted(statuses.items())),
+        "no_token_limit": sum(1 for r in chat if r.get("token_limit") is None),
+        "finish": dict(
+            collections.Counter(str(r.get("finish_reason")) for r in chat if r["status"] == 200)
+        ),
+        "client_gone": sum(1 for r in records if r["client_gone"]),
+        "http_400": [r.get("error", "") for r in records if r["status"] == 400][:3],
+        "image_endpoint": sum(1 for r in records if "/images" in r["path"]),
+        "shapes": dict(shapes.most_common()),
+        "max_seconds": max((r["seconds"] for r in records), default=0.0),
+    }
+
+
+def server_log_summary(lines: list[str]) -> dict[str, Any]:
+    exceptions = [ln for ln in lines if "got exception" in ln]
+    grammar = [ln for ln in lines if GRAMMAR_ERROR.search(ln) and re.search(r"\s[WE]\s", ln)]
+    return {
+        "exceptions": len(exceptions),
+        "grammar_errors": grammar[:3],
+        "exception_lines": [e[:300] for e in exceptions[:3]],
+    }
+
+
+def problems_of(row: dict[str, Any]) -> list[str]:
+    """The assertions a weak, non-deterministic model cannot break; each broken one is a line."""
+    return wire_problems(row) + exit_problems(row)
+
+
+def wire_problems(row: dict[str, Any]) -> list[str]:
+    out: list[str] = []
+    p, t, s = row["proxy"], row["transcript"], row["server_log"]
+    if p["http"].get("400"):
+        out.append(f"{p['http']['400']} HTTP 400: {p['http_400'][0][:160]}")
+    if s["exceptions"]:
+        out.append(
+            f"{s['exceptions']} request(s) raised in llama-server: {s['exception_lines'][0][:160]}"
+        )
+    if s["grammar_errors"]:
+        out.append(f"grammar error in the server log: {s['grammar_errors'][0][:160]}")
+    timeouts = max(p["client_gone"], t.get("timeouts_recorded") or 0)
+    if timeouts:
+        out.append(f"{timeouts} call(s) reached the timeout")
+    if row["sets"].get("image.backend") == "offline" and p["image_endpoint"]:
+        out.append("image.backend is offline but the server's image endpoint was called")
+    return out
+
+
+def exit_problems(row: dict[str, Any]) -> list[str]:
+    out: list[str] = []
+    t = row["transcript"]
+    err = t.get("error") or {}
+    if row.get("refused_before_calls"):
+        if row["exit"] != 2 or row["proxy"]["chat_requests"]:
+            out.append(
+                f"exit {row['exit']} after {row['proxy']['chat_requests']} chat request(s); "
+                "expected exit 2 before any (the pre-flight check: no image endpoint)"
+            )
+    elif row["hang"]:
+        out.append(f"no exit within {row['cap_s']:.0f} s (killed)")
+    elif row["exit"] not in (0, 1):
+        out.append(f"exit {row['exit']} (expected 0, or 1 with a transcript naming the step)")
+    elif row["exit"] == 1 and not t.get("transcript"):
+        out.append("exit 1 without a transcript")
+    elif row["exit"] == 1 and not (err.get("path") or err.get("step")):
+        out.append(f"exit 1 but the transcript names no step ({err.get('type')})")
+    if row["traceback"]:
+        out.append("a traceback on stderr")
+    return out
+
+
+# --------------------------------------------------------------------------- the table
+def fmt_counts(d: dict[str, Any]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in d.items()) or "-"
+
+
+def markdown(result: dict[str, Any]) -> str:
+    lines = [
+        "| template | run | exit | calls | tokens prompt / completion | re-asks by reason "
+        "| judge / selector / variant statuses | requests: HTTP status (gone = client timed out) "
+        "| no token limit | finish reasons | wall s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in result["rows"]:
+        t = r["transcript"]
+        exit_ = "hang" if r["hang"] else str(r["exit"])
+        tokens = f"{t.get('prompt_tokens', '-')} / {t.get('completion_tokens', '-')}"
+        lines.append(
+            f"| {r['template']} | {r['run']} | {exit_} | {t.get('calls', '-')} | {tokens} "
+            f"| {fmt_counts(t.get('reasks') or {})} | {fmt_counts(t.get('statuses') or {})} "
+            f"| {fmt_counts(r['proxy']['http'])} | {r['proxy']['no_token_limit']} "
+            f"| {fmt_counts(r['proxy']['finish'])} | {r['wall_s']} |"
+        )
+    lines.append("")
+    lines.append("Message roles of the chat requests (s system, u user, a assistant), per run:")
+    lines.append("")
+    for r in result["rows"]:
+        shapes = ", ".join(f"`{k}` x{v}" for k, v in r["proxy"]["shapes"].items()) or "none"
+        lines.append(f"- {r['template']}/{r['run']}: {shapes}")
+    lines.append("")
+    lines.append("Failures:")
+    lines.append("")
+    for r in result["rows"]:
+        err = r["transcript"].get("error")
+        where = f"{r['template']}/{r['run']}"
+        if err:
+            lines.append(
+                f"- {where}: failed at `{err.get('path') or err.get('step')}` "
+                f"({err.get('type')}{', ' + str(err['reason']) if err.get('reason') else ''}"
+                f"{', HTTP ' + str(err['status']) if err.get('status') else ''}): "
+                f"{err.get('message', '')[:160]}"
+            )
+        if r["problems"]:
+            lines.append(f"- {where}: ASSERTION FAILED: " + "; ".join(r["problems"]))
+    return "\n".join(lines) + "\n"
+
+
+def render_md(result: dict[str, Any]) -> str:
+    not_set = sorted({k for r in result["rows"] for k in r["not_set"]})
+    common = result["settings"]["common"]
+    settings = ", ".join(f"`{k}={json.dumps(v)}`" for k, v in common.items() if k not in not_set)
+    lines = [
+        f"## Real model check: commit {result['commit']}",
+        "",
+        f"`scripts/real-model-check` on {result['date']}: {result['model']} behind llama-server "
+        f"({result['llama_server']}), seed {result['seed']}, {result['cores']} cores, "
+        f"{result.get('wall_s', '?')} s in all. Settings: {settings}.",
+    ]
+    for tname, speed in (result.get("server_speed") or {}).items():
+        if "error" in speed:
+            lines.append(
+                f"Server with the {tname} template: speed probe failed ({speed['error']})."
+            )
+            continue
+        lines.append(
+            f"Server with the {tname} template: {speed['decode_tok_s']} tokens/s decoding, "
+            f"{speed['prompt_tok_s']} tokens/s prompt (a 32-token probe), machine load "
+            f"{speed['load_avg_1min']} (1-minute average)."
+        )
+    if not_set:
+        lines.append(
+            f"Not set (no such key at this commit): {', '.join(f'`{k}`' for k in not_set)}."
+        )
+    if result["proxy_token_limit"] is not None:
+        lines.append(
+            f"**DIAGNOSTIC**: the proxy added `max_tokens={result['proxy_token_limit']}` to every "
+            "chat request that sent no limit; this is not what the code sends."
+        )
+    return "\n".join(lines) + "\n\n" + str(result["markdown"])

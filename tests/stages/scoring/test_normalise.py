@@ -1,0 +1,141 @@
+"""``prompt.scoring.normalise`` (stages/scoring/aggregation.py): every judge on a common
+scale within the round (z-scores, or z-scored ranks) before the aggregation, put back on the
+panel's mean and spread; by worked example, its invariances, what the score table records,
+the config key and a whole offline run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import anyio
+import pytest
+
+from image_project.app import run_generation
+from image_project.backends.factory import make_backends
+from image_project.errors import ConfigError
+from image_project.record import RunRecord
+from image_project.stages.scoring.aggregation import (
+    NORMALISATIONS,
+    aggregate_scores,
+    normalise_scores,
+)
+from image_project.stages.scoring.selection import aggregate
+from image_project.summary import record_lines
+from tests.review.offline_runs import offline_cfg
+
+IDS = ("A", "B", "C")
+# ``narrow`` uses 60..80, ``wide`` 0..100: with raw scores the wide judge decides alone.
+PANEL = {"narrow": {"A": 60, "B": 70, "C": 80}, "wide": {"A": 100, "B": 0, "C": 50}}
+
+
+def means(how: str, panel: dict[str, dict[str, int]] = PANEL) -> dict[str, int | float]:
+    return {r.id: r.aggregate for r in aggregate(IDS, panel, method="mean", normalise=how)}  # type: ignore[arg-type]
+
+
+def test_a_wide_scale_judge_no_longer_decides_alone() -> None:
+    assert means("none") == {"A": 80, "B": 35, "C": 65}
+    # Means 70 and 50 -> M = 60; sds 8.165 and 40.825 -> S = 24.495; z = -1.22, 0, 1.22 for
+    # narrow and 1.22, -1.22, 0 for wide, so S * z = +-30 exactly.
+    assert normalise_scores(IDS, PANEL, "zscores") == {
+        "narrow": {"A": 30, "B": 60, "C": 90},
+        "wide": {"A": 90, "B": 30, "C": 60},
+    }
+    assert means("zscores") == {"A": 60, "B": 45, "C": 75}
+    assert means("ranks") == {"A": 60, "B": 45, "C": 75}  # ranks 1,2,3 and 3,1,2: the same
+
+
+def test_ranks_keep_only_the_order_and_average_ties() -> None:
+    panel = {"a": {"A": 10, "B": 20, "C": 90}, "b": {"A": 50, "B": 50, "C": 80}}
+    ranks = normalise_scores(IDS, panel, "ranks")
+    # b ranks A and B 1.5 each: they get one normalised score.
+    assert ranks["b"]["A"] == ranks["b"]["B"] < ranks["b"]["C"]
+    # a's ranks are 1, 2, 3 however far apart its scores are: evenly spaced.
+    a = ranks["a"]
+    assert a["C"] - a["B"] == pytest.approx(a["B"] - a["A"], abs=2e-3)
+    assert normalise_scores(IDS, panel, "zscores")["a"]["C"] - a["C"] > 0  # z keeps distances
+
+
+@pytest.mark.parametrize(
+    ("how", "remap"),
+    [
+        ("zscores", lambda s: 2 * s + 4),
+        ("zscores", lambda s: s - 10),
+        ("ranks", lambda s: s * s // 100),
+    ],
+)
+def test_the_ranking_ignores_a_judges_own_scale(how: str, remap: object) -> None:
+    """A judge's scores stretched and shifted (zscores) or bent by an increasing map (ranks)
+    leave the order of the mean of the normalised scores as it was."""
+    panel = {"x": {"A": 62, "B": 70, "C": 81}, "y": {"A": 90, "B": 14, "C": 40}}
+    moved = {**panel, "y": {i: remap(s) for i, s in panel["y"].items()}}  # type: ignore[operator]
+    assert moved["y"] != panel["y"]
+    before, after = means(how, panel), means(how, moved)
+    assert sorted(IDS, key=lambda i: -after[i]) == sorted(IDS, key=lambda i: -before[i])
+
+
+def test_a_judge_who_gives_one_score_to_every_card_adds_no_order() -> None:
+    flat = normalise_scores(IDS, {"flat": {i: 70 for i in IDS}, **PANEL}, "zscores")
+    assert len(set(flat["flat"].values())) == 1
+    assert normalise_scores(IDS, {"flat": {i: 70 for i in IDS}}, "ranks") == {
+        "flat": {"A": 70, "B": 70, "C": 70}
+    }
+
+
+def test_the_score_table_records_the_normalised_scores_it_aggregated() -> None:
+    for how in NORMALISATIONS:
+        rows = aggregate(IDS, PANEL, method="median", normalise=how)
+        for row in rows:
+            assert row.judge_scores == {j: PANEL[j][row.id] for j in PANEL}  # raw, as said
+            assert row.median == aggregate_scores(list(row.judge_scores.values()))
+            if how == "none":
+                assert row.normalised is None
+                assert "normalised" not in row.model_dump()
+            else:
+                assert row.normalised is not None
+                assert row.aggregate == aggregate_scores(list(row.normalised.values()))
+
+
+def test_an_unknown_normalisation_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown normalisation 'minmax'"):
+        normalise_scores(IDS, PANEL, "minmax")  # type: ignore[arg-type]
+
+
+def test_the_config_key_is_validated(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        offline_cfg(tmp_path, 1, "prompt.scoring.normalise=minmax")
+    assert info.value.key == "prompt.scoring.normalise"
+    assert offline_cfg(tmp_path, 1).prompt.scoring.normalise == "none"
+
+
+def _record(out: Path, *extra: str) -> dict[str, object]:
+    cfg = offline_cfg(
+        out,
+        5,
+        "run.mode=prompt_only",
+        "prompt.scoring.enabled=true",
+        "prompt.scoring.judges=[{id: a, rubric: strict}, {id: b, rubric: profile_fit}, "
+        "{id: c, rubric: novelty_heavy}]",
+        *extra,
+    )
+    anyio.run(run_generation, cfg, make_backends(cfg, {}))
+    (path,) = (out / "logs").glob("*_transcript.json")
+    scoring = json.loads(path.read_text(encoding="utf-8"))["blackbox_scoring"]
+    assert isinstance(scoring, dict)
+    return scoring
+
+
+def test_a_run_records_its_normalisation(tmp_path: Path) -> None:
+    plain = _record(tmp_path / "plain")
+    assert "normalise" not in plain
+    assert all("normalised" not in row for row in plain["score_table"])  # type: ignore[attr-defined]
+    ranked = _record(tmp_path / "ranks", "prompt.scoring.normalise=ranks")
+    assert ranked["normalise"] == "ranks"
+    assert ranked["config_snapshot"]["normalise"] == "ranks"  # type: ignore[index]
+    for row in ranked["score_table"]:  # type: ignore[attr-defined]
+        assert row["aggregate"] == aggregate_scores(list(row["normalised"].values()))
+    (path,) = (tmp_path / "ranks" / "logs").glob("*_transcript.json")
+    record = RunRecord.model_validate_json(path.read_text(encoding="utf-8"))
+    lines = record_lines(record, whole_prompt=False)
+    assert any(line.startswith("  Selected    idea ") and "median(r)" in line for line in lines)
+    assert any("Scores" in line and "median(r)" in line for line in lines)

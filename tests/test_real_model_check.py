@@ -1,0 +1,248 @@
+"""scripts/real-model-check without llama-server: its recording proxy (in front of the
+in-process StrictLocalServer), the config-key filter that lets it run an older checkout, and
+how it reads transcripts and judges a run (issue 24)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+import yaml
+
+from image_project.app import run_generation
+from image_project.backends.offline import OfflineTextBackend
+from image_project.testing import FunctionTextBackend, StrictLocalServer
+from tests.test_app import backends, make_cfg
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "scripts"))
+
+import real_model_check  # noqa: E402
+import real_model_io  # noqa: E402
+import real_model_report  # noqa: E402
+
+
+def client(proxy: Any) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"http://127.0.0.1:{proxy.port}/v1", api_key="x", max_retries=0)
+
+
+def test_the_proxy_records_status_roles_limit_and_finish() -> None:
+    with StrictLocalServer(cap_tokens=30) as server:
+        proxy = real_model_io.Proxy(server.port)
+        try:
+            proxy.label = "t/run"
+            c = client(proxy)
+            c.chat.completions.create(
+                model="m",
+                messages=[{"role": "system", "content": "s"}, {"role": "user", "content": "u"}],
+            )
+            with pytest.raises(openai.BadRequestError):
+                c.chat.completions.create(
+                    model="m",
+                    messages=[
+                        {"role": "system", "content": "s"},
+                        {"role": "assistant", "content": "a"},
+                        {"role": "user", "content": "u"},
+                    ],
+                    max_completion_tokens=5,
+                )
+            c.models.list()
+            summary = real_model_report.proxy_summary(proxy.for_run("t/run"))
+        finally:
+            c.close()
+            proxy.stop()
+    assert summary["http"] == {"200": 2, "400": 1}
+    assert summary["shapes"] == {"s,u": 1, "s,a,u": 1}
+    assert summary["no_token_limit"] == 1
+    assert summary["finish"] == {"length": 1}
+    assert summary["client_gone"] == 0
+    assert "Conversation roles must alternate" in summary["http_400"][0]
+
+
+def test_the_proxy_token_limit_is_added_only_where_none_was_sent() -> None:
+    with StrictLocalServer() as server:
+        proxy = real_model_io.Proxy(server.port, token_limit=4)
+        try:
+            c = client(proxy)
+            msgs: Any = [{"role": "user", "content": "u"}]
+            c.chat.completions.create(model="m", messages=msgs)
+            c.chat.completions.create(model="m", messages=msgs, max_tokens=200)
+        finally:
+            c.close()
+            proxy.stop()
+    assert [r.token_limit for r in server.chat_requests] == [4, 200]
+    assert [r.get("token_limit_added") for r in proxy.records] == [4, None]
+
+
+def test_keys_the_checkout_lacks_are_not_set() -> None:
+    keys = yaml.safe_load((REPO / "config" / "config.yaml").read_text(encoding="utf-8"))
+    sets, not_set = real_model_check.overlays_for(
+        keys,
+        {"backend.timeout_s": 30, "backend.no_such_key": 1},
+        {"prompt.scoring.evolution.selector": "llm", "backend.timeout_s": 45},
+    )
+    assert sets == {"backend.timeout_s": 45, "prompt.scoring.evolution.selector": "llm"}
+    assert not_set == ["backend.no_such_key"]
+
+
+def test_every_run_overlay_names_keys_of_this_checkout_or_the_issue_24_branches() -> None:
+    """A typo in the tables at the top of the script would silently not be set."""
+    keys = yaml.safe_load((REPO / "config" / "config.yaml").read_text(encoding="utf-8"))
+    pending = {
+        k
+        for k in real_model_check.COMMON
+        if k.startswith(("backend.max_output_tokens", "backend.schema_dialect"))
+    }
+    pending.add("image.backend")
+    overlays = [
+        real_model_check.COMMON,
+        *(t["overlay"] for t in real_model_check.TEMPLATES.values()),
+    ]
+    overlays += [r.overlay for r in real_model_check.RUNS]
+    unknown = {k for o in overlays for k in o if not real_model_check.has_key(keys, k)} - pending
+    assert unknown == set()
+
+
+@pytest.mark.parametrize(
+    ("reask", "reason"),
+    [
+        ({"error": "cut_off: the answer was cut off at the server's token limit"}, "cut_off"),
+        (
+            {"error": "pipeline/x/idea_A: no {...} found in the answer (got 'x')"},
+            "no {...} found in the answer",
+        ),
+        ({"error": "2 validation errors for IdeaCard\nhook"}, "N validation errors for IdeaCard"),
+        ({"error": "anything", "reason": "degenerate"}, "degenerate"),
+    ],
+)
+def test_reask_reasons_are_counted_by_their_code_or_their_first_words(
+    reask: dict[str, str], reason: str
+) -> None:
+    assert real_model_report.reask_reason(reask) == reason
+
+
+@pytest.mark.anyio
+async def test_statuses_are_counted_from_a_real_multi_round_transcript(tmp_path: Path) -> None:
+    cfg = make_cfg(
+        tmp_path,
+        "run.mode=prompt_only",
+        "prompt.refinement=none",
+        "prompt.scoring.enabled=true",
+        "prompt.scoring.num_ideas=3",
+        "prompt.scoring.evolution.enabled=true",
+        "prompt.scoring.evolution.generations=1",
+        "prompt.scoring.evolution.survivors=2",
+        "prompt.scoring.evolution.variants_per_survivor=1",
+        "prompt.scoring.evolution.selector=llm",
+    )
+    await run_generation(cfg, backends(FunctionTextBackend(OfflineTextBackend().complete)))
+    (path,) = (tmp_path / "logs").glob("*_transcript.json")
+    summary = real_model_report.summarize_transcript(json.loads(path.read_text(encoding="utf-8")))
+    # one judge per round (two rounds; the top-level copy of the last round is not counted
+    # twice) and one selector between them
+    assert summary["statuses"] == {"judge:ok": 2, "selector:llm-ok": 1}
+    assert summary["error"] is None and summary["reasks"] == {}
+    # dislike rewrite, hints, 3 ideas, judge, selector, 2 variants, judge, 2 prompt drafts
+    assert summary["calls"] == 12
+
+
+def row(**over: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "exit": 0,
+        "hang": False,
+        "cap_s": 420.0,
+        "traceback": False,
+        "sets": {},
+        "transcript": {"transcript": True, "error": None, "timeouts_recorded": 0},
+        "proxy": {"http": {"200": 3}, "http_400": [], "client_gone": 0, "image_endpoint": 0},
+        "server_log": {"exceptions": 0, "grammar_errors": [], "exception_lines": []},
+    }
+    base.update(over)
+    return base
+
+
+def test_a_clean_run_and_a_named_failure_pass() -> None:
+    assert real_model_report.problems_of(row()) == []
+    failed = {"transcript": True, "error": {"path": "pipeline/x", "type": "ModelOutputError"}}
+    assert real_model_report.problems_of(row(exit=1, transcript=failed)) == []
+
+
+@pytest.mark.parametrize(
+    ("over", "problem"),
+    [
+        ({"hang": True, "exit": None}, "no exit within 420 s"),
+        ({"exit": 2}, "exit 2"),
+        ({"exit": 1, "transcript": {"transcript": False}}, "exit 1 without a transcript"),
+        ({"exit": 1, "transcript": {"transcript": True, "error": {"type": "X"}}}, "names no step"),
+        ({"traceback": True}, "a traceback on stderr"),
+        (
+            {
+                "proxy": {
+                    "http": {"400": 1},
+                    "http_400": ["roles"],
+                    "client_gone": 0,
+                    "image_endpoint": 0,
+                }
+            },
+            "1 HTTP 400",
+        ),
+        (
+            {"proxy": {"http": {"gone": 1}, "http_400": [], "client_gone": 1, "image_endpoint": 0}},
+            "reached the timeout",
+        ),
+        (
+            {
+                "server_log": {
+                    "exceptions": 0,
+                    "grammar_errors": ["E grammar"],
+                    "exception_lines": [],
+                }
+            },
+            "grammar error",
+        ),
+        (
+            {
+                "sets": {"image.backend": "offline"},
+                "proxy": {
+                    "http": {"404": 1},
+                    "http_400": [],
+                    "client_gone": 0,
+                    "image_endpoint": 1,
+                },
+            },
+            "image endpoint was called",
+        ),
+    ],
+)
+def test_each_broken_assertion_is_named(over: dict[str, Any], problem: str) -> None:
+    problems = real_model_report.problems_of(row(**over))
+    assert len(problems) == 1 and problem in problems[0]
+
+
+def test_without_the_binary_it_skips_with_exit_0(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    monkeypatch.setenv("LLAMA_SERVER", str(tmp_path / "no-llama-server"))
+    assert real_model_check.main(["--json", str(tmp_path / "out.json")]) == 0
+    assert "SKIPPED: no llama-server binary at" in capsys.readouterr().out
+    assert not (tmp_path / "out.json").exists()
+
+
+def test_a_full_run_against_a_text_only_server_must_be_refused_before_any_call() -> None:
+    def refused(exit_: int, chat: int) -> list[str]:
+        proxy = {"http": {}, "http_400": [], "client_gone": 0, "image_endpoint": 0}
+        proxy["chat_requests"] = chat
+        return list(
+            real_model_report.problems_of(row(exit=exit_, refused_before_calls=True, proxy=proxy))
+        )
+
+    assert refused(2, 0) == []
+    (problem,) = refused(1, 3)
+    assert "exit 1 after 3 chat request(s); expected exit 2 before any" in problem
+    assert len(refused(2, 1)) == 1
