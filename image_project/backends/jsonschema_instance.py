@@ -25,8 +25,9 @@ distinct and in enum order; when ``minItems == maxItems == len(enum)`` every id 
 once.
 
 Strings are phrases from ``words`` (the offline backend passes the salient phrases of the last
-user message) other than the schema's own property names (an answer that fills a field
-with a key such as ``"composition"`` says nothing), kept distinct within one array while
+user message) other than the schema's own property names and the stand-in words of
+:data:`~image_project.markers.STAND_IN_WORDS` (an answer that fills a field with
+``"composition"`` or ``"artwork"`` says nothing), kept distinct within one array while
 the vocabulary allows, and follow the property name: narrative-like keys (``narrative``, ``description``, ``rationale``,
 ``*_prompt``...) get a sentence, hook-like keys (``hook``, ``title``, ``name``...) a short
 phrase, anything else a single phrase.
@@ -41,6 +42,7 @@ from typing import Any
 
 from image_project.backends.base import STRICT_KEYWORDS
 from image_project.errors import RequestRejectedError
+from image_project.markers import STAND_IN_WORDS
 
 __all__ = [
     "SUPPORTED_KEYWORDS",
@@ -138,7 +140,8 @@ def generate_instance(
     ``rng`` makes every choice. Raises :class:`UnsupportedSchemaError` (see the module docstring).
     """
     check_schema(schema)
-    return _Generator(rng, words, _property_names(schema)).value(schema, key=None)
+    skip = _property_names(schema) | STAND_IN_WORDS
+    return _Generator(rng, words, skip).value(schema, key=None)
 
 
 def _property_names(node: Any) -> frozenset[str]:

@@ -22,6 +22,7 @@ import re
 import string
 from collections.abc import Sequence
 
+from image_project import markers
 from image_project.engine import JsonOutput
 from image_project.record.gates import gate_error
 from image_project.record.scoring import CandidateRecord, IdeaCard
@@ -42,13 +43,8 @@ _FIELD_NAMES = (
     "id hook narrative options option composition compositions palette palettes medium "
     "mediums media mood moods avoid idea card idea_card"
 )
-_PLACEHOLDERS = (
-    "image picture artwork string str value values example examples placeholder "
-    "description sentence paragraph list item items tbd todo n/a na none null nil "
-    "undefined etc"
-)
 _BARE: frozenset[str] = frozenset(
-    {w.replace("_", " ") for w in _FIELD_NAMES.split()} | set(_PLACEHOLDERS.split())
+    {w.replace("_", " ") for w in _FIELD_NAMES.split()} | markers.STAND_IN_WORDS
 )
 PLACEHOLDER_WORDS: frozenset[str] = frozenset(
     _BARE
@@ -74,7 +70,7 @@ def _field_problem(text: str) -> str | None:
     if not any(ch.isalnum() for ch in text):
         return "is empty or punctuation only" if text.strip() else "is empty"
     if " ".join(words) in PLACEHOLDER_WORDS:
-        return "is a field name or a placeholder, not content"
+        return "says nothing (a field name or a stand-in word)"
     return None
 
 
@@ -104,8 +100,7 @@ def _checked_card(card: IdeaCard) -> IdeaCard:
     if problems:
         raise gate_error(
             "card_field",
-            "; ".join(problems[:6]) + "; write real content in every field, never a field "
-            "name or a placeholder",
+            "; ".join(problems[:6]) + "; write what the image shows in every field",
         )
     return card
 

@@ -22,7 +22,6 @@ the quorum (``min_ok_judges``) decides whether the run can go on (:func:`require
 from __future__ import annotations
 
 import functools
-import itertools
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -43,7 +42,6 @@ from image_project.record.scoring import JUDGE_STATUSES, JudgeResult, JudgeStatu
 
 __all__ = [
     "JUDGE_STATUSES",
-    "POSITION_STEP",
     "SCORE_MAX",
     "SCORE_MIN",
     "JudgeAnswer",
@@ -58,20 +56,17 @@ __all__ = [
 ]
 
 SCORE_MIN, SCORE_MAX = 0, 100
-POSITION_STEP = 2
-"""With 3 or more cards, scores that rise (or fall) along the order shown, every step between
-1 and this many points, are the cards' positions, not a judgement."""
 
 
 def degeneracy(scores: Sequence[int]) -> str | None:
     """Why ``scores`` (one judge's, in the order it was shown the cards) carry no judgement,
     or None when they may: the positions themselves (``0, 1, 2, ...`` or ``1, 2, 3, ...``,
-    either way round, any count); with 3 or more cards also every score equal, a degenerate
-    range (every score at most the number of cards: ranks or positions in some order, not the
-    0-100 scale), or a strict rise or fall along the order shown in steps of at most
-    :data:`POSITION_STEP`. Two cards may honestly tie or sit a point apart, so only the exact
-    position pattern counts for them; a near-tie of several cards (``74, 72, 72, 74``) is a
-    judgement."""
+    either way round, any count); with 3 or more cards also every score equal, or a
+    degenerate range (every score at most the number of cards: ranks or positions in some
+    order, not the 0-100 scale). Two cards may honestly tie, so only the exact position
+    pattern counts for them; a near-tie of several cards is a judgement, even one that
+    happens to rise along the order shown (``72, 73, 74, 75``: an offline rubric judge on
+    four similar cards)."""
     values = list(scores)
     n = len(values)
     if n < 2:
@@ -86,9 +81,6 @@ def degeneracy(scores: Sequence[int]) -> str | None:
         return f"every card got the same score {values[0]}"
     if max(values) <= n:
         return f"the scores {values} are ranks (all at most {n}), not the 0-100 scale"
-    steps = [b - a for a, b in itertools.pairwise(values)]
-    if all(0 < d <= POSITION_STEP for d in steps) or all(-POSITION_STEP <= d < 0 for d in steps):
-        return f"the scores {values} only count along the order the cards were shown in"
     return None
 
 
