@@ -29,6 +29,7 @@ __all__ = [
     "RUBRIC",
     "SCORE_EVERY",
     "SELECTOR_SLOTS",
+    "STAND_IN_WORDS",
     "TASTE_DISLIKES",
     "TASTE_HINTS",
 ]
@@ -79,3 +80,35 @@ SELECTOR_SLOTS = "Fill exactly these slots, one candidate each, in any order: "
 
 RUBRIC = "Rubric ("
 """A judge system prompt's rubric header, ``Rubric (<label>):`` on its own line."""
+
+STAND_IN_WORDS: frozenset[str] = frozenset(
+    [
+        "image",
+        "picture",
+        "artwork",
+        "string",
+        "str",
+        "value",
+        "values",
+        "example",
+        "examples",
+        "placeholder",
+        "description",
+        "sentence",
+        "paragraph",
+        "list",
+        "item",
+        "items",
+        "tbd",
+        "todo",
+        "n/a",
+        "na",
+        "none",
+        "null",
+        "nil",
+        "undefined",
+        "etc",
+    ]
+)
+"""Words that stand in for content, never are it (the card gate ``card_field`` rejects a card
+string that is only one of them; the offline backend never answers a string with one)."""

@@ -16,6 +16,7 @@ from image_project.record import (
     ScoreRow,
     ScoringRecord,
     SelectorRecord,
+    gate_counts,
     pick_rule,
     run_status,
     stopped_reason,
@@ -24,6 +25,7 @@ from image_project.record import (
 __all__ = [
     "card_lines",
     "context_lines",
+    "gate_lines",
     "prompt_lines",
     "record_lines",
     "round_lines",
@@ -78,6 +80,7 @@ def record_lines(
             f"  Image 4K    {upscaled.path} ({upscaled.size}, {upscaled.method}, "
             f"{upscaled.bytes:,} bytes)"
         )
+    lines += gate_lines(record)
     usage = record.usage
     lines += [
         *files,
@@ -85,6 +88,17 @@ def record_lines(
         f"{usage.total_tokens:,} tokens, {record.timing.wall_s:.1f} s",
     ]
     return lines
+
+
+def gate_lines(record: RunRecord) -> list[str]:
+    """One line naming every quality gate that fired in the run (none when none did): the
+    answers it rejected and the steps that stayed invalid."""
+    fired = [
+        f"{name} {c.rejected} rejected" + (f", {c.failed} failed" if c.failed else "")
+        for name, c in gate_counts(record).items()
+        if c.rejected or c.failed
+    ]
+    return [f"  Gates       {'; '.join(fired)}"] if fired else []
 
 
 _PLACES = {
@@ -182,8 +196,10 @@ def _round_line(r: RoundRecord, label: str) -> str:
         r.score_table, key=lambda row: (-row.effective_score, -row.aggregate, row.id), default=None
     )
     dropped = sum(1 for c in r.candidates if c.dropped is not None)
+    invalid = sum(1 for c in r.candidates if c.invalid is not None)
     head = f"  Round {r.index:<5} {len(r.score_table)} judged"
     head += f" ({dropped} near-duplicate dropped)" if dropped else ""
+    head += f" ({invalid} invalid dropped)" if invalid else ""
     head += f", best {best.id} {label} {best.aggregate}" if best else ""
     if r.survivors and r.selector is not None:
         chosen = ", ".join(f"{s.id} {s.category}" for s in r.survivors)
@@ -326,6 +342,8 @@ def round_lines(scoring: ScoringRecord, index: int, *, stopped: str = "") -> lis
                 f"dropped: near-duplicate of {c.dropped.of} "
                 f"(distance {c.dropped.distance:.2f} < {c.dropped.threshold:g})"
             )
+        elif c.invalid is not None:
+            body = "dropped: invalid answer after the re-asks"
         elif row is None:
             body = "not judged"
         else:

@@ -15,12 +15,13 @@ GRAMMAR_ERROR = re.compile(r"grammar|json[-_ ]schema|failed to parse", re.IGNORE
 # --------------------------------------------------------------------------- transcripts
 def reask_reason(reask: dict[str, Any]) -> str:
     """A re-ask's reason: its ``reason`` field when the record has one; else the reason code
-    its error text starts with (``cut_off: ...``, as ModelOutputError writes it); else a
+    its error text starts with (``cut_off: ...``, as ModelOutputError writes it; a quality
+    gate's ``gate:<name>: ...``, docs/transcript.md "Quality gates"); else a
     short key made from the start of the text (a leading step path dropped, numbers as N)."""
     if isinstance(reask.get("reason"), str):
         return str(reask["reason"])
     text = str(reask.get("error", ""))
-    code = re.match(r"([a-z][a-z0-9_]*): ", text)
+    code = re.match(r"((?:gate:)?[a-z][a-z0-9_]*): ", text)
     if code:
         return code.group(1)
     text = re.sub(r"^\S*/\S*: ", "", text)  # a leading step path

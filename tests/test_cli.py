@@ -18,6 +18,7 @@ from image_project.backends.offline import OfflineImageBackend
 from image_project.cli import _with_command, build_parser, main
 from image_project.engine import ChatStep, walk
 from image_project.seeding import derive_seed
+from image_project.stages.concepts import load_categories, select_concepts
 from image_project.stages.standard import Brief, prompt_pipeline
 from tests.support.openai_server import OpenAIServer, Reply, chat_completion, error_body
 
@@ -157,9 +158,11 @@ def test_missing_categories_file_exits_2_before_any_call(
 def test_model_failure_through_http_exits_1_with_transcript(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], allow_loopback: None
 ) -> None:
+    # The dislike rewrite keeps the seed's concepts (an answer that drops them is re-asked).
+    concepts = select_concepts(load_categories(REPO / "config" / "categories.csv"), 3)
     with OpenAIServer() as server:
         server.script(
-            Reply(body=chat_completion('{"concepts": ["a", "b", "c"]}')),  # dislike rewrite
+            Reply(body=chat_completion(json.dumps({"concepts": list(concepts)}))),
             Reply(body=chat_completion("four themes")),  # initial_prompt/draft
             Reply(
                 status=400,

@@ -19,10 +19,12 @@ import pytest
 from image_project.app import RunFailed, run_generation
 from image_project.backends.base import TextReply, TextRequest
 from image_project.cli import main
+from image_project.record import RunRecord, gate_counts
+from image_project.seeding import derive_seed
 from image_project.testing import FunctionTextBackend, last_user_text
 from tests.test_app import backends, make_cfg, transcript, untimed_steps
 from tests.test_cli import REPO, write_config
-from tests.test_scoring_run import ENSEMBLE, role, scoring_answer
+from tests.test_scoring_run import ENSEMBLE, SEED, role, scoring_answer
 
 pytestmark = pytest.mark.anyio
 
@@ -86,12 +88,14 @@ def varied_card(request: TextRequest) -> str:
 def selector_json(request: TextRequest) -> str:
     """A valid proposal: the slots in the prompt, filled with the candidates in order."""
     user = last_user_text(request)
-    slots = user.rsplit("in any order: ", 1)[1].rstrip(".").split(", ")
-    ids = [json.loads(ln)["id"] for ln in user.splitlines() if ln.startswith('{"id"')]
+    slots = user.rsplit("in any order: ", 1)[1].split("\n", 1)[0].rstrip(".").split(", ")
+    rows = [json.loads(ln) for ln in user.splitlines() if ln.startswith('{"id"')]
+    hooks = {row["id"]: row["card"]["hook"] for row in rows}
+    ids = [row["id"] for row in rows]
     return json.dumps(
         {
             "selections": [
-                {"id": i, "category": c, "reason": f"SELECTOR-REASON-{i}"}
+                {"id": i, "category": c, "reason": f"SELECTOR-REASON-{i}: {hooks[i]}"}
                 for i, c in zip(ids[::-1], slots, strict=False)
             ],
             "summary": "SELECTOR-SUMMARY kept the boldest",
@@ -460,3 +464,75 @@ def test_progress_counts_the_groups_of_every_round(
             if f"/round_{r}/variants/" in ln and "of variants" in ln
         ]
         assert sorted(counts) == [f"{k}/6 of variants" for k in range(1, 7)]
+
+
+async def test_a_selector_reason_about_nothing_is_reasked_then_replaced(tmp_path: Path) -> None:
+    def clown(request: TextRequest) -> str | TextReply:
+        if role(request) == "survivor_selection":
+            answer = json.loads(selector_json(request))
+            for pick in answer["selections"]:
+                pick["reason"] = "I want to be a clown"
+            return json.dumps(answer)
+        return evolution_answer(request)
+
+    data, _ = await run(tmp_path, LLM, fn=clown)
+    rounds = data["blackbox_scoring"]["evolution"]["rounds"]
+    assert [r["selector"]["status"] for r in rounds[:2]] == ["fallback", "fallback"]
+    assert "gate:selector_reason" in rounds[0]["selector"]["warning"]
+    step = next(s for s in data["steps"] if s["path"].endswith("round_0/selector"))
+    assert step["error"]["reason"] == "gate:selector_reason"
+    assert all(r["error"].startswith("gate:selector_reason: ") for r in step["reasks"])
+    counts = gate_counts(RunRecord.model_validate(data))["selector_reason"]
+    assert (counts.rejected, counts.failed) == (4, 2)
+
+
+async def test_an_invalid_variant_is_dropped_and_recorded_not_fatal(tmp_path: Path) -> None:
+    bad_seed = derive_seed(SEED, "step", "variant", 1, "G")  # round 1's first variant
+
+    def placeholder_variant(request: TextRequest) -> str | TextReply:
+        if system(request).startswith(GENERATOR_SYSTEMS[1]) and request.seed == bad_seed:
+            card = json.loads(varied_card(request))
+            card["hook"] = '":{"'
+            card["options"]["mood"] = ["image"]
+            return json.dumps(card)
+        return evolution_answer(request)
+
+    data, _ = await run(tmp_path, fn=placeholder_variant)
+    assert data["error"] is None
+    rounds = data["blackbox_scoring"]["evolution"]["rounds"]
+    invalid = [(r["index"], c) for r in rounds for c in r["candidates"] if c.get("invalid")]
+    assert len(invalid) == 1
+    index, candidate = invalid[0]
+    assert (index, candidate["id"]) == (1, "G")
+    assert candidate["card"] is None and "gate:card_field" in candidate["invalid"]
+    judged = rounds[index]
+    assert candidate["id"] not in {row["id"] for row in judged["score_table"]}
+    assert all(candidate["id"] not in j["order"] for j in judged["judges"])
+    step = next(s for s in data["steps"] if s["name"] == f"variant_{candidate['id']}")
+    assert step["error"]["reason"] == "gate:card_field" and len(step["reasks"]) == 2
+    # The valid candidates' records do not grow an "invalid" key.
+    assert all("invalid" not in c for r in rounds for c in r["candidates"] if c is not candidate)
+    counts = gate_counts(RunRecord.model_validate(data))["card_field"]
+    assert (counts.rejected, counts.failed) == (2, 1)
+
+
+async def test_a_round_whose_variants_are_all_invalid_fails_only_without_parents(
+    tmp_path: Path,
+) -> None:
+    def placeholder_variants(request: TextRequest) -> str | TextReply:
+        if system(request).startswith("You are an art director reworking"):
+            card = json.loads(varied_card(request))
+            card["narrative"] = "..."
+            return json.dumps(card)
+        return evolution_answer(request)
+
+    data, _ = await run(tmp_path / "kept", fn=placeholder_variants)
+    assert data["error"] is None  # the kept parents are judged alone
+    with pytest.raises(RunFailed) as caught:
+        await run(
+            tmp_path / "none",
+            "prompt.scoring.evolution.keep_parents=false",
+            fn=placeholder_variants,
+        )
+    assert "every variant was invalid" in caught.value.error.message
+    assert caught.value.error.path == "pipeline/blackbox_scoring/round_1/dedupe"

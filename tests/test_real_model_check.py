@@ -117,6 +117,10 @@ def test_every_run_overlay_names_keys_of_this_checkout_or_the_issue_24_branches(
         ),
         ({"error": "2 validation errors for IdeaCard\nhook"}, "N validation errors for IdeaCard"),
         ({"error": "anything", "reason": "degenerate"}, "degenerate"),
+        (
+            {"error": "gate:judge_degenerate: the scores [0, 1, 2] are the cards' positions"},
+            "gate:judge_degenerate",
+        ),
     ],
 )
 def test_reask_reasons_are_counted_by_their_code_or_their_first_words(

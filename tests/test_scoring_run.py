@@ -19,10 +19,11 @@ from image_project.app import RunFailed, run_generation
 from image_project.backends.base import TextReply, TextRequest
 from image_project.engine import walk
 from image_project.errors import ServerError
-from image_project.record import ScoringRecord
+from image_project.record import RunRecord, ScoringRecord, gate_counts
 from image_project.seeding import derive_seed
 from image_project.stages.profile import load_profile
 from image_project.stages.standard import Brief, prompt_pipeline
+from image_project.summary import gate_lines, record_lines
 from image_project.testing import FunctionTextBackend, last_user_text
 from tests.test_app import answer, backends, leftover_files, make_cfg, transcript, untimed_steps
 
@@ -530,3 +531,50 @@ async def test_the_configured_aggregation_decides_the_selection(tmp_path: Path) 
     assert chosen["median"] == ("A", 55, 55)  # a tie, broken by id
     assert chosen["weighted_median"] == ("B", 20, 90)
     assert chosen["mean"] == ("B", 37.5, 72.5)
+
+
+def positions_json(request: TextRequest) -> str:
+    """A weak model's judge answer: each card scored by its place in the order shown."""
+    assert request.json_schema is not None
+    ids = request.json_schema.schema["properties"]["scores"]["items"]["properties"]["id"]["enum"]
+    return json.dumps({"scores": [{"id": i, "score": n} for n, i in enumerate(ids)]})
+
+
+async def test_a_judge_scoring_by_position_is_degenerate_and_left_out(tmp_path: Path) -> None:
+    text = with_judges({"warm": positions_json})
+    cfg = make_cfg(tmp_path, *ENSEMBLE, "prompt.scoring.min_ok_judges=2")
+    await run_generation(cfg, backends(text))
+    data = transcript(tmp_path)
+    statuses = {j["id"]: (j["status"], j["attempts"]) for j in data["blackbox_scoring"]["judges"]}
+    assert statuses == {"strict": ("ok", 1), "warm": ("degenerate", 2), "novel": ("ok", 1)}
+    warm = next(s for s in data["steps"] if s["name"] == "warm")
+    assert warm["error"]["reason"] == "gate:judge_degenerate"
+    assert [r["error"].split(":")[:2] for r in warm["reasks"]] == [["gate", "judge_degenerate"]] * 2
+    assert all(
+        set(r["judge_scores"]) == {"strict", "novel"}
+        for r in data["blackbox_scoring"]["score_table"]
+    )
+    # The re-ask told the judge why.
+    warm_requests = [r for r in text.requests if r.seed == judge_seed("warm")]
+    assert "gate:judge_degenerate" in last_user_text(warm_requests[1])
+    record = RunRecord.model_validate(data)
+    counts = gate_counts(record)
+    assert (counts["judge_degenerate"].rejected, counts["judge_degenerate"].failed) == (2, 1)
+    assert counts["judge_degenerate"].paths == ["pipeline/blackbox_scoring/judges/warm"]
+    assert gate_lines(record) == ["  Gates       judge_degenerate 2 rejected, 1 failed"]
+    assert any(ln.split()[:2] == ["warm", "degenerate"] for ln in scoring_lines_of(record))
+
+
+async def test_degenerate_judges_count_against_the_quorum(tmp_path: Path) -> None:
+    text = with_judges({"warm": positions_json, "strict": positions_json})
+    with pytest.raises(RunFailed) as caught:
+        await run_generation(make_cfg(tmp_path, *ENSEMBLE), backends(text))
+    assert "strict=degenerate" in caught.value.error.message
+    assert "warm=degenerate" in caught.value.error.message
+
+
+def scoring_lines_of(record: RunRecord) -> list[str]:
+    """The summary's lines, stripped (a judge's line reads ``<id> <status> rubric ...``)."""
+    return [
+        ln.strip().removeprefix("Judges").strip() for ln in record_lines(record, whole_prompt=False)
+    ]

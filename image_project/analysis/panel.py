@@ -45,10 +45,11 @@ class StatusCounts:
     parse_error: int = 0
     refused: int = 0
     error: int = 0
+    degenerate: int = 0
 
     @property
     def total(self) -> int:
-        return self.ok + self.parse_error + self.refused + self.error
+        return self.ok + self.parse_error + self.refused + self.error + self.degenerate
 
     def get(self, status: JudgeStatus) -> int:
         value: int = getattr(self, status)

@@ -25,8 +25,10 @@ distinct and in enum order; when ``minItems == maxItems == len(enum)`` every id 
 once.
 
 Strings are phrases from ``words`` (the offline backend passes the salient phrases of the last
-user message), kept distinct within one array while the vocabulary allows, and follow the
-property name: narrative-like keys (``narrative``, ``description``, ``rationale``,
+user message) other than the schema's own property names and the stand-in words of
+:data:`~image_project.markers.STAND_IN_WORDS` (an answer that fills a field with
+``"composition"`` or ``"artwork"`` says nothing), kept distinct within one array while
+the vocabulary allows, and follow the property name: narrative-like keys (``narrative``, ``description``, ``rationale``,
 ``*_prompt``...) get a sentence, hook-like keys (``hook``, ``title``, ``name``...) a short
 phrase, anything else a single phrase.
 """
@@ -40,6 +42,7 @@ from typing import Any
 
 from image_project.backends.base import STRICT_KEYWORDS
 from image_project.errors import RequestRejectedError
+from image_project.markers import STAND_IN_WORDS
 
 __all__ = [
     "SUPPORTED_KEYWORDS",
@@ -137,7 +140,20 @@ def generate_instance(
     ``rng`` makes every choice. Raises :class:`UnsupportedSchemaError` (see the module docstring).
     """
     check_schema(schema)
-    return _Generator(rng, words).value(schema, key=None)
+    skip = _property_names(schema) | STAND_IN_WORDS
+    return _Generator(rng, words, skip).value(schema, key=None)
+
+
+def _property_names(node: Any) -> frozenset[str]:
+    """Every property name in ``schema``, lower case."""
+    if isinstance(node, Mapping):
+        names = {str(k).lower() for k in node.get("properties", {})}
+        for value in node.values():
+            names |= _property_names(value)
+        return frozenset(names)
+    if isinstance(node, list):
+        return frozenset().union(*(_property_names(v) for v in node))
+    return frozenset()
 
 
 def _check(node: Any, loc: str) -> None:
@@ -220,11 +236,14 @@ def _key_kind(key: str | None) -> str:
 class _Generator:
     """One generation pass: the rng and a word cursor."""
 
-    def __init__(self, rng: random.Random, words: Sequence[str]) -> None:
+    def __init__(
+        self, rng: random.Random, words: Sequence[str], keys: frozenset[str] = frozenset()
+    ) -> None:
         self._rng = rng
         vocab = list(dict.fromkeys(w for w in words if w.strip())) or list(_DEFAULT_WORDS)
         self._vocab = vocab
         self._queue: list[str] = []
+        self._keys = keys if any(w.strip().lower() not in keys for w in vocab) else frozenset()
 
     def value(self, node: Mapping[str, Any], *, key: str | None) -> Any:
         if "enum" in node:
@@ -311,10 +330,14 @@ class _Generator:
         return self._rng.randint(lo, hi)
 
     def _word(self) -> str:
-        """The next vocabulary entry; the vocabulary is reshuffled each time it runs out."""
-        if not self._queue:
-            self._queue = self._rng.sample(self._vocab, len(self._vocab))
-        return self._queue.pop()
+        """The next vocabulary entry that is not one of the schema's property names; the
+        vocabulary is reshuffled each time it runs out."""
+        while True:
+            if not self._queue:
+                self._queue = self._rng.sample(self._vocab, len(self._vocab))
+            word = self._queue.pop()
+            if word.strip().lower() not in self._keys:
+                return word
 
     def _other(self, *taken: str) -> str:
         word = self._word()

@@ -5,6 +5,7 @@
   novelty);
 * :mod:`.context` — the context injectors' record (the date, the guidance, each injector's
   decision);
+* :mod:`.gates` — the quality gates' rejection reasons and their counts (:func:`gate_counts`);
 * :mod:`.upscale` — the 4K image (:class:`UpscaleRecord`);
 * :mod:`.run` — :class:`RunRecord`, the whole run.
 
@@ -28,6 +29,7 @@ from image_project.record.events import (
     StepError,
     StepEvent,
 )
+from image_project.record.gates import GATES, GateCount, gate_counts, gate_error
 from image_project.record.run import (
     SCHEMA_VERSION,
     BackendInfo,
@@ -69,6 +71,7 @@ from image_project.record.scoring import (
 from image_project.record.upscale import UpscaleMethodName, UpscaleRecord
 
 __all__ = [
+    "GATES",
     "JUDGE_STATUSES",
     "SCHEMA_VERSION",
     "TIMING_FIELDS",
@@ -83,6 +86,7 @@ __all__ = [
     "ContextRecord",
     "ContextSection",
     "EvolutionRecord",
+    "GateCount",
     "IdeaCard",
     "ImageEvent",
     "InjectorRecord",
@@ -113,6 +117,8 @@ __all__ = [
     "TitleSource",
     "UpscaleMethodName",
     "UpscaleRecord",
+    "gate_counts",
+    "gate_error",
     "pick_rule",
     "run_status",
     "stopped_reason",

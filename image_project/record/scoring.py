@@ -40,8 +40,8 @@ __all__ = [
     "pick_rule",
 ]
 
-JudgeStatus = Literal["ok", "parse_error", "refused", "error"]
-JUDGE_STATUSES: tuple[JudgeStatus, ...] = ("ok", "parse_error", "refused", "error")
+JudgeStatus = Literal["ok", "parse_error", "degenerate", "refused", "error"]
+JUDGE_STATUSES: tuple[JudgeStatus, ...] = ("ok", "parse_error", "degenerate", "refused", "error")
 SelectionMode = Literal["exploit", "explore"]
 SurvivorCategory = Literal["performance", "diversity", "potential"]
 
@@ -187,7 +187,9 @@ class RoundCandidate(RecordModel):
     ``parent`` (a survivor of the previous round judged again, ``keep_parents``; its card,
     seed and directive are those it was written with). ``seed`` is the API seed of the call
     that wrote the card; ``dropped`` is set for a variant dropped as a near-duplicate (never
-    judged)."""
+    judged); ``invalid`` for a variant whose answer was still invalid after its re-asks (no
+    card, never judged): the error, whose reason is the step's ``error.reason``. Written only
+    when set."""
 
     id: str
     kind: Literal["card", "variant", "parent"]
@@ -196,6 +198,7 @@ class RoundCandidate(RecordModel):
     seed: int
     card: IdeaCard | None = None
     dropped: NearDuplicate | None = None
+    invalid: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class Survivor(RecordModel):

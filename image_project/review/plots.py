@@ -28,7 +28,13 @@ class Plot:
     draw: Callable[[Figure, PanelStats], None]
 
 
-_STATUS_COLOURS = {"ok": "#2a9d4b", "parse_error": "#e9a13b", "refused": "#c0392b", "error": "#555"}
+_STATUS_COLOURS = {
+    "ok": "#2a9d4b",
+    "parse_error": "#e9a13b",
+    "degenerate": "#8e6bbf",
+    "refused": "#c0392b",
+    "error": "#555",
+}
 
 
 def _integer_ticks(axis: Axis) -> None:

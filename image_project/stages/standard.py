@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Literal
@@ -46,6 +47,7 @@ from image_project.engine import (
     fanout_then_reduce,
 )
 from image_project.record.base import RecordModel
+from image_project.record.gates import gate_error
 from image_project.seeding import derive_seed
 
 __all__ = [
@@ -62,8 +64,10 @@ __all__ = [
     "Guidance",
     "Refinement",
     "StagePrompt",
+    "check_rewrite",
     "concept_lines",
     "concept_rewrite_output",
+    "dislike_phrases",
     "dislike_rewrite_step",
     "prompt_pipeline",
     "stage_block",
@@ -426,20 +430,138 @@ def _rewrite_model(count: int) -> type[ConceptRewrite]:
     return model
 
 
-def concept_rewrite_output(count: int) -> JsonOutput[tuple[str, ...]]:
-    """The rewrite's output: ``count`` non-empty concepts, captured as a tuple."""
+_REWRITE_STOPWORDS = frozenset(
+    [
+        "the",
+        "and",
+        "for",
+        "with",
+        "from",
+        "into",
+        "onto",
+        "over",
+        "under",
+        "that",
+        "this",
+        "these",
+        "those",
+        "its",
+        "their",
+        "his",
+        "her",
+        "are",
+        "was",
+        "were",
+        "been",
+        "being",
+        "has",
+        "have",
+        "had",
+        "not",
+        "but",
+        "nor",
+        "any",
+        "all",
+        "some",
+        "each",
+        "every",
+        "very",
+    ]
+)
+_WORD_RE = re.compile(r"[a-z]+")
 
-    def concepts(answer: ConceptRewrite) -> tuple[str, ...]:
-        return tuple(answer.concepts)
 
-    return JsonOutput(_rewrite_model(count), check=concepts)
+def _content_words(text: str) -> set[str]:
+    """The words of ``text`` that carry its meaning: three letters or more, common function
+    words aside, a plural ``s`` folded (``forests`` and ``forest`` are one word)."""
+    words = (w for w in _WORD_RE.findall(text.lower()) if len(w) >= 3)
+    return {
+        w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w
+        for w in words
+        if w not in _REWRITE_STOPWORDS
+    }
+
+
+def dislike_phrases(dislikes: Sequence[str]) -> tuple[tuple[str, ...], ...]:
+    """Each dislike cut into its phrases (at commas, semicolons, slashes and ``or``) as word
+    sequences: ``"Gore, body horror or anything gruesome"`` gives ``gore``, ``body horror``
+    and ``anything gruesome``."""
+    phrases: list[tuple[str, ...]] = []
+    for dislike in dislikes:
+        for part in re.split(r"[,;/]|\bor\b", dislike.lower()):
+            words = tuple(_WORD_RE.findall(part))
+            if words and words not in phrases:
+                phrases.append(words)
+    return tuple(phrases)
+
+
+def _contains(words: Sequence[str], phrase: Sequence[str]) -> bool:
+    n = len(phrase)
+    return any(tuple(words[i : i + n]) == tuple(phrase) for i in range(len(words) - n + 1))
+
+
+def check_rewrite(
+    original: Sequence[str], rewritten: Sequence[str], dislikes: Sequence[str]
+) -> tuple[list[str], list[str]]:
+    """The rewrite's gates, concept by concept: (``rewrite_dislike`` problems,
+    ``rewrite_meaning`` problems).
+
+    ``rewrite_dislike``: a rewritten concept may not contain a dislike phrase
+    (:func:`dislike_phrases`, whole words in order, any case). ``rewrite_meaning``: a concept
+    whose original contained no dislike phrase (so had no reason to change) must share a
+    content word with its original; one whose original did may be replaced freely."""
+    phrases = dislike_phrases(dislikes)
+    disliked: list[str] = []
+    drifted: list[str] = []
+    for i, (before, after) in enumerate(zip(original, rewritten, strict=True)):
+        words = _WORD_RE.findall(after.lower())
+        hits = [" ".join(p) for p in phrases if _contains(words, p)]
+        if hits:
+            disliked.append(f"concept {i + 1} {after!r} contains the dislike {hits[0]!r}")
+        conflicted = any(_contains(_WORD_RE.findall(before.lower()), p) for p in phrases)
+        if not conflicted and not _content_words(before) & _content_words(after):
+            drifted.append(f"concept {i + 1} {after!r} shares no word with the original {before!r}")
+    return disliked, drifted
+
+
+def concept_rewrite_output(
+    count: int, *, concepts: Sequence[str] = (), dislikes: Sequence[str] = ()
+) -> JsonOutput[tuple[str, ...]]:
+    """The rewrite's output: ``count`` non-empty concepts, captured as a tuple. Given the
+    original ``concepts`` (and the ``dislikes``), the gates of :func:`check_rewrite` follow:
+    ``gate:rewrite_dislike`` first, then ``gate:rewrite_meaning``, each re-asked with its
+    reason; a rewrite still failing after the re-asks fails the run (the concepts are the
+    run's subject, and the dislikes are why the step exists: neither is guessed)."""
+    originals = tuple(concepts)
+
+    def checked(answer: ConceptRewrite) -> tuple[str, ...]:
+        rewritten = tuple(answer.concepts)
+        if not originals:
+            return rewritten
+        disliked, drifted = check_rewrite(originals, rewritten, dislikes)
+        if disliked:
+            raise gate_error(
+                "rewrite_dislike",
+                "; ".join(disliked) + "; rewrite each such concept so that it avoids the "
+                "dislike while keeping its idea",
+            )
+        if drifted:
+            raise gate_error(
+                "rewrite_meaning",
+                "; ".join(drifted) + "; keep every concept that does not conflict exactly as "
+                "given, and keep the idea of one you rewrite",
+            )
+        return rewritten
+
+    return JsonOutput(_rewrite_model(count), check=checked)
 
 
 def dislike_rewrite_step(
     concepts: Sequence[str], dislikes: Sequence[str], *, run_seed: int, max_reasks: int = 2
 ) -> ChatStep[tuple[str, ...]]:
     """One stateless call that rewrites only the concepts that conflict with a dislike; it
-    captures the concepts as ``concepts`` (:data:`CONCEPTS_KEY`)."""
+    captures the concepts as ``concepts`` (:data:`CONCEPTS_KEY`). The answer passes the
+    gates of :func:`check_rewrite` or is re-asked (then fails the run)."""
     return ChatStep(
         name="dislike_rewrite",
         prompt=(
@@ -452,7 +574,7 @@ def dislike_rewrite_step(
         stateless=True,
         system_prompt=_DISLIKE_SYSTEM,
         merge="none",
-        output=concept_rewrite_output(len(concepts)),
+        output=concept_rewrite_output(len(concepts), concepts=concepts, dislikes=dislikes),
         reask=ReaskPolicy(max=max_reasks),
         capture_key=CONCEPTS_KEY,
         seed=derive_seed(run_seed, "step", "dislike_rewrite"),

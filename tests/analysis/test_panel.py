@@ -151,6 +151,7 @@ def test_the_table_shows_counts_positions_pairs_and_alpha() -> None:
         "model",
         "ok",
         "parse_error",
+        "degenerate",
         "refused",
         "error",
         "scores",
@@ -162,7 +163,7 @@ def test_the_table_shows_counts_positions_pairs_and_alpha() -> None:
         "bias#1",
     ]
     strict = next(line for line in lines if line.startswith("strict "))
-    assert strict.split()[:7] == ["strict", "m-1", "1", "0", "1", "0", "3"]
+    assert strict.split()[:8] == ["strict", "m-1", "1", "0", "0", "1", "0", "3"]
     # Position #1: strict's 10 for A, 1 below warm's 11; #3: C, which only strict scored.
     assert any(
         line.split() == ["strict", "10.0", "(-1.0)", "20.0", "(-1.0)", "30.0"] for line in lines

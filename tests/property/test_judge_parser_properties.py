@@ -32,9 +32,20 @@ from image_project.engine import ChatRunner, ChatStep, Context, ReaskPolicy
 from image_project.engine.output import extract_json_object, looks_like_refusal
 from image_project.errors import PREVIEW_CHARS, ModelOutputError, RefusalError
 from image_project.record import IdeaCard
-from image_project.stages.scoring.cards import CARD_OUTPUT, card_ids, parse_card
+from image_project.stages.scoring.cards import (
+    CARD_OUTPUT,
+    card_ids,
+    check_card_fields,
+    parse_card,
+)
 from image_project.stages.scoring.hints import parse_hints
-from image_project.stages.scoring.judges import SCORE_MAX, SCORE_MIN, judge_output, parse_scores
+from image_project.stages.scoring.judges import (
+    SCORE_MAX,
+    SCORE_MIN,
+    degeneracy,
+    judge_output,
+    parse_scores,
+)
 from image_project.testing import FunctionTextBackend
 
 T = TypeVar("T")
@@ -246,6 +257,12 @@ def valid_score_answers(draw: st.DrawFn) -> tuple[str, list[str], dict[str, int]
 @given(valid_score_answers())
 def test_valid_scores_parse_back_exactly(case: tuple[str, list[str], dict[str, int]]) -> None:
     text, ids, scores = case
+    if degeneracy([scores[i] for i in ids]) is not None:
+        # Well formed, but no judgement (the quality gate): rejected with the gate's reason.
+        with pytest.raises(ModelOutputError) as caught:
+            parse_scores(text, ids)
+        assert caught.value.reason == "gate:judge_degenerate"
+        return
     parsed = parse_scores(text, ids)
     assert parsed == scores
     assert list(parsed) == ids
@@ -284,8 +301,14 @@ _WORDS = st.text(string.ascii_letters + string.digits + " -',", min_size=1, max_
     st.sampled_from([("", ""), ("```json\n", "\n```")]),
 )
 def test_valid_cards_parse_back_exactly(data: dict[str, Any], fence: tuple[str, str]) -> None:
-    card = parse_card(fence[0] + json.dumps(data) + fence[1])
     expected = IdeaCard.model_validate(json.loads(json.dumps(data)))
+    if check_card_fields(expected):
+        # Well formed, but a field says nothing (the quality gate): rejected with its reason.
+        with pytest.raises(ModelOutputError) as caught:
+            parse_card(fence[0] + json.dumps(data) + fence[1])
+        assert caught.value.reason == "gate:card_field"
+        return
+    card = parse_card(fence[0] + json.dumps(data) + fence[1])
     assert card == expected
     assert card.hook == data["hook"].strip()
 

@@ -20,6 +20,7 @@ from image_project.stages.standard import (
     Brief,
     Refinement,
     concept_rewrite_output,
+    dislike_phrases,
     dislike_rewrite_step,
     prompt_pipeline,
 )
@@ -200,10 +201,10 @@ async def test_dislike_rewrite_sends_a_strict_schema_for_exactly_n_concepts(coun
 
 
 async def test_dislike_rewrite_reasks_then_captures_concepts() -> None:
-    backend = ScriptedTextBackend([rewrite_answer("only one"), rewrite_answer("x", "y", "z")])
+    backend = ScriptedTextBackend([rewrite_answer("only one"), rewrite_answer(*CONCEPTS)])
     ctx = run_ctx()
     await ChatRunner(backend).run(ctx, dislike_rewrite_step(CONCEPTS, ("clowns",), run_seed=3))
-    assert ctx.outputs["concepts"] == ("x", "y", "z")
+    assert ctx.outputs["concepts"] == CONCEPTS
     first = backend.requests[0]
     assert [m.role for m in first.messages] == ["system", "user"]
     assert "clowns" in last_user_text(first)
@@ -216,4 +217,56 @@ async def test_dislike_rewrite_gives_up_after_bounded_reasks() -> None:
         await ChatRunner(backend).run(
             run_ctx(), dislike_rewrite_step(CONCEPTS, ("clowns",), run_seed=3, max_reasks=2)
         )
+    backend.assert_all_used()
+
+
+DISLIKES = ("Gore, body horror or anything gruesome", "Clowns", "Spiders in close-up")
+
+
+def test_dislike_phrases_cut_each_dislike_into_its_phrases() -> None:
+    assert dislike_phrases(DISLIKES) == (
+        ("gore",),
+        ("body", "horror"),
+        ("anything", "gruesome"),
+        ("clowns",),
+        ("spiders", "in", "close", "up"),
+    )
+
+
+def test_a_rewrite_that_copies_the_dislikes_is_a_gate_rejection() -> None:
+    # What Gemma 3 270M did: the first three dislikes instead of the concepts.
+    output = concept_rewrite_output(3, concepts=CONCEPTS, dislikes=DISLIKES)
+    with pytest.raises(ModelOutputError) as caught:
+        output.parse(rewrite_answer(*DISLIKES))
+    assert caught.value.reason == "gate:rewrite_dislike"
+    assert "contains the dislike 'gore'" in str(caught.value)
+
+
+def test_a_rewrite_that_loses_a_concept_is_a_gate_rejection() -> None:
+    output = concept_rewrite_output(3, concepts=CONCEPTS, dislikes=DISLIKES)
+    with pytest.raises(ModelOutputError) as caught:
+        output.parse(rewrite_answer(CONCEPTS[0], "A quiet harbour", CONCEPTS[2]))
+    assert caught.value.reason == "gate:rewrite_meaning"
+    assert "concept 2 'A quiet harbour' shares no word" in str(caught.value)
+
+
+def test_a_rewrite_may_replace_a_conflicting_concept_and_reword_the_others() -> None:
+    concepts = ("Clowns at a birthday party", "Bird's-Eye View: from above", "Teal forests")
+    output = concept_rewrite_output(3, concepts=concepts, dislikes=DISLIKES)
+    rewritten = ("Jugglers in the rain", "A view from high above", "A teal forest at dusk")
+    assert output.parse(rewrite_answer(*rewritten)) == rewritten
+    # Keeping a concept that holds a dislike phrase is no rewrite.
+    with pytest.raises(ModelOutputError, match="gate:rewrite_dislike"):
+        output.parse(rewrite_answer(concepts[0], *rewritten[1:]))
+
+
+async def test_a_rewrite_still_failing_its_gate_fails_the_step_with_the_gate_reason() -> None:
+    backend = ScriptedTextBackend([rewrite_answer(*DISLIKES)] * 2)
+    with pytest.raises(ModelOutputError) as caught:
+        await ChatRunner(backend).run(
+            run_ctx(), dislike_rewrite_step(CONCEPTS, DISLIKES, run_seed=3, max_reasks=1)
+        )
+    assert caught.value.reason == "gate:rewrite_dislike"
+    assert "dislike_rewrite" in str(caught.value)
+    assert "gate:rewrite_dislike" in last_user_text(backend.requests[1])
     backend.assert_all_used()

@@ -35,7 +35,8 @@ EVOLVE = (
     *SCORING,
     "--set",
     "prompt.scoring.evolution.enabled=true",
-    # Offline cards at seed 5 then drop one variant in rounds 1 and 2 as near-duplicates.
+    # Offline cards at seed 5 then drop one variant in round 1 and two in round 2 as
+    # near-duplicates.
     "--set",
     "prompt.scoring.evolution.near_duplicate_distance=0.6",
 )

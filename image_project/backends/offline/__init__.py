@@ -31,8 +31,8 @@ plus the last user message, salient words come from the last user message withou
 request                            reply
 =================================  ===========================================================
 ``json_schema`` whose root holds   that object with the first JSON array of exactly N strings
-one array of exactly N strings     in the user message, unchanged (an offline rewrite keeps
-                                   everything), when there is one
+one array of exactly N strings     in the last user message that has one (a re-ask's has
+                                   none), unchanged (an offline rewrite keeps everything)
 ``json_schema`` named              ``{"scores": [{"id": ..., "score": ...}, ...]}`` with every
 ``idea_scores`` (a judge) whose    id of the schema's ``enum`` once, in ``enum`` order, each
 system prompt has a ``Rubric       score an integer 0..100 computed from the request by the
@@ -44,7 +44,7 @@ one readable points line           without one (the ``default`` rubric, or a rub
 multi-round survivor selector)     candidates' JSON lines: performance = best effective
                                    score, diversity = fewest words shared with those already
                                    picked, potential = highest single judge score; reasons
-                                   quote the numbers
+                                   quote the numbers (diversity: the hook's first words)
 ``json_schema`` set                JSON text that validates against the schema, strings built
                                    from the salient words (see :mod:`.jsonschema_instance`;
                                    unsupported keywords raise ``UnsupportedSchemaError``)

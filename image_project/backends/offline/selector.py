@@ -42,7 +42,9 @@ def _selector_reply(schema: JsonSchema, user_text: str) -> str | None:
         if slot == "diversity" and chosen:
             seen = set().union(*(_words_of(c.get("card")) for c in chosen))
             pick = min(rest, key=lambda r: len(_words_of(r.get("card")) & seen))
+            hook = str((pick.get("card") or {}).get("hook", ""))
             reason = f"shares the fewest words with {', '.join(c['id'] for c in chosen)}"
+            reason += f": {' '.join(hook.split()[:6])}" if hook.strip() else ""
         elif slot == "potential":
             pick = max(rest, key=lambda r: max((r.get("judge_scores") or {"": 0}).values()))
             top = max((pick.get("judge_scores") or {"": 0}).values())

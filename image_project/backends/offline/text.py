@@ -164,9 +164,11 @@ def _text_reply(request: TextRequest, rng: random.Random) -> str:
 
 def _echoed_array(schema: Mapping[str, Any], user_text: str) -> str | None:
     """For a schema whose root holds one array of exactly N strings (a rewrite that must keep
-    the count, such as the dislike rewrite), the first JSON array of N strings in the user
-    message (the material to rewrite comes before any list of constraints), unchanged: an
-    offline rewrite changes nothing. None when that does not apply."""
+    the count, such as the dislike rewrite), the first JSON array of N strings in
+    ``user_text`` (the material to rewrite comes before any list of constraints), unchanged:
+    an offline rewrite changes nothing. None when that does not apply. The backend reads the
+    user messages from the last back, so a re-ask in the conversation (whose message holds no
+    array) is answered from the request it re-asks."""
     props = schema.get("properties")
     if not isinstance(props, Mapping) or len(props) != 1:
         return None
@@ -228,7 +230,15 @@ class OfflineTextBackend:
         if schema is not None:
             user_text = _last_user_text(request.messages)
             text = (
-                _echoed_array(schema.schema, user_text)
+                next(
+                    (
+                        echoed
+                        for m in reversed(request.messages)
+                        if m.role == "user"
+                        and (echoed := _echoed_array(schema.schema, m.content)) is not None
+                    ),
+                    None,
+                )
                 or _selector_reply(schema, user_text)
                 or _rubric_judge_reply(request, schema, rng, model, self._model_error)
                 or json.dumps(

@@ -8,31 +8,106 @@ strict JSON schema is what the server is asked for)::
      "avoid": [0-4]}
 
 ``avoid`` is required by the schema (strict mode demands every key) but may be empty, and may
-be omitted from an answer. String lengths are checked in code, not in the schema. Ids ``A, B,
+be omitted from an answer. String lengths are checked in code, not in the schema. The gate
+``card_field`` (:func:`check_card_fields`) re-asks a card with a string that is empty,
+punctuation only, or nothing but a schema field name or a placeholder word
+(:data:`PLACEHOLDER_WORDS`). Ids ``A, B,
 C, ...`` are assigned by code in declared order, so the model never invents or duplicates one;
 an ``id`` key in the answer is rejected like any other unexpected key.
 """
 
 from __future__ import annotations
 
+import re
 import string
 from collections.abc import Sequence
 
+from image_project import markers
 from image_project.engine import JsonOutput
+from image_project.record.gates import gate_error
 from image_project.record.scoring import CandidateRecord, IdeaCard
 from image_project.seeding import derive_seed, rng_for
 
 __all__ = [
     "CARD_OUTPUT",
     "DIRECTIONS",
+    "PLACEHOLDER_WORDS",
     "card_ids",
     "card_text",
+    "check_card_fields",
     "directions_for",
     "parse_card",
 ]
 
-CARD_OUTPUT: JsonOutput[IdeaCard] = JsonOutput(IdeaCard)
-"""A generator's output: one :class:`IdeaCard`."""
+_FIELD_NAMES = (
+    "id hook narrative options option composition compositions palette palettes medium "
+    "mediums media mood moods avoid idea card idea_card"
+)
+_BARE: frozenset[str] = frozenset(
+    {w.replace("_", " ") for w in _FIELD_NAMES.split()} | markers.STAND_IN_WORDS
+)
+PLACEHOLDER_WORDS: frozenset[str] = frozenset(
+    _BARE
+    | {f"{article} {w}" for article in ("a", "an", "the") for w in _BARE}
+    | {
+        "lorem ipsum",
+        "one sentence pitch",
+        "a one sentence pitch",
+        "short paragraph",
+        "a short paragraph",
+        "things the image must not show",
+    }
+)
+"""What a card string may not be, all of it (case, punctuation and spacing ignored): the
+card schema's field names and the placeholder words a weak model copies from a prompt or
+schema instead of answering (``"image"``, ``"string"``, ``"..."`` has no letters at all)."""
+
+_WORD = re.compile(r"[a-z0-9/]+")
+
+
+def _field_problem(text: str) -> str | None:
+    words = _WORD.findall(text.lower())
+    if not any(ch.isalnum() for ch in text):
+        return "is empty or punctuation only" if text.strip() else "is empty"
+    if " ".join(words) in PLACEHOLDER_WORDS:
+        return "says nothing (a field name or a stand-in word)"
+    return None
+
+
+def check_card_fields(card: IdeaCard) -> list[str]:
+    """Every card string that says nothing (see :data:`PLACEHOLDER_WORDS`), as
+    ``"<where> <value> <problem>"`` (empty = the card is fine)."""
+    o = card.options
+    fields: list[tuple[str, str]] = [("hook", card.hook), ("narrative", card.narrative)]
+    for name, items in (
+        ("options.composition", o.composition),
+        ("options.palette", o.palette),
+        ("options.medium", o.medium),
+        ("options.mood", o.mood),
+        ("avoid", card.avoid),
+    ):
+        fields += [(f"{name}[{i}]", item) for i, item in enumerate(items)]
+    problems = []
+    for where, text in fields:
+        problem = _field_problem(text)
+        if problem is not None:
+            problems.append(f"{where} {text!r} {problem}")
+    return problems
+
+
+def _checked_card(card: IdeaCard) -> IdeaCard:
+    problems = check_card_fields(card)
+    if problems:
+        raise gate_error(
+            "card_field",
+            "; ".join(problems[:6]) + "; write what the image shows in every field",
+        )
+    return card
+
+
+CARD_OUTPUT: JsonOutput[IdeaCard] = JsonOutput(IdeaCard, check=_checked_card)
+"""A generator's output: one :class:`IdeaCard` whose strings all say something (the
+``card_field`` gate, :func:`check_card_fields`)."""
 
 
 def parse_card(text: str) -> IdeaCard:

@@ -20,6 +20,10 @@ Survivors by code (:func:`code_survivors`), one category at a time in the quota'
 * ``potential``: among the rest, the highest single judge score, then the widest spread.
 
 Every survivor gets a reason built from the numbers.
+
+The LLM selector's proposal (:func:`selector_output`) must name each id at most once, fill
+the quota, and give each pick a reason that mentions its card (the ``selector_reason``
+gate, :func:`card_mentions`): a word of the card or one of its numbers in the round's table.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from pydantic import ConfigDict, Field, StringConstraints, create_model
 from image_project.engine import JsonOutput
 from image_project.engine.output import list_of, literal_of
 from image_project.record.base import RecordModel
+from image_project.record.gates import gate_error
 from image_project.record.scoring import (
     IdeaCard,
     NearDuplicate,
@@ -46,6 +51,7 @@ from image_project.record.scoring import (
 )
 from image_project.seeding import rng_for
 from image_project.stages.scoring.cards import card_ids, card_text
+from image_project.stages.scoring.hints import content_tokens
 
 __all__ = [
     "MUTATION_AXES",
@@ -54,6 +60,7 @@ __all__ = [
     "SelectorAnswer",
     "SelectorPick",
     "card_distance",
+    "card_mentions",
     "card_tokens",
     "code_survivors",
     "directive_for",
@@ -266,13 +273,36 @@ def _selector_model(ids: tuple[str, ...], count: int) -> type[SelectorAnswer]:
     )
 
 
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+
+def _numbers(text: str) -> set[str]:
+    return {f"{float(n):g}" for n in _NUMBER.findall(text)}
+
+
+def _mentioned(text: str) -> set[str]:
+    return {t for t in content_tokens(text) if len(t) >= 3} | _numbers(text)
+
+
+def card_mentions(row: ScoreRow, card: IdeaCard) -> frozenset[str]:
+    """What a reason may mention to be about this card: its content words (three letters or
+    more, stopwords aside) and its numbers in the round's table (aggregate, median,
+    effective score, each judge's score), numbers written as ``f"{value:g}"``."""
+    numbers = [row.aggregate, row.median, row.effective_score, *row.judge_scores.values()]
+    return frozenset(_mentioned(card_text(card)) | {f"{float(n):g}" for n in numbers})
+
+
 def selector_output(
-    ids: Sequence[str], categories: Sequence[SurvivorCategory]
+    ids: Sequence[str],
+    categories: Sequence[SurvivorCategory],
+    mentions: Mapping[str, frozenset[str]] | None = None,
 ) -> JsonOutput[SelectorAnswer]:
     """The selector's output for a round whose candidates are ``ids`` and whose survivors
     must fill ``categories``: known ids (an ``enum`` in the schema), exactly
     ``len(categories)`` selections, each id at most once, and as many of each category as
-    the quota gives. Anything else is a ``ValueError`` (re-asked)."""
+    the quota gives. Anything else is a ``ValueError`` (re-asked). With ``mentions`` (each
+    id's :func:`card_mentions`) every reason must share a word or number with its card's,
+    else the gate ``selector_reason`` re-asks."""
     wanted = Counter(categories)
 
     def check(answer: SelectorAnswer) -> SelectorAnswer:
@@ -285,6 +315,18 @@ def selector_output(
             want = ", ".join(f"{c} x{n}" for c, n in sorted(wanted.items()))
             have = ", ".join(f"{c} x{n}" for c, n in sorted(got.items()))
             raise ValueError(f"categories must be exactly {want}; got {have}")
+        if mentions is not None:
+            vague = [
+                f"the reason for {p.id} ({p.reason!r}) mentions nothing of card {p.id}"
+                for p in answer.selections
+                if not _mentioned(p.reason) & mentions.get(p.id, frozenset())
+            ]
+            if vague:
+                raise gate_error(
+                    "selector_reason",
+                    "; ".join(vague) + "; give each pick a reason about its own card: what "
+                    "it shows (its words) or its scores",
+                )
         return answer
 
     return JsonOutput(_selector_model(tuple(ids), len(categories)), check=check)

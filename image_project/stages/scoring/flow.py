@@ -304,7 +304,7 @@ class ScoringRun:
         await scope.gather(
             "variants",
             [rounds.variant_step(c, log.cards[c.parent or ""], r) for c in variants],
-            each=_CardSink(log, tuple(c.id for c in variants)),
+            each=_VariantSink(log, current, tuple(c.id for c in variants)),
         )
         current.judged = await scope.act(
             "dedupe", functools.partial(rounds.dedupe, r, current.planned, survivors, log.cards)
@@ -347,3 +347,25 @@ class _CardSink:
 
     def __call__(self, i: int, answer: Answer[IdeaCard]) -> None:
         self.log.cards[self.ids[i]] = answer.value
+
+
+@dataclass(frozen=True)
+class _VariantSink:
+    """Puts each variant's card into the run's log, or, for a variant whose answer stayed
+    invalid, its error into its round (the variant is dropped, not fatal)."""
+
+    log: ScoringLog
+    current: RoundResult
+    ids: tuple[str, ...]
+
+    def __call__(self, i: int, answer: Answer[IdeaCard | None]) -> None:
+        card_id = self.ids[i]
+        if answer.value is not None:
+            self.log.cards[card_id] = answer.value
+            return
+        error = answer.event.error
+        why = error.message if error is not None else "no card"
+        self.current.invalid[card_id] = why
+        logger.warning(
+            "Round %d: variant %s dropped as invalid: %s", self.current.index, card_id, why
+        )

@@ -17,6 +17,11 @@ and :func:`check_hints` verifies in code, deterministically, what the prompt ask
   forests") may not appear as two consecutive content words of a hint. (A one-word item is
   a broad adjective, which is what hints are made of.)
 
+The gate ``hints_avoid`` (:func:`check_avoid`) rejects an ``avoid`` item made only of the
+hints' own adjectives (``"quiet"``, ``"no quiet, tactile"``: the person's feel turned into a
+prohibition, or the adjectives copied into both lists); the words of negation (``no``,
+``not``, ``avoid``, ``never``, ...) are not counted.
+
 A failing answer is re-asked with the violations listed, then the run fails (the step's
 ``max_reasks`` is ``prompt.scoring.max_reasks``).
 """
@@ -31,10 +36,12 @@ from pydantic import ConfigDict, Field, StringConstraints
 
 from image_project.engine import JsonOutput
 from image_project.record.base import RecordModel
+from image_project.record.gates import gate_error
 
 __all__ = [
     "COLOUR_WORDS",
     "ProfileHints",
+    "check_avoid",
     "check_hints",
     "content_tokens",
     "hints_output",
@@ -131,12 +138,35 @@ def check_hints(phrases: Iterable[str], likes: Iterable[str]) -> list[str]:
     return problems
 
 
+_NEGATIONS = frozenset({"avoid", "avoiding", "never", "dont", "don", "nothing", "none", "less"})
+
+
+def check_avoid(hints: ProfileHints) -> list[str]:
+    """Every ``avoid`` item whose content words (negations aside) are all words of the
+    adjectives, as readable strings (empty = the avoid list is its own)."""
+    feel = {t for adjective in hints.adjectives for t in content_tokens(adjective)}
+    problems = []
+    for item in hints.avoid:
+        words = [t for t in content_tokens(item) if t not in _NEGATIONS]
+        if words and set(words) <= feel:
+            problems.append(f"avoid item {item!r} only repeats the adjectives")
+    return problems
+
+
 def hints_output(likes: Sequence[str]) -> JsonOutput[ProfileHints]:
     """The abstraction step's output: valid :class:`ProfileHints`, then :func:`check_hints`
-    (a violation is a ``ValueError`` listing every problem, so it is re-asked)."""
+    (a violation is a ``ValueError`` listing every problem, so it is re-asked) and
+    :func:`check_avoid` (the gate ``hints_avoid``, re-asked with its reason)."""
 
     def check(hints: ProfileHints) -> ProfileHints:
         problems = check_hints(hints.phrases(), likes)
+        repeated = check_avoid(hints)
+        if repeated:
+            raise gate_error(
+                "hints_avoid",
+                "; ".join(repeated + problems) + "; avoid must name what the person "
+                "dislikes, never the feel they enjoy",
+            )
         if problems:
             raise ValueError(
                 "the hints must be broad and must not reveal the likes: " + "; ".join(problems)

@@ -6,13 +6,17 @@ a :class:`JudgeResult` whose ``status`` is one of
 
 ``ok``           the answer (possibly after re-asks) parsed; ``scores`` holds it
 ``parse_error``  the answer was still malformed after ``max_reasks`` re-asks (or was empty)
+``degenerate``   the answer was well formed but its scores carry no judgement, still after
+                 the re-asks (:func:`degeneracy`: the cards' positions, all equal, ranks
+                 instead of the 0-100 scale); re-asked with reason
+                 ``gate:judge_degenerate``
 ``refused``      the API reported a refusal, or the answer holds no JSON object at all and
                  reads like one (:data:`~image_project.engine.output.REFUSAL_PATTERNS`);
                  never re-asked
 ``error``        the call itself failed (transport error after the retries, ...)
 
-Only ``ok`` results are aggregated; the quorum (``min_ok_judges``) decides whether the run
-can go on (:func:`require_quorum`).
+Only ``ok`` results are aggregated (a ``degenerate`` judge is left out like a parse error);
+the quorum (``min_ok_judges``) decides whether the run can go on (:func:`require_quorum`).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from image_project.errors import (
     short_repr,
 )
 from image_project.record.base import RecordModel
+from image_project.record.gates import GATE_PREFIX, gate_error
 from image_project.record.scoring import JUDGE_STATUSES, JudgeResult, JudgeStatus
 
 __all__ = [
@@ -43,6 +48,7 @@ __all__ = [
     "JudgeResult",
     "JudgeScore",
     "JudgeStatus",
+    "degeneracy",
     "judge_output",
     "parse_scores",
     "require_quorum",
@@ -50,6 +56,32 @@ __all__ = [
 ]
 
 SCORE_MIN, SCORE_MAX = 0, 100
+
+
+def degeneracy(scores: Sequence[int]) -> str | None:
+    """Why ``scores`` (one judge's, in the order it was shown the cards) carry no judgement,
+    or None when they may: the positions themselves (``0, 1, 2, ...`` or ``1, 2, 3, ...``,
+    either way round, any count); with 3 or more cards also every score equal, or a
+    degenerate range (every score at most the number of cards: ranks or positions in some
+    order, not the 0-100 scale). Two cards may honestly tie, so only the exact position
+    pattern counts for them; a near-tie of several cards is a judgement, even one that
+    happens to rise along the order shown (``72, 73, 74, 75``: an offline rubric judge on
+    four similar cards)."""
+    values = list(scores)
+    n = len(values)
+    if n < 2:
+        return None
+    for start in (0, 1):
+        positions = list(range(start, start + n))
+        if values in (positions, positions[::-1]):
+            return f"the scores {values} are the cards' positions in the order shown"
+    if n < 3:
+        return None
+    if len(set(values)) == 1:
+        return f"every card got the same score {values[0]}"
+    if max(values) <= n:
+        return f"the scores {values} are ranks (all at most {n}), not the 0-100 scale"
+    return None
 
 
 class JudgeScore(RecordModel):
@@ -150,13 +182,22 @@ def _answer_model(ids: tuple[str, ...]) -> type[JudgeAnswer]:
 
 
 def _scores(answer: JudgeAnswer) -> dict[str, int]:
-    return answer.as_dict()
+    scores = answer.as_dict()
+    why = degeneracy(list(scores.values()))
+    if why is not None:
+        raise gate_error(
+            "judge_degenerate",
+            f"{why}; judge every card on its own merits against the rubric and use the "
+            "0-100 scale to tell them apart",
+        )
+    return scores
 
 
 def judge_output(ids: Sequence[str]) -> JsonOutput[dict[str, int]]:
     """A judge's output for cards shown in the order ``ids``: the schema lists the ids in that
     order, the captured value is ``{id: score}`` in that order. An answer with no JSON object
-    that reads like a refusal is a refusal (never re-asked)."""
+    that reads like a refusal is a refusal (never re-asked); degenerate scores
+    (:func:`degeneracy`) are re-asked with reason ``gate:judge_degenerate``."""
     return JsonOutput(_answer_model(tuple(ids)), check=_scores, refusals=True)
 
 
@@ -175,6 +216,8 @@ def status_of(exc: Exception) -> JudgeStatus:
     """The status a failed judge call gets."""
     if isinstance(exc, RefusalError):
         return "refused"
+    if isinstance(exc, ModelOutputError) and exc.reason == f"{GATE_PREFIX}judge_degenerate":
+        return "degenerate"
     if isinstance(exc, ModelOutputError | EmptyResponseError):
         return "parse_error"
     return "error"

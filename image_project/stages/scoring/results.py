@@ -76,6 +76,8 @@ class RoundResult:
     results: dict[str, JudgeResult] = field(default_factory=dict)
     table: tuple[ScoreRow, ...] = ()
     choice: Choice | None = None
+    invalid: dict[str, str] = field(default_factory=dict)
+    """The variants whose answers stayed invalid, by id: the error (no card, never judged)."""
 
     def add_result(self, result: JudgeResult) -> None:
         self.results[result.id] = result
@@ -93,7 +95,13 @@ class RoundResult:
         return RoundRecord(
             index=self.index,
             candidates=tuple(
-                c.model_copy(update={"card": self.cards.get(c.id), "dropped": dropped.get(c.id)})
+                c.model_copy(
+                    update={
+                        "card": self.cards.get(c.id),
+                        "dropped": dropped.get(c.id),
+                        "invalid": self.invalid.get(c.id),
+                    }
+                )
                 for c in self.planned
             ),
             judges=self.judges,

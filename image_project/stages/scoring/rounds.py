@@ -17,7 +17,12 @@ from dataclasses import dataclass
 from image_project.config import ScoringConfig, SurvivorCategory
 from image_project.engine import Answer, ChatStep, ReaskPolicy, Scope
 from image_project.engine.budget import TokenBudget
-from image_project.errors import StepFailedError, preview
+from image_project.errors import (
+    EmptyResponseError,
+    ModelOutputError,
+    StepFailedError,
+    preview,
+)
 from image_project.record.scoring import (
     IdeaCard,
     RoundCandidate,
@@ -29,6 +34,7 @@ from image_project.seeding import derive_seed
 from image_project.stages.scoring.cards import CARD_OUTPUT
 from image_project.stages.scoring.evolution import (
     SelectorAnswer,
+    card_mentions,
     code_survivors,
     directive_for,
     drop_near_duplicates,
@@ -56,6 +62,18 @@ class SelectorVerdict:
 
     answer: SelectorAnswer | None
     error: str | None = None
+
+
+def _kept(card: IdeaCard) -> IdeaCard | None:
+    return card
+
+
+def _invalid_variant(exc: Exception) -> IdeaCard | None:
+    """A variant whose answer stayed invalid (or was refused, or empty) is dropped (None);
+    any other error (a transport failure) still fails the run."""
+    if isinstance(exc, ModelOutputError | EmptyResponseError):
+        return None
+    raise exc
 
 
 def _proposed(answer: SelectorAnswer) -> SelectorVerdict:
@@ -119,7 +137,11 @@ class Rounds:
                 )
         return tuple(planned)
 
-    def variant_step(self, variant: RoundCandidate, parent: IdeaCard, r: int) -> ChatStep[IdeaCard]:
+    def variant_step(
+        self, variant: RoundCandidate, parent: IdeaCard, r: int
+    ) -> ChatStep[IdeaCard | None]:
+        """A variant's generator: its card, or None when its answer stayed invalid after the
+        re-asks (the variant is then dropped and recorded, not fatal)."""
         return ChatStep(
             name=f"variant_{variant.id}",
             prompt=self.guidance.in_prompt(
@@ -128,11 +150,12 @@ class Rounds:
             temperature=self.scoring.generator_temperature,
             seed=variant.seed,
             max_output_tokens=TokenBudget("card"),
-            output=CARD_OUTPUT,
+            output=CARD_OUTPUT.then(_kept),
             reask=ReaskPolicy(max=self.scoring.max_reasks, style="restate"),
             stateless=True,
             system_prompt=self.guidance.in_system(VARIANT_SYSTEM),
             merge="none",
+            on_failure=_invalid_variant,
             meta={
                 "role": "variant",
                 "card_id": variant.id,
@@ -150,10 +173,11 @@ class Rounds:
         cards: Mapping[str, IdeaCard],
     ) -> Judged:
         """What round ``r`` sends to the judges: the parents (when kept), then every variant
-        that is not a near-duplicate; raises when nothing is left to judge."""
+        that has a card (an invalid one was dropped) and is not a near-duplicate; raises when
+        nothing is left to judge."""
         evo = self.scoring.evolution
         parents = [s.id for s in survivors]
-        variants = [c.id for c in planned if c.kind == "variant"]
+        variants = [c.id for c in planned if c.kind == "variant" and c.id in cards]
         kept = drop_near_duplicates(parents, variants, cards, evo.near_duplicate_distance)
         for card_id, why in kept.dropped.items():
             logger.info(
@@ -167,9 +191,11 @@ class Rounds:
         judged = (*(parents if evo.keep_parents else ()), *kept.ids)
         if not judged:
             raise StepFailedError(
-                f"round {r}: every variant was a near-duplicate of its parent or another "
-                f"variant (prompt.scoring.evolution.near_duplicate_distance "
-                f"{evo.near_duplicate_distance:g}), so nothing is left to judge"
+                f"round {r}: every variant was invalid (its answer failed validation after "
+                f"the re-asks) or a near-duplicate of its parent or another variant "
+                f"(prompt.scoring.evolution.near_duplicate_distance "
+                f"{evo.near_duplicate_distance:g}), and the parents are not kept "
+                f"(keep_parents: false), so nothing is left to judge"
             )
         return Judged(ids=judged, dropped=dict(kept.dropped))
 
@@ -184,6 +210,7 @@ class Rounds:
     ) -> ChatStep[SelectorVerdict]:
         ids = [row.id for row in table]
         slots = self.slots(table)
+        mentions = {row.id: card_mentions(row, cards[row.id]) for row in table}
         return ChatStep(
             name="selector",
             prompt=selector_prompt(r, self.generations, self.label, table, cards, slots),
@@ -192,7 +219,7 @@ class Rounds:
             backend=self.selector_backend,
             seed=derive_seed(self.run_seed, "step", "selector", r),
             max_output_tokens=TokenBudget("selector", items=len(slots)),
-            output=selector_output(ids, slots).then(_proposed),
+            output=selector_output(ids, slots, mentions).then(_proposed),
             reask=ReaskPolicy(max=self.scoring.max_reasks, style="restate"),
             stateless=True,
             system_prompt=SELECTOR_SYSTEM,

@@ -249,7 +249,7 @@ def test_hints_schema_is_generated_from_the_hints_model() -> None:
 @pytest.mark.parametrize("field", list(HINT_BOUNDS))
 def test_hint_bounds_of_the_schema_are_what_the_parser_enforces(field: str) -> None:
     low, high = HINT_BOUNDS[field]
-    base = {"adjectives": SAFE_WORDS[:3], "avoid": []}
+    base = {"adjectives": ["luminous", "weathered", "serene"], "avoid": []}  # no avoid overlap
     at_max = _parser()(json.dumps({**base, field: SAFE_WORDS[:high]}))
     assert len(getattr(at_max, field)) == high
     at_min = _parser()(json.dumps({**base, field: SAFE_WORDS[:low]}))

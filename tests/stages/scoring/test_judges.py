@@ -53,20 +53,20 @@ def test_valid_answer_in_ids_order_regardless_of_answer_order() -> None:
 
 
 def test_order_follows_the_ids_argument() -> None:
-    text = _answer(_items(("A", 1), ("B", 2), ("C", 3)))
+    text = _answer(_items(("A", 71), ("B", 20), ("C", 43)))
     assert list(parse_scores(text, ("C", "A", "B"))) == ["C", "A", "B"]
 
 
 @pytest.mark.parametrize("score", [0, 100, 50])
 def test_bounds_are_accepted(score: int) -> None:
-    text = _answer(_items(("A", score), ("B", 1), ("C", 2)))
+    text = _answer(_items(("A", score), ("B", 31), ("C", 72)))
     assert parse_scores(text, IDS)["A"] == score
 
 
 @pytest.mark.parametrize("tag", ["json", ""])
 def test_code_fence_is_accepted(tag: str) -> None:
-    text = f"```{tag}\n{_answer(_items(('A', 1), ('B', 2), ('C', 3)))}\n```"
-    assert parse_scores(text, IDS) == {"A": 1, "B": 2, "C": 3}
+    text = f"```{tag}\n{_answer(_items(('A', 61), ('B', 12), ('C', 83)))}\n```"
+    assert parse_scores(text, IDS) == {"A": 61, "B": 12, "C": 83}
 
 
 # -- parse_scores: rejected ------------------------------------------------------------
@@ -194,8 +194,8 @@ def test_non_json_non_refusal_is_a_plain_value_error() -> None:
 
 def test_valid_json_mentioning_sorry_is_not_a_refusal() -> None:
     # refusal heuristics are only consulted for answers that are not valid JSON
-    text = _answer(_items(("A", 1), ("B", 2), ("C", 3)))
-    assert parse_scores(text, IDS) == {"A": 1, "B": 2, "C": 3}
+    text = _answer(_items(("A", 61), ("B", 12), ("C", 83)))
+    assert parse_scores(text, IDS) == {"A": 61, "B": 12, "C": 83}
     bad = json.dumps({"scores": [], "note": "sorry, I cannot"})
     with pytest.raises(ValueError) as info:
         parse_scores(bad, IDS)
@@ -362,8 +362,10 @@ def test_judge_schema_is_generated_from_the_answer_model(ids: tuple[str, ...]) -
     le = next(m.le for m in metadata if isinstance(m, annotated_types.Le))
     assert (score["minimum"], score["maximum"]) == (ge, le) == (SCORE_MIN, SCORE_MAX) == (0, 100)
     # What the schema says is what the parser enforces: every id, in range, nothing else.
-    answer = json.dumps({"scores": [{"id": i, "score": SCORE_MAX} for i in ids]})
-    assert parse_scores(answer, ids) == dict.fromkeys(ids, SCORE_MAX)
+    answer = json.dumps(
+        {"scores": [{"id": i, "score": SCORE_MAX - 37 * (n % 2)} for n, i in enumerate(ids)]}
+    )
+    assert set(parse_scores(answer, ids).values()) <= {SCORE_MAX, SCORE_MAX - 37}
     too_many = json.dumps({"scores": [{"id": i, "score": 1} for i in (*ids, "Z")]})
     with pytest.raises(ValueError, match="unknown id 'Z'"):
         parse_scores(too_many, ids)
