@@ -155,9 +155,10 @@ class ChatStep(Generic[T]):
             raise PipelineDefinitionError(
                 f"{where}: reask must be a ReaskPolicy, got {self.reask!r}"
             )
-        if (self.reask.max or self.reask.fallback) and self.output is None:
+        if self.reask.fallback and self.output is None:
+            # Without an output only a cut-off answer (finish_reason 'length') is re-asked.
             raise PipelineDefinitionError(
-                f"{where}: re-asks and a fallback need an output to validate the answer"
+                f"{where}: a fallback needs an output to validate the answer"
             )
         _check_limit(self.max_output_tokens, where)
         if self.on_failure is not None and not callable(self.on_failure):

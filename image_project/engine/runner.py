@@ -465,16 +465,10 @@ class ChatRunner:
             replies.append(reply)
             text = answer_text(step, reply, path)
             cut = cut_off(call.limit, reply)
-            if output is None:
-                if cut is not None:
-                    raise ModelOutputError(
-                        "cut_off", f"{path}: {cut}; a cut-off answer is not accepted", output=text
-                    )
-                return text, text
             try:
                 if cut is not None:
                     raise ModelOutputError("cut_off", cut, output=text)
-                return text, output.parse(text)
+                return text, text if output is None else output.parse(text)
             except RefusalError as exc:
                 raise RefusalError(f"{path}: {exc.detail}", output=exc.output) from exc
             except (ModelOutputError, ValueError) as exc:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, get_args
 
 from image_project.errors import ModelOutputError
 from image_project.record.events import ChatEvent
@@ -46,14 +46,7 @@ GateName = Literal[
     "judge_degenerate",
     "selector_reason",
 ]
-GATES: tuple[GateName, ...] = (
-    "rewrite_dislike",
-    "rewrite_meaning",
-    "card_field",
-    "hints_avoid",
-    "judge_degenerate",
-    "selector_reason",
-)
+GATES: tuple[GateName, ...] = get_args(GateName)
 GATE_PREFIX = "gate:"
 _GATE_RE = re.compile(r"^gate:([a-z_]+)(?::|$)")
 

@@ -230,6 +230,11 @@ CRITICS: tuple[tuple[str, str, str, str | None], ...] = (
 )
 CONSENSUS_DRAFTS = 3
 PROSE = TokenBudget("prose")
+PROSE_REASK = ReaskPolicy(max=1, style="restate")
+"""A prose answer is re-asked once, restated (the same history and one user message: the prompt
+with the reason, so the cut answer is no assistant turn to continue), when the server cut it at its token limit
+(reason ``cut_off``); still cut off, the run fails with that reason. Nothing else is checked
+in prose, so nothing else is re-asked."""
 """The token limit of every prose step (stage drafts, critics, consensus drafts)."""
 
 
@@ -303,6 +308,7 @@ def tot_enclave(stage: str, *, brief: Brief, run_seed: int, temperature: float) 
             capture_key=f"enclave.{stage}.{name}",
             seed=seed(name),
             max_output_tokens=PROSE,
+            reask=PROSE_REASK,
         )
         for name, label, persona, sees in CRITICS
     ]
@@ -319,6 +325,7 @@ def tot_enclave(stage: str, *, brief: Brief, run_seed: int, temperature: float) 
                 capture_key=f"enclave.{stage}.consensus_{i}",
                 seed=seed(f"consensus_{i}"),
                 max_output_tokens=PROSE,
+                reask=PROSE_REASK,
             )
             for i in range(1, CONSENSUS_DRAFTS + 1)
         ],
@@ -329,6 +336,7 @@ def tot_enclave(stage: str, *, brief: Brief, run_seed: int, temperature: float) 
         temperature=temperature,
         seed=seed("final_consensus"),
         max_output_tokens=PROSE,
+        reask=PROSE_REASK,
     )
     return fanout_then_reduce("tot_enclave", fanout=critics, reduce=[consensus, final])
 
@@ -350,6 +358,7 @@ def stage_block(
         temperature=temperature,
         seed=derive_seed(run_seed, "step", stage, "draft"),
         max_output_tokens=PROSE,
+        reask=PROSE_REASK,
     )
     nodes: list[Node] = [draft]
     if refine:

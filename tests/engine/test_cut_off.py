@@ -1,5 +1,6 @@
 """An answer the server stopped at its token limit (``finish_reason == "length"``) is never
-accepted: a structured step re-asks it with its own reason, prose fails loudly."""
+accepted: a structured step re-asks it with its own reason; prose fails loudly, or is re-asked
+once first where its policy says so (the pipeline's prose steps)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from image_project.engine.nodes import ChatStep
 from image_project.errors import ModelOutputError
 from image_project.record.base import RecordModel
 from image_project.record.events import ChatEvent
+from image_project.stages.standard import PROSE_REASK
 from image_project.testing import ScriptedTextBackend
 
 pytestmark = pytest.mark.anyio
@@ -71,3 +73,20 @@ async def test_a_cut_off_answer_still_cut_off_after_the_reasks_fails_with_that_r
     with pytest.raises(ModelOutputError) as info:
         await ChatRunner(backend).run(Context(), step)
     assert info.value.reason == "cut_off"
+
+
+async def test_pipeline_prose_cut_off_is_restated_once_then_accepted_when_it_stops() -> None:
+    """The standard pipeline's prose steps (``PROSE_REASK``) re-ask a cut-off answer once,
+    restated: one user message, the prompt with the reason (no assistant turn)."""
+    step: ChatStep[str] = ChatStep(
+        name="draft", prompt="write", temperature=0.0, max_output_tokens=8, reask=PROSE_REASK
+    )
+    backend = ScriptedTextBackend([cut("A lighthouse at dusk, its beam"), "A lighthouse."])
+    async with ChatRunner(backend).scope(Context(), "root") as root:
+        answer = await root.ask(step)
+    assert answer.value == "A lighthouse."
+    (reask,) = answer.event.reasks
+    assert "cut off at 8 tokens" in reask.error
+    second = backend.requests[1].messages
+    assert [m.role for m in second] == ["user"]
+    assert second[0].content.startswith("write") and "cut off at 8 tokens" in second[0].content

@@ -95,9 +95,9 @@ def test_capture_keys_collects_the_whole_subtree() -> None:
     assert capture_keys(tree) == {"top", "a", "b"}
 
 
-def test_reask_needs_an_output_and_system_prompt_needs_stateless() -> None:
-    with pytest.raises(PipelineDefinitionError, match="need an output"):
-        chat(reask=ReaskPolicy(max=1))
+def test_a_fallback_needs_an_output_and_system_prompt_needs_stateless() -> None:
+    with pytest.raises(PipelineDefinitionError, match="needs an output"):
+        chat(reask=ReaskPolicy(fallback=lambda text, exc: text))
     with pytest.raises(PipelineDefinitionError, match="stateless"):
         chat(system_prompt="sys")
     chat(stateless=True, system_prompt="sys", output=TextOutput(str), reask=ReaskPolicy(max=2))
