@@ -129,18 +129,24 @@ SCORING = {
 class RunSpec:
     """One CLI run. ``refused_before_calls``: the run must stop with exit 2 before its first
     chat request (the pre-flight check of a full run whose image endpoint is the text-only
-    server); ``templates``: run with these templates only (None: every template)."""
+    server); ``templates``: run with these templates only (None: every template);
+    ``likes_only``: the shipped profile without its dislikes, so the run has no dislike rewrite
+    (a weak model fails its gates at once, and the run would stop there) and reaches the later
+    stages."""
 
     name: str
     prompt_only: bool
     overlay: dict[str, Any] = field(default_factory=dict)
     refused_before_calls: bool = False
     templates: tuple[str, ...] | None = None
+    likes_only: bool = False
 
 
 RUNS: tuple[RunSpec, ...] = (
     RunSpec("standard", True, {}),
-    RunSpec("scoring-3-judges", True, {**SCORING, "prompt.scoring.judges": JUDGES_3}),
+    RunSpec(
+        "scoring-3-judges", True, {**SCORING, "prompt.scoring.judges": JUDGES_3}, likes_only=True
+    ),
     RunSpec(
         "llm-selector-2-rounds",
         True,
@@ -152,11 +158,13 @@ RUNS: tuple[RunSpec, ...] = (
             "prompt.scoring.evolution.variants_per_survivor": 1,
             "prompt.scoring.evolution.selector": "llm",
         },
+        likes_only=True,
     ),
     RunSpec(
         "full-offline-image",
         False,
         {"prompt.refinement": "none", "image.backend": "offline"},
+        likes_only=True,
     ),
     # Full mode with the text-only server as the image endpoint too: refused before any call.
     RunSpec("full-text-only-refused", False, {"prompt.refinement": "none"}, True, ("lenient",)),
@@ -191,10 +199,26 @@ def overlays_for(doc: dict[str, Any], *layers: dict[str, Any]) -> tuple[dict[str
 
 
 # --------------------------------------------------------------------------- one run
+def likes_only_profile(code: Path, work: Path) -> Path:
+    """The checkout's profile with every dislike cell emptied (the likes kept, in order)."""
+    import csv
+
+    with (code / "config" / "profile.csv").open(encoding="utf-8", newline="") as f:
+        header, *rows = list(csv.reader(f))
+    path = work / "profile_likes_only.csv"
+    with path.open("w", encoding="utf-8", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(header)
+        out.writerows([row[0], *([""] * (len(row) - 1))] for row in rows)
+    return path
+
+
 def run_cli(
     code: Path, spec: RunSpec, sets: dict[str, Any], work: Path, base_url: str, cap_s: float
 ) -> dict[str, Any]:
     work.mkdir(parents=True)
+    if spec.likes_only:
+        sets = {**sets, "prompt.profile_path": str(likes_only_profile(code, work))}
     sets = {
         **sets,
         "backend.base_url": base_url,

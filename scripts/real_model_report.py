@@ -200,7 +200,7 @@ def fmt_counts(d: dict[str, Any]) -> str:
 
 def markdown(result: dict[str, Any]) -> str:
     lines = [
-        "| template | run | exit | calls | tokens prompt / completion | re-asks by reason "
+        "| template | run | exit | chat steps done | tokens prompt / completion | re-asks by reason "
         "| judge / selector / variant statuses | requests: HTTP status (gone = client timed out) "
         "| no token limit | finish reasons | wall s |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
