@@ -57,6 +57,7 @@ __all__ = [
     "DALLE_PROMPT_KEY",
     "NO_GUIDANCE",
     "PROSE",
+    "PROSE_REASK",
     "STAGES",
     "SYSTEM_PROMPT",
     "Brief",
