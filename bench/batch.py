@@ -12,7 +12,9 @@ runs (tests/test_batch.py shows they ask the same). Its bound is
 the batch's runs of each run's own critical path (its calls' simulated latencies costed in
 the run's shape, bench/shape.py, plus its local records phase), ``rate`` the limit per
 second. ``auto`` is costed with K = the most runs it had in flight. Reported per batch: wall
-time, bound, efficiency = bound / wall, speedup over one after another, 429s (all, and
+time, bound, efficiency = bound / wall, the replay (bench/batch_replay.py: the same runs
+and latencies under the same limit, sent by an ideal first-come scheduler; the formula above
+is not tight when K runs are in flight) and r_effic = replay / wall, speedup over one after another, 429s (all, and
 after the first window), CPU per call (the process's CPU time, every thread: the client, the
 JPEG encoding, the runs' records) and the process's peak RSS after the batch (a high-water
 mark: the batches run in growing order of parallelism, so each one's is its own unless an
