@@ -12,7 +12,9 @@ runs (tests/test_batch.py shows they ask the same). Its bound is
 the batch's runs of each run's own critical path (its calls' simulated latencies costed in
 the run's shape, bench/shape.py, plus its local records phase), ``rate`` the limit per
 second. ``auto`` is costed with K = the most runs it had in flight. Reported per batch: wall
-time, bound, efficiency = bound / wall, speedup over one after another, 429s (all, and
+time, bound, efficiency = bound / wall, the replay (bench/batch_replay.py: the same runs
+and latencies under the same limit, sent by an ideal first-come scheduler; the formula above
+is not tight when K runs are in flight) and r_effic = replay / wall, speedup over one after another, 429s (all, and
 after the first window), CPU per call (the process's CPU time, every thread: the client, the
 JPEG encoding, the runs' records) and the process's peak RSS after the batch (a high-water
 mark: the batches run in growing order of parallelism, so each one's is its own unless an
@@ -34,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from batch_replay import RunDag, ideal_wall
 from latency import REPO, RunOutcome, Scenario, critical_path, paths_by_seed
 
 from image_project.backends.factory import make_backends
@@ -80,6 +83,7 @@ class BatchResult:
     most_in_flight: int
     critical_path_s: float  # mean per run, local records phase included
     bound_s: float
+    replay_s: float  # the ideal scheduler's wall on the same runs (bench/batch_replay.py)
     cpu_ms_per_call: float
     peak_rss_mb: float
     exit_code: int
@@ -92,6 +96,8 @@ class BatchResult:
             "wall_s": self.wall_s,
             "bound_s": self.bound_s,
             "efficiency": self.bound_s / self.wall_s,
+            "replay_s": self.replay_s,
+            "replay_efficiency": self.replay_s / self.wall_s,
             "speedup": sequential_s / self.wall_s,
             "calls": self.calls,
             "429s": self.refused,
@@ -136,11 +142,11 @@ async def shape_groups(base_url: str) -> dict[str, int]:
     return dict(recorder.groups)
 
 
-def run_critical_path(
+def run_outcome(
     transcript: dict[str, Any], records: list[CallRecord], groups: dict[str, int]
-) -> float:
-    """One run's critical path from its own calls (chat calls by their API seed, the image
-    call by its prompt) plus its local records phase."""
+) -> RunOutcome:
+    """One run with its own calls (chat calls by their API seed, the image call by its
+    prompt)."""
     outcome = RunOutcome(0.0, transcript, [], 0.0, groups=groups)
     seeds = paths_by_seed(outcome)
     mine = [
@@ -155,8 +161,23 @@ def run_critical_path(
             )
         )
     ]
-    outcome.records = mine
+    outcome.records = sorted(mine, key=lambda r: r.started)
+    return outcome
+
+
+def run_critical_path(outcome: RunOutcome) -> float:
+    """One run's critical path plus its local records phase."""
     return critical_path(STANDARD, outcome)[0] + outcome.local_s
+
+
+def run_dag(outcome: RunOutcome) -> RunDag:
+    """One run for the ideal scheduler's replay: its shape, each step's call latencies."""
+    by_seed = paths_by_seed(outcome)
+    latencies: dict[str, list[float]] = {}
+    for r in outcome.records:
+        path = "image" if r.kind == "image" else by_seed[r.seed]
+        latencies.setdefault(path, []).append(r.latency_s)
+    return RunDag(outcome.shape, latencies, outcome.local_s)
 
 
 async def batch_once(
@@ -193,10 +214,12 @@ async def batch_once(
     sim.set_rate_limit(0, 1.0)
     served = [r for r in records if r.status == 200]
     refused = [r for r in records if r.status == 429]
-    crits = [run_critical_path(t, served, groups) for t in transcripts]
-    crit = statistics.mean(crits)
+    outcomes = [run_outcome(t, served, groups) for t in transcripts]
+    crit = statistics.mean(run_critical_path(o) for o in outcomes)
     k = most[0] if parallel == "auto" else int(parallel)
     bound = max(crit * math.ceil(s.runs / max(1, k)), len(served) / s.rate)
+    # Run order (the batch starts runs in seq order; transcripts sort by their file name).
+    replay = ideal_wall([run_dag(o) for o in outcomes], max(1, k), s.rate_limit, s.window_s)
     return BatchResult(
         parallel=parallel,
         wall_s=wall,
@@ -206,6 +229,7 @@ async def batch_once(
         most_in_flight=k,
         critical_path_s=crit,
         bound_s=bound,
+        replay_s=replay,
         cpu_ms_per_call=cpu / max(1, len(served)) * 1000,
         peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         exit_code=code,
@@ -249,7 +273,8 @@ async def run_batches(base_url: str, sim: RemoteSimulator, quick: bool) -> dict[
 
 def batch_table(report: dict[str, Any]) -> str:
     head = (
-        f"{'parallel':>8} {'wall_s':>7} {'bound_s':>7} {'effic':>6} {'speedup':>7} "
+        f"{'parallel':>8} {'wall_s':>7} {'bound_s':>7} {'effic':>6} {'replay_s':>8} "
+        f"{'r_effic':>7} {'speedup':>7} "
         f"{'calls':>5} {'429s':>5} {'late429':>7} {'in_flight':>9} {'crit_s':>6} "
         f"{'cpu_ms/call':>11} {'peak_MB':>7} {'queued_s':>8} {'srv_ms':>6}"
     )
@@ -261,7 +286,8 @@ def batch_table(report: dict[str, Any]) -> str:
     for r in report["rows"]:
         lines.append(
             f"{r['parallel']!s:>8} {r['wall_s']:>7.2f} {r['bound_s']:>7.2f} "
-            f"{r['efficiency']:>6.3f} {r['speedup']:>6.2f}x {r['calls']:>5} {r['429s']:>5} "
+            f"{r['efficiency']:>6.3f} {r['replay_s']:>8.2f} {r['replay_efficiency']:>7.3f} "
+            f"{r['speedup']:>6.2f}x {r['calls']:>5} {r['429s']:>5} "
             f"{r['429s_after_first_window']:>7} {r['most_in_flight']:>9} "
             f"{r['critical_path_s']:>6.2f} {r['cpu_ms_per_call']:>11.2f} {r['peak_rss_mb']:>7.0f} "
             f"{r['runqueue_wait_s']:>8.2f} {r['server_overrun_ms']:>6.1f}"

@@ -418,3 +418,20 @@ def test_the_simulator_refuses_requests_over_its_window_and_its_headers_say_so()
     assert headers[b"x-ratelimit-remaining-requests"] == b"0"
     reset = float(headers[b"x-ratelimit-reset-requests"].decode().removesuffix("s"))
     assert 0 < reset <= 3600
+
+
+def test_the_batch_replay_waits_for_the_next_window_and_for_a_free_run_slot() -> None:
+    """bench/batch_replay.py: calls wait for room in the fixed window, runs for a slot, and a
+    parallel group's calls go together."""
+    replay = pytest.importorskip("batch_replay")
+    one = Shape.of(["a"], {})
+    fan = Shape.of(["g/x", "g/y", "z"], {"g": 2})
+    runs = [replay.RunDag(one, {"a": [1.0]}, 0.0) for _ in range(2)]
+    assert replay.ideal_wall(runs, 2, 10, 1.0) == pytest.approx(1.0)
+    assert replay.ideal_wall(runs, 2, 1, 1.0) == pytest.approx(2.0)  # one call per window
+    assert replay.ideal_wall(runs, 1, 10, 1.0) == pytest.approx(2.0)  # one run at a time
+    lat = {"g/x": [0.5], "g/y": [0.25, 0.25], "z": [1.0]}  # g/y re-asked once
+    fanned = [replay.RunDag(fan, lat, 0.5)]
+    assert replay.ideal_wall(fanned, 1, 10, 1.0) == pytest.approx(0.5 + 1.0 + 0.5)
+    # 2 per window: x and y at 0, y's re-ask at 1 (ends 1.25), z at 1.25, records 0.5.
+    assert replay.ideal_wall(fanned, 1, 2, 1.0) == pytest.approx(1.25 + 1.0 + 0.5)
