@@ -79,7 +79,9 @@ Parts:
   first-shown win rate (how often the card a judge was shown first wins, averaged over the
   panel's ok judges, as their orders are recorded in the transcript; chance is 1/N; card A
   for the shared-order rows). Failed runs count only in ``failed``. Configurations: one judge, mean of 3, median of 3, median
-  of 5; the same panels with one broken judge. The product always shows each judge its own
+  of 5; the same panels with one broken judge, and mean and median of 3 after ``zscores``
+  with one broken judge (does normalising make the mean robust? a broken judge's random
+  scores z-score like any other's). The product always shows each judge its own
   seeded order (there is no setting to turn that off), so "one shared order" is simulated:
   those rows, marked ``(sim)``, give every judge its position bias by the card ids' order
   A, B, C... instead of the order it was shown, which is what judges shown one unshuffled
@@ -698,6 +700,8 @@ PANELS: tuple[Panel, ...] = (
     Panel("mean of 3, one broken", 3, "mean", broken=True),
     Panel("median of 3, one broken", 3, "median", broken=True),
     Panel("median of 5, one broken", 5, "median", broken=True),
+    Panel("mean of 3, zscores, one broken", 3, "mean", broken=True, normalise="zscores"),
+    Panel("median of 3, zscores, one broken", 3, "median", broken=True, normalise="zscores"),
     Panel("mean of 3, shared order (sim)", 3, "mean", shared_order=True),
     Panel("median of 3, shared order (sim)", 3, "median", shared_order=True),
     Panel("median of 5, shared order (sim)", 5, "median", shared_order=True),

@@ -11,7 +11,7 @@ import json
 import statistics
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from PIL import Image
@@ -428,9 +428,9 @@ def test_the_sweep_measures_every_normalisation_the_config_accepts() -> None:
 
 
 def test_merge_joins_sweep_parts_per_world_and_correlation() -> None:
-    def row(scale: float | None, rho: float, names: list[str], one: float = 3.0) -> dict:
+    def row(scale: float | None, rho: float, names: list[str], one: float = 3.0) -> dict[str, Any]:
         panels = [{"name": n, "mean_regret": 1.0, "cut": {}} for n in names]
-        out: dict = {"judge_corr": rho, "one_judge_regret": one, "panels": panels}
+        out: dict[str, Any] = {"judge_corr": rho, "one_judge_regret": one, "panels": panels}
         if scale is not None:
             out |= {"judge_scale_spread": scale, "judge_offset_spread": 8.0 * scale}
         return out
