@@ -93,8 +93,8 @@ Parts:
   needs all 3 judges ok), and for ``median`` and ``mean`` (:data:`NORMALISED_AGGREGATIONS`)
   again after every normalisation ``prompt.scoring.normalise`` accepts (its Literal too):
   the panel's regret, the share of one judge's regret it cuts, paired, with a bootstrap
-  interval, and its regret minus the product's default panel's (its default aggregation and
-  normalisation, read from the config), paired, with a t interval. The sweep runs in each
+  interval, and its regret minus the median of 3's (normalise ``none``: the product's default
+  before this sweep, :data:`REFERENCE_PANEL`), paired, with a t interval. The sweep runs in each
   judge-scale world of ``--scale-sweep`` (default ``0:0,0.3:8``: judges on one scale, and
   judges whose scales differ by e^0.3 and offsets by 8 points; ``--quick``: ``0:0``);
   ``--sweep-normalise`` runs only some normalisations (for parts run apart).
@@ -154,7 +154,7 @@ from image_project.backends.base import TextReply, TextRequest  # noqa: E402
 from image_project.backends.factory import Backends  # noqa: E402
 from image_project.backends.offline import OfflineTextBackend  # noqa: E402
 from image_project.config import AppConfig, load_config  # noqa: E402
-from image_project.config.models import Aggregation, Normalise, ScoringConfig  # noqa: E402
+from image_project.config.models import Aggregation, Normalise  # noqa: E402
 from image_project.errors import ConfigError  # noqa: E402
 from image_project.record import ScoreRow, ScoringRecord  # noqa: E402
 from image_project.seeding import derive_seed  # noqa: E402
@@ -925,12 +925,10 @@ def sweep_panels(normalisations: Sequence[str] | None = None) -> list[Panel]:
     return panels
 
 
-DEFAULT_PANEL = sweep_panel(
-    str(ScoringConfig.model_fields["aggregation"].default),
-    normalise=str(ScoringConfig.model_fields["normalise"].default),
-)
-"""The product's default aggregation and normalisation (read from the config) with 3
-judges: the panel every sweep panel is paired with."""
+REFERENCE_PANEL = sweep_panel("median")
+"""The panel every sweep panel is paired with: the median of 3 judges' own scores (the
+product's default before issue 26's sweep, and SPEC's median), fixed so that the paired
+figures mean the same whatever the default becomes."""
 
 
 def _by_spread(
@@ -969,14 +967,14 @@ async def judge_corr_sweep(args: argparse.Namespace, likes: Sequence[str]) -> li
                 judge_offset_spread=offset,
             )
             one = await panel_runs(args, likes, Panel("one judge", 1, "median"), params)
-            # The product's default panel, the reference every panel is paired with.
-            default = await panel_runs(args, likes, DEFAULT_PANEL, params)
+            # The reference every panel is paired with.
+            reference = await panel_runs(args, likes, REFERENCE_PANEL, params)
             panels: list[dict[str, Any]] = []
             for panel in sweep_panels(args.sweep_normalise):
                 try:
                     result = (
-                        default
-                        if panel == DEFAULT_PANEL
+                        reference
+                        if panel == REFERENCE_PANEL
                         else (await panel_runs(args, likes, panel, params))
                     )
                 except ConfigError as exc:  # an aggregation that needs settings the bench lacks
@@ -999,7 +997,7 @@ async def judge_corr_sweep(args: argparse.Namespace, likes: Sequence[str]) -> li
                         "failed": result.failed,
                         "minus_one_judge": d,
                         "cut": {"share": cut[0], "lo": cut[1], "hi": cut[2]},
-                        "minus_default": paired_regret(result, default),
+                        "minus_median": paired_regret(result, reference),
                     }
                 )
             rows.append(
@@ -1537,14 +1535,16 @@ def format_table(report: Mapping[str, Any]) -> str:
                         text = f"{_fmt(p['mean_regret'], '.2f')} ({_share(p['cut'])})"
                     cells.append(f"{text:>24}")
                 lines.append(f"{name:<30}" + "".join(cells))
-            lines.append(f"  panel - {DEFAULT_PANEL.name} (the default), regret paired [95% t]")
+            lines.append(
+                f"  panel - {REFERENCE_PANEL.name} (normalise none), regret paired [95% t]"
+            )
             for name in names:
                 cells = []
                 for row in rows:
                     p = next((p for p in row["panels"] if p["name"] == name), None)
-                    vs = None if p is None else p.get("minus_default")
+                    vs = None if p is None else p.get("minus_median")
                     cells.append(f"{_interval(vs, '+.2f') if vs else 'n/a':>24}")
-                if name != DEFAULT_PANEL.name:
+                if name != REFERENCE_PANEL.name:
                     lines.append(f"  {name:<28}" + "".join(cells))
     for v in report["variety"]:
         rnd = v["random_pick"]

@@ -171,7 +171,7 @@ def test_the_command_writes_strict_json_and_a_png(
     assert worlds == [(0.0, 0.0)] * 3 + [(0.3, 8.0)] * 3
     assert [row["judge_corr"] for row in sweep] == [0.0, 0.5, 0.8] * 2
     assert [p["name"] for p in sweep[0]["panels"]] == [p.name for p in quality.sweep_panels()]
-    assert all("minus_default" in p for p in sweep[0]["panels"])
+    assert all("minus_median" in p for p in sweep[0]["panels"])
     assert quality.format_table(report) in capsys.readouterr().out
     with Image.open(png) as img:
         assert img.format == "PNG" and img.width > 800
@@ -417,13 +417,12 @@ def test_the_sweep_measures_every_normalisation_the_config_accepts() -> None:
         for aggregation in quality.NORMALISED_AGGREGATIONS:
             assert (aggregation, normalise) in pairs
     assert len({p.name for p in panels}) == len(panels)
-    default = quality.DEFAULT_PANEL
+    reference = quality.REFERENCE_PANEL
+    assert (reference.aggregation, reference.normalise) == ("median", "none")
+    assert reference in panels
     fields = ScoringConfig.model_fields
-    assert (default.aggregation, default.normalise) == (
-        fields["aggregation"].default,
-        fields["normalise"].default,
-    )
-    assert default in panels
+    default = (fields["aggregation"].default, fields["normalise"].default)
+    assert default in pairs  # the product's default is measured
     assert {p.normalise for p in quality.sweep_panels(["ranks"])} == {"ranks"}
 
 
