@@ -52,7 +52,14 @@ The world (every parameter a flag; the defaults are the documented default world
   valid score list (the product re-asks it; a re-ask draws anew, so it can recover). A
   *broken* judge (``--broken random``: valid scores drawn uniformly from 0..100, ignoring
   the cards; ``garbage``: never a valid answer) replaces one panel member in the "broken"
-  rows. The simulated judges ignore the recent-motif line of their prompt: in Variety only
+  rows. **Judge scales** (``--judge-scale-spread`` s, ``--judge-offset-spread`` o, both 0
+  by default: every judge on one scale): judge k of a panel (its model ``sim-judge-k``)
+  takes step 0, +1, -1, +2, -2, ... for k = 1, 2, 3, 4, 5, ... and turns the value above
+  into ``--quality-mean`` + step x o + exp(step x s) x (value - ``--quality-mean``) before
+  rounding and clipping: the single judge (judge 1) is on the common scale; in a panel of
+  3 one judge scores higher and wider, one lower and narrower, as real judges use 0..100
+  differently. The steps are fixed, not drawn, so no lucky draw decides a panel. The
+  simulated judges ignore the recent-motif line of their prompt: in Variety only
   the code's novelty penalty acts.
 * **Motif encoding** (``--motif-encoding``). The likes are four- or five-word phrases;
   ``equal`` (the default) lengthens the other motifs to as many words (from
@@ -72,7 +79,9 @@ Parts:
   first-shown win rate (how often the card a judge was shown first wins, averaged over the
   panel's ok judges, as their orders are recorded in the transcript; chance is 1/N; card A
   for the shared-order rows). Failed runs count only in ``failed``. Configurations: one judge, mean of 3, median of 3, median
-  of 5; the same panels with one broken judge. The product always shows each judge its own
+  of 5; the same panels with one broken judge, and mean and median of 3 after ``zscores``
+  with one broken judge (does normalising make the mean robust? a broken judge's random
+  scores z-score like any other's). The product always shows each judge its own
   seeded order (there is no setting to turn that off), so "one shared order" is simulated:
   those rows, marked ``(sim)``, give every judge its position bias by the card ids' order
   A, B, C... instead of the order it was shown, which is what judges shown one unshuffled
@@ -81,8 +90,14 @@ Parts:
   correlation, over the same ``--seeds`` run seeds, one judge against a panel of 3 for every
   aggregation ``prompt.scoring.aggregation`` accepts (read from the config's Literal, so a
   new one is measured as soon as the product has it; ``trimmed_mean`` with trim 1, which
-  needs all 3 judges ok): the panel's regret and the share of one judge's regret it cuts,
-  paired, with a bootstrap interval.
+  needs all 3 judges ok), and for ``median`` and ``mean`` (:data:`NORMALISED_AGGREGATIONS`)
+  again after every normalisation ``prompt.scoring.normalise`` accepts (its Literal too):
+  the panel's regret, the share of one judge's regret it cuts, paired, with a bootstrap
+  interval, and its regret minus the median of 3's (normalise ``none``: the product's default
+  before this sweep, :data:`REFERENCE_PANEL`), paired, with a t interval. The sweep runs in each
+  judge-scale world of ``--scale-sweep`` (default ``0:0,0.3:8``: judges on one scale, and
+  judges whose scales differ by e^0.3 and offsets by 8 points; ``--quick``: ``0:0``);
+  ``--sweep-normalise`` runs only some normalisations (for parts run apart).
 * **Variety** (``--variety-runs`` consecutive full runs sharing one generations history,
   repeated for ``--variety-seeds`` histories, the same histories for every strategy): the
   share of runs whose chosen card carries a liked motif, against greedy (paired by
@@ -139,7 +154,7 @@ from image_project.backends.base import TextReply, TextRequest  # noqa: E402
 from image_project.backends.factory import Backends  # noqa: E402
 from image_project.backends.offline import OfflineTextBackend  # noqa: E402
 from image_project.config import AppConfig, load_config  # noqa: E402
-from image_project.config.models import Aggregation  # noqa: E402
+from image_project.config.models import Aggregation, Normalise  # noqa: E402
 from image_project.errors import ConfigError  # noqa: E402
 from image_project.record import ScoreRow, ScoringRecord  # noqa: E402
 from image_project.seeding import derive_seed  # noqa: E402
@@ -256,6 +271,8 @@ class WorldParams:
     position_bias: str = "bounded"
     bias_cards: int = 6
     motif_encoding: str = "equal"
+    judge_scale_spread: float = 0.0
+    judge_offset_spread: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -416,7 +433,7 @@ class World:
             return _REFUSAL
         if roll < self.params.p_refuse + self.params.p_garbage:
             return rng.choice(_GARBAGE)
-        return _scores_json(self._scores(shown, rng))
+        return _scores_json(self._scores(shown, rng, self.judge_scale(model)))
 
     def position_bias(self, place: int, n: int) -> float:
         """Points a judge adds to the card it saw at ``place`` (0 first) of ``n``: ``linear``
@@ -428,12 +445,32 @@ class World:
             return p.beta * (n - 1 - place)
         return p.beta * (p.bias_cards - 1) * (n - 1 - place) / (n - 1) if n > 1 else 0.0
 
+    def judge_scale(self, model: str) -> tuple[float, float]:
+        """(scale, offset) of the judge configured with ``model``: judge k of the panel
+        (``sim-judge-k``) takes step 0, +1, -1, +2, -2, ... for k = 1, 2, 3, 4, 5, ..., and
+        its scale is ``exp(step x --judge-scale-spread)`` and its offset ``step x
+        --judge-offset-spread`` points. Judge 1 (the single judge) is on the common scale,
+        a panel of 3 has one judge above it and one below; both spreads 0 (the default)
+        put every judge on one scale."""
+        number = model.removeprefix("sim-judge-")
+        if not number.isdigit():
+            return 1.0, 0.0
+        k = int(number)
+        step = (k // 2) * (1 if k % 2 == 0 else -1)
+        p = self.params
+        return math.exp(step * p.judge_scale_spread), step * p.judge_offset_spread
+
     def shared_noise(self, hook: str) -> float:
         """The part of every judge's error on a card that all judges share (N(0, sigma), the
         same for every judge and attempt: it is the card's, keyed by its hook)."""
         return self.rng("shared-noise", hook).gauss(0.0, self.params.sigma)
 
-    def _scores(self, shown: Sequence[tuple[str, str]], rng: random.Random) -> dict[str, int]:
+    def _scores(
+        self,
+        shown: Sequence[tuple[str, str]],
+        rng: random.Random,
+        scale: tuple[float, float] = (1.0, 0.0),
+    ) -> dict[str, int]:
         p = self.params
         n = len(shown)
         # Noise is drawn in the ids' order, so a judge adds the same noise to a card wherever
@@ -450,6 +487,8 @@ class World:
             where = ids.index(card_id) if self.shared_order else place
             value = truth.quality + noise[card_id] + self.position_bias(where, n)
             value += p.lam if truth.liked else 0.0
+            if scale != (1.0, 0.0):  # this judge's own scale around the world's mean quality
+                value = p.quality_mean + scale[1] + scale[0] * (value - p.quality_mean)
             scores[card_id] = min(100, max(0, round(value)))
         return dict(sorted(scores.items()))
 
@@ -559,6 +598,11 @@ def make_config(tmp: Path, *overrides: str, prompt_only: bool) -> AppConfig:
             "prompt.refinement=none",
             f"run.mode={'prompt_only' if prompt_only else 'full'}",
             "prompt.scoring.enabled=true",
+            # The median of the judges' own scores, as Variety's and Rounds' headers say (the
+            # product's default became the mean of z-scores after the sweep); the judging
+            # configurations of Choosing well and the sweep set their own below.
+            "prompt.scoring.aggregation=median",
+            "prompt.scoring.normalise=none",
             *overrides,
         ],
     )
@@ -650,6 +694,7 @@ class Panel:
     broken: bool = False
     shared_order: bool = False
     trim: int = 0
+    normalise: str = "none"
 
 
 PANELS: tuple[Panel, ...] = (
@@ -660,6 +705,8 @@ PANELS: tuple[Panel, ...] = (
     Panel("mean of 3, one broken", 3, "mean", broken=True),
     Panel("median of 3, one broken", 3, "median", broken=True),
     Panel("median of 5, one broken", 5, "median", broken=True),
+    Panel("mean of 3, zscores, one broken", 3, "mean", broken=True, normalise="zscores"),
+    Panel("median of 3, zscores, one broken", 3, "median", broken=True, normalise="zscores"),
     Panel("mean of 3, shared order (sim)", 3, "mean", shared_order=True),
     Panel("median of 3, shared order (sim)", 3, "median", shared_order=True),
     Panel("median of 5, shared order (sim)", 5, "median", shared_order=True),
@@ -820,6 +867,7 @@ async def panel_runs(
             panel_override(panel.judges, broken=panel.broken),
             f"prompt.scoring.aggregation={panel.aggregation}",
             f"prompt.scoring.trim={panel.trim}",
+            f"prompt.scoring.normalise={panel.normalise}",
             *quorum,
             f"prompt.scoring.num_ideas={args.ideas}",
             "prompt.scoring.exploration_rate=0",
@@ -848,58 +896,126 @@ def aggregation_names() -> tuple[str, ...]:
     return tuple(str(a) for a in typing.get_args(Aggregation))
 
 
-def sweep_panel(aggregation: str, judges: int = 3) -> Panel:
+def normalise_names() -> tuple[str, ...]:
+    """The values ``prompt.scoring.normalise`` accepts (the config's Literal), likewise."""
+    return tuple(str(n) for n in typing.get_args(Normalise))
+
+
+NORMALISED_AGGREGATIONS: tuple[str, ...] = ("median", "mean")
+"""The aggregations the sweep measures after each normalisation other than ``none`` (every
+aggregation is measured with ``none``): the full cross would double the sweep's runs."""
+
+
+def sweep_panel(aggregation: str, judges: int = 3, normalise: str = "none") -> Panel:
     """The panel of the judge-correlation sweep for one aggregation: ``judges`` judges, and for
-    ``trimmed_mean`` trim 1 (which needs every one of 3 judges ok: trim 0 would be the mean)."""
+    ``trimmed_mean`` trim 1 (which needs every one of 3 judges ok: trim 0 would be the mean),
+    after the normalisation ``normalise``."""
     trim = 1 if aggregation == "trimmed_mean" else 0
     label = f"{aggregation} of {judges}" + (f" (trim {trim})" if trim else "")
-    return Panel(label, judges, aggregation, trim=trim)
+    label += f", {normalise}" if normalise != "none" else ""
+    return Panel(label, judges, aggregation, trim=trim, normalise=normalise)
+
+
+def sweep_panels(normalisations: Sequence[str] | None = None) -> list[Panel]:
+    """The sweep's panels: every aggregation with normalise ``none``, then each of
+    :data:`NORMALISED_AGGREGATIONS` after each other normalisation, in the Literals' orders
+    (only the normalisations of ``normalisations`` when given)."""
+    panels = []
+    for normalise in normalise_names():
+        if normalisations is not None and normalise not in normalisations:
+            continue
+        for aggregation in aggregation_names():
+            if normalise == "none" or aggregation in NORMALISED_AGGREGATIONS:
+                panels.append(sweep_panel(aggregation, normalise=normalise))
+    return panels
+
+
+REFERENCE_PANEL = sweep_panel("median")
+"""The panel every sweep panel is paired with: the median of 3 judges' own scores (the
+product's default before issue 26's sweep, and SPEC's median), fixed so that the paired
+figures mean the same whatever the default becomes."""
+
+
+def _by_spread(
+    sweep: Sequence[Mapping[str, Any]],
+) -> list[tuple[tuple[float, float], list[Mapping[str, Any]]]]:
+    """The sweep's rows grouped by judge-scale world, in the order they come."""
+    groups: dict[tuple[float, float], list[Mapping[str, Any]]] = {}
+    for row in sweep:
+        key = (row.get("judge_scale_spread", 0.0), row.get("judge_offset_spread", 0.0))
+        groups.setdefault(key, []).append(row)
+    return list(groups.items())
+
+
+def _spread_label(scale: float, offset: float) -> str:
+    if scale == 0 and offset == 0:
+        return "judges on one scale"
+    return (
+        f"judges on different scales (scale x e^(+-{scale:g}), offset +-{offset:g} points "
+        "for judges 2 and 3; judge 1 as one scale)"
+    )
 
 
 async def judge_corr_sweep(args: argparse.Namespace, likes: Sequence[str]) -> list[dict[str, Any]]:
-    """Regret of one judge against a panel of 3 for every aggregation the config accepts, at
-    each judge correlation of ``--corr-sweep``: the paired difference (panel - one judge)
-    with its 95% t interval, and the cut (share of the one judge's regret removed) with a
-    bootstrap interval, over the same run seeds."""
+    """Regret of one judge against a panel of 3 for every panel of :func:`sweep_panels`, at
+    each judge correlation of ``--corr-sweep`` and each judge-scale world of
+    ``--scale-sweep``: the paired difference (panel - one judge) with its 95% t interval,
+    and the cut (share of the one judge's regret removed) with a bootstrap interval, over
+    the same run seeds."""
     rows = []
-    for rho in args.corr_sweep:
-        params = replace(world_params(args), judge_corr=rho)
-        one = await panel_runs(args, likes, Panel("one judge", 1, "median"), params)
-        panels: list[dict[str, Any]] = []
-        for aggregation in aggregation_names():
-            panel = sweep_panel(aggregation)
-            try:
-                result = await panel_runs(args, likes, panel, params)
-            except ConfigError as exc:  # an aggregation that needs settings the bench lacks
-                panels.append({"name": panel.name, "aggregation": aggregation,
-                               "error": str(exc)})  # fmt: skip
-                continue
-            pairs = [
-                (x, y)
-                for x, y in zip(result.regrets, one.regrets, strict=True)
-                if x is not None and y is not None
-            ]
-            d = paired([x - y for x, y in pairs])
-            cut = ratio_interval([y - x for x, y in pairs], [y for _, y in pairs], args.seed)
-            panels.append(
+    for scale, offset in args.scale_sweep:
+        for rho in args.corr_sweep:
+            params = replace(
+                world_params(args),
+                judge_corr=rho,
+                judge_scale_spread=scale,
+                judge_offset_spread=offset,
+            )
+            one = await panel_runs(args, likes, Panel("one judge", 1, "median"), params)
+            # The reference every panel is paired with.
+            reference = await panel_runs(args, likes, REFERENCE_PANEL, params)
+            panels: list[dict[str, Any]] = []
+            for panel in sweep_panels(args.sweep_normalise):
+                try:
+                    result = (
+                        reference
+                        if panel == REFERENCE_PANEL
+                        else (await panel_runs(args, likes, panel, params))
+                    )
+                except ConfigError as exc:  # an aggregation that needs settings the bench lacks
+                    panels.append({"name": panel.name, "aggregation": panel.aggregation,
+                                   "normalise": panel.normalise, "error": str(exc)})  # fmt: skip
+                    continue
+                pairs = [
+                    (x, y)
+                    for x, y in zip(result.regrets, one.regrets, strict=True)
+                    if x is not None and y is not None
+                ]
+                d = paired([x - y for x, y in pairs])
+                cut = ratio_interval([y - x for x, y in pairs], [y for _, y in pairs], args.seed)
+                panels.append(
+                    {
+                        "name": panel.name,
+                        "aggregation": panel.aggregation,
+                        "normalise": panel.normalise,
+                        "mean_regret": result.mean_regret,
+                        "failed": result.failed,
+                        "minus_one_judge": d,
+                        "cut": {"share": cut[0], "lo": cut[1], "hi": cut[2]},
+                        "minus_median": paired_regret(result, reference),
+                    }
+                )
+            rows.append(
                 {
-                    "name": panel.name,
-                    "aggregation": aggregation,
-                    "mean_regret": result.mean_regret,
-                    "failed": result.failed,
-                    "minus_one_judge": d,
-                    "cut": {"share": cut[0], "lo": cut[1], "hi": cut[2]},
+                    "judge_scale_spread": scale,
+                    "judge_offset_spread": offset,
+                    "judge_corr": rho,
+                    "one_judge_regret": one.mean_regret,
+                    "one_judge_failed": one.failed,
+                    "panels": panels,
                 }
             )
-        rows.append(
-            {
-                "judge_corr": rho,
-                "one_judge_regret": one.mean_regret,
-                "one_judge_failed": one.failed,
-                "panels": panels,
-            }
-        )
-        _progress(args, f"judge correlation {rho:g} done")
+            _progress(args, f"{_spread_label(scale, offset)}, judge correlation {rho:g} done")
     return rows
 
 
@@ -1337,6 +1453,8 @@ def world_params(args: argparse.Namespace) -> WorldParams:
         position_bias=args.position_bias,
         bias_cards=args.ideas,
         motif_encoding=args.motif_encoding,
+        judge_scale_spread=args.judge_scale_spread,
+        judge_offset_spread=args.judge_offset_spread,
     )
 
 
@@ -1403,21 +1521,36 @@ def format_table(report: Mapping[str, Any]) -> str:
             "",
             "judge correlation sweep (the same run seeds; panels of 3; regret, and the panel's "
             "paired cut of one judge's regret [95% bootstrap interval])",
-            f"{'corr':>5}{'one judge':>11}  "
-            + "".join(f"{p['name']:>34}" for p in sweep[0]["panels"]),
         ]
-        for row in sweep:
-            cells = []
-            for p in row["panels"]:
-                if "error" in p:
-                    cells.append(f"{'not run (config)':>34}")
-                    continue
-                text = f"{_fmt(p['mean_regret'], '.2f')} ({_share(p['cut'])})"
-                cells.append(f"{text:>34}")
+        for (scale, offset), rows in _by_spread(sweep):
+            names = list(dict.fromkeys(p["name"] for row in rows for p in row["panels"]))
+            lines += [
+                _spread_label(scale, offset),
+                f"{'corr':<30}" + "".join(f"{row['judge_corr']:>24.1f}" for row in rows),
+                f"{'one judge':<30}"
+                + "".join(f"{_fmt(row['one_judge_regret'], '.2f'):>24}" for row in rows),
+            ]
+            for name in names:
+                cells = []
+                for row in rows:
+                    p = next((p for p in row["panels"] if p["name"] == name), None)
+                    if p is None or "error" in p:
+                        text = "not run" if p is None else "not run (config)"
+                    else:
+                        text = f"{_fmt(p['mean_regret'], '.2f')} ({_share(p['cut'])})"
+                    cells.append(f"{text:>24}")
+                lines.append(f"{name:<30}" + "".join(cells))
             lines.append(
-                f"{row['judge_corr']:>5.1f}{_fmt(row['one_judge_regret'], '.2f'):>11}  "
-                + "".join(cells)
+                f"  panel - {REFERENCE_PANEL.name} (normalise none), regret paired [95% t]"
             )
+            for name in names:
+                cells = []
+                for row in rows:
+                    p = next((p for p in row["panels"] if p["name"] == name), None)
+                    vs = None if p is None else p.get("minus_median")
+                    cells.append(f"{_interval(vs, '+.2f') if vs else 'n/a':>24}")
+                if name != REFERENCE_PANEL.name:
+                    lines.append(f"  {name:<28}" + "".join(cells))
     for v in report["variety"]:
         rnd = v["random_pick"]
         lines += [
@@ -1530,24 +1663,7 @@ def plot(report: Mapping[str, Any], path: Path) -> None:
     ax = axes[2]
     sweep = report.get("judge_corr_sweep") or []
     if sweep:
-        names = [p["name"] for p in sweep[0]["panels"] if "error" not in p]
-        for k, name in enumerate(names):
-            xs, ys3, lo, hi = [], [], [], []
-            for row in sweep:
-                cell = next(p for p in row["panels"] if p["name"] == name)
-                cut = cell["cut"]
-                if cut["share"] is None or math.isnan(cut["share"]):
-                    continue
-                xs.append(row["judge_corr"] + 0.012 * (k - len(names) / 2))
-                ys3.append(100 * cut["share"])
-                lo.append(100 * (cut["share"] - cut["lo"]))
-                hi.append(100 * (cut["hi"] - cut["share"]))
-            ax.errorbar(xs, ys3, yerr=[lo, hi], marker="o", capsize=3, label=name)
-        ax.axhline(0, color="black", linewidth=1)
-        ax.set_xlabel("judge correlation (share of each judge's noise in common)")
-        ax.set_ylabel("% of one judge's regret removed by a panel of 3 (95% interval)")
-        ax.set_title("Panels when judges think alike")
-        ax.legend(fontsize=8)
+        _plot_sweep(ax, sweep)
     else:
         ax.set_axis_off()
     _plot_rounds(axes[3], report["rounds"])
@@ -1560,6 +1676,44 @@ def plot(report: Mapping[str, Any], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _plot_sweep(ax: Any, sweep: Sequence[Mapping[str, Any]]) -> None:
+    """The sweep panel: the cut of one judge's regret against judge correlation, one colour
+    per panel, solid for judges on one scale and dashed for judges on different scales (a
+    panel whose figures repeat an earlier panel's, as ``weighted_median`` with equal weights
+    repeats the median, is left out)."""
+    colours: dict[str, str] = {}
+    styles = ("-", "--", ":")
+    groups = _by_spread(sweep)
+    for g, ((scale, offset), rows) in enumerate(groups):
+        seen: list[list[float]] = []
+        names = list(dict.fromkeys(p["name"] for row in rows for p in row["panels"]))
+        for k, name in enumerate(names):
+            xs, ys, lo, hi = [], [], [], []
+            for row in rows:
+                cell = next((p for p in row["panels"] if p["name"] == name), None)
+                if cell is None or "error" in cell:
+                    continue
+                cut = cell["cut"]
+                if cut["share"] is None or math.isnan(cut["share"]):
+                    continue
+                xs.append(row["judge_corr"] + 0.008 * (k - len(names) / 2) + 0.004 * g)
+                ys.append(100 * cut["share"])
+                lo.append(100 * (cut["share"] - cut["lo"]))
+                hi.append(100 * (cut["hi"] - cut["share"]))
+            if not ys or ys in seen:
+                continue
+            seen.append(ys)
+            colour = colours.setdefault(name, f"C{len(colours) % 10}")
+            world = "one scale" if scale == 0 and offset == 0 else "different scales"
+            ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=2, color=colour,
+                        linestyle=styles[g % len(styles)], label=f"{name} ({world})")  # fmt: skip
+    ax.axhline(0, color="black", linewidth=1)
+    ax.set_xlabel("judge correlation (share of each judge's noise in common)")
+    ax.set_ylabel("% of one judge's regret removed by a panel of 3 (95% interval)")
+    ax.set_title("Panels when judges think alike (solid: one scale; dashed: different scales)")
+    ax.legend(fontsize=6, ncol=2)
 
 
 def _ci(value: float | None) -> float:
@@ -1650,6 +1804,10 @@ def merge_reports(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     figures from the report that has them, sweep rows in correlation order, variety in the
     order given."""
     keys = ("seed", "ideas", "seeds", "variety_judges", "world", "liked_motifs")
+    # A report written before a world parameter existed was run at its default (every new
+    # parameter's default reproduces the world before it).
+    defaults = asdict(WorldParams())
+    parts = [{**r, "world": {**defaults, **r["world"]}} for r in parts]
     for other in parts[1:]:
         for key in keys:
             if other[key] != parts[0][key]:
@@ -1658,11 +1816,42 @@ def merge_reports(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     with_choosing = [r for r in parts if r["choosing_well"]]
     merged["choosing_well"] = with_choosing[0]["choosing_well"] if with_choosing else []
     merged["headline"] = with_choosing[0]["headline"] if with_choosing else None
-    sweep = [row for r in parts for row in r["judge_corr_sweep"]]
-    merged["judge_corr_sweep"] = sorted(sweep, key=lambda row: row["judge_corr"])
+    merged["judge_corr_sweep"] = merge_sweep([row for r in parts for row in r["judge_corr_sweep"]])
     merged["variety"] = [v for r in parts for v in r["variety"]]
     merged["rounds"] = next((r["rounds"] for r in parts if r["rounds"]), None)
     return merged
+
+
+def merge_sweep(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Sweep rows of parts joined: one row per judge-scale world and correlation (worlds
+    in spread order, then correlation order), its panels from every part that measured
+    that world in :func:`sweep_panels` order (a row written before the scale worlds and
+    normalisations existed is the one-scale world, its panels normalise ``none``)."""
+    order = {p.name: k for k, p in enumerate(sweep_panels())}
+    joined: dict[tuple[float, float, float], dict[str, Any]] = {}
+    for row in rows:
+        key = (
+            float(row.get("judge_scale_spread", 0.0)),
+            float(row.get("judge_offset_spread", 0.0)),
+            float(row["judge_corr"]),
+        )
+        panels = [{"normalise": "none", **p} for p in row["panels"]]
+        if key not in joined:
+            joined[key] = {
+                "judge_scale_spread": key[0],
+                "judge_offset_spread": key[1],
+                **{k: v for k, v in row.items() if k != "panels"},
+                "panels": panels,
+            }
+            continue
+        into = joined[key]
+        if into["one_judge_regret"] != row["one_judge_regret"]:
+            raise ValueError(f"--merge: the sweep parts' one judge differs at {key}")
+        seen = {p["name"] for p in into["panels"]}
+        into["panels"] += [p for p in panels if p["name"] not in seen]
+    for row in joined.values():
+        row["panels"].sort(key=lambda p: order.get(p["name"], len(order)))
+    return [joined[key] for key in sorted(joined)]
 
 
 def _floats(text: str) -> tuple[float, ...]:
@@ -1670,6 +1859,27 @@ def _floats(text: str) -> tuple[float, ...]:
         return tuple(float(x) for x in text.split(",") if x.strip())
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"got {text!r}, want numbers like 0,0.5") from exc
+
+
+def _spreads(text: str) -> tuple[tuple[float, float], ...]:
+    try:
+        pairs = [part.split(":") for part in text.split(",") if part.strip()]
+        return tuple((float(a), float(b)) for a, b in pairs)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(
+            f"got {text!r}, want SCALE:OFFSET pairs like 0:0,0.3:8"
+        ) from exc
+
+
+def _names(allowed: Sequence[str]) -> Callable[[str], tuple[str, ...]]:
+    def parse(text: str) -> tuple[str, ...]:
+        names = tuple(n.strip() for n in text.split(",") if n.strip())
+        wrong = [n for n in names if n not in allowed]
+        if wrong or not names:
+            raise argparse.ArgumentTypeError(f"got {text!r}, want some of {', '.join(allowed)}")
+        return names
+
+    return parse
 
 
 def _unit(lo: float, hi: float) -> Callable[[str], float]:
@@ -1731,6 +1941,18 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                    "correlation of two judges' errors")  # fmt: skip
     p.add_argument("--corr-sweep", type=_floats, default=None, help="judge correlations of "
                    "the aggregation sweep; None = 0,0.5,0.8, or 0,0.8 with --quick")  # fmt: skip
+    p.add_argument("--judge-scale-spread", type=float, default=w.judge_scale_spread,
+                   help="judge k's scores are stretched by exp(step x this) around "
+                   "--quality-mean, step 0, +1, -1, +2, ... for judges 1, 2, 3, 4, ...")  # fmt: skip
+    p.add_argument("--judge-offset-spread", type=float, default=w.judge_offset_spread,
+                   help="judge k's scores are shifted by step x this many points (steps as "
+                   "for --judge-scale-spread)")  # fmt: skip
+    p.add_argument("--scale-sweep", type=_spreads, default=None, help="judge-scale worlds of "
+                   "the aggregation sweep, SCALE:OFFSET spreads; None = 0:0,0.3:8, or 0:0 "
+                   "with --quick")  # fmt: skip
+    p.add_argument("--sweep-normalise", type=_names(normalise_names()), default=None,
+                   help="the normalisations the sweep measures; None = every one the config "
+                   "accepts")  # fmt: skip
     p.add_argument("--position-bias", choices=("bounded", "linear"), default=w.position_bias,
                    help="linear: --beta per place, growing with the cards shown; bounded: "
                    "the first shown gets --beta x (--ideas - 1) whatever the number of "
@@ -1767,6 +1989,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         args.corr_sweep = (0.0, 0.8) if args.quick else (0.0, 0.5, 0.8)
     if args.drifts is None:
         args.drifts = (0.0, 1.5)
+    if args.scale_sweep is None:
+        args.scale_sweep = ((0.0, 0.0),) if args.quick else ((0.0, 0.0), (0.3, 8.0))
     if any(not 0 <= rho <= 1 for rho in args.corr_sweep):
         p.error(f"--corr-sweep: got {args.corr_sweep}, each must be in 0..1")
 

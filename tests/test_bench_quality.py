@@ -11,7 +11,7 @@ import json
 import statistics
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from PIL import Image
@@ -167,8 +167,11 @@ def test_the_command_writes_strict_json_and_a_png(
     assert [len(r["top_per_round"]) for r in rows] == [1, 1, 2, 2]
     assert [r["vs_control"] is None for r in rows] == [True, True, False, False]
     sweep = report["judge_corr_sweep"]
-    assert [row["judge_corr"] for row in sweep] == [0.0, 0.5, 0.8]
-    assert [p["aggregation"] for p in sweep[0]["panels"]] == list(quality.aggregation_names())
+    worlds = [(row["judge_scale_spread"], row["judge_offset_spread"]) for row in sweep]
+    assert worlds == [(0.0, 0.0)] * 3 + [(0.3, 8.0)] * 3
+    assert [row["judge_corr"] for row in sweep] == [0.0, 0.5, 0.8] * 2
+    assert [p["name"] for p in sweep[0]["panels"]] == [p.name for p in quality.sweep_panels()]
+    assert all("minus_median" in p for p in sweep[0]["panels"])
     assert quality.format_table(report) in capsys.readouterr().out
     with Image.open(png) as img:
         assert img.format == "PNG" and img.width > 800
@@ -347,6 +350,31 @@ def test_judge_correlation_is_the_share_of_noise_the_judges_have_in_common() -> 
         assert 7.0 < statistics.stdev(xs) < 9.0
 
 
+def test_judges_on_different_scales_stretch_and_shift_the_same_scores() -> None:
+    base = {"sigma": 8.0, "beta": 0.0, "lam": 0.0, "p_refuse": 0.0, "p_garbage": 0.0}
+    same = quality.WorldParams(**base)  # type: ignore[arg-type]
+    spread = quality.WorldParams(**base, judge_scale_spread=0.3, judge_offset_spread=8.0)  # type: ignore[arg-type]
+    world, hooks = _world_with_cards(same, 6)
+    other, _ = _world_with_cards(spread, 6)
+    assert [other.judge_scale(f"sim-judge-{k}") for k in (1, 2, 3)] == [
+        (1.0, 0.0),
+        (pytest.approx(1.3499, abs=1e-4), 8.0),
+        (pytest.approx(0.7408, abs=1e-4), -8.0),
+    ]
+    for k in (1, 2, 3):
+        request = _judge_request(f"sim-judge-{k}", 11, hooks)
+        plain = json.loads(world.judge(request))["scores"]
+        scaled = json.loads(other.judge(request))["scores"]
+        scale, offset = other.judge_scale(f"sim-judge-{k}")
+        mean = spread.quality_mean
+        for x, y in zip(plain, scaled, strict=True):
+            # the same draw, stretched around the mean quality and shifted (rounding apart)
+            expected = min(100, max(0, mean + offset + scale * (x["score"] - mean)))
+            assert abs(y["score"] - expected) <= scale / 2 + 0.5, (k, x, y)
+        if k == 1:
+            assert plain == scaled
+
+
 def test_a_re_asked_judge_draws_again_and_can_answer_validly() -> None:
     params = quality.WorldParams(p_refuse=0.0, p_garbage=0.5)
     world, hooks = _world_with_cards(params)
@@ -374,6 +402,53 @@ def test_the_sweep_measures_every_aggregation_the_config_accepts() -> None:
     assert quality.aggregation_names() == get_args(Aggregation)
     assert quality.sweep_panel("trimmed_mean").trim == 1
     assert quality.sweep_panel("median").trim == 0
+
+
+def test_the_sweep_measures_every_normalisation_the_config_accepts() -> None:
+    from typing import get_args
+
+    from image_project.config.models import Normalise, ScoringConfig
+
+    assert quality.normalise_names() == get_args(Normalise)
+    panels = quality.sweep_panels()
+    pairs = {(p.aggregation, p.normalise) for p in panels}
+    assert {(a, "none") for a in quality.aggregation_names()} <= pairs
+    for normalise in get_args(Normalise):
+        for aggregation in quality.NORMALISED_AGGREGATIONS:
+            assert (aggregation, normalise) in pairs
+    assert len({p.name for p in panels}) == len(panels)
+    reference = quality.REFERENCE_PANEL
+    assert (reference.aggregation, reference.normalise) == ("median", "none")
+    assert reference in panels
+    fields = ScoringConfig.model_fields
+    default = (fields["aggregation"].default, fields["normalise"].default)
+    assert default in pairs  # the product's default is measured
+    assert {p.normalise for p in quality.sweep_panels(["ranks"])} == {"ranks"}
+
+
+def test_merge_joins_sweep_parts_per_world_and_correlation() -> None:
+    def row(scale: float | None, rho: float, names: list[str], one: float = 3.0) -> dict[str, Any]:
+        panels = [{"name": n, "mean_regret": 1.0, "cut": {}} for n in names]
+        out: dict[str, Any] = {"judge_corr": rho, "one_judge_regret": one, "panels": panels}
+        if scale is not None:
+            out |= {"judge_scale_spread": scale, "judge_offset_spread": 8.0 * scale}
+        return out
+
+    none, ranks = quality.sweep_panels(["none"]), quality.sweep_panels(["ranks"])
+    rows = quality.merge_sweep(
+        [
+            row(0.5, 0.0, [p.name for p in ranks]),
+            row(None, 0.5, [p.name for p in none]),  # a part written before scale worlds
+            row(0.0, 0.5, [p.name for p in ranks]),
+            row(0.5, 0.0, [p.name for p in none]),
+        ]
+    )
+    assert [(r["judge_scale_spread"], r["judge_corr"]) for r in rows] == [(0.0, 0.5), (0.5, 0.0)]
+    order = [p.name for p in quality.sweep_panels(["none", "ranks"])]
+    assert [[p["name"] for p in r["panels"]] for r in rows] == [order, order]
+    assert rows[0]["panels"][0]["normalise"] == "none"
+    with pytest.raises(ValueError, match="one judge differs"):
+        quality.merge_sweep([row(0.0, 0.0, ["a"]), row(0.0, 0.0, ["b"], one=4.0)])
 
 
 def test_equal_encoding_gives_other_motifs_as_many_words_as_the_likes() -> None:

@@ -143,7 +143,7 @@ async def test_scoring_run_makes_every_artifact_and_records_each_call(tmp_path: 
     assert set(bbs) == {
         "enabled", "config_snapshot", "aggregation", "candidates", "judges", "score_table", "selected_id",
         "selected_score", "exploration_rate", "exploration_roll", "selection_mode", "novelty",
-        "selection",
+        "selection", "normalise",
     }  # fmt: skip
     assert (
         bbs["selection"]["ranking"][0]
@@ -165,7 +165,7 @@ async def test_scoring_run_makes_every_artifact_and_records_each_call(tmp_path: 
     assert all(sorted(j["order"]) == list("ABCDEF") for j in bbs["judges"])
     assert len({tuple(j["order"]) for j in bbs["judges"]}) > 1  # per-judge seeded orders
     row = next(r for r in bbs["score_table"] if r["id"] == bbs["selected_id"])
-    assert bbs["selected_score"] == row["median"]
+    assert bbs["selected_score"] == row["aggregate"]  # the mean of z-scores by default
     assert row["n_ok"] == 3 and set(row["judge_scores"]) == {"strict", "warm", "novel"}
     assert bbs["novelty"]["used"] is False and "FileNotFoundError" in bbs["novelty"]["warning"]
     selected = next(c for c in bbs["candidates"] if c["id"] == bbs["selected_id"])
@@ -488,7 +488,7 @@ async def test_the_record_says_what_each_judge_saw_and_weighed(tmp_path: Path) -
     assert snapshot["novel"]["rubric"]["source"] == "file"
     assert snapshot["novel"]["rubric"]["text"].startswith("Reward the most unusual card.")
     assert snapshot["strict"]["rubric"] == {"name": "strict", "source": "builtin"}
-    assert bbs["aggregation"] == "median"
+    assert (bbs["aggregation"], bbs["normalise"]) == ("mean", "zscores")  # the defaults
     steps = {s["name"]: s for s in transcript(tmp_path)["steps"] if "/judges/" in s["path"]}
     assert steps["taste"]["meta"]["rubric"] == "profile_fit"
     assert steps["taste"]["meta"]["profile"] == "dislikes_only"

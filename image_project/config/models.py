@@ -430,9 +430,9 @@ class ScoringConfig(_Section):
     max_reasks: _Int = Field(default=1, ge=0, le=5)
     judges: Annotated[tuple[JudgeConfig, ...] | None, BeforeValidator(_check_judge_count)] = None
     min_ok_judges: _Int | None = Field(default=None, ge=1, le=MAX_JUDGES)
-    aggregation: Aggregation = "median"
+    aggregation: Aggregation = "mean"
     trim: _Int = Field(default=0, ge=0, le=MAX_JUDGES)
-    normalise: Normalise = "none"
+    normalise: Normalise = "zscores"
     novelty: NoveltyConfig = Field(default_factory=NoveltyConfig)
     evolution: EvolutionConfig = Field(default_factory=EvolutionConfig)
 

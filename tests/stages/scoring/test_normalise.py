@@ -105,7 +105,7 @@ def test_the_config_key_is_validated(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         offline_cfg(tmp_path, 1, "prompt.scoring.normalise=minmax")
     assert info.value.key == "prompt.scoring.normalise"
-    assert offline_cfg(tmp_path, 1).prompt.scoring.normalise == "none"
+    assert offline_cfg(tmp_path, 1).prompt.scoring.normalise == "zscores"  # the default
 
 
 def _record(out: Path, *extra: str) -> dict[str, object]:
@@ -116,6 +116,7 @@ def _record(out: Path, *extra: str) -> dict[str, object]:
         "prompt.scoring.enabled=true",
         "prompt.scoring.judges=[{id: a, rubric: strict}, {id: b, rubric: profile_fit}, "
         "{id: c, rubric: novelty_heavy}]",
+        "prompt.scoring.aggregation=median",  # (the default is mean)
         *extra,
     )
     anyio.run(run_generation, cfg, make_backends(cfg, {}))
@@ -126,7 +127,7 @@ def _record(out: Path, *extra: str) -> dict[str, object]:
 
 
 def test_a_run_records_its_normalisation(tmp_path: Path) -> None:
-    plain = _record(tmp_path / "plain")
+    plain = _record(tmp_path / "plain", "prompt.scoring.normalise=none")
     assert "normalise" not in plain
     assert all("normalised" not in row for row in plain["score_table"])  # type: ignore[attr-defined]
     ranked = _record(tmp_path / "ranks", "prompt.scoring.normalise=ranks")
