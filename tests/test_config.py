@@ -122,8 +122,11 @@ def test_example_ensemble_overlay_is_valid() -> None:
         env={},
     )
     assert config.prompt.scoring.enabled is True
-    judges = config.prompt.scoring.effective_judges(config.backend.text_model)
+    judges = config.prompt.scoring.effective_judges(
+        config.backend.text_model, {"local": config.backends["local"].text_model}
+    )
     assert [j.id for j in judges] == ["strict", "warm", "novel"]
+    assert judges[2].backend == "local" and judges[2].model == "qwen3-8b-local"
     assert all(j.temperature == 0.0 for j in judges)
     assert len({j.model for j in judges}) == 2  # a mixed-model panel (docs/scoring.md)
     assert config.prompt.scoring.effective_min_ok_judges == 2
