@@ -129,6 +129,7 @@ def proxy_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
             collections.Counter(str(r.get("finish_reason")) for r in chat if r["status"] == 200)
         ),
         "client_gone": sum(1 for r in records if r["client_gone"]),
+        "client_gone_s": [r["seconds"] for r in records if r["client_gone"]],
         "http_400": [r.get("error", "") for r in records if r["status"] == 400][:3],
         "image_endpoint": sum(1 for r in records if "/images" in r["path"]),
         "shapes": dict(shapes.most_common()),
@@ -162,7 +163,12 @@ def wire_problems(row: dict[str, Any]) -> list[str]:
         )
     if s["grammar_errors"]:
         out.append(f"grammar error in the server log: {s['grammar_errors'][0][:160]}")
-    timeouts = max(p["client_gone"], t.get("timeouts_recorded") or 0)
+    # The client hangs up on a call at its timeout, and also on the calls still in flight when
+    # the run stops (a sibling failed): only a hang-up at the timeout is a timeout.
+    limit = float(row["sets"].get("backend.timeout_s") or 0.0)
+    gone = p.get("client_gone_s", [])
+    at_timeout = sum(1 for seconds in gone if limit and seconds >= 0.95 * limit)
+    timeouts = max(at_timeout, t.get("timeouts_recorded") or 0)
     if timeouts:
         out.append(f"{timeouts} call(s) reached the timeout")
     if row["sets"].get("image.backend") == "offline" and p["image_endpoint"]:
@@ -201,7 +207,7 @@ def fmt_counts(d: dict[str, Any]) -> str:
 def markdown(result: dict[str, Any]) -> str:
     lines = [
         "| template | run | exit | chat steps done | tokens prompt / completion | re-asks by reason "
-        "| judge / selector / variant statuses | requests: HTTP status (gone = client timed out) "
+        "| judge / selector / variant statuses | requests: HTTP status (gone = the client hung up: its timeout, or the run stopped) "
         "| no token limit | finish reasons | wall s |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]

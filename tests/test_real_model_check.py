@@ -169,6 +169,23 @@ def row(**over: Any) -> dict[str, Any]:
     return base
 
 
+def test_calls_cancelled_when_the_run_stopped_are_not_timeouts() -> None:
+    """The client also hangs up on the calls in flight when a sibling fails the run; only a
+    hang-up at the timeout counts as one."""
+    proxy = {
+        "http": {"200": 2, "gone": 2},
+        "http_400": [],
+        "client_gone": 2,
+        "client_gone_s": [3.1, 12.5],
+        "image_endpoint": 0,
+    }
+    failed = {"transcript": True, "error": {"path": "pipeline/x", "type": "ModelOutputError"}}
+    sets = {"backend.timeout_s": 90.0}
+    assert (
+        real_model_report.problems_of(row(exit=1, transcript=failed, proxy=proxy, sets=sets)) == []
+    )
+
+
 def test_a_clean_run_and_a_named_failure_pass() -> None:
     assert real_model_report.problems_of(row()) == []
     failed = {"transcript": True, "error": {"path": "pipeline/x", "type": "ModelOutputError"}}
@@ -195,7 +212,16 @@ def test_a_clean_run_and_a_named_failure_pass() -> None:
             "1 HTTP 400",
         ),
         (
-            {"proxy": {"http": {"gone": 1}, "http_400": [], "client_gone": 1, "image_endpoint": 0}},
+            {
+                "sets": {"backend.timeout_s": 90.0},
+                "proxy": {
+                    "http": {"gone": 1},
+                    "http_400": [],
+                    "client_gone": 1,
+                    "client_gone_s": [90.02],
+                    "image_endpoint": 0,
+                },
+            },
             "reached the timeout",
         ),
         (
