@@ -312,7 +312,7 @@ def _describe(
     uses: list[tuple[ModelNeed, str | None]],
 ) -> str:
     """The line the CLI prints: the main backend as before, then (when any role uses
-    another backend) which backend serves which role."""
+    another backend) which backend serves each such role; the other roles are "the rest"."""
     b = cfg.backend
     if main.pair is None:
         assert main.choice is not None
@@ -331,6 +331,8 @@ def _describe(
         return line
     parts = []
     for need, ref in uses:
+        if ref is None:
+            continue  # the main backend's roles: "the rest" below
         one = built[ref]
         if one.pair is not None:
             parts.append(f"{need.role}: {one.key} at {one.where} (model {need.model})")
@@ -338,7 +340,8 @@ def _describe(
         label = "offline preview image" if need.role == "image" else "offline"
         why = "" if one.choice is None else f" ({one.choice.why})"
         parts.append(f"{need.role}: {label}{why}")
-    return f"{line} Roles: " + "; ".join(parts) + "."
+    rest = "; the rest: the main backend" if any(ref is None for _, ref in uses) else ""
+    return f"{line} Roles: " + "; ".join(parts) + rest + "."
 
 
 def _probes(

@@ -115,7 +115,10 @@ def test_real_text_with_the_offline_preview_image() -> None:
     assert isinstance(backends.image, OfflineImageBackend)
     assert backends.provider == "openai"
     assert "image: offline preview image" in backends.description
-    assert "text: backend at http://127.0.0.1:9/v1 (model gpt-6-luna)" in backends.description
+    assert "Roles: image: offline preview image; the rest: the main backend." in (
+        backends.description
+    )
+    assert "http://127.0.0.1:9/v1 (text model gpt-6-luna" in backends.description
     (target,) = backends.probes
     assert target.key == "backend" and target.base_url.startswith("http://127.0.0.1:9/v1")
     assert target.needs == (ModelNeed("text", "backend.text_model", "gpt-6-luna"),)
