@@ -9,9 +9,8 @@ from __future__ import annotations
 import csv
 import json
 import statistics
-import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 from PIL import Image
@@ -19,19 +18,9 @@ from PIL import Image
 from image_project.app import RunResult, run_generation
 from image_project.backends.base import Message, TextRequest
 from image_project.record import IdeaCard, ScoringRecord
-from image_project.stages.profile import load_profile
 from image_project.stages.scoring.hints import content_tokens
+from tests.support.quality_bench import LIKES, quality
 
-BENCH = Path(__file__).resolve().parents[1] / "bench"
-sys.path.insert(0, str(BENCH))
-
-if TYPE_CHECKING:  # mypy sees the real module (bench/ is on its path; see pyproject.toml)
-    import quality
-else:
-    quality = pytest.importorskip("quality")
-
-REPO = Path(__file__).resolve().parents[1]
-LIKES = load_profile(REPO / "config" / "profile.csv").likes
 TINY = [
     *("--silent", "--seeds", "3", "--ideas", "4", "--variety-runs", "3", "--variety-seeds", "1"),
     *("--rounds-seeds", "2", "--rounds-max", "1"),

@@ -21,26 +21,12 @@ pass: the README's full bench reports the same effects with intervals.
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 import anyio
-import pytest
 from scipy import stats
 
-from image_project.stages.profile import load_profile
+from tests.support.quality_bench import LIKES, quality
 
-BENCH = Path(__file__).resolve().parents[1] / "bench"
-sys.path.insert(0, str(BENCH))
-
-if TYPE_CHECKING:  # mypy sees the real module (bench/ is on its path; see pyproject.toml)
-    import quality
-else:
-    quality = pytest.importorskip("quality")
-
-REPO = Path(__file__).resolve().parents[1]
-LIKES = load_profile(REPO / "config" / "profile.csv").likes
 RUN_SEEDS = 300
 HISTORIES = 12
 RUNS_PER_HISTORY = 30

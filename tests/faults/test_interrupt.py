@@ -330,22 +330,28 @@ def test_ctrl_c_during_the_offline_drawing_stops_it_in_phase_image(tmp_path: Pat
     assert images(tmp_path) == []
 
 
-def test_ctrl_c_while_the_records_are_written_finishes_them_and_exits_0(tmp_path: Path) -> None:
+def sigint_while_run_1_writes_its_records(tmp_path: Path, *args: str) -> tuple[int, str, str]:
+    """Start ``main.py --seed 11 *args`` and press Ctrl-C while its first run writes its
+    records; return ``(exit code, stdout, stderr)``. The manifest lock is held by this process
+    until the signal is handled, so the records phase certainly waits for it then."""
     config = write_config(tmp_path)
     manifest = tmp_path / "out" / "images" / "titles_manifest.csv"
     manifest.parent.mkdir(parents=True)
-    # Held by this process: the child's records phase waits for it, so the interrupt
-    # certainly arrives while the records are being written.
     lock = manifest_lock(manifest).acquire()
     try:
-        proc = spawn_main(tmp_path, "--config", str(config), "--seed", "11")
+        proc = spawn_main(tmp_path, "--config", str(config), "--seed", "11", *args)
         err = Lines(proc.stderr)
         err.wait_for(lambda line: line.startswith("→ records"))
         proc.send_signal(signal.SIGINT)
         err.wait_for(lambda line: line.startswith("SIGINT: cancelling"))
     finally:
         lock.release()
-    code, out, text = finish(proc, err)
+    return finish(proc, err)
+
+
+def test_ctrl_c_while_the_records_are_written_finishes_them_and_exits_0(tmp_path: Path) -> None:
+    code, out, text = sigint_while_run_1_writes_its_records(tmp_path)
+    manifest = tmp_path / "out" / "images" / "titles_manifest.csv"
     assert code == 0, text
     assert "SIGINT came too late to stop anything: the run was already complete" in text
     assert "interrupted" not in text
@@ -363,19 +369,8 @@ def test_ctrl_c_while_run_1_writes_its_records_starts_no_run_2(tmp_path: Path) -
     # Issue 27's bug: pressed while run 1 wrote its records, Ctrl-C still let run 2 start
     # (12 calls, then recorded as interrupted). Now run 1 finishes its records and run 2
     # never starts.
-    config = write_config(tmp_path)
+    code, out, text = sigint_while_run_1_writes_its_records(tmp_path, "--runs", "3")
     manifest = tmp_path / "out" / "images" / "titles_manifest.csv"
-    manifest.parent.mkdir(parents=True)
-    lock = manifest_lock(manifest).acquire()  # run 1's records wait for it
-    try:
-        proc = spawn_main(tmp_path, "--config", str(config), "--seed", "11", "--runs", "3")
-        err = Lines(proc.stderr)
-        err.wait_for(lambda line: line.startswith("→ records"))
-        proc.send_signal(signal.SIGINT)
-        err.wait_for(lambda line: line.startswith("SIGINT: cancelling"))
-    finally:
-        lock.release()
-    code, out, text = finish(proc, err)
     assert code == 130, text
     assert "== run 2 of 3" not in text
     assert text.strip().splitlines()[-1] == (
