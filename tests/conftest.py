@@ -113,6 +113,7 @@ SUBPROCESS: dict[str, frozenset[str]] = {
         {"test_concurrent_processes_allocate_unique_consecutive_seqs"}
     ),
     "tests/test_seeding.py": frozenset({"test_derive_seed_is_stable_across_processes"}),
+    "tests/test_suite_guards.py": frozenset({"test_a_hanging_test_fails_with_its_stack"}),
     "tests/test_bench.py": frozenset(
         {"test_the_simulator_in_its_own_process_records_resets_and_switches_keys"}
     ),
@@ -139,6 +140,11 @@ SLOW: dict[str, frozenset[str]] = {
 
 SPAWN_MARKERS = ("subprocess", "postgres", "browser")
 
+# The hang guard (pytest-timeout) of the tiers that start processes or run whole benches;
+# the in-process tests keep the global ``timeout`` of pyproject.toml. A test that sets its own
+# ``pytest.mark.timeout`` keeps it.
+SPAWNED_TIMEOUT_S = 600
+
 
 def _listed(table: dict[str, frozenset[str]], module: str, name: str) -> bool:
     names = table.get(module)
@@ -160,6 +166,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         # tests/store/conftest.py: the ``engine`` parameter picks SQLite or the server.
         if params.get("engine") == "postgresql" or "postgres_server" in fixtures:
             item.add_marker(pytest.mark.postgres)
+        tiered = any(item.get_closest_marker(m) for m in (*SPAWN_MARKERS, "slow"))
+        if tiered and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(SPAWNED_TIMEOUT_S))
 
 
 def _is_python(program: str) -> bool:
