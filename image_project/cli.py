@@ -33,6 +33,7 @@ objects. Environment variables are read here (and by the backend adapter's key l
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import sys
@@ -473,7 +474,7 @@ def main(
         return EXIT_CONFIG
     print(backends.description, file=sys.stderr if args.quiet else sys.stdout, flush=True)
     try:
-        anyio.run(backends.probe)
+        backends = dataclasses.replace(backends, preflight=anyio.run(backends.probe))
     except ConfigError as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         return EXIT_CONFIG

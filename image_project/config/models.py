@@ -165,6 +165,11 @@ class BackendConfig(_Section):
     token_limit_param: TokenLimitParam = "max_completion_tokens"
     role_style: RoleStyle = "system"
     schema_dialect: SchemaDialect = "openai_strict"
+    preflight: Literal["auto", "strict", "warn", "off"] = "auto"
+    """The pre-flight model check (``GET /models``) before the first call: ``strict`` fails
+    on a model the endpoint does not list, ``warn`` says so and runs, ``off`` does not ask;
+    ``auto`` is ``strict`` for api.openai.com and servers on this machine (their lists are
+    what they serve) and ``warn`` elsewhere (see docs/models.md)."""
 
     @model_validator(mode="after")
     def _check_backoff(self) -> Self:

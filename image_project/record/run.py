@@ -22,6 +22,9 @@ __all__ = [
     "SCHEMA_VERSION",
     "BackendInfo",
     "ConceptFilter",
+    "PreflightMode",
+    "PreflightOutcome",
+    "PreflightRecord",
     "RunError",
     "RunRecord",
     "RunUsage",
@@ -38,15 +41,40 @@ SCHEMA_VERSION: Final = 2
 TitleSource = Literal["llm", "llm_disambiguated", "fallback"]
 
 
+PreflightMode = Literal["strict", "warn", "off"]
+PreflightOutcome = Literal["listed", "no_list", "not_probed", "off"]
+
+
+class PreflightRecord(RecordModel):
+    """The pre-flight model check of one endpoint (``GET {url}/models``, before the first
+    model call): ``key`` its config section (``backend``, ``backends.<name>``), ``mode`` its
+    ``preflight`` setting, ``outcome`` what the list said (``listed``: a model list was read;
+    ``no_list``: the endpoint has none or an unreadable one; ``not_probed``: the network
+    policy refused the endpoint; ``off``: not asked), ``attempts`` the requests made (0 when
+    not asked), ``retried`` why each failed attempt before the last was retried (``HTTP
+    503``, ``HTTP 429 (Retry-After 1 s)``, ``timed out``, ...), ``warnings`` the missing
+    models let through by ``preflight: warn``."""
+
+    key: str
+    url: str
+    mode: PreflightMode
+    outcome: PreflightOutcome
+    attempts: int = 0
+    retried: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+
 class BackendInfo(RecordModel):
     """Which backend answered: ``text_model`` is the default text model and ``image_model``
-    the image model the run asks for (what actually answered is on each step)."""
+    the image model the run asks for (what actually answered is on each step);
+    ``preflight`` the pre-flight model check of each endpoint the run uses (empty offline)."""
 
     provider: str
     description: str
     text_model: str
     image_model: str
     execution_mode: Literal["concurrent", "sequential"]
+    preflight: tuple[PreflightRecord, ...] = ()
 
 
 class ConceptFilter(RecordModel):

@@ -259,6 +259,7 @@ class RunState:
                 text_model=self.backends.text.default_model,
                 image_model=self.backends.image.default_model,
                 execution_mode=self.cfg.run.concurrency,
+                preflight=self.backends.preflight,
             ),
             selected_concepts=self.concepts,
             concept_filter=self.concept_filter,
