@@ -279,7 +279,12 @@ def _store_command(args: argparse.Namespace, env: Mapping[str, str], root: Path)
         if cfg.upscale.output_path is not None:
             image_dirs.append(Path(cfg.upscale.output_path))
         return review_stored_runs(
-            url, out_dir, last=args.last, image_base=root, image_dirs=image_dirs
+            url,
+            out_dir,
+            last=args.last,
+            image_base=root,
+            image_dirs=image_dirs,
+            max_image_pixels=cfg.review.max_image_pixels,
         )
     from image_project.store_commands import run_command
 

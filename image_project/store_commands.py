@@ -128,6 +128,7 @@ def review_stored_runs(
     image_base: Path,
     image_dirs: Sequence[Path] | None = None,
     out: IO[str] | None = None,
+    max_image_pixels: int | None = None,
 ) -> int:
     """``image-project review``: the static review site of the ``last`` newest stored runs
     (:mod:`image_project.review`, imported only now: Jinja2 and matplotlib), publishing
@@ -151,8 +152,15 @@ def review_stored_runs(
         print(f"error: cannot write the review site to {out_dir}: {_reason(exc)}", file=sys.stderr)
         return 2
     try:
+        from image_project.review.site import DEFAULT_MAX_IMAGE_PIXELS
+
         return review_command(
-            records, out_dir, image_base=image_base, image_dirs=image_dirs, out=out
+            records,
+            out_dir,
+            image_base=image_base,
+            image_dirs=image_dirs,
+            out=out,
+            max_image_pixels=max_image_pixels or DEFAULT_MAX_IMAGE_PIXELS,
         )
     except OSError as exc:
         where = f" ({exc.filename})" if exc.filename and Path(exc.filename) != out_dir else ""

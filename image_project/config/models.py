@@ -134,6 +134,7 @@ __all__ = [
     "NoveltyConfig",
     "ProfileView",
     "PromptConfig",
+    "ReviewConfig",
     "RubricSpec",
     "RunConfig",
     "ScoringConfig",
@@ -644,6 +645,13 @@ class StoreConfig(_Section):
     url: Annotated[str | None, AfterValidator(_check_store_url)] = None
 
 
+class ReviewConfig(_Section):
+    """The review site (``image-project review``): ``max_image_pixels`` is the largest image
+    (width x height) it publishes; a larger one is skipped with the reason."""
+
+    max_image_pixels: _Int = Field(default=70_000_000, ge=1, le=1_000_000_000)
+
+
 class AppConfig(_Section):
     """The whole validated configuration. ``sources``: the files read, in merge order."""
 
@@ -657,6 +665,7 @@ class AppConfig(_Section):
     store: StoreConfig = Field(default_factory=StoreConfig)
     context: ContextConfig = Field(default_factory=ContextConfig)
     upscale: UpscaleConfig = Field(default_factory=UpscaleConfig)
+    review: ReviewConfig = Field(default_factory=ReviewConfig)
     sources: tuple[str, ...] = Field(default=(), exclude=True)
 
     @model_validator(mode="after")
