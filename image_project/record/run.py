@@ -15,7 +15,7 @@ from pydantic import Field, model_validator
 from image_project.record.base import RecordModel
 from image_project.record.context import ContextOff, ContextSection
 from image_project.record.events import ChatEvent, ImageEvent, StepEvent
-from image_project.record.scoring import ScoringOff, ScoringSection
+from image_project.record.scoring import ScoringOff, ScoringRecord, ScoringSection
 from image_project.record.upscale import UpscaleRecord
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
     "TitleRecord",
     "TitleSource",
     "run_status",
+    "scoring_absent",
     "stopped_reason",
 ]
 
@@ -202,6 +203,32 @@ def stopped_reason(record: RunRecord) -> str:
         return ""
     verb = "was interrupted" if record.error.type == "interrupted" else "failed"
     return f"the run {verb} in phase {record.error.phase}"
+
+
+_BEFORE_PIPELINE = frozenset({"data_load", "context", "concept_selection", "concept_filter"})
+
+
+def scoring_absent(record: RunRecord) -> str:
+    """Why a run has no scoring record, in words that are true of what was recorded (``""``
+    when it has one): ``scoring was off for this run`` for a run that got through; for one
+    that stopped after its prompt pipeline had started without scoring, that scoring was not
+    configured; for one that stopped before (an earlier phase, or the pipeline phase before
+    its first step), that it stopped before scoring would have run, and that the record
+    cannot tell whether scoring was configured."""
+    if isinstance(record.blackbox_scoring, ScoringRecord):
+        return ""
+    if record.error is None:
+        return "scoring was off for this run"
+    stopped = stopped_reason(record)
+    started = record.error.phase not in _BEFORE_PIPELINE and any(
+        step.path.startswith("pipeline/") for step in record.steps
+    )
+    if started:
+        return f"{stopped}; scoring was not configured (the prompt pipeline ran without it)"
+    return (
+        f"{stopped}, before the prompt pipeline where scoring runs (whether scoring was "
+        "configured is not recorded)"
+    )
 
 
 def run_status(record: RunRecord) -> str:
