@@ -601,6 +601,12 @@ class PromptConfig(_Section):
     random_seed: _Int | None = Field(default=None, ge=0, le=MAX_RUN_SEED)
     refinement: Literal["final", "per_stage", "none"] = "final"
     text_temperature: _Float = Field(default=0.8, ge=0.0, le=2.0)
+    max_profile_chars: _Int = Field(default=20_000, ge=100, le=10_000_000)
+    """The longest profile, as the text the prompts carry, checked when it is loaded (before
+    any call): a profile is a page of taste, not a database."""
+    max_prompt_chars: _Int = Field(default=200_000, ge=1_000, le=100_000_000)
+    """The longest request (system prompt and every message, in characters), checked before
+    each call is sent."""
     scoring: ScoringConfig = Field(default_factory=ScoringConfig)
 
 
