@@ -13,10 +13,11 @@ import anyio
 import pytest
 
 from image_project.backends import probe
-from image_project.backends.factory import preflight_mode
+from image_project.backends.factory import make_backends, preflight_mode
 from image_project.backends.probe import ModelNeed, ProbeTarget, probe_backends
 from image_project.backends.retry import RetryPolicy
 from image_project.cli import main
+from image_project.config import load_config
 from image_project.config.models import BackendConfig
 from image_project.errors import ConfigError
 from tests.faults.common import REPO, write_config
@@ -128,3 +129,29 @@ def test_auto_is_strict_for_openai_and_this_machine_and_warn_elsewhere(
 ) -> None:
     assert preflight_mode(BackendConfig(base_url=base_url)) == mode
     assert preflight_mode(BackendConfig(base_url=base_url, preflight="off")) == "off"
+
+
+def test_each_backend_carries_its_own_preflight_mode_and_retry_policy() -> None:
+    cfg = load_config(
+        root=REPO,
+        env={},
+        overrides=[
+            "backend.base_url=http://127.0.0.1:9/v1",
+            "backend.max_attempts=2",
+            "backends.gemini.base_url=https://generativelanguage.googleapis.com/v1beta/openai/",
+            "backends.gemini.max_attempts=5",
+            "backends.proxy.base_url=https://llm.example.com/v1",
+            "backends.proxy.preflight=off",
+            "prompt.scoring.enabled=true",
+            "prompt.scoring.judges=[{id: a, backend: gemini}, {id: b, backend: proxy}]",
+            "run.mode=prompt_only",
+        ],
+    )
+    targets = {t.key: t for t in make_backends(cfg, {"OPENAI_API_KEY": "k"}).probes}
+    assert {k: t.mode for k, t in targets.items()} == {
+        "backend": "strict",
+        "backends.gemini": "warn",
+        "backends.proxy": "off",
+    }
+    assert targets["backend"].retry.max_attempts == 2
+    assert targets["backends.gemini"].retry.max_attempts == 5
