@@ -3,14 +3,15 @@ model call.
 
 :func:`probe_backends` asks each endpoint for its model list (``GET {base_url}/models``, the
 SDK's ``models.list()``, with the backend's key and a bounded timeout). A failure that may
-pass (429, 408, 409, any 5xx, a timeout, a connection error) is retried with the backend's
-own transport retry policy (:mod:`image_project.backends.retry`: the same attempts, jittered
-waits and ``Retry-After`` handling as a model call); then it raises one
-:class:`~image_project.errors.ConfigError` (exit 2, nothing spent) when:
+pass (429, 408, 409, any 5xx, a timeout, a connection cut after it was made) is retried
+with the backend's own transport retry policy (:mod:`image_project.backends.retry`: the
+same attempts, jittered waits and ``Retry-After`` handling as a model call); then it
+raises one :class:`~image_project.errors.ConfigError` (exit 2, nothing spent) when:
 
-* the endpoint cannot be reached (connection refused, DNS, timeout), or still answers the
-  list with a server error or a rate limit after the retries; the key is
-  ``<backend>.base_url`` and the message names the last status and the attempts made;
+* the endpoint cannot be reached (connection refused or an unknown host: at once, since
+  waiting does not start a server), or still times out or answers the list with a server
+  error or a rate limit after the retries; the key is ``<backend>.base_url`` and the
+  message names the last status and the attempts made;
 * it refuses the key (401 / 403); the key is ``<backend>.api_key_env``;
 * it lists its models and a role's model is not among them (``strict`` only), e.g. a full
   run whose image model a text-only server (llama.cpp, Ollama, vLLM) does not serve; the key
@@ -55,6 +56,7 @@ from image_project.backends.retry import (
     retry_after_of,
 )
 from image_project.errors import (
+    BackendConnectionError,
     BackendError,
     BackendTimeoutError,
     ConfigError,
@@ -171,9 +173,24 @@ def _status_error(target: ProbeTarget, exc: openai.APIStatusError) -> BackendErr
     return err
 
 
+def _not_there(exc: BaseException) -> bool:
+    """Whether a connection error means nothing is listening there (refused, unknown host):
+    the HTTP client's ``ConnectError`` in the cause chain (matched by name: the SDK's
+    transport package is not ours to import), as opposed to a connection cut after it was
+    made."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if type(seen).__name__ == "ConnectError":
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 def _why(exc: BackendError) -> str:
     if isinstance(exc, BackendTimeoutError):
         return "timed out"
+    if isinstance(exc, BackendConnectionError):
+        return "connection cut"
     wait = retry_after_of(exc)
     text = f"HTTP {exc.status}"
     return text if wait is None else f"{text} (Retry-After {wait:g} s)"
@@ -205,9 +222,12 @@ async def _listed(target: ProbeTarget, tally: _Tally) -> list[str] | None:
         except openai.APITimeoutError as exc:
             failure: BackendError = BackendTimeoutError(f"timed out ({exc})")
         except openai.APIConnectionError as exc:
-            # Refused or no such host: the server is not there (not started, a typo), which
-            # waiting does not cure; said at once.
-            raise _unreachable(target, f"failed ({type(exc).__name__}: {exc})") from None
+            if _not_there(exc):
+                # Refused or no such host: the server is not there (not started, a typo),
+                # which waiting does not cure; said at once.
+                raise _unreachable(target, f"failed ({type(exc).__name__}: {exc})") from None
+            # Connected, then cut off (a reset, a closed connection): retried.
+            failure = BackendConnectionError(f"the connection was cut ({exc})")
         except openai.APIStatusError as exc:
             if exc.status_code in _NO_LIST:
                 return None
@@ -233,8 +253,9 @@ async def _listed(target: ProbeTarget, tally: _Tally) -> list[str] | None:
     except BackendError:
         raise _unreachable(
             target,
-            f"{'' if tally.failures[-1] == 'timed out' else 'answered '}{tally.failures[-1]} "
-            f"on each of {tally.attempts} attempts (retried as model calls are)",
+            f"{'answered ' if tally.failures[-1].startswith('HTTP') else ''}"
+            f"{tally.failures[-1]} on each of {tally.attempts} attempts (retried as model "
+            "calls are)",
         ) from None
     finally:
         await client.close()

@@ -6,6 +6,7 @@ modes and the ``models/`` prefix."""
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -155,3 +156,21 @@ def test_each_backend_carries_its_own_preflight_mode_and_retry_policy() -> None:
     }
     assert targets["backend"].retry.max_attempts == 2
     assert targets["backends.gemini"].retry.max_attempts == 5
+
+
+def test_a_connection_cut_is_retried_and_a_refused_one_is_said_at_once(
+    tmp_path: Path, allow_loopback: None, probe_waits: RecordingSleep
+) -> None:
+    with OpenAIServer(models=["tiny"], offline=True) as server:
+        server.model_list_faults.append(Reply(disconnect=True))
+        code, record = _run(tmp_path, server)
+        assert (code, server.model_listings) == (0, 2)
+    (checked,) = record["backend"]["preflight"]
+    assert checked["retried"] == ["connection cut"]
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))  # bound, never listening: refused
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+        target = ProbeTarget("backend", url, "k", "K", 5.0, (), retry=RetryPolicy())
+        with pytest.raises(ConfigError, match="models failed"):
+            anyio.run(probe_backends, [target])
+    assert len(probe_waits.waits) == 1  # the cut connection's retry only

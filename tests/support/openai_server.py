@@ -501,6 +501,9 @@ class OpenAIServer:
         with self._cond:
             self.model_listings += 1
             fault = self.model_list_faults.popleft() if self.model_list_faults else None
+        if fault is not None and fault.disconnect:
+            handler.close_connection = True  # no answer at all: a reset for the client
+            return
         if fault is not None:
             status = fault.status
             payload = fault.body if fault.body is not None else error_body("try later")
