@@ -11,6 +11,8 @@ import pytest
 
 from image_project import cli
 from image_project.record import ActionEvent, RunError, RunRecord, ScoringOff
+from image_project.run.batch import summary_text
+from image_project.run.state import RunResult
 from tests.support.records import judge, run
 
 HOSTILE = "Evil\x1b]0;owned\x07 \x1b[2J\x1b[31mred\r\u202egnp.exe\x9b"
@@ -103,3 +105,10 @@ def test_show_says_why_an_interrupted_run_has_no_scoring_record(
     assert "interrupted in phase concept_filter, before the prompt pipeline" in said[1]
     assert "whether scoring was configured is not recorded" in said[1]
     assert "interrupted in phase image; scoring was not configured" in said[2]
+
+
+def test_the_summary_after_a_run_escapes_what_the_model_wrote(tmp_path: Path) -> None:
+    record = run(1, scoring=False, title=HOSTILE, concepts=["Tide\x1b[8m pools"])
+    text = summary_text(RunResult(record, tmp_path / "t.json", tmp_path / "t.log"))
+    assert _terminal_controls(text) == [] and "\u202e" not in text
+    assert "Evil\\x1b]0;owned\\x07" in text and "Tide\\x1b[8m pools" in text
