@@ -33,8 +33,11 @@ objects. Environment variables are read here (and by the backend adapter's key l
 from __future__ import annotations
 
 import argparse
+import calendar
+import dataclasses
 import logging
 import os
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from datetime import date
@@ -278,7 +281,12 @@ def _store_command(args: argparse.Namespace, env: Mapping[str, str], root: Path)
         if cfg.upscale.output_path is not None:
             image_dirs.append(Path(cfg.upscale.output_path))
         return review_stored_runs(
-            url, out_dir, last=args.last, image_base=root, image_dirs=image_dirs
+            url,
+            out_dir,
+            last=args.last,
+            image_base=root,
+            image_dirs=image_dirs,
+            max_image_pixels=cfg.review.max_image_pixels,
         )
     from image_project.store_commands import run_command
 
@@ -368,13 +376,23 @@ def _parallel(text: str) -> str:
 
 
 def _iso_date(text: str) -> str:
-    """``--date``: a real calendar day written ``YYYY-MM-DD`` (the range is the config's)."""
+    """``--date``: a real calendar day written ``YYYY-MM-DD`` (the range is the config's); the
+    error says what is wrong with it (the shape, or the day that month does not have)."""
+    if not re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", text):
+        raise argparse.ArgumentTypeError(
+            f"got {text!r}, must be a date YYYY-MM-DD (a 4-digit year, 2-digit month and day)"
+        )
+    year, month, day = (int(part) for part in text.split("-"))
     try:
-        if len(text) != 10:
-            raise ValueError(text)
-        date.fromisoformat(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"got {text!r}, must be a date YYYY-MM-DD") from None
+        date(year, month, day)
+    except ValueError as exc:
+        why = str(exc)
+        if 1 <= month <= 12 and year >= 1:
+            days = calendar.monthrange(year, month)[1]
+            why += f": {calendar.month_name[month]} {year} has {days} days"
+        raise argparse.ArgumentTypeError(
+            f"got {text!r}, must be a date YYYY-MM-DD: {why}"
+        ) from None
     return text
 
 
@@ -463,6 +481,13 @@ def main(
             cfg = cfg.model_copy(update={"backends": named})
         if cfg.sources[:1] == (str(BUILTIN_CONFIG),):
             print(builtin_note(root, prog), file=sys.stderr)
+        if args.date is not None and not cfg.context.enabled:
+            raise ConfigError(
+                "context.enabled",
+                f"--date {args.date} sets the day the context injectors take as today, but "
+                "context.enabled is false, so nothing would read it; add --set "
+                "context.enabled=true, or drop --date",
+            )
         _check_context(cfg)
         # The 4K image's upscaler (binary, model files), found through the environment here at
         # the edge, once for all runs.
@@ -473,7 +498,7 @@ def main(
         return EXIT_CONFIG
     print(backends.description, file=sys.stderr if args.quiet else sys.stdout, flush=True)
     try:
-        anyio.run(backends.probe)
+        backends = dataclasses.replace(backends, preflight=anyio.run(backends.probe))
     except ConfigError as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         return EXIT_CONFIG

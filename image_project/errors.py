@@ -21,6 +21,7 @@
     │                                    the tails of its output
     ├── StepFailedError                  a step could not produce a usable result at run time
     │   ├── EmptyPromptError             a None / non-string / blank prompt (before any call)
+    │   ├── PromptTooLongError           a request longer than its bound (before that call)
     │   ├── EmptyResponseError           a None / blank model answer the step does not allow
     │   └── ModelOutputError             the model answered, but not in the required shape
     │       │                            (after the bounded re-asks); carries a short preview
@@ -74,6 +75,7 @@ __all__ = [
     "NetworkDisabledError",
     "NodeType",
     "PipelineDefinitionError",
+    "PromptTooLongError",
     "QuotaExceededError",
     "RateLimitedError",
     "RefusalError",
@@ -179,6 +181,11 @@ class StepFailedError(ImageProjectError):
 
 class EmptyPromptError(StepFailedError):
     """The prompt was None, not a string, or blank; no model call was made."""
+
+
+class PromptTooLongError(StepFailedError):
+    """A request was longer than the run's bound (``prompt.max_prompt_chars``); that call was
+    not made."""
 
 
 class EmptyResponseError(StepFailedError):

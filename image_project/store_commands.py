@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import json
 import sys
 from collections.abc import Iterator, Sequence
@@ -33,6 +34,7 @@ from image_project.summary import (
     record_lines,
     round_lines,
     rounds_lines,
+    terminal_safe,
 )
 
 __all__ = [
@@ -128,6 +130,7 @@ def review_stored_runs(
     image_base: Path,
     image_dirs: Sequence[Path] | None = None,
     out: IO[str] | None = None,
+    max_image_pixels: int | None = None,
 ) -> int:
     """``image-project review``: the static review site of the ``last`` newest stored runs
     (:mod:`image_project.review`, imported only now: Jinja2 and matplotlib), publishing
@@ -151,8 +154,15 @@ def review_stored_runs(
         print(f"error: cannot write the review site to {out_dir}: {_reason(exc)}", file=sys.stderr)
         return 2
     try:
+        from image_project.review.site import DEFAULT_MAX_IMAGE_PIXELS
+
         return review_command(
-            records, out_dir, image_base=image_base, image_dirs=image_dirs, out=out
+            records,
+            out_dir,
+            image_base=image_base,
+            image_dirs=image_dirs,
+            out=out,
+            max_image_pixels=max_image_pixels or DEFAULT_MAX_IMAGE_PIXELS,
         )
     except OSError as exc:
         where = f" ({exc.filename})" if exc.filename and Path(exc.filename) != out_dir else ""
@@ -172,14 +182,26 @@ def _stats(store: RunStore, args: argparse.Namespace, since: Any, out: IO[str]) 
     from image_project.analysis import stats_command
 
     records = store.records(last=args.limit, failed=args.failed, judge=args.judge, since=since)
-    return stats_command(records, out)
+    if not records:
+        return _none_match(store)
+    table = io.StringIO()
+    code = stats_command(records, table)
+    out.write(terminal_safe(table.getvalue()))
+    return code
+
+
+def _none_match(store: RunStore) -> int:
+    """No stored run matches the filters: said on stderr (stdout stays what a pipe reads),
+    exit 0, for ``runs list`` and ``runs stats`` alike: an empty answer to a query is an
+    answer, not a failure (as ``git log`` or ``find`` with no match)."""
+    print(f"no stored runs match (store: {store.safe_url})", file=sys.stderr)
+    return 0
 
 
 def _list(store: RunStore, args: argparse.Namespace, since: Any, out: IO[str]) -> int:
     found = store.summaries(last=args.limit, failed=args.failed, judge=args.judge, since=since)
     if not found:
-        print(f"no stored runs match (store: {store.safe_url})", file=sys.stderr)
-        return 0
+        return _none_match(store)
     print(format_summaries(found), file=out)
     return 0
 
@@ -202,13 +224,15 @@ def _say_unstored(url: str, folder: Path, stored: set[str]) -> None:
 
 
 def format_summaries(found: Sequence[RunSummary]) -> str:
-    """The ``runs list`` table: newest first, one line per run."""
+    """The ``runs list`` table: newest first, one line per run (every field from a record
+    escaped for the terminal, its newlines included)."""
     lines = [f"{'generation id':<26} {'created (UTC)':<19}  {'status':<11}  {'seq':>4}  what"]
     for run in found:
         seq = f"#{run.seq:03d}" if run.seq is not None else "-"
         lines.append(
-            f"{run.generation_id:<26} {run.created_at:%Y-%m-%d %H:%M:%S}  {run.status:<11}  "
-            f"{seq:>4}  {_what(run)}"
+            f"{terminal_safe(run.generation_id, newlines=False):<26} "
+            f"{run.created_at:%Y-%m-%d %H:%M:%S}  {run.status:<11}  "
+            f"{seq:>4}  {terminal_safe(_what(run), newlines=False)}"
         )
     return "\n".join(lines)
 
@@ -247,7 +271,7 @@ def _show(
     except (KeyError, ValueError) as exc:
         print(f"error: {exc.args[0]}", file=sys.stderr)
         return 2
-    print("\n".join(lines), file=out)
+    print(terminal_safe("\n".join(lines)), file=out)
     return 0
 
 

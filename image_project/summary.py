@@ -1,8 +1,12 @@
 """The summary of a run, read from its record: what ``image-project`` prints after a run and
-``image-project runs show`` prints for a stored one (the same lines, so the two agree)."""
+``image-project runs show`` prints for a stored one (the same lines, so the two agree).
+
+Text from a record is data (a model's answer, an imported transcript): what reaches the
+terminal goes through :func:`terminal_safe`, as the review site's templates escape HTML."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from image_project.progress import counted
@@ -19,6 +23,7 @@ from image_project.record import (
     gate_counts,
     pick_rule,
     run_status,
+    scoring_absent,
     stopped_reason,
 )
 
@@ -31,7 +36,27 @@ __all__ = [
     "round_lines",
     "rounds_lines",
     "scoring_lines",
+    "terminal_safe",
 ]
+
+
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_CONTROL_OR_NEWLINE = re.compile(_CONTROL.pattern[:-1] + "\n]")
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def terminal_safe(text: str, *, newlines: bool = True) -> str:
+    """``text`` with every character a terminal would act on instead of showing shown as an
+    escape (``\\x1b``, ``\\r``, ``\\x07`` ...: C0 and C1 controls, DEL, and the Unicode
+    bidirectional overrides that reorder what is shown): an imported title cannot set the
+    window title, colour the screen, move the cursor or rewrite a line. Tabs are kept, and
+    newlines unless ``newlines`` is False (a one-line field)."""
+    pattern = _CONTROL if newlines else _CONTROL_OR_NEWLINE
+    return pattern.sub(_escaped, text)
 
 
 def record_lines(
@@ -65,10 +90,7 @@ def record_lines(
     if isinstance(record.blackbox_scoring, ScoringRecord):
         lines += scoring_lines(record.blackbox_scoring, stopped=stopped_reason(record))
     elif with_status and record.error is not None:
-        lines.append(
-            f"  Scoring     not recorded: {stopped_reason(record)}, before any scoring was "
-            "recorded (if scoring was on, it had not started)"
-        )
+        lines.append(f"  Scoring     not recorded: {scoring_absent(record)}")
     if record.final_image_prompt:
         lines += prompt_lines(record.final_image_prompt, whole=whole_prompt)
     if record.image_path is not None:

@@ -98,13 +98,14 @@ class GroupIndependence:
     def sentence(self) -> str:
         """The finding in plain words."""
         who = f"Your {self.n} judges on {self.model} ({', '.join(self.judges)})"
-        against = (
-            f"measured against {', '.join(self.reference)} on other models over "
-            f"{self.runs} runs ({self.rounds} rounds)"
-        )
+        moved = sorted(set(self.judges) & set(self.reference))
+        reference = ", ".join(self.reference) + " on other models"
+        if moved:
+            reference += f" ({', '.join(moved)} also ran on another model in some runs)"
+        against = f"measured against {reference} over {self.runs} runs ({self.rounds} rounds)"
         if self.n_eff is None:
             return (
-                f"{who} could not be measured against {', '.join(self.reference)}: "
+                f"{who} could not be measured against {reference}: "
                 f"{self.reason}; they act like somewhere between 1 and {self.n} judges."
             )
         text = f"{who} act like {self.n_eff:.2f} independent judges"
@@ -303,7 +304,9 @@ def estimate_independence(runs: Iterable[Sequence[RoundScores]]) -> PanelIndepen
         _group(
             model,
             sorted(ids),
-            sorted({j for m, other in by_model.items() if m != model for j in other} - ids),
+            # Every judge id seen on another model, even one also seen on this model in
+            # another run: within a round an id has one model, so it is a reference there.
+            sorted({j for m, other in by_model.items() if m != model for j in other}),
             kept,
         )
         for model, ids in sorted(by_model.items())

@@ -21,7 +21,14 @@ from itertools import combinations
 
 from image_project.analysis.alpha import krippendorff_alpha
 from image_project.analysis.independence import PanelIndependence, panel_independence
-from image_project.record import JUDGE_STATUSES, JudgeResult, JudgeStatus, RunRecord, ScoringRecord
+from image_project.record import (
+    JUDGE_STATUSES,
+    JudgeResult,
+    JudgeStatus,
+    RunRecord,
+    ScoringRecord,
+    run_status,
+)
 
 __all__ = [
     "JudgeStats",
@@ -133,9 +140,13 @@ class PanelAgreement:
 
 @dataclass(frozen=True)
 class PanelStats:
+    """The panel's figures over ``runs`` runs: ``failed_runs`` ended in an error,
+    ``interrupted_runs`` were stopped (Ctrl-C / SIGTERM), counted apart."""
+
     runs: int
     scoring_runs: int
     failed_runs: int
+    interrupted_runs: int
     judges: tuple[JudgeStats, ...]
     pairs: tuple[PairAgreement, ...]
     agreement: PanelAgreement
@@ -286,7 +297,8 @@ def panel_stats(records: Iterable[RunRecord]) -> PanelStats:
     return PanelStats(
         runs=len(records),
         scoring_runs=len(scorings),
-        failed_runs=sum(1 for r in records if not r.succeeded),
+        failed_runs=sum(1 for r in records if run_status(r) == "failed"),
+        interrupted_runs=sum(1 for r in records if run_status(r) == "interrupted"),
         judges=tuple(_judge_stats(j, by_judge[j]) for j in judge_ids),
         pairs=tuple(_pair(a, b, ok_runs) for a, b in combinations(judge_ids, 2)),
         agreement=_panel_agreement(ok_runs),

@@ -106,7 +106,8 @@ def format_panel_table(stats: PanelStats) -> str:
     panel's alpha."""
     lines = [
         f"Judge panel over {stats.runs} runs "
-        f"({stats.scoring_runs} with scoring, {stats.failed_runs} failed)"
+        f"({stats.scoring_runs} with scoring, {stats.failed_runs} failed"
+        + (f", {stats.interrupted_runs} interrupted)" if stats.interrupted_runs else ")")
     ]
     if not stats.judges:
         lines.append("No judge results: no run in this set had scoring on.")

@@ -38,13 +38,18 @@ fractions of the image), so it covers the same share of the 4K image and reads t
 Like every artifact function these are plain and synchronous: the run calls them through
 ``anyio.to_thread.run_sync``. :func:`run_upscaler` calls ``check`` (the run passes
 ``anyio.from_thread.check_cancelled``) while it waits for the binary, and kills the binary
-when ``check`` raises, so an interrupt does not wait for a long upscale.
+when ``check`` raises, so an interrupt does not wait for a long upscale. The binary runs in
+a process group of its own (POSIX), and it is the whole group that is killed: a wrapper
+script's children (which hold its output pipes) go with it, so a timeout ends the upscale
+at the timeout, not when the last child lets go of the pipes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -301,6 +306,29 @@ def _failure(upscaler: Upscaler, what: str, out: bytes | None, err: bytes | None
     )
 
 
+_REAP_S = 5.0
+"""How long the output of a killed upscaler is still read: only something that left its
+process group (and holds its pipes) can keep them open that long; it is not waited for."""
+
+
+def _kill(process: subprocess.Popen[bytes]) -> tuple[bytes, bytes]:
+    """Kill the upscaler's whole process group (the binary alone where there are none) and
+    reap it; its output so far (empty when something outside the group keeps the pipes
+    open past :data:`_REAP_S`)."""
+    if os.name == "posix":
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+    process.kill()
+    try:
+        return process.communicate(timeout=_REAP_S)
+    except subprocess.TimeoutExpired:
+        for pipe in (process.stdout, process.stderr):
+            if pipe is not None:
+                pipe.close()
+        process.wait()
+        return b"", b""
+
+
 def run_upscaler(
     upscaler: Upscaler, image: Image.Image, check: Callable[[], None] | None = None
 ) -> Image.Image:
@@ -320,6 +348,7 @@ def run_upscaler(
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
+                start_new_session=os.name == "posix",
             )
         except OSError as exc:
             raise UpscaleError(
@@ -335,15 +364,13 @@ def run_upscaler(
                     if check is not None:
                         check()
                     if time.monotonic() > deadline:
-                        process.kill()
-                        out, err = process.communicate()
+                        out, err = _kill(process)
                         raise _failure(
                             upscaler, f"did not finish within {upscaler.timeout_s:g} s", out, err
                         ) from None
         except BaseException:
             if process.returncode is None:
-                process.kill()
-                process.communicate()
+                _kill(process)
             raise
         if process.returncode != 0:
             raise _failure(upscaler, f"exited with status {process.returncode}", out, err)

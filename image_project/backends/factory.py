@@ -33,6 +33,7 @@ which backend produced a run, and which backend serves which role.
 
 from __future__ import annotations
 
+import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
@@ -47,6 +48,7 @@ from image_project.config import AppConfig, BackendConfig
 from image_project.config.capabilities import check_models
 from image_project.config.models import OFFLINE_BACKEND
 from image_project.errors import AuthenticationError
+from image_project.record.run import PreflightMode, PreflightRecord
 
 if TYPE_CHECKING:
     from image_project.backends.openai_backend import OpenAIBackends
@@ -58,6 +60,7 @@ __all__ = [
     "ProviderChoice",
     "choose_provider",
     "make_backends",
+    "preflight_mode",
 ]
 
 PLACEHOLDER_KEY = "unused-by-local-server"
@@ -92,14 +95,18 @@ class Backends:
     """The OpenAI-compatible endpoints a run uses and the models each must serve, for the
     pre-flight probe (:func:`image_project.backends.probe.probe_backends`)."""
 
-    async def probe(self) -> None:
+    preflight: tuple[PreflightRecord, ...] = ()
+    """What the pre-flight probe did (:meth:`probe`), for each run's transcript."""
+
+    async def probe(self) -> tuple[PreflightRecord, ...]:
         """The pre-flight probe of :attr:`probes` (:mod:`image_project.backends.probe`),
-        before the first model call; on failure the backends are closed and the
+        before the first model call, and what it did (give it to :attr:`preflight` with
+        :func:`dataclasses.replace`); on failure the backends are closed and the
         :class:`~image_project.errors.ConfigError` propagates (exit 2)."""
         if not self.probes:
-            return
+            return ()
         try:
-            await probe_backends(self.probes)
+            return await probe_backends(self.probes)
         except BaseException:
             await self.aclose()
             raise
@@ -344,6 +351,20 @@ def _describe(
     return f"{line} Roles: " + "; ".join(parts) + rest + "."
 
 
+def preflight_mode(b: BackendConfig) -> PreflightMode:
+    """A backend's ``preflight`` with ``auto`` resolved: ``strict`` for api.openai.com and a
+    server on this machine (loopback: llama.cpp, Ollama, vLLM list what they serve), ``warn``
+    for any other server (a proxy or another provider's list may not name what it serves)."""
+    if b.preflight != "auto":
+        return b.preflight
+    if b.base_url is None:
+        return "strict"
+    host = (urllib.parse.urlsplit(b.base_url).hostname or "").lower()
+    if host in ("api.openai.com", "localhost", "::1") or host.startswith("127."):
+        return "strict"
+    return "warn"
+
+
 def _probes(
     built: Mapping[str | None, _Built], uses: list[tuple[ModelNeed, str | None]]
 ) -> tuple[ProbeTarget, ...]:
@@ -361,6 +382,8 @@ def _probes(
                 timeout_s=min(one.config.timeout_s, PROBE_TIMEOUT_S),
                 needs=needs,
                 check_network=one.pair.transport.check_network,
+                retry=one.pair.transport.retry_policy,
+                mode=preflight_mode(one.config),
             )
         )
     return tuple(out)

@@ -94,8 +94,8 @@ def _parse_context_date(value: object) -> object:
     if isinstance(value, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", value.strip()):
         try:
             value = date.fromisoformat(value.strip())
-        except ValueError:
-            raise _Invalid(_DATE_MUST, note="no such day") from None
+        except ValueError as exc:
+            raise _Invalid(_DATE_MUST, note=f"no such day: {exc}") from None
     if type(value) is not date or not CONTEXT_DATE_MIN <= value <= CONTEXT_DATE_MAX:
         raise _Invalid(_DATE_MUST)
     return value

@@ -134,6 +134,7 @@ __all__ = [
     "NoveltyConfig",
     "ProfileView",
     "PromptConfig",
+    "ReviewConfig",
     "RubricSpec",
     "RunConfig",
     "ScoringConfig",
@@ -165,6 +166,11 @@ class BackendConfig(_Section):
     token_limit_param: TokenLimitParam = "max_completion_tokens"
     role_style: RoleStyle = "system"
     schema_dialect: SchemaDialect = "openai_strict"
+    preflight: Literal["auto", "strict", "warn", "off"] = "auto"
+    """The pre-flight model check (``GET /models``) before the first call: ``strict`` fails
+    on a model the endpoint does not list, ``warn`` says so and runs, ``off`` does not ask;
+    ``auto`` is ``strict`` for api.openai.com and servers on this machine (their lists are
+    what they serve) and ``warn`` elsewhere (see docs/models.md)."""
 
     @model_validator(mode="after")
     def _check_backoff(self) -> Self:
@@ -595,6 +601,12 @@ class PromptConfig(_Section):
     random_seed: _Int | None = Field(default=None, ge=0, le=MAX_RUN_SEED)
     refinement: Literal["final", "per_stage", "none"] = "final"
     text_temperature: _Float = Field(default=0.8, ge=0.0, le=2.0)
+    max_profile_chars: _Int = Field(default=20_000, ge=100, le=10_000_000)
+    """The longest profile, as the text the prompts carry, checked when it is loaded (before
+    any call): a profile is a page of taste, not a database."""
+    max_prompt_chars: _Int = Field(default=200_000, ge=1_000, le=100_000_000)
+    """The longest request (system prompt and every message, in characters), checked before
+    each call is sent."""
     scoring: ScoringConfig = Field(default_factory=ScoringConfig)
 
 
@@ -639,6 +651,13 @@ class StoreConfig(_Section):
     url: Annotated[str | None, AfterValidator(_check_store_url)] = None
 
 
+class ReviewConfig(_Section):
+    """The review site (``image-project review``): ``max_image_pixels`` is the largest image
+    (width x height) it publishes; a larger one is skipped with the reason."""
+
+    max_image_pixels: _Int = Field(default=70_000_000, ge=1, le=1_000_000_000)
+
+
 class AppConfig(_Section):
     """The whole validated configuration. ``sources``: the files read, in merge order."""
 
@@ -652,6 +671,7 @@ class AppConfig(_Section):
     store: StoreConfig = Field(default_factory=StoreConfig)
     context: ContextConfig = Field(default_factory=ContextConfig)
     upscale: UpscaleConfig = Field(default_factory=UpscaleConfig)
+    review: ReviewConfig = Field(default_factory=ReviewConfig)
     sources: tuple[str, ...] = Field(default=(), exclude=True)
 
     @model_validator(mode="after")

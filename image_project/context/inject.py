@@ -52,6 +52,10 @@ def run_injectors(
         )
         try:
             answer = item.injector.inject(given)
+        except SystemExit as exc:  # a plugin's sys.exit() fails the run, naming it
+            raise ContextInjectorError(
+                item.name, f"it called sys.exit({exc.code!r}) instead of answering"
+            ) from exc
         except Exception as exc:
             raise ContextInjectorError(item.name, f"{type(exc).__name__}: {exc}") from exc
         record = _record(item, answer)

@@ -75,6 +75,12 @@ def load_injectors(cfg: ContextConfig) -> tuple[LoadedInjector, ...]:
 def _plugin(key: str, module_name: str, taken: set[str]) -> Injector:
     try:
         module = importlib.import_module(module_name)
+    except SystemExit as exc:  # sys.exit() in the user's module must not end the program
+        raise ConfigError(
+            key,
+            f"cannot import {module_name!r}: it called sys.exit({exc.code!r}) while being "
+            "imported; a plugin module must define `injector`, not exit",
+        ) from exc
     except Exception as exc:  # any failure of the user's module is a configuration error
         raise ConfigError(
             key, f"cannot import {module_name!r}: {type(exc).__name__}: {exc}"

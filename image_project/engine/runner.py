@@ -68,6 +68,7 @@ from image_project.errors import (
     ModelOutputError,
     NodeType,
     PipelineDefinitionError,
+    PromptTooLongError,
     RefusalError,
     StepFailedError,
     locate,
@@ -122,6 +123,9 @@ class ChatRunner:
 
     ``limiter`` (optional) bounds the model calls this runner has in flight; backends may
     apply their own limit as well. ``clock`` is the monotonic clock used for latencies.
+    ``max_prompt_chars`` (None: no bound) is the longest request sent, in characters of
+    every message together: a longer one fails its step with a
+    :class:`~image_project.errors.PromptTooLongError` before it is sent.
     ``token_limits`` turns a step's :class:`~image_project.engine.budget.TokenBudget` into
     the limit sent (default: :class:`~image_project.engine.budget.TokenLimits`' defaults).
 
@@ -141,6 +145,7 @@ class ChatRunner:
         clock: Callable[[], float] = time.perf_counter,
         image_backend: ImageBackend | None = None,
         token_limits: TokenLimits | None = None,
+        max_prompt_chars: int | None = None,
     ) -> None:
         if mode not in ("concurrent", "sequential"):
             raise ValueError(f"mode must be 'concurrent' or 'sequential', got {mode!r}")
@@ -153,6 +158,7 @@ class ChatRunner:
         self.clock = clock
         self.image_backend = image_backend
         self.token_limits = token_limits if token_limits is not None else TokenLimits()
+        self.max_prompt_chars = max_prompt_chars
 
     # -- public API ---------------------------------------------------------------------
 
@@ -451,6 +457,7 @@ class ChatRunner:
                     f"{path}: the conversation would break strict chat templates: {problem}; "
                     "no model call was made"
                 )
+            self._check_size(path, messages)
             reply = await self._complete(
                 TextRequest(
                     messages=messages,
@@ -485,6 +492,21 @@ class ChatRunner:
                         output=text,
                     ) from exc
                 messages = reask_messages(policy, history, messages, prompt, text, error)
+
+    def _check_size(self, path: str, messages: Conversation) -> None:
+        """Refuse a request longer than ``max_prompt_chars`` (every message's text), before it
+        is sent."""
+        limit = self.max_prompt_chars
+        if limit is None:
+            return
+        size = sum(len(m.content) for m in messages)
+        if size > limit:
+            raise PromptTooLongError(
+                f"{path}: the request would be {size:,} characters (system prompt and "
+                f"messages), more than prompt.max_prompt_chars ({limit:,}); no model call "
+                "was made for it. Shorten what feeds it (the profile, the concepts) or raise "
+                "prompt.max_prompt_chars"
+            )
 
     async def _complete(self, request: TextRequest) -> TextReply:
         if self.limiter is None:

@@ -34,6 +34,7 @@ from image_project.record.run import (
     SCHEMA_VERSION,
     BackendInfo,
     ConceptFilter,
+    PreflightRecord,
     RunError,
     RunRecord,
     RunUsage,
@@ -41,6 +42,7 @@ from image_project.record.run import (
     TitleRecord,
     TitleSource,
     run_status,
+    scoring_absent,
     stopped_reason,
 )
 from image_project.record.schema import transcript_json_schema
@@ -95,6 +97,7 @@ __all__ = [
     "Motif",
     "NearDuplicate",
     "NoveltyRecord",
+    "PreflightRecord",
     "Reask",
     "RoundCandidate",
     "RoundRecord",
@@ -121,6 +124,7 @@ __all__ = [
     "gate_error",
     "pick_rule",
     "run_status",
+    "scoring_absent",
     "stopped_reason",
     "transcript_json_schema",
 ]

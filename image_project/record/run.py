@@ -15,13 +15,16 @@ from pydantic import Field, model_validator
 from image_project.record.base import RecordModel
 from image_project.record.context import ContextOff, ContextSection
 from image_project.record.events import ChatEvent, ImageEvent, StepEvent
-from image_project.record.scoring import ScoringOff, ScoringSection
+from image_project.record.scoring import ScoringOff, ScoringRecord, ScoringSection
 from image_project.record.upscale import UpscaleRecord
 
 __all__ = [
     "SCHEMA_VERSION",
     "BackendInfo",
     "ConceptFilter",
+    "PreflightMode",
+    "PreflightOutcome",
+    "PreflightRecord",
     "RunError",
     "RunRecord",
     "RunUsage",
@@ -29,6 +32,7 @@ __all__ = [
     "TitleRecord",
     "TitleSource",
     "run_status",
+    "scoring_absent",
     "stopped_reason",
 ]
 
@@ -38,15 +42,40 @@ SCHEMA_VERSION: Final = 2
 TitleSource = Literal["llm", "llm_disambiguated", "fallback"]
 
 
+PreflightMode = Literal["strict", "warn", "off"]
+PreflightOutcome = Literal["listed", "no_list", "not_probed", "off"]
+
+
+class PreflightRecord(RecordModel):
+    """The pre-flight model check of one endpoint (``GET {url}/models``, before the first
+    model call): ``key`` its config section (``backend``, ``backends.<name>``), ``mode`` its
+    ``preflight`` setting, ``outcome`` what the list said (``listed``: a model list was read;
+    ``no_list``: the endpoint has none or an unreadable one; ``not_probed``: the network
+    policy refused the endpoint; ``off``: not asked), ``attempts`` the requests made (0 when
+    not asked), ``retried`` why each failed attempt before the last was retried (``HTTP
+    503``, ``HTTP 429 (Retry-After 1 s)``, ``timed out``, ...), ``warnings`` the missing
+    models let through by ``preflight: warn``."""
+
+    key: str
+    url: str
+    mode: PreflightMode
+    outcome: PreflightOutcome
+    attempts: int = 0
+    retried: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+
 class BackendInfo(RecordModel):
     """Which backend answered: ``text_model`` is the default text model and ``image_model``
-    the image model the run asks for (what actually answered is on each step)."""
+    the image model the run asks for (what actually answered is on each step);
+    ``preflight`` the pre-flight model check of each endpoint the run uses (empty offline)."""
 
     provider: str
     description: str
     text_model: str
     image_model: str
     execution_mode: Literal["concurrent", "sequential"]
+    preflight: tuple[PreflightRecord, ...] = ()
 
 
 class ConceptFilter(RecordModel):
@@ -174,6 +203,32 @@ def stopped_reason(record: RunRecord) -> str:
         return ""
     verb = "was interrupted" if record.error.type == "interrupted" else "failed"
     return f"the run {verb} in phase {record.error.phase}"
+
+
+_BEFORE_PIPELINE = frozenset({"data_load", "context", "concept_selection", "concept_filter"})
+
+
+def scoring_absent(record: RunRecord) -> str:
+    """Why a run has no scoring record, in words that are true of what was recorded (``""``
+    when it has one): ``scoring was off for this run`` for a run that got through; for one
+    that stopped after its prompt pipeline had started without scoring, that scoring was not
+    configured; for one that stopped before (an earlier phase, or the pipeline phase before
+    its first step), that it stopped before scoring would have run, and that the record
+    cannot tell whether scoring was configured."""
+    if isinstance(record.blackbox_scoring, ScoringRecord):
+        return ""
+    if record.error is None:
+        return "scoring was off for this run"
+    stopped = stopped_reason(record)
+    started = record.error.phase not in _BEFORE_PIPELINE and any(
+        step.path.startswith("pipeline/") for step in record.steps
+    )
+    if started:
+        return f"{stopped}; scoring was not configured (the prompt pipeline ran without it)"
+    return (
+        f"{stopped}, before the prompt pipeline where scoring runs (whether scoring was "
+        "configured is not recorded)"
+    )
 
 
 def run_status(record: RunRecord) -> str:

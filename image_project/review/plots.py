@@ -1,15 +1,19 @@
 """The judge-panel plots as PNG files (matplotlib's object API on the Agg canvas: no
 display, no pyplot global state, no network, the bundled DejaVu font). matplotlib is imported
-when plots are drawn, not when the CLI starts."""
+when plots are drawn, not when the CLI starts. Text on a plot is data (a judge id from an
+imported record): it is drawn as given, never read as mathtext or TeX (``text.parse_math``
+and ``text.usetex`` off while drawing). Each file replaces its target atomically."""
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from image_project.analysis import PanelStats
+from image_project.artifacts.atomic import atomic_write_bytes
 from image_project.record import JUDGE_STATUSES
 
 if TYPE_CHECKING:
@@ -130,17 +134,22 @@ def write_plots(
     answered. Returns each plot with the file written."""
     if not stats.judges:
         return []
+    from matplotlib import rc_context
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     directory.mkdir(parents=True, exist_ok=True)
     written = []
     for n, plot in enumerate(PLOTS, start=1):
-        fig = Figure(figsize=(6.4, max(3.0, 1.6 + 0.45 * len(stats.judges))), layout="constrained")
-        FigureCanvasAgg(fig)
-        plot.draw(fig, stats)
-        path = directory / plot.filename
-        fig.savefig(path, format="png", dpi=100, metadata={"Software": None})
+        with rc_context({"text.parse_math": False, "text.usetex": False}):
+            fig = Figure(
+                figsize=(6.4, max(3.0, 1.6 + 0.45 * len(stats.judges))), layout="constrained"
+            )
+            FigureCanvasAgg(fig)
+            plot.draw(fig, stats)
+            png = io.BytesIO()
+            fig.savefig(png, format="png", dpi=100, metadata={"Software": None})
+        path = atomic_write_bytes(directory / plot.filename, png.getvalue())
         written.append((plot, path))
         if progress is not None:
             progress(f"plot {n}/{len(PLOTS)}: {plot.filename}")

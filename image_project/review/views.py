@@ -18,6 +18,7 @@ from image_project.record import (
     SelectorRecord,
     pick_rule,
     run_status,
+    scoring_absent,
     stopped_reason,
 )
 
@@ -412,10 +413,7 @@ def _scoring_note(record: RunRecord, scoring: ScoringRecord | None) -> str:
         return ""
     if record.error is None:
         return "Scoring was off for this run."
-    return (
-        f"No scoring record: {stopped_reason(record)}, before any scoring was recorded "
-        "(if scoring was on, it had not started)."
-    )
+    return f"No scoring record: {scoring_absent(record)}."
 
 
 def _judge_line(r: JudgeResult) -> JudgeLine:

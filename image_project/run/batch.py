@@ -52,7 +52,7 @@ from image_project.run.driver import run_generation
 from image_project.run.state import Inputs, RunFailed, RunResult, load_inputs
 from image_project.seeding import run_seed
 from image_project.store.writer import StoreWriter
-from image_project.summary import record_lines
+from image_project.summary import record_lines, terminal_safe
 
 if TYPE_CHECKING:
     from image_project.artifacts.upscale import UpscaleSettings
@@ -111,7 +111,7 @@ def summary_text(result: RunResult) -> str:
             if stored.written
             else f"  Store       NOT WRITTEN ({stored.error}): runs import the transcript"
         )
-    return "\n".join(lines)
+    return terminal_safe("\n".join(lines))
 
 
 def runs_line(runs: int, failed: Sequence[int], not_started: int = 0) -> str:

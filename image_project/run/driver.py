@@ -189,6 +189,7 @@ class _Run:
                 mode=cfg.run.concurrency,
                 image_backend=backends.image,
                 token_limits=token_limits(cfg),
+                max_prompt_chars=cfg.prompt.max_prompt_chars,
             ),
             recorder=recorder,
             say=say,

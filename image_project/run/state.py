@@ -38,7 +38,7 @@ from image_project.record import (
     UpscaleRecord,
 )
 from image_project.stages.concepts import Categories, load_categories
-from image_project.stages.profile import Profile, load_profile
+from image_project.stages.profile import Profile, check_profile_size, load_profile
 from image_project.stages.standard import (
     NO_GUIDANCE,
     Brief,
@@ -112,6 +112,7 @@ def load_inputs(cfg: AppConfig) -> Inputs:
         categories=load_categories(cfg.prompt.categories_path),
         profile=load_profile(cfg.prompt.profile_path),
     )
+    check_profile_size(inputs.profile, cfg.prompt.profile_path, cfg.prompt.max_profile_chars)
     check_outputs(cfg)
     return inputs
 
@@ -259,6 +260,7 @@ class RunState:
                 text_model=self.backends.text.default_model,
                 image_model=self.backends.image.default_model,
                 execution_mode=self.cfg.run.concurrency,
+                preflight=self.backends.preflight,
             ),
             selected_concepts=self.concepts,
             concept_filter=self.concept_filter,

@@ -38,6 +38,7 @@ __all__ = [
     "KNOWN_SECTIONS",
     "Profile",
     "avoid_list",
+    "check_profile_size",
     "load_profile",
     "render_guidance",
 ]
@@ -214,6 +215,21 @@ def render_guidance(profile: Profile) -> str:
         "\n".join([f"{name}:", *(f"- {item}" for item in items)])
         for name, items in profile.sections
     )
+
+
+def check_profile_size(profile: Profile, path: str | Path, max_chars: int) -> None:
+    """Raise :class:`InputFileError` naming the file and ``prompt.max_profile_chars`` when
+    the profile, as the text the prompts carry (:func:`render_guidance`), is longer than
+    ``max_chars``: every prompt that carries it would be that long (and cost that much)."""
+    size = len(render_guidance(profile))
+    if size > max_chars:
+        items = sum(len(items) for _, items in profile.sections)
+        raise InputFileError(
+            Path(path),
+            f"the profile is {size:,} characters as prompt text ({items:,} items), more than "
+            f"prompt.max_profile_chars ({max_chars:,}); every prompt carries it, so keep it to "
+            "what matters (or raise prompt.max_profile_chars)",
+        )
 
 
 def avoid_list(profile: Profile) -> tuple[str, ...]:

@@ -177,3 +177,20 @@ def test_two_reference_models_pool_as_the_reference() -> None:
     assert group.reference == ("r0", "r1")
     assert group.n_eff_interval is not None
     assert group.n_eff_interval[0] <= 1.15 <= group.n_eff_interval[1]
+
+
+def test_judge_ids_that_moved_model_between_runs_are_named_never_an_empty_list() -> None:
+    """Judges a and b on m1 in one run and on m2 in another: each model's group is measured
+    against the ids seen on the other model, and the sentence says they moved."""
+    scores = {"c1": 50, "c2": 60, "c3": 70}
+    runs = [
+        [{"a": ("m1", scores), "b": ("m1", scores)}],
+        [{"a": ("m2", scores), "b": ("m2", scores)}],
+    ]
+    groups = estimate_independence(runs).groups
+    assert [g.model for g in groups] == ["m1", "m2"]
+    for group in groups:
+        assert group.reference == ("a", "b")
+        sentence = group.sentence()
+        assert "against  on" not in sentence and ", )" not in sentence
+        assert "against a, b on other models (a, b also ran on another model" in sentence

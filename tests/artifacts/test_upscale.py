@@ -9,10 +9,12 @@ or fails, hangs or writes nothing as asked. Tests that start it are marked ``sub
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -380,3 +382,45 @@ def test_a_cancelled_run_kills_the_binary(tmp_path: Path) -> None:
     (call,) = calls(binary)
     with pytest.raises(ProcessLookupError):
         os.kill(int(str(call["pid"])), 0)
+
+
+def _gone(pid: int) -> bool:
+    """Whether ``pid`` has ended (gone, or a zombie nobody reaped yet)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    stat_file = Path(f"/proc/{pid}/stat")
+    return stat_file.exists() and stat_file.read_text().split(")")[-1].split()[0] == "Z"
+
+
+@POSIX_ONLY
+@pytest.mark.subprocess
+def test_a_timeout_kills_a_wrapper_scripts_children_holding_its_pipes(tmp_path: Path) -> None:
+    """A wrapper script whose child keeps stdout open: the timeout kills the whole process
+    group, so the call ends at the timeout instead of when the child lets go of the pipes
+    (the thread's bound only ends a broken test)."""
+    binary = fake_upscaler(tmp_path / "bin", "ok")
+    child_pid = tmp_path / "child.pid"
+    binary.write_text(f"#!/bin/sh\nsleep 600 &\necho $! > {child_pid}\nwait\n", encoding="utf-8")
+    failure: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            run_upscaler(upscaler(binary, timeout_s=2.0), gradient(8, 8))
+        except BaseException as exc:
+            failure.append(exc)
+
+    worker = threading.Thread(target=call, daemon=True)
+    worker.start()
+    worker.join(60.0)
+    pid = int(child_pid.read_text().strip())
+    try:
+        assert not worker.is_alive(), "the upscale outlived its timeout: the child was not killed"
+        assert _gone(pid)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, 9)
+        worker.join(60.0)
+    (exc,) = failure
+    assert isinstance(exc, UpscaleError) and "did not finish within 2 s" in str(exc)

@@ -101,3 +101,34 @@ def test_the_cli_exits_2_naming_the_key_before_any_call(
         cli.main(["--offline", "--date", "2026-13-01"], env={}, root=REPO)
     assert bad_date.value.code == 2
     assert "argument --date: got '2026-13-01', must be a date YYYY-MM-DD" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("given", "reason"),
+    [
+        ("2026-02-30", "day is out of range for month: February 2026 has 28 days"),
+        ("2028-02-30", "February 2028 has 29 days"),
+        ("2026-04-31", "April 2026 has 30 days"),
+        ("2026-13-01", "month must be in 1..12"),
+        ("2026-2-3", "(a 4-digit year, 2-digit month and day)"),
+    ],
+)
+def test_a_bad_date_says_why(given: str, reason: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as bad_date:
+        cli.main(["--offline", "--date", given], env={}, root=REPO)
+    assert bad_date.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument --date: got {given!r}, must be a date YYYY-MM-DD" in err
+    assert reason in err
+
+
+def test_date_without_context_enabled_is_an_error_naming_the_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    logs = tmp_path / "logs"
+    args = ["--offline", "--date", "2026-10-25", "--set", f"image.log_path={logs}"]
+    assert cli.main(args, env={}, root=REPO) == cli.EXIT_CONFIG
+    err = capsys.readouterr().err
+    assert "configuration error: context.enabled: --date 2026-10-25" in err
+    assert "--set context.enabled=true" in err
+    assert not logs.exists()

@@ -85,6 +85,8 @@ def test_a_plugin_is_loaded_after_the_builtins_with_its_settings(
     ("source", "expected"),
     [
         ("raise RuntimeError('broken on import')", "RuntimeError: broken on import"),
+        ("import sys\nsys.exit(3)", "it called sys.exit(3) while being imported"),
+        ("raise SystemExit", "it called sys.exit(None) while being imported"),
         ("x = 1", "has no `injector`"),
         ("class I:\n    name = 'Bad Name'\n    def inject(self, g): ...\ninjector = I()", "name"),
         ("class I:\n    name = 'ok'\n    inject = 3\ninjector = I()", "no callable `inject`"),
@@ -104,6 +106,28 @@ def test_a_missing_module_and_settings_for_no_plugin_are_config_errors() -> None
     assert missing.key == "context.plugins[0]" and "No module named 'no_such_pkg'" in str(missing)
     orphan = load_error("context.plugin_settings={moon: {phase: new}}")
     assert orphan.key == "context.plugin_settings.moon"
+
+
+def test_a_plugin_calling_sys_exit_at_import_is_reported_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    name = plugin(tmp_path, monkeypatch, "import sys\nsys.exit(3)")
+    code = cli.main(
+        [
+            "--offline",
+            "--set",
+            "context.enabled=true",
+            "--set",
+            f"context.plugins=[{name}]",
+            "--set",
+            f"image.log_path={tmp_path / 'logs'}",
+        ],
+        env={},
+        root=REPO,
+    )
+    err = capsys.readouterr().err
+    assert code == cli.EXIT_CONFIG
+    assert f"configuration error: context.plugins[0]: cannot import {name!r}: it called" in err
 
 
 def test_the_cli_exits_2_before_any_call_for_a_bad_plugin(

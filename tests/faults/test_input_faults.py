@@ -135,6 +135,14 @@ CASES: dict[str, Case] = {
         "profile_path", b"Likes,Dislikes\n" + "Crème".encode("cp1252") + b",x\n", "UTF-8"
     ),
     "profile_is_a_directory": input_file("profile_path", b"/", "is a directory"),
+    "profile_of_10000_rows": input_file(
+        "profile_path",
+        b"category,item,notes\n"
+        + b"".join(
+            b"like,Misty coastal morning number %d,soft grey light\n" % n for n in range(10_000)
+        ),
+        "more than prompt.max_profile_chars (20,000)",
+    ),
     "generations_wrong_header": record_file(
         "generations", b"id,prompt\r\n1,x\r\n", "prompt.generations_path: the generations CSV"
     ),

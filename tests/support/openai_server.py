@@ -29,7 +29,9 @@ and stopped by the test (``with OpenAIServer() as server: ...``). Point a client
   synchronise on arrivals instead of sleeping.
 * ``GET /models`` (the CLI's pre-flight probe) is answered apart: with ``models=[...]`` as
   that model list, else 404 (no list: the probe passes); it is counted in
-  :attr:`OpenAIServer.model_listings`, not recorded in ``requests``, and consumes no script.
+  :attr:`OpenAIServer.model_listings`, not recorded in ``requests``, and consumes no script;
+  the replies queued in :attr:`OpenAIServer.model_list_faults` (status, headers, body) are
+  answered to it first, one per listing (a provider's hiccup at start).
 
 Waits inside the server always also wake on shutdown, so stopping never hangs on a held
 request.
@@ -298,6 +300,7 @@ class OpenAIServer:
     ) -> None:
         self.models = None if models is None else tuple(models)
         self.model_listings = 0
+        self.model_list_faults: collections.deque[Reply] = collections.deque()
         self.default_text = text
         self.default_image = image
         self.offline = offline
@@ -497,7 +500,15 @@ class OpenAIServer:
         consuming a scripted reply or rule."""
         with self._cond:
             self.model_listings += 1
-        if self.models is None:
+            fault = self.model_list_faults.popleft() if self.model_list_faults else None
+        if fault is not None and fault.disconnect:
+            handler.close_connection = True  # no answer at all: a reset for the client
+            return
+        if fault is not None:
+            status = fault.status
+            payload = fault.body if fault.body is not None else error_body("try later")
+            headers = dict(fault.headers)
+        elif self.models is None:
             status, payload = 404, error_body("no such path '/v1/models'", type="not_found")
         else:
             data = [
@@ -507,6 +518,8 @@ class OpenAIServer:
         body = json.dumps(payload).encode("utf-8")
         try:
             handler.send_response(status)
+            for name, value in (headers if fault is not None else {}).items():
+                handler.send_header(name, value)
             handler.send_header("Content-Type", "application/json")
             handler.send_header("Content-Length", str(len(body)))
             handler.end_headers()
