@@ -145,8 +145,9 @@ class Worker:
 
     async def _sweep(self, app: procrastinate.App, worker_scope: anyio.CancelScope) -> None:
         """Put the runs of workers that stopped sending heartbeats back in the queue; with
-        ``until_done``, stop the worker once nothing is queued or running."""
-        check = max(0.2, self.stalled_after_s / 3)
+        ``until_done``, stop the worker once nothing is queued or running. Checks every
+        third of ``stalled_after_s``, at most a second apart."""
+        check = min(1.0, max(0.2, self.stalled_after_s / 3))
         while True:
             stalled = await app.job_manager.get_stalled_jobs(
                 task_name=TASK, seconds_since_heartbeat=self.stalled_after_s
