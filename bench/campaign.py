@@ -106,6 +106,16 @@ def once(
         "--set",
         f"store.url={url}",
     ]
+    # The same runs in one process, one pacer (--parallel auto), for comparison.
+    sim.reset()
+    sim.set_rate_limit(args.limit, args.window)
+    batch = ["--runs", str(args.runs), "--seed", str(SEED), "--parallel", "auto", "-q"]
+    cap = ["--set", f"run.parallel_cap={args.runs}", "--set", f"image.log_path={tmp / 'batch'}"]
+    t0 = time.perf_counter()
+    subprocess.run(_cli(*batch, *options, *cap), env=env, cwd=REPO, check=True, capture_output=True)
+    one_process = time.perf_counter() - t0
+    one_refused = sum(1 for r in sim.records if r.status == 429)
+    sim.set_rate_limit(0, 1.0)
     submit = ["campaign", "submit", "--runs", str(args.runs), "--seed", str(SEED), "-q"]
     subprocess.run(_cli(*submit, *options), env=env, cwd=REPO, check=True, capture_output=True)
     sim.reset()
@@ -124,7 +134,11 @@ def once(
     refused = [r for r in records if r.status == 429]
     first = min(r.started for r in records)
     rate = args.limit / args.window
-    transcripts = list((tmp / "logs").glob("*_transcript.json"))
+    transcripts = [
+        json.loads(p.read_text(encoding="utf-8")) for p in (tmp / "logs").glob("*_transcript.json")
+    ]
+    waits = [w for t in transcripts for w in _pacing_waits(t)]
+    run_walls = [t["timing"]["wall_s"] for t in transcripts]
     return {
         "exit_codes": codes,
         "runs_recorded": len(transcripts),
@@ -133,9 +147,28 @@ def once(
         "calls": len(served),
         "rate_bound_s": round(len(served) / rate, 3),
         "efficiency": round(len(served) / rate / wall, 3),
+        "span_efficiency": round(
+            len(served) / rate / (max(r.finished for r in records) - first), 3
+        ),
         "429s": len(refused),
         "429s_after_first_window": sum(1 for r in refused if r.started > first + args.window),
+        "one_process_wall_s": round(one_process, 3),
+        "one_process_429s": one_refused,
+        "pacing_wait_ms_mean": round(statistics.mean(waits), 1) if waits else 0.0,
+        "run_wall_s_mean": round(statistics.mean(run_walls), 3) if run_walls else 0.0,
     }
+
+
+def _pacing_waits(record: Any) -> Iterator[float]:
+    """Every call's ``pacing_wait_ms`` in a transcript (steps nested at any depth)."""
+    if isinstance(record, dict):
+        if "pacing_wait_ms" in record and isinstance(record["pacing_wait_ms"], int | float):
+            yield float(record["pacing_wait_ms"])
+        for value in record.values():
+            yield from _pacing_waits(value)
+    elif isinstance(record, list):
+        for value in record:
+            yield from _pacing_waits(value)
 
 
 BEGIN, END = "<!-- campaign-bench:begin -->", "<!-- campaign-bench:end -->"
@@ -145,23 +178,26 @@ def table(report: dict[str, Any]) -> str:
     """The Markdown block docs/batches.md shows between its markers, from a report."""
     s, m = report["setting"], report["machine"]
     lines = [
-        "| repeat | runs recorded | calls | wall (s) | rate bound (s) | efficiency | 429s "
-        "| 429s after the first window |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| repeat | runs recorded | calls | wall (s) | span (s) | rate bound (s) | efficiency "
+        "(bound / wall) | bound / span | 429s (after the first window) | one process, "
+        "`--parallel auto` (s) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for i, r in enumerate(report["repeats"], 1):
         lines.append(
             f"| {i} | {r['runs_recorded']} | {r['calls']} | {r['wall_s']:.2f} | "
-            f"{r['rate_bound_s']:.2f} | {r['efficiency']:.3f} | {r['429s']} | "
-            f"{r['429s_after_first_window']} |"
+            f"{r['span_s']:.2f} | {r['rate_bound_s']:.2f} | {r['efficiency']:.3f} | "
+            f"{r['span_efficiency']:.3f} | {r['429s']} ({r['429s_after_first_window']}) | "
+            f"{r['one_process_wall_s']:.2f} |"
         )
     summary = report["summary"]
     lines.append("")
     lines.append(
         f"Median wall {summary['wall_s_median']:.2f} s (range {summary['wall_s_min']:.2f} to "
         f"{summary['wall_s_max']:.2f} s over {s['repeats']} repeats) against a rate bound of "
-        f"{summary['rate_bound_s_median']:.2f} s: efficiency {summary['efficiency_median']:.3f}. "
-        f"{s['runs']} runs, {s['workers']} workers x {s['parallel_per_worker']}, "
+        f"{summary['rate_bound_s_median']:.2f} s: efficiency {summary['efficiency_median']:.3f}; "
+        f"median span {summary['span_s_median']:.2f} s; the same runs in one process "
+        f"{summary['one_process_wall_s_median']:.2f} s. {s['runs']} runs, {s['workers']} workers x {s['parallel_per_worker']}, "
         f"{s['rate_limit']}. Commit {report['commit'][:12]}"
         + (" (with uncommitted changes)" if report["dirty"] else "")
         + f", {m['cores']} cores, load {m['load_avg_1m_before']:.2f} before and "
@@ -233,6 +269,10 @@ def main(argv: list[str] | None = None) -> None:
             "wall_s_max": max(walls),
             "rate_bound_s_median": statistics.median(r["rate_bound_s"] for r in results),
             "efficiency_median": statistics.median(r["efficiency"] for r in results),
+            "span_s_median": statistics.median(r["span_s"] for r in results),
+            "one_process_wall_s_median": statistics.median(
+                r["one_process_wall_s"] for r in results
+            ),
             "429s_after_first_window_total": sum(r["429s_after_first_window"] for r in results),
         },
     }

@@ -10,3 +10,5 @@ Its libraries come with the ``campaign`` extra (``pip install 'image_project[cam
 :func:`~.queue.require_campaign` says so when they are missing, and when the store is not
 PostgreSQL. Nothing here is imported by a batch on one machine.
 """
+
+__all__: list[str] = []

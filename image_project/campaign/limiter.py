@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import math
 import threading
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 import anyio
@@ -103,14 +104,18 @@ class PostgresBudget:
             if bucket is None:
                 return 0.0
             item = RateItem("call", int(bucket.now()), 1)  # type: ignore[no-untyped-call]
-            if bucket.put(item):
+            decision = bucket.put_decision(item)
+            assert not isinstance(decision, Awaitable)
+            if decision.allowed:
                 self._puts += 1
                 if self._puts % _LEAK_EVERY == 0:
                     bucket.leak(item.timestamp)
                 return 0.0
-            wait_ms = bucket.waiting(item)
-        assert isinstance(wait_ms, int)
-        return max(wait_ms / 1000, _CONTENTION_S)
+        if decision.retry_after_ms is None:
+            # Another process held the table lock (the bucket does not wait for it): the
+            # window may have room, so ask again soon rather than for a full window's wait.
+            return _CONTENTION_S
+        return max(decision.retry_after_ms / 1000, _CONTENTION_S)
 
     def close(self) -> None:
         self._pool.close()

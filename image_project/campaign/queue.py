@@ -37,6 +37,7 @@ __all__ = [
     "ensure_schema",
     "generation_id_for",
     "make_app",
+    "new_campaign_id",
     "require_campaign",
     "submit_campaign",
 ]
