@@ -225,16 +225,11 @@ class Worker:
             return self.campaigns[campaign]
 
     async def _build(self, config: dict[str, Any]) -> _Campaign:
-        """Configuration, backends, inputs and history, in a thread (imports and file reads
-        would otherwise hold the event loop, and with it the worker's heartbeat); then the
-        backends' probe and the shared budget."""
+        """Configuration, backends, the key's shared budget, inputs and history, in a thread
+        (imports, file reads and the database would otherwise hold the event loop, and with
+        it the worker's heartbeat); then the backends' probe."""
         state = await anyio.to_thread.run_sync(self._prepare, config)
         await state.backends.probe()
-        if state.backends.pacer is not None:
-            cfg = state.cfg
-            name = budget_name(cfg.backend.base_url, self.env.get(cfg.backend.api_key_env))
-            state.budget = PostgresBudget(conninfo(self.url), name)
-            state.backends.pacer.share(state.budget)
         return state
 
     def _prepare(self, config: dict[str, Any]) -> _Campaign:
@@ -242,8 +237,13 @@ class Worker:
         cfg = load_config(root=self.root, base=config, overrides=overrides, env=self.env)
         upscale = check_upscale(cfg, self.env) if cfg.run.mode != "prompt_only" else None
         backends = make_backends(cfg, self.env)
+        budget = None
+        if backends.pacer is not None:
+            name = budget_name(cfg.backend.base_url, self.env.get(cfg.backend.api_key_env))
+            budget = PostgresBudget(conninfo(self.url), name)
+            backends.pacer.share(budget)
         inputs = with_history(cfg, load_inputs(cfg))
-        return _Campaign(cfg, backends, inputs, upscale, None)
+        return _Campaign(cfg, backends, inputs, upscale, budget)
 
     async def _close(self) -> None:
         with anyio.CancelScope(shield=True):

@@ -260,7 +260,8 @@ def test_three_workers_make_a_batchs_runs_once_each_though_one_is_killed_mid_run
 
 def test_one_budget_holds_every_process_of_a_key_to_its_window(store: str) -> None:
     """Two budgets of one key (two workers' worth) never let more than the limit through in
-    any window of the database's clock; another key's budget is not held by theirs."""
+    any window of the database's clock; another key's budget is not held by theirs; a third
+    process of the key that has heard no answer spends at the rate the others learned."""
     name = budget_name("http://127.0.0.1:1/v1", "sk-one")
     budgets = [PostgresBudget(conninfo(store), name) for _ in range(2)]
     other = PostgresBudget(conninfo(store), budget_name("http://127.0.0.1:1/v1", "sk-two"))
@@ -268,7 +269,6 @@ def test_one_budget_holds_every_process_of_a_key_to_its_window(store: str) -> No
         for budget in budgets:
             budget.learn(4, 0.4)  # 4 requests per window; the window rounds up to 1 s (+0.1)
         other.learn(4, 0.4)
-        assert budgets[0].rate == (4, 1100)
 
         import anyio
 
@@ -287,6 +287,7 @@ def test_one_budget_holds_every_process_of_a_key_to_its_window(store: str) -> No
                     "ORDER BY item_timestamp"
                 ).fetchall()
             ]
+        assert [b.rate for b in budgets] == [(4, 1100)] * 2
         assert len(stamps) == 12
         # Any 5 consecutive requests span more than the window: at most 4 in any window.
         assert all(stamps[i + 4] - stamps[i] >= 1.1 - 1e-3 for i in range(len(stamps) - 4))
@@ -296,6 +297,12 @@ def test_one_budget_holds_every_process_of_a_key_to_its_window(store: str) -> No
             return [await other.spend() for _ in range(4)]
 
         assert anyio.run(spend_other) == [0.0] * 4, "another key has its own budget"
+
+        # A process of the key that has heard no answer yet takes the rate the others learned.
+        late = PostgresBudget(conninfo(store), name)
+        budgets.append(late)
+        anyio.run(late.spend)
+        assert late.rate == (4, 1100)
     finally:
         for budget in [*budgets, other]:
             budget.close()
