@@ -13,8 +13,10 @@ A worker that dies (kill -9, a machine gone) stops sending procrastinate's heart
 stalled-job retry), and the next worker makes them again from the start. A run is recorded
 once: its generation id is the store's primary key, a run found in the store is not made
 again, and the titles ``seq`` is allocated in the store transaction that records the run (a
-dead worker's transaction is rolled back with its connection). A run interrupted by a stop is
-not stored (it goes back to the queue); its transcript is kept.
+dead worker's transaction is rolled back with its connection).
+
+Stopping: SIGINT / SIGTERM is procrastinate's graceful stop (no new run; the runs in flight
+finish). A worker killed instead leaves its runs to the others, as a dead one does.
 """
 
 from __future__ import annotations
@@ -46,34 +48,19 @@ from image_project.preflight import check_upscale
 from image_project.run.batch import with_history
 from image_project.run.driver import run_generation
 from image_project.run.state import Inputs, RunFailed, load_inputs
-from image_project.store.writer import StoreOutcome, StoreWriter
+from image_project.store.writer import StoreWriter
 
 if TYPE_CHECKING:
     import procrastinate
 
     from image_project.artifacts.upscale import UpscaleSettings
-    from image_project.record import RunRecord
     from image_project.store.db import RunStore
 
-__all__ = ["CampaignRunFailed", "CampaignStoreWriter", "Worker"]
+__all__ = ["CampaignRunFailed", "Worker"]
 
 
 class CampaignRunFailed(ImageProjectError):
     """A campaign run failed (its transcript and store row say why): the job fails."""
-
-
-class CampaignStoreWriter(StoreWriter):
-    """The store writer of a worker: an interrupted run is not stored (its job goes back to
-    the queue, and the run made again is recorded under the same generation id)."""
-
-    def save(self, record: RunRecord, *, only_if_ready: bool = False) -> StoreOutcome:
-        if record.error is not None and record.error.type == "interrupted":
-            self.abandon(record.generation_id)
-            return StoreOutcome(
-                self.shown_url,
-                "an interrupted campaign run is not stored: it goes back to the queue",
-            )
-        return super().save(record, only_if_ready=only_if_ready)
 
 
 def _preload() -> None:
@@ -113,7 +100,7 @@ class Worker:
     made: int = 0
 
     def __post_init__(self) -> None:
-        self.store = CampaignStoreWriter(self.url)
+        self.store = StoreWriter(self.url)
         self._setup = anyio.Lock()
         self._reader: RunStore | None = None
         self._reader_lock = threading.Lock()
