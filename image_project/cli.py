@@ -96,7 +96,78 @@ def build_parser(prog: str = _PROG) -> argparse.ArgumentParser:
     _add_runs_parser(commands, prog, common)
     _add_review_parser(commands, prog, common)
     _add_init_parser(commands, prog)
+    _add_campaign_parsers(commands, prog, common)
     return parser
+
+
+def _add_campaign_parsers(commands: Any, prog: str, common: argparse.ArgumentParser) -> None:
+    """``campaign submit|status`` and ``worker``: runs queued in a PostgreSQL store and made
+    on any machine (:mod:`image_project.campaign`, the ``campaign`` extra)."""
+    campaign = commands.add_parser(
+        "campaign",
+        prog=f"{prog} campaign",
+        help="queue runs in a PostgreSQL store for workers on any machine, or show their state",
+        description=(
+            "A campaign queues runs in the PostgreSQL store (store.url) for 'worker' processes "
+            "on any number of machines. Needs the campaign extra: pip install "
+            "'image_project[campaign]'."
+        ),
+    )
+    campaign.set_defaults(verbose=0, quiet=False)
+    sub = campaign.add_subparsers(dest="campaign_command", metavar="ACTION", required=True)
+    submit = sub.add_parser(
+        "submit",
+        prog=f"{prog} campaign submit",
+        help="queue --runs N runs of the configuration (the options of generate)",
+        description=(
+            "Queue --runs N runs: run i gets the seed --runs N gives it, whichever worker "
+            "makes it. The configuration is read and checked here, once."
+        ),
+    )
+    _add_generate_options(submit)
+    status = sub.add_parser(
+        "status", parents=[common], help="every campaign's runs: done, running, failed, queued"
+    )
+    status.add_argument("--campaign", metavar="ID", help="only this campaign")
+    worker = commands.add_parser(
+        "worker",
+        parents=[common],
+        prog=f"{prog} worker",
+        help="take campaign runs from the PostgreSQL store and make them",
+        description=(
+            "Take queued campaign runs and write them to the store, up to --parallel at once, "
+            "until stopped (Ctrl-C / SIGTERM let the runs in flight finish). --set applies on "
+            "top of each campaign's configuration: use it for what is this machine's own, "
+            "like backend.base_url of a local server or the output folders."
+        ),
+    )
+    worker.set_defaults(verbose=0, quiet=False)
+    worker.add_argument(
+        "--parallel", type=_positive_int, default=1, metavar="K", help="runs in flight at once (1)"
+    )
+    worker.add_argument(
+        "--stalled-after",
+        type=_positive_float,
+        default=30.0,
+        metavar="SECONDS",
+        help="a worker silent this long is taken for dead and its runs are queued again (30)",
+    )
+    worker.add_argument(
+        "--until-done",
+        action="store_true",
+        help="stop once no run is queued or running (default: wait for new runs)",
+    )
+    worker.add_argument("-q", "--quiet", action="store_true", help="print only errors")
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"got {text!r}, must be a number > 0")
+    return value
 
 
 def _add_init_parser(commands: Any, prog: str) -> None:
@@ -424,6 +495,93 @@ def _overrides(args: argparse.Namespace) -> list[str]:
     return extra
 
 
+def _generate_config(
+    args: argparse.Namespace, env: Mapping[str, str], root: Path, prog: str
+) -> AppConfig:
+    """The configuration of ``generate`` (and ``campaign submit``): files, ``--set`` and the
+    options, with ``--offline`` applied to the named backends too; context injectors loaded.
+    Raises ConfigError."""
+    cfg = load_config(root=root, config_path=args.config, overrides=_overrides(args), env=env)
+    if args.offline:  # the named backends too (backends:), not only backend:
+        named = {n: b.model_copy(update={"provider": "offline"}) for n, b in cfg.backends.items()}
+        cfg = cfg.model_copy(update={"backends": named})
+    if cfg.sources[:1] == (str(BUILTIN_CONFIG),):
+        print(builtin_note(root, prog), file=sys.stderr)
+    date = getattr(args, "date", None)
+    if date is not None and not cfg.context.enabled:
+        raise ConfigError(
+            "context.enabled",
+            f"--date {date} sets the day the context injectors take as today, but "
+            "context.enabled is false, so nothing would read it; add --set "
+            "context.enabled=true, or drop --date",
+        )
+    _check_context(cfg)
+    return cfg
+
+
+def _campaign_command(
+    args: argparse.Namespace, env: Mapping[str, str], root: Path, prog: str
+) -> int:
+    """``campaign submit``, ``campaign status`` and ``worker`` (:mod:`image_project.campaign`,
+    imported only now). The store is ``--store`` or the configuration's ``store.url``, and must
+    be PostgreSQL; the campaign's libraries must be installed (exit 2 naming the extra)."""
+    from image_project.campaign.queue import require_campaign
+
+    try:
+        if args.command == "campaign" and args.campaign_command == "submit":
+            cfg = _generate_config(args, env, root, prog)
+            url = cfg.effective_store_url
+        else:
+            cfg = load_config(root=root, config_path=args.config, overrides=args.overrides, env=env)
+            url = cfg.effective_store_url
+            if args.store is not None:
+                from image_project.config.store_url import check_store_url
+
+                url = check_store_url(args.store, root)
+        require_campaign(url, "--store" if getattr(args, "store", None) else "store.url")
+    except (ConfigError, ValueError) as exc:
+        print(f"configuration error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    from image_project.config.store_url import redact_url
+
+    if args.command == "worker":
+        from image_project.campaign.worker import Worker
+
+        worker = Worker(
+            url=url,
+            root=root,
+            overrides=args.overrides,
+            env=env,
+            parallel=args.parallel,
+            stalled_after_s=args.stalled_after,
+            until_done=args.until_done,
+            quiet=args.quiet,
+        )
+        print(
+            f"worker: taking campaign runs from {redact_url(url)}, {args.parallel} at once",
+            file=sys.stderr,
+            flush=True,
+        )
+        return anyio.run(worker.run)
+    from image_project.campaign.queue import campaign_status, submit_campaign
+
+    if args.campaign_command == "status":
+        counts = campaign_status(url, args.campaign)
+        if not counts:
+            print(f"no campaign in {redact_url(url)}")
+        for line in counts:
+            print(line.line())
+        return EXIT_OK
+    campaign, runs, seed = anyio.run(submit_campaign, cfg, url)
+    print(
+        f"campaign {campaign}: {runs} runs queued (seed {seed}) in {redact_url(url)}\n"
+        f"  start workers on any machine: {prog} worker --store '{redact_url(url)}' "
+        "--parallel K\n"
+        f"  follow it: {prog} campaign status --campaign {campaign}"
+    )
+    return EXIT_OK
+
+
 def _setup_logging(verbose: int, quiet: bool) -> None:
     level = logging.ERROR if quiet else logging.WARNING
     if verbose == 1:
@@ -472,23 +630,10 @@ def main(
         return _store_command(args, env, root)
     if args.command == "init":
         return init_command(args.dir, force=args.force, prog=prog)
+    if args.command in ("campaign", "worker"):
+        return _campaign_command(args, env, root, prog)
     try:
-        cfg = load_config(root=root, config_path=args.config, overrides=_overrides(args), env=env)
-        if args.offline:  # the named backends too (backends:), not only backend:
-            named = {
-                n: b.model_copy(update={"provider": "offline"}) for n, b in cfg.backends.items()
-            }
-            cfg = cfg.model_copy(update={"backends": named})
-        if cfg.sources[:1] == (str(BUILTIN_CONFIG),):
-            print(builtin_note(root, prog), file=sys.stderr)
-        if args.date is not None and not cfg.context.enabled:
-            raise ConfigError(
-                "context.enabled",
-                f"--date {args.date} sets the day the context injectors take as today, but "
-                "context.enabled is false, so nothing would read it; add --set "
-                "context.enabled=true, or drop --date",
-            )
-        _check_context(cfg)
+        cfg = _generate_config(args, env, root, prog)
         # The 4K image's upscaler (binary, model files), found through the environment here at
         # the edge, once for all runs.
         upscale = check_upscale(cfg, env) if cfg.run.mode != "prompt_only" else None

@@ -76,6 +76,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("readers", ("review", "summary")),
     # The commands' work: a generation (run); `runs ...` and `review` over the store.
     ("commands", ("run", "store_commands")),
+    # A campaign: runs queued in the store's PostgreSQL and made by workers through the run
+    # driver (the `campaign` and `worker` commands).
+    ("campaign", ("campaign",)),
     # The command line: arguments, configuration, exit codes; picks a command.
     ("cli", ("cli",)),
     # The start of every way in (a Ctrl-C during start-up exits 130), which imports the CLI.

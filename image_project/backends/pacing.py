@@ -22,6 +22,12 @@ Two mechanisms, shared by every call of one transport (:class:`Pacer`):
   it again); every ``n`` successes at limit ``n`` raise it by one (additive increase). It
   never goes above the configured ``max_concurrency`` nor below 1.
 
+**A shared budget** (:class:`SharedBudget`, optional): when several processes or machines use
+one API key (a campaign's workers, :mod:`image_project.campaign`), each attempt also spends
+one request of a budget they all share, after the rate window let it go; every answer's
+``x-ratelimit-limit-requests`` and the window's length (the longest reset seen) tell that
+budget its rate, as they tell this pacer. The time it held a call counts in ``waited_s``.
+
 Waiting for a pacing slot is not an attempt: the retry layer counts attempts, the pacer only
 decides when an attempt may be sent, and reports how long each call was held
 (:attr:`CallPacing.waited_s`: the hold of the rate window plus the wait for a concurrency
@@ -43,7 +49,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 import anyio
 
@@ -55,6 +61,7 @@ __all__ = [
     "Outcome",
     "Pacer",
     "RateLimitHeaders",
+    "SharedBudget",
     "Slot",
     "parse_duration",
     "parse_rate_limit_headers",
@@ -159,6 +166,17 @@ class AdaptiveLimit:
             self.limiter.total_tokens = self._current
 
 
+class SharedBudget(Protocol):
+    """A request budget shared with other processes on the same API key (see the module
+    docstring): :meth:`learn` is told the limit and window the headers show, :meth:`spend`
+    waits until one more request fits the shared window and records it, returning the
+    seconds it waited. Before the first :meth:`learn` it holds nothing."""
+
+    def learn(self, limit: int, window_s: float) -> None: ...
+
+    async def spend(self) -> float: ...
+
+
 @dataclass
 class CallPacing:
     """One call across its attempts: how long it was held, and the pause its own 429 set."""
@@ -215,6 +233,11 @@ class Pacer:
         self._held = 0  # calls waiting now for the rate window or a 429 pause
         self._answers = 0  # answers read so far (headers or not)
         self._watchers: list[Callable[[], None]] = []
+        self.shared: SharedBudget | None = None
+
+    def share(self, budget: SharedBudget) -> None:
+        """Also spend ``budget`` (shared with other processes) for every attempt."""
+        self.shared = budget
 
     @property
     def budget(self) -> int | None:
@@ -251,6 +274,8 @@ class Pacer:
         queued = limiter.borrowed_tokens >= limiter.total_tokens
         async with limiter:
             held = await self._wait_turn(call)
+            if self.shared is not None:
+                held = await self.shared.spend() > 0 or held
             if queued or held:
                 call.waited_s += max(0.0, self._clock() - start)
             self._in_flight += 1
@@ -268,7 +293,10 @@ class Pacer:
     ) -> None:
         now = self._clock()
         self._answers += 1
-        self._read_window(parse_rate_limit_headers(headers), now, slot.sent)
+        window = parse_rate_limit_headers(headers)
+        self._read_window(window, now, slot.sent)
+        if self.shared is not None and self._window_limit is not None and self._window_len > 0:
+            self.shared.learn(self._window_limit, self._window_len)
         if outcome == "ok":
             self.limit.increase()
         elif outcome == "rate_limited":

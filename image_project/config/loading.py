@@ -519,8 +519,13 @@ def load_config(
     config_path: Path | None = None,
     overrides: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
+    base: Mapping[str, Any] | None = None,
 ) -> AppConfig:
     """Read, merge, override and validate the configuration; see the module docstring.
+
+    ``base``: a configuration already read and validated elsewhere (a campaign's, as its
+    queue carries it: :mod:`image_project.campaign`), used instead of the files; the
+    ``overrides`` still apply on top (a worker's own ``backend.base_url``, say).
 
     ``root`` anchors relative paths and the default files; ``env`` (default ``os.environ``)
     supplies ``IMAGE_PROJECT_CONFIG`` and ``$VAR`` expansion in paths. Raises
@@ -530,7 +535,11 @@ def load_config(
     root = Path(root).expanduser().resolve()
     data: dict[str, Any] = {}
     sources: list[str] = []
-    for path, required, origin in _config_files(root, config_path, environ):
+    files = [] if base is not None else _config_files(root, config_path, environ)
+    if base is not None:
+        data = copy.deepcopy(dict(base))
+        sources.append("the campaign's configuration")
+    for path, required, origin in files:
         if not path.is_file():
             if required:
                 raise ConfigError("", _not_a_file(path, origin))

@@ -66,6 +66,7 @@ __all__ = [
     "run_batch",
     "runs_line",
     "summary_text",
+    "with_history",
 ]
 
 EXIT_OK, EXIT_RUN_FAILED = 0, 1
@@ -329,7 +330,7 @@ class Batch:
         return EXIT_RUN_FAILED if failed or never else EXIT_OK
 
 
-def _with_history(cfg: AppConfig, inputs: Inputs) -> Inputs:
+def with_history(cfg: AppConfig, inputs: Inputs) -> Inputs:
     """``inputs`` with the titles to avoid and the novelty history read now, once for the
     batch: every run asks the same whether the runs go one after another or together (a
     title two runs of the batch both choose is told apart when the second writes its
@@ -395,7 +396,7 @@ async def run_batch(
         # model call; one store writer for all runs (the store is opened on the first write).
         inputs = load_inputs(cfg)
         if cfg.run.runs > 1:
-            inputs = await anyio.to_thread.run_sync(_with_history, cfg, inputs)
+            inputs = await anyio.to_thread.run_sync(with_history, cfg, inputs)
         store = StoreWriter(cfg.effective_store_url) if cfg.store.enabled else None
         together = cfg.run.runs > 1 and cfg.run.parallel != 1
         progress = progress or BatchProgress(cfg.run.runs, quiet=quiet, together=together)

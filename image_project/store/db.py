@@ -405,6 +405,13 @@ class RunStore:
         with self._errors("read"), self.engine.connect() as conn:
             return {str(gid) for gid in conn.scalars(select(runs.c.generation_id))}
 
+    def status_of(self, generation_id: str) -> str | None:
+        """The stored run's status (``ok``, ``failed``, ``interrupted``), None if not stored."""
+        query = select(runs.c.status).where(runs.c.generation_id == generation_id)
+        with self._errors("read"), self.engine.connect() as conn:
+            status = conn.scalar(query)
+        return None if status is None else str(status)
+
     def count(self) -> int:
         with self._errors("read"), self.engine.connect() as conn:
             return int(conn.scalar(select(func.count()).select_from(runs)) or 0)

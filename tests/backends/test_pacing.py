@@ -403,3 +403,44 @@ async def test_the_aimd_limit_bounds_the_calls_in_flight() -> None:
         assert inside == peak == 2  # four calls wait for a slot of the shrunk limit
         release.set()
     assert pacer.limit.current == 4  # grown back: 2 successes at 2, 3 at 3, then the ceiling
+
+
+class RecordingBudget:
+    """A shared budget that counts what the pacer asks of it and holds each call ``hold_s``
+    on ``clock``."""
+
+    def __init__(self, clock: FakeClock | None = None, hold_s: float = 0.0) -> None:
+        self.learned: list[tuple[int, float]] = []
+        self.spent = 0
+        self.clock, self.hold_s = clock, hold_s
+
+    def learn(self, limit: int, window_s: float) -> None:
+        self.learned.append((limit, window_s))
+
+    async def spend(self) -> float:
+        self.spent += 1
+        if self.clock is not None and self.hold_s:
+            await self.clock.sleep(self.hold_s)
+        return self.hold_s
+
+
+@pytest.mark.anyio
+async def test_a_shared_budget_is_spent_once_per_attempt_and_told_the_headers_window() -> None:
+    pacer, _ = make_pacer()
+    budget = RecordingBudget()
+    pacer.share(budget)
+    await one_call(pacer)  # no headers: nothing to tell the budget
+    assert (budget.spent, budget.learned) == (1, [])
+    await one_call(pacer, window(9, "0.8s", limit=10))
+    await one_call(pacer, window(8, "0.5s", limit=10))
+    assert budget.spent == 3
+    assert budget.learned == [(10, 0.8), (10, 0.8)], "the limit, and the longest reset seen"
+
+
+@pytest.mark.anyio
+async def test_a_call_the_shared_budget_held_counts_as_waited() -> None:
+    pacer, clock = make_pacer()
+    pacer.share(RecordingBudget(clock, hold_s=0.25))
+    call = await one_call(pacer)
+    assert call.waited_s == pytest.approx(0.25)
+    assert clock.sleeps == [0.25]

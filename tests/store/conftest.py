@@ -13,6 +13,7 @@ that server, for every test.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import shutil
@@ -105,7 +106,9 @@ def _runner() -> tuple[list[str], str | None]:
         except KeyError:
             continue
         return ["runuser", "-u", name, "--"], name
-    pytest.fail("running as root and no unprivileged user (postgres, nobody) to run initdb as")
+    raise RuntimeError(
+        "running as root and no unprivileged user (postgres, nobody) to run initdb as"
+    )
 
 
 def _chown_tree(path: Path, user: str) -> None:
@@ -116,9 +119,11 @@ def _chown_tree(path: Path, user: str) -> None:
     os.chown(path, entry.pw_uid, entry.pw_gid)
 
 
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[PostgresServer]:
-    bindir = require_postgres(postgres_bindir())
+@contextlib.contextmanager
+def running_postgres(bindir: Path) -> Iterator[PostgresServer]:
+    """A PostgreSQL server in a temporary directory on 127.0.0.1 (a free port), stopped and
+    removed on exit; RuntimeError (with the server's log) when it cannot start. The store
+    tests' fixture and bench/campaign.py use it."""
     prefix, owner = _runner()
     base = Path(tempfile.mkdtemp(prefix="image_project_pg_"))
     data, log = base / "data", base / "server.log"
@@ -150,36 +155,53 @@ def postgres_server() -> Iterator[PostgresServer]:
         "--no-sync",
         "--no-instructions",
     )
-    done = run(*initdb)
-    if done.returncode != 0:
-        pytest.fail(failed(done, initdb))
-    # The port is free when chosen but not reserved: another process (a second pytest-xdist
-    # worker starting its own server, say) can take it first. Then choose again.
-    for _ in range(5):
-        port = free_port()
-        options = (
-            f"-p {port} -k {base} -c listen_addresses=127.0.0.1 -c fsync=off "
-            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=60"
-        )
-        start = (str(bindir / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", options, "-w")
-        done = run(*start, "start")
-        if done.returncode == 0:
-            break
-        if "already in use" not in (log.read_text(errors="replace") if log.exists() else ""):
-            pytest.fail(failed(done, (*start, "start")))
-        log.unlink()
-    else:
-        pytest.fail(failed(done, (*start, "start")))
     try:
-        yield PostgresServer(port=port)
+        done = run(*initdb)
+        if done.returncode != 0:
+            raise RuntimeError(failed(done, initdb))
+        # The port is free when chosen but not reserved: another process (a second
+        # pytest-xdist worker starting its own server, say) can take it first. Then choose
+        # again.
+        for _ in range(5):
+            port = free_port()
+            options = (
+                f"-p {port} -k {base} -c listen_addresses=127.0.0.1 -c fsync=off "
+                "-c synchronous_commit=off -c full_page_writes=off -c max_connections=100"
+            )
+            start = (str(bindir / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", options, "-w")
+            done = run(*start, "start")
+            if done.returncode == 0:
+                break
+            if "already in use" not in (log.read_text(errors="replace") if log.exists() else ""):
+                raise RuntimeError(failed(done, (*start, "start")))
+            log.unlink()
+        else:
+            raise RuntimeError(failed(done, (*start, "start")))
+        try:
+            yield PostgresServer(port=port)
+        finally:
+            subprocess.run(
+                [*prefix, str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"],
+                capture_output=True,
+                timeout=120,
+                check=False,
+            )
     finally:
-        subprocess.run(
-            [*prefix, str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"],
-            capture_output=True,
-            timeout=120,
-            check=False,
-        )
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    bindir = require_postgres(postgres_bindir())
+    try:
+        server = running_postgres(bindir)
+        started = server.__enter__()
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
+    try:
+        yield started
+    finally:
+        server.__exit__(None, None, None)
 
 
 @pytest.fixture(params=ENGINES)

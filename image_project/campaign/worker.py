@@ -1,0 +1,247 @@
+"""``image-project worker``: take a campaign's runs from the queue and make them.
+
+A worker is a procrastinate worker running up to ``--parallel`` jobs at once in one event
+loop. Each job is one run, made by the same :func:`~image_project.run.run_generation` a
+batch uses, with the job's seed and a generation id fixed by the campaign and the run's
+index (:func:`~image_project.campaign.queue.generation_id_for`). What the runs of one
+campaign share in this worker is what a batch's runs share: the backends (one transport, one
+pacer), the inputs and the history read once, one store writer. The pacer also spends the
+key's shared budget (:mod:`.limiter`), so every worker of a key paces against one limit.
+
+A worker that dies (kill -9, a machine gone) stops sending procrastinate's heartbeat; after
+``--stalled-after`` seconds any other worker puts its runs back in the queue (procrastinate's
+stalled-job retry), and the next worker makes them again from the start. A run is recorded
+once: its generation id is the store's primary key, a run found in the store is not made
+again, and the titles ``seq`` is allocated in the store transaction that records the run (a
+dead worker's transaction is rolled back with its connection).
+
+Stopping: SIGINT / SIGTERM is procrastinate's graceful stop (no new run; the runs in flight
+finish). A worker killed instead leaves its runs to the others, as a dead one does.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+import anyio
+
+from image_project.backends.factory import Backends, make_backends
+from image_project.campaign.limiter import PostgresBudget, budget_name
+from image_project.campaign.queue import (
+    QUEUE,
+    TASK,
+    conninfo,
+    ensure_schema,
+    generation_id_for,
+    make_app,
+)
+from image_project.config import AppConfig, load_config
+from image_project.errors import ImageProjectError
+from image_project.preflight import check_upscale
+from image_project.run.batch import with_history
+from image_project.run.driver import run_generation
+from image_project.run.state import Inputs, RunFailed, load_inputs
+from image_project.store.writer import StoreWriter
+
+if TYPE_CHECKING:
+    import procrastinate
+
+    from image_project.artifacts.upscale import UpscaleSettings
+    from image_project.store.db import RunStore
+
+__all__ = ["CampaignRunFailed", "Worker"]
+
+
+class CampaignRunFailed(ImageProjectError):
+    """A campaign run failed (its transcript and store row say why): the job fails."""
+
+
+def _preload() -> None:
+    """Import what a run uses before the worker registers (and starts its heartbeat): a
+    first run importing the OpenAI SDK on a busy machine can hold the event loop for
+    seconds."""
+    import image_project.backends.openai_backend
+    import image_project.stages.standard  # noqa: F401
+
+
+@dataclass
+class _Campaign:
+    """What the runs of one campaign share in this worker."""
+
+    cfg: AppConfig
+    backends: Backends
+    inputs: Inputs
+    upscale: UpscaleSettings | None
+    budget: PostgresBudget | None
+
+
+@dataclass
+class Worker:
+    """One worker process; :meth:`run` until stopped (SIGINT / SIGTERM: the runs in flight
+    finish first) or, with ``until_done``, until no run of any campaign is queued or running."""
+
+    url: str
+    root: Path
+    overrides: Sequence[str] = ()
+    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    parallel: int = 1
+    stalled_after_s: float = 30.0
+    until_done: bool = False
+    quiet: bool = False
+    out: TextIO = field(default_factory=lambda: sys.stderr)
+    campaigns: dict[str, _Campaign] = field(default_factory=dict)
+    made: int = 0
+
+    def __post_init__(self) -> None:
+        self.store = StoreWriter(self.url)
+        self._setup = anyio.Lock()
+        self._reader: RunStore | None = None
+        self._reader_lock = threading.Lock()
+
+    # -- running --------------------------------------------------------------------------
+
+    async def run(self) -> int:
+        await anyio.to_thread.run_sync(ensure_schema, self.url)
+        await anyio.to_thread.run_sync(_preload)
+        app = make_app(self.url)
+        app.task(name=TASK, queue=QUEUE)(self._job)
+        heartbeat = max(0.2, self.stalled_after_s / 3)
+        try:
+            async with app.open_async(), anyio.create_task_group() as tg:
+                tg.start_soon(self._sweep, app, tg.cancel_scope)
+                await app.run_worker_async(
+                    queues=[QUEUE],
+                    concurrency=self.parallel,
+                    wait=True,
+                    update_heartbeat_interval=heartbeat,
+                    stalled_worker_timeout=self.stalled_after_s,
+                    fetch_job_polling_interval=min(5.0, heartbeat),
+                )
+                tg.cancel_scope.cancel()
+        finally:
+            await self._close()
+        self._say(f"worker: {self.made} run(s) made")
+        return 0
+
+    async def _sweep(self, app: procrastinate.App, worker_scope: anyio.CancelScope) -> None:
+        """Put the runs of workers that stopped sending heartbeats back in the queue; with
+        ``until_done``, stop the worker once nothing is queued or running. Checks every
+        third of ``stalled_after_s``, at most a second apart."""
+        check = min(1.0, max(0.2, self.stalled_after_s / 3))
+        while True:
+            stalled = await app.job_manager.get_stalled_jobs(
+                task_name=TASK, seconds_since_heartbeat=self.stalled_after_s
+            )
+            for job in stalled:
+                try:
+                    await app.job_manager.retry_job(job)
+                except Exception:  # another worker put it back first
+                    continue
+                args = job.task_kwargs
+                self._say(
+                    f"worker: run {int(str(args['index'])) + 1} of {args['campaign']} was "
+                    "left by a worker that stopped answering; queued again"
+                )
+            if self.until_done and not await self._active(app):
+                worker_scope.cancel()
+                return
+            await anyio.sleep(check)
+
+    async def _active(self, app: procrastinate.App) -> bool:
+        row = await app.connector.execute_query_one_async(
+            "SELECT count(*) AS n FROM procrastinate_jobs "
+            "WHERE task_name = %(task)s AND status IN ('todo', 'doing')",
+            task=TASK,
+        )
+        return int(row["n"]) > 0
+
+    async def _job(
+        self, campaign: str, index: int, runs: int, seed: int, config: dict[str, Any]
+    ) -> None:
+        """One run of ``campaign`` (see the module docstring)."""
+        gid = generation_id_for(campaign, index)
+        prefix = f"[{campaign} run {index + 1}/{runs}] "
+        state = await self._campaign(campaign, config)
+        stored = await anyio.to_thread.run_sync(self._stored, gid)
+        if stored == "ok":
+            self._say(prefix + f"already recorded as {gid}")
+            return
+        if stored is not None:
+            raise CampaignRunFailed(f"run {gid} is recorded as {stored}; its transcript says why")
+        self._say(prefix + f"started (seed {seed})")
+        started = time.perf_counter()
+        try:
+            result = await run_generation(
+                state.cfg,
+                state.backends,
+                inputs=state.inputs,
+                seed=seed,
+                generation_id=gid,
+                store=self.store,
+                upscale=state.upscale,
+            )
+        except RunFailed as exc:
+            self._say(prefix + f"FAILED: {exc}")
+            raise CampaignRunFailed(str(exc)) from exc
+        self.made += 1
+        saved = result.record.title_generation
+        title = f"#{saved.seq:03d} {saved.title}" if saved is not None else "prompt only"
+        self._say(prefix + f"done: {title} ({time.perf_counter() - started:.1f} s)")
+
+    def _stored(self, gid: str) -> str | None:
+        """The stored status of run ``gid`` (None: not stored)."""
+        from image_project.store.db import RunStore
+
+        with self._reader_lock:
+            if self._reader is None:
+                self._reader = RunStore.open(self.url)
+            return self._reader.status_of(gid)
+
+    async def _campaign(self, campaign: str, config: dict[str, Any]) -> _Campaign:
+        """The shared state of ``campaign``'s runs in this worker, built at its first run."""
+        async with self._setup:
+            if campaign not in self.campaigns:
+                self.campaigns[campaign] = await self._build(config)
+            return self.campaigns[campaign]
+
+    async def _build(self, config: dict[str, Any]) -> _Campaign:
+        """Configuration, backends, the key's shared budget, inputs and history, in a thread
+        (imports, file reads and the database would otherwise hold the event loop, and with
+        it the worker's heartbeat); then the backends' probe."""
+        state = await anyio.to_thread.run_sync(self._prepare, config)
+        await state.backends.probe()
+        return state
+
+    def _prepare(self, config: dict[str, Any]) -> _Campaign:
+        overrides = [*self.overrides, "store.enabled=true", f"store.url={self.url}"]
+        cfg = load_config(root=self.root, base=config, overrides=overrides, env=self.env)
+        upscale = check_upscale(cfg, self.env) if cfg.run.mode != "prompt_only" else None
+        backends = make_backends(cfg, self.env)
+        budget = None
+        if backends.pacer is not None:
+            name = budget_name(cfg.backend.base_url, self.env.get(cfg.backend.api_key_env))
+            budget = PostgresBudget(conninfo(self.url), name)
+            backends.pacer.share(budget)
+        inputs = with_history(cfg, load_inputs(cfg))
+        return _Campaign(cfg, backends, inputs, upscale, budget)
+
+    async def _close(self) -> None:
+        with anyio.CancelScope(shield=True):
+            for state in self.campaigns.values():
+                await state.backends.aclose()
+                if state.budget is not None:
+                    state.budget.close()
+            self.store.close()
+            if self._reader is not None:
+                self._reader.close()
+
+    def _say(self, line: str) -> None:
+        if not self.quiet:
+            print(line, file=self.out, flush=True)

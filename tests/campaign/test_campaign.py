@@ -1,0 +1,342 @@
+"""A campaign across machines (image_project.campaign): runs queued in a real PostgreSQL by
+procrastinate, made by worker processes, one of them killed with SIGKILL mid-run; one request
+budget per key in that database (pyrate-limiter's PostgreSQL bucket). The runs go through the
+real OpenAI client to the bench's simulator (its own process) with a requests-per-window
+limit; a worker "on another machine" talks to its own local server (``backend.base_url``).
+Every wait is for an event (a request reaching a server, a process exiting), never a sleep."""
+
+from __future__ import annotations
+
+import contextlib
+import http.server
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from image_project.campaign.limiter import PostgresBudget, budget_name
+from image_project.campaign.queue import (
+    TASK,
+    campaign_status,
+    conninfo,
+    generation_id_for,
+    require_campaign,
+)
+from image_project.cli import main
+from image_project.errors import ConfigError
+from tests.store.conftest import PostgresServer, in_ci
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "bench"))
+
+from simulator import CallRecord, RemoteSimulator  # noqa: E402
+
+EXTRA_MODULES = ("procrastinate", "pyrate_limiter", "psycopg_pool")
+RUNS = 9
+SEED = 4242
+LIMIT, WINDOW_S = 30, 1.0  # the simulator's rate limit: 30 requests per 1 s window
+STALLED_AFTER = "5"  # seconds without a heartbeat before a worker is taken for dead
+ENV = {**os.environ, "OPENAI_API_KEY": "sk-campaign-test", "PYTHONPATH": str(REPO)}
+
+# What may differ between the same run made by a batch and by a campaign worker: ids,
+# clocks, where the files went, seq (allocated in completion order) with the caption that
+# shows it, and a call's attempts (a 429 in the first window, before any answer told the
+# workers the limit, retries the same request once more).
+VOLATILE = {
+    "generation_id",
+    "created_at",
+    "timing",
+    "latency_ms",
+    "pacing_wait_ms",
+    "image_path",
+    "seq",
+    "caption",
+    "image_bytes",
+    "attempts",
+}
+
+
+def _normal(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _normal(v) for k, v in value.items() if k not in VOLATILE}
+    if isinstance(value, list):
+        return [_normal(v) for v in value]
+    return value
+
+
+def _by_seed(logs: Path) -> dict[int, dict[str, Any]]:
+    found = [json.loads(p.read_text("utf-8")) for p in logs.glob("*_transcript.json")]
+    return {t["seed"]: t for t in found}
+
+
+def _outputs(tmp: Path, base_url: str) -> list[str]:
+    return [
+        "--set",
+        "backend.provider=openai",
+        "--set",
+        f"backend.base_url={base_url}",
+        "--set",
+        "backend.max_concurrency=16",
+        "--set",
+        f"image.generation_path={tmp / 'images'}",
+        "--set",
+        f"image.log_path={tmp / 'logs'}",
+        "--set",
+        f"prompt.generations_path={tmp / 'generations.csv'}",
+        "--set",
+        "image.size=1024x1024",
+    ]
+
+
+class HangingServer:
+    """A local OpenAI-compatible server that never answers a model call: it lists no models
+    (404, so the probe passes) and holds every POST until released. ``called`` is set when
+    the first model call arrives."""
+
+    def __init__(self) -> None:
+        self.called = threading.Event()
+        self.release = threading.Event()
+        hanging = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self.send_error(404)
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("content-length", 0)))
+                hanging.called.set()
+                hanging.release.wait(timeout=600)
+                with contextlib.suppress(OSError):  # the client is gone (killed)
+                    self.send_error(503)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return None
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def __enter__(self) -> HangingServer:
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def store(postgres_server: PostgresServer) -> Iterator[str]:
+    """A fresh database on the test session's server, with the campaign extra installed
+    (without it these tests skip, and fail under CI, whose .ci/run installs it)."""
+    missing = [m for m in EXTRA_MODULES if importlib.util.find_spec(m) is None]
+    if missing:
+        why = f"the campaign extra is not installed ({', '.join(missing)} missing)"
+        if in_ci():
+            pytest.fail(f"CI must run the campaign tests: {why}")
+        pytest.skip(why)
+    name = "campaign_test"
+    postgres_server.drop_database(name)
+    postgres_server.create_database(name)
+    try:
+        yield postgres_server.url(name)
+    finally:
+        postgres_server.drop_database(name)
+
+
+def _worker(url: str, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "image_project",
+            "worker",
+            "--store",
+            url,
+            "--stalled-after",
+            STALLED_AFTER,
+            *extra,
+        ],
+        env=ENV,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def _jobs(url: str) -> list[tuple[int, str, int, int | None]]:
+    """Every run job: (index, status, attempts, worker id)."""
+    with psycopg.connect(conninfo(url)) as conn:
+        rows = conn.execute(
+            "SELECT (args->>'index')::int, status::text, attempts, worker_id "
+            "FROM procrastinate_jobs WHERE task_name = %s ORDER BY 1",
+            (TASK,),
+        ).fetchall()
+    return [(int(i), str(s), int(a), w) for i, s, a, w in rows]
+
+
+def test_three_workers_make_a_batchs_runs_once_each_though_one_is_killed_mid_run(
+    tmp_path: Path, store: str
+) -> None:
+    sim = RemoteSimulator(chat_median_s=0.02, image_median_s=0.05)
+    with sim.serve() as base_url, HangingServer() as local:
+        # The reference: the same runs, one after another, in one process (no store).
+        reference = tmp_path / "batch"
+        batch = ["--runs", str(RUNS), "--parallel", "1", "--seed", str(SEED), "-q"]
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "image_project",
+                *batch,
+                "--set",
+                "store.enabled=false",
+                *_outputs(reference, base_url),
+            ],
+            env=ENV,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert done.returncode == 0, done.stderr
+        sim.reset()
+
+        # The campaign: queued once, then three workers.
+        camp = tmp_path / "campaign"
+        submit = ["campaign", "submit", "--runs", str(RUNS), "--seed", str(SEED)]
+        assert main([*submit, "--set", f"store.url={store}", *_outputs(camp, base_url)]) == 0
+        [counts] = campaign_status(store)
+        assert (counts.queued, counts.runs) == (RUNS, RUNS)
+        campaign = counts.campaign
+
+        # Worker 1 (a machine with its own local server) takes one run and is killed while
+        # that run waits for its first model answer.
+        victim = _worker(store, "--parallel", "1", "--set", f"backend.base_url={local.base_url}")
+        try:
+            assert local.called.wait(timeout=300), "worker 1 never sent a model call"
+            [taken] = [j for j in _jobs(store) if j[1] == "doing"]
+            sim.set_rate_limit(LIMIT, WINDOW_S)
+            os.kill(victim.pid, signal.SIGKILL)
+        finally:
+            victim.kill()
+            victim.communicate(timeout=60)
+        assert victim.returncode == -signal.SIGKILL
+
+        # Workers 2 and 3 (one key, one shared budget) make every run, the dead one's too.
+        workers = [_worker(store, "--parallel", "2", "--until-done") for _ in range(2)]
+        outputs = [w.communicate(timeout=600)[0] for w in workers]
+        assert [w.returncode for w in workers] == [0, 0], outputs
+        records: list[CallRecord] = sim.records
+        sim.set_rate_limit(0, 1.0)
+
+    # Every run done once; the dead worker's run was queued again (one more attempt).
+    [counts] = campaign_status(store)
+    assert (counts.done, counts.running, counts.failed, counts.queued) == (RUNS, 0, 0, 0)
+    jobs = _jobs(store)
+    assert [j[0] for j in jobs] == list(range(RUNS))
+    assert {j[0]: j[2] for j in jobs} == {i: 2 if i == taken[0] else 1 for i in range(RUNS)}
+    assert any("queued again" in out for out in outputs)
+
+    # Recorded exactly once: one store row per run under its campaign id, seq unique.
+    with psycopg.connect(conninfo(store)) as conn:
+        rows = conn.execute("SELECT generation_id, status, seq FROM runs").fetchall()
+    assert sorted(r[0] for r in rows) == [generation_id_for(campaign, i) for i in range(RUNS)]
+    assert {r[1] for r in rows} == {"ok"}
+    assert sorted(r[2] for r in rows) == list(range(1, RUNS + 1))
+
+    # The same runs as the batch: per seed, the same requests, answers and picks.
+    made, expected = _by_seed(camp / "logs"), _by_seed(reference / "logs")
+    assert len(expected) == RUNS and made.keys() == expected.keys()
+    for seed, record in expected.items():
+        assert _normal(made[seed]) == _normal(record), f"run with seed {seed} differs"
+
+    # One budget for both workers: no 429 once the first window has passed.
+    t0 = min(r.started for r in records)
+    late = [r for r in records if r.status == 429 and r.started > t0 + WINDOW_S]
+    assert late == [], f"{len(late)} requests refused after the first window"
+
+
+def test_one_budget_holds_every_process_of_a_key_to_its_window(store: str) -> None:
+    """Two budgets of one key (two workers' worth) never let more than the limit through in
+    any window of the database's clock; another key's budget is not held by theirs; a third
+    process of the key that has heard no answer spends at the rate the others learned."""
+    name = budget_name("http://127.0.0.1:1/v1", "sk-one")
+    budgets = [PostgresBudget(conninfo(store), name) for _ in range(2)]
+    other = PostgresBudget(conninfo(store), budget_name("http://127.0.0.1:1/v1", "sk-two"))
+    try:
+        for budget in budgets:
+            budget.learn(4, 0.4)  # 4 requests per window; the window rounds up to 1 s (+0.1)
+        other.learn(4, 0.4)
+
+        import anyio
+
+        async def spend_all() -> None:
+            async with anyio.create_task_group() as tg:
+                for budget in budgets:
+                    for _ in range(6):
+                        tg.start_soon(budget.spend)
+
+        anyio.run(spend_all)
+        with psycopg.connect(conninfo(store)) as conn:
+            stamps = [
+                float(r[0])
+                for r in conn.execute(
+                    f'SELECT extract(epoch FROM item_timestamp) FROM "ratelimit___{name}" '
+                    "ORDER BY item_timestamp"
+                ).fetchall()
+            ]
+        assert [b.rate for b in budgets] == [(4, 1100)] * 2
+        assert len(stamps) == 12
+        # Any 5 consecutive requests span more than the window: at most 4 in any window.
+        assert all(stamps[i + 4] - stamps[i] >= 1.1 - 1e-3 for i in range(len(stamps) - 4))
+        assert sum(b.waited_s for b in budgets) > 0
+
+        async def spend_other() -> list[float]:
+            return [await other.spend() for _ in range(4)]
+
+        assert anyio.run(spend_other) == [0.0] * 4, "another key has its own budget"
+
+        # A process of the key that has heard no answer yet takes the rate the others learned.
+        late = PostgresBudget(conninfo(store), name)
+        budgets.append(late)
+        anyio.run(late.spend)
+        assert late.rate == (4, 1100)
+    finally:
+        for budget in [*budgets, other]:
+            budget.close()
+
+
+def test_a_campaign_names_its_extra_when_its_libraries_are_missing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "procrastinate", None)
+    with pytest.raises(ConfigError) as caught:
+        require_campaign("postgresql+psycopg://u@127.0.0.1/db")
+    assert "pip install 'image_project[campaign]'" in str(caught.value)
+    assert "procrastinate" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "command", [["campaign", "submit", "--runs", "2", "--offline"], ["worker"]]
+)
+def test_a_campaign_on_a_sqlite_store_exits_2_asking_for_postgresql(
+    tmp_path: Path, command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'runs.sqlite'}"
+    code = main([*command, "--set", f"store.url={url}"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "store.url" in err and "PostgreSQL" in err
+    assert not (tmp_path / "runs.sqlite").exists(), "nothing was written"
