@@ -62,6 +62,9 @@ VOLATILE = {
     "caption",
     "image_bytes",
     "attempts",
+    # The pre-flight model check is the process's, made once per worker or batch: how many
+    # tries it took is no part of a run's requests or picks.
+    "preflight",
 }
 
 
