@@ -17,7 +17,8 @@ backoff is cut short); the interrupted run writes its transcript with
 ``error.type == "interrupted"`` and exits 130 / 143. A run already writing its records
 finishes them first (milliseconds); if that was the last run and every run succeeded, nothing
 was left to interrupt: the CLI says the run was already complete and exits 0.
-The first signal also restores the default handlers, so a second Ctrl-C quits immediately.
+A second signal quits at once, whatever is in flight (worker threads included): one line,
+exit 128 + its number, no traceback (:mod:`image_project.run.interrupts`).
 With several runs (``--runs``, ``--parallel``: :mod:`image_project.run.batch`) no run starts
 after the first signal, and the closing line counts the runs completed, interrupted and never
 started.

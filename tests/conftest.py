@@ -96,6 +96,9 @@ SUBPROCESS: dict[str, frozenset[str]] = {
             "test_ctrl_c_while_run_1_writes_its_records_starts_no_run_2",
         }
     ),
+    "tests/faults/test_second_signal.py": ALL,
+    "tests/faults/test_closed_pipe.py": ALL,
+    "tests/faults/test_kill_records.py": ALL,
     "tests/store/test_store.py": frozenset(
         {
             "test_sqlalchemy_is_imported_only_when_a_store_is_used",

@@ -61,6 +61,7 @@ from image_project.preflight import check_upscale
 from image_project.progress import ProgressRecorder
 from image_project.record import RunError, RunRecord
 from image_project.run.log import RunLog
+from image_project.run.pending import at_point
 from image_project.run.phases import PhaseFailed, phases_for
 from image_project.run.records import save_to_store
 from image_project.run.state import (
@@ -274,10 +275,19 @@ class _Run:
         state = self.state
         self._time_phase()
         record = state.to_record(error, round(time.perf_counter() - state.started, 3))
+        pending, state.pending = state.pending, None
         try:
             write_transcript(self.transcript, record)
+            if pending is not None:  # the records were written: see image_project.run.pending
+                at_point("transcript")
+                pending.remove()
+                at_point("pending_removed")
             stored = save_to_store(state, record, self.transcript)
+            if pending is not None:
+                at_point("stored")
         finally:
+            if pending is not None:
+                pending.close()  # the file stays if the transcript could not be written
             if state.store is not None:
                 state.store.abandon(state.generation_id)
                 if self.own_store:

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from PIL.Image import Image
 
     from image_project.artifacts.upscale import SavedUpscale, Upscaled, UpscaleSettings
+    from image_project.run.pending import PendingTranscript
     from image_project.stages.scoring import NoveltyState, ScoringRun
 
 
@@ -201,6 +202,9 @@ class RunState:
     upscaled: Upscaled | None = None
     """The image at its 4K size, before the caption (records phase, before the lock)."""
     saved: Saved | None = None
+    pending: PendingTranscript | None = None
+    """The pending transcript, from the records phase's first write until the transcript is
+    written (:mod:`.pending`)."""
     image_order: tuple[int, ...] = ()
     """The image step's declared position, reserved before it and the title start."""
     cancel_reason: str = "the run was interrupted during the image call"
