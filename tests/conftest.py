@@ -80,6 +80,7 @@ SUBPROCESS: dict[str, frozenset[str]] = {
     ),
     "tests/faults/test_concurrent_runs.py": ALL,
     "tests/store/test_concurrent_writers.py": ALL,
+    "tests/store/test_server_cleanup.py": ALL,
     "tests/test_cli.py": frozenset(
         {
             "test_main_runs_offline_end_to_end_twice",
