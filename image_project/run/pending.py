@@ -127,21 +127,25 @@ class PendingTranscript:
 
     @classmethod
     def write(cls, path: Path, records: PendingRecords, record: RunRecord) -> PendingTranscript:
-        """Create the file, lock it, write it in full and sync it (and its folder)."""
+        """Write the file in full under a temporary name, lock it, sync it and rename it into
+        place (the lock stays with the open file): a pending transcript is never seen
+        unlocked while its run lives, nor half written."""
         data = _PendingFile(pending_records=records, record=record).model_dump_json(indent=2)
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             _lock(fd, blocking=True)
             view = memoryview((data + "\n").encode("utf-8"))
             while view:
                 view = view[os.write(fd, view) :]
             os.fsync(fd)
+            os.replace(tmp, path)
             _fsync_dir(path.parent)
         except BaseException:
             os.close(fd)
             with contextlib.suppress(OSError):
-                path.unlink()
+                tmp.unlink()
             raise
         return cls(path, fd)
 
@@ -191,7 +195,14 @@ def _is_held(path: Path) -> bool:
     except OSError:
         return True  # gone meanwhile: its run finished
     try:
-        return not _lock(fd, blocking=False)
+        if not _lock(fd, blocking=False):
+            return True
+        # Locked by us, so no run holds it: unless its run has just finished (the file
+        # unlinked, or another put in its place, after it was opened here).
+        try:
+            return os.stat(path).st_ino != os.fstat(fd).st_ino
+        except OSError:
+            return True
     finally:
         os.close(fd)
 

@@ -7,7 +7,8 @@ A child process runs ``image-project`` with :data:`image_project.run.pending.on_
 to kill the process itself at one named point (:data:`~image_project.run.pending.POINTS`),
 so each point is hit exactly, with no timing involved. The table of what each point leaves,
 in docs/reliability.md, is the one this test builds from what it saw; the test fails when
-they differ (``UPDATE_RELIABILITY_DOC=1`` rewrites the doc's table from the test)."""
+they differ, each point's test checking its own row (``UPDATE_RELIABILITY_DOC=1`` with
+``-n 0`` rewrites the rows from what the tests saw)."""
 
 from __future__ import annotations
 
@@ -41,16 +42,15 @@ sys.exit(launch(prog="image-project"))
 
 DOC = REPO / "docs" / "reliability.md"
 BEGIN, END = "<!-- kill-table: tests/faults/test_kill_records.py -->", "<!-- /kill-table -->"
-# The 4K image's point is passed only with upscale.enabled (the offline runs here have none).
-KILL_POINTS = [p for p in POINTS if p != "upscaled"]
-
-ROWS: dict[str, tuple[str, ...]] = {}
+# A 4K image too (its Lanczos resize, no upscaler binary), small to be quick.
+UPSCALE = {"enabled": True, "allow_fallback_resize": True, "target_long_edge_px": 512}
+KILL_POINTS = list(POINTS)
 
 
 def killed_at(tmp: Path, point: str) -> Path:
     """Run once, killed at ``point``, into a store that exists (as a user's does after the
     first run); the config file."""
-    config = write_config(tmp)
+    config = write_config(tmp, upscale=UPSCALE)
     (tmp / "out" / "logs").mkdir(parents=True)
     with open_store(f"sqlite:///{tmp / 'out' / 'logs' / 'runs.sqlite'}"):
         pass
@@ -73,6 +73,8 @@ def on_disk(tmp: Path, gid: str) -> list[str]:
         found.append("pending transcript")
     if (out / "images" / f"{gid}_image.jpg").exists():
         found.append("image")
+    if (out / "images" / f"{gid}_image_4k.jpg").exists():
+        found.append("4K image")
     rows = [
         r for r in read_rows(out / "images" / "titles_manifest.csv") if r["generation_id"] == gid
     ]
@@ -159,6 +161,7 @@ def test_a_kill_at_each_records_point_is_reported_and_repaired(
             assert t["error"] is None and t["image_bytes"] > 0
             assert final == [
                 "image",
+                "4K image",
                 "manifest row #001",
                 "generations row",
                 "transcript",
@@ -170,34 +173,55 @@ def test_a_kill_at_each_records_point_is_reported_and_repaired(
             assert t["image_path"] is None and t["title_generation"] is None
             assert final == ["transcript", "store row"], final
             assert record.error.type == "interrupted"
-    ROWS[point] = (
-        f"`{point}`",
-        ", ".join(left) or "nothing of the run but its log",
-        shown(reports[0], tmp_path, gid)
-        if reports
-        else (shown(command_line, tmp_path, gid) if command_line else "nothing"),
-        repaired,
+    check_doc_row(
+        point,
+        (
+            f"`{point}`",
+            ", ".join(left) or "nothing of the run but its log",
+            shown(reports[0], tmp_path, gid)
+            if reports
+            else (shown(command_line, tmp_path, gid) if command_line else "nothing"),
+            repaired,
+        ),
     )
 
 
-def table() -> str:
-    head = (
-        "| Killed right after | On disk | `runs list` (and the next run) says | "
-        "the repair command then does |\n| --- | --- | --- | --- |\n"
-    )
-    return head + "".join(
-        "| " + " | ".join(cell.replace("|", "\\|") for cell in ROWS[p]) + " |\n"
-        for p in KILL_POINTS
-    )
+HEAD = (
+    "| Killed right after | On disk | `runs list` (and the next run) says | "
+    "the repair command then does |",
+    "| --- | --- | --- | --- |",
+)
 
 
-def test_the_kill_table_in_the_docs_is_the_one_the_tests_saw() -> None:
-    if set(ROWS) != set(KILL_POINTS):
-        pytest.skip("needs every kill point's test run first (run the whole module)")
+def doc_table() -> tuple[str, int, int]:
+    """The doc's text and where its table's lines start and end (line indexes)."""
     text = DOC.read_text(encoding="utf-8")
-    start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
-    wanted = "\n" + table()
+    lines = text.split("\n")
+    first = lines.index(BEGIN) + 1
+    return text, first, lines.index(END)
+
+
+def check_doc_row(point: str, cells: tuple[str, ...]) -> None:
+    """The doc's row for ``point`` is ``cells``; ``UPDATE_RELIABILITY_DOC=1`` writes it."""
+    row = "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
+    text, first, end = doc_table()
+    lines = text.split("\n")
+    at = first + len(HEAD) + KILL_POINTS.index(point)
     if os.environ.get("UPDATE_RELIABILITY_DOC") == "1":
-        DOC.write_text(text[:start] + wanted + text[end:], encoding="utf-8")
+        table = lines[first:end]
+        table[: len(HEAD)] = HEAD
+        while len(table) < len(HEAD) + len(KILL_POINTS):
+            table.append("| (not yet run) |")
+        table[at - first] = row
+        lines[first:end] = table
+        DOC.write_text("\n".join(lines), encoding="utf-8")
         return
-    assert text[start:end] == wanted, "docs/reliability.md's kill table is out of date"
+    assert lines[at] == row, f"docs/reliability.md's kill table, row {point}, is out of date"
+
+
+def test_the_kill_table_in_the_docs_has_a_row_per_point_in_order() -> None:
+    text, first, end = doc_table()
+    table = text.split("\n")[first:end]
+    assert tuple(table[: len(HEAD)]) == HEAD
+    points = [line.split(" | ", 1)[0].removeprefix("| ") for line in table[len(HEAD) :]]
+    assert points == [f"`{p}`" for p in KILL_POINTS]
