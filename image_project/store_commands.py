@@ -188,8 +188,8 @@ def _say_unstored(url: str, folder: Path, stored: set[str]) -> None:
     """One line on stderr when transcripts in ``folder`` are missing from the store (a run
     killed between its transcript and its store write, a store outage): how many, and the
     exact command that imports them into this store (idempotent)."""
+    from image_project.artifacts.pending import describe_all
     from image_project.config.store_url import import_command, redact_url
-    from image_project.run.pending import describe_all
     from image_project.store.writer import unstored_transcripts
 
     for line in describe_all(folder, import_command(url, folder)):
@@ -395,9 +395,9 @@ def _parse(text: str, where: str) -> RunRecord:
 def _repair(paths: Sequence[Path], out: IO[str], problems: list[str]) -> list[Path]:
     """Complete or roll back the runs killed in their records phase whose pending
     transcripts are in ``paths`` (folders, or the pending files themselves:
-    :mod:`image_project.run.pending`), saying what was done; the paths to import then (a
+    :mod:`image_project.artifacts.pending`), saying what was done; the paths to import then (a
     pending file's place is taken by the transcript its repair wrote)."""
-    from image_project.run.pending import PENDING_SUFFIX, left_by_killed_runs, repair
+    from image_project.artifacts.pending import PENDING_SUFFIX, left_by_killed_runs, repair
 
     to_import: list[Path] = []
     for path in paths:

@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from image_project.artifacts.upscale import UpscaleSettings
 
 __all__ = [
+    "EXIT_BROKEN_PIPE",
     "EXIT_OK",
     "EXIT_RUN_FAILED",
     "Batch",
@@ -356,10 +357,10 @@ def _with_history(cfg: AppConfig, inputs: Inputs) -> Inputs:
 
 def _say_left_by_killed_runs(cfg: AppConfig, progress: BatchProgress) -> None:
     """Before the first run: what runs killed in their records phase left in the log folder
-    (:mod:`image_project.run.pending`), naming the files, with the command that repairs
+    (:mod:`image_project.artifacts.pending`), naming the files, with the command that repairs
     them."""
+    from image_project.artifacts.pending import describe_all
     from image_project.config.store_url import import_command
-    from image_project.run.pending import describe_all
 
     folder = Path(cfg.image.log_path)
     for line in describe_all(folder, import_command(cfg.effective_store_url, folder)):

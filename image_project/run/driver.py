@@ -30,7 +30,7 @@ Guarantees:
   and the manifest put back, so no half is left. The writes are shielded from cancellation,
   so an interrupt never splits them. (The 4K image's resize comes first, before the lock
   and not shielded: an interrupt then stops it and nothing is written.) A process killed
-  during them leaves the pending transcript written first (:mod:`.pending`), from which the
+  during them leaves the pending transcript written first (:mod:`image_project.artifacts.pending`), from which the
   run is completed or rolled back later.
 * The record is then written to the run store (:mod:`image_project.store`; success,
   failure and interrupt alike) in one transaction. The transcript stays the source of
@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from image_project.artifacts import transcript_path, write_transcript
+from image_project.artifacts.pending import at_point
 from image_project.backends.factory import Backends
 from image_project.config import AppConfig
 from image_project.config.capabilities import TEXT_MODELS
@@ -63,7 +64,6 @@ from image_project.preflight import check_upscale
 from image_project.progress import ProgressRecorder
 from image_project.record import RunError, RunRecord
 from image_project.run.log import RunLog
-from image_project.run.pending import at_point
 from image_project.run.phases import PhaseFailed, phases_for
 from image_project.run.records import save_to_store
 from image_project.run.state import (
@@ -280,7 +280,7 @@ class _Run:
         pending, state.pending = state.pending, None
         try:
             write_transcript(self.transcript, record)
-            if pending is not None:  # the records were written: see image_project.run.pending
+            if pending is not None:  # the records were written: see image_project.artifacts.pending
                 at_point("transcript")
                 pending.remove()
                 at_point("pending_removed")

@@ -21,12 +21,17 @@ from image_project.artifacts import (
     restore_manifest,
 )
 from image_project.artifacts.manifest import utc_now_iso
+from image_project.artifacts.pending import (
+    PendingRecords,
+    PendingTranscript,
+    at_point,
+    pending_path,
+)
 from image_project.artifacts.transcript import transcript_path
 from image_project.config.store_url import import_command
 from image_project.record import (
     RunRecord,
 )
-from image_project.run.pending import PendingRecords, PendingTranscript, at_point, pending_path
 from image_project.run.state import RunState, Saved
 from image_project.stages.title import TitleResult, resolve_collision
 from image_project.store.writer import StoreOutcome, StoreWriter
@@ -140,7 +145,7 @@ def _write_pending(
     manifest_row: dict[str, str],
     generations_row: dict[str, object],
 ) -> PendingTranscript:
-    """The pending transcript (:mod:`.pending`): the record as it will be once the records
+    """The pending transcript (:mod:`image_project.artifacts.pending`): the record as it will be once the records
     are written (the images' sizes in bytes aside), the rows, and where everything goes."""
     from image_project.artifacts.upscale import SavedUpscale
 
@@ -181,7 +186,7 @@ def write_records(run: RunState, image_path: Path) -> Saved:
     """The records phase in one call (one thread, so a cancellation cannot split it).
 
     All or nothing, under the manifest lock: allocate seq, settle the title against the
-    freshest manifest, write the pending transcript (:mod:`.pending`: the record from which
+    freshest manifest, write the pending transcript (:mod:`image_project.artifacts.pending`: the record from which
     everything after it is found or rebuilt if the process is killed), write the captioned
     image, write the captioned 4K image (when the run made one: ``run.upscaled``), append
     the manifest row (the commit point), append the generations row. If anything after the

@@ -3,8 +3,8 @@ for: what it left is named by the next run and by ``runs list``, with a command 
 it, and after that command the run is whole (completed, or rolled back and recorded as
 interrupted) and in the store.
 
-A child process runs ``image-project`` with :data:`image_project.run.pending.on_point` set
-to kill the process itself at one named point (:data:`~image_project.run.pending.POINTS`),
+A child process runs ``image-project`` with :data:`image_project.artifacts.pending.on_point` set
+to kill the process itself at one named point (:data:`~image_project.artifacts.pending.POINTS`),
 so each point is hit exactly, with no timing involved. The table of what each point leaves,
 in docs/reliability.md, is the one this test builds from what it saw; the test fails when
 they differ, each point's test checking its own row (``UPDATE_RELIABILITY_DOC=1`` with
@@ -24,13 +24,13 @@ from typing import Any
 import pytest
 
 from image_project import cli
-from image_project.run.pending import PENDING_SUFFIX, POINTS
+from image_project.artifacts.pending import PENDING_SUFFIX, POINTS
 from image_project.store import open_store
 from tests.faults.common import REPO, child_env, read_rows, transcripts, write_config
 
 CHILD = """
 import os, signal, sys
-from image_project.run import pending
+from image_project.artifacts import pending
 point = sys.argv.pop(1)
 def kill(reached):
     if reached == point:

@@ -2,7 +2,7 @@
 anywhere in that phase leaves a record from which everything else is found or rebuilt.
 
 The records phase, in order (:func:`image_project.run.records.write_records` and the
-driver's end of run), each step named by the point after it (:data:`POINTS`)::
+run driver's end of run), each step named by the point after it (:data:`POINTS`)::
 
     manifest lock taken, seq and title settled          locked
     <log>/<id>_transcript.pending.json                   pending
@@ -44,13 +44,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from image_project.artifacts import (
-    append_generation_row,
-    manifest_lock,
-    read_manifest,
-    write_transcript,
-)
-from image_project.artifacts.generations import read_generations
+from image_project.artifacts.generations import append_generation_row, read_generations
+from image_project.artifacts.manifest import manifest_lock, read_manifest
+from image_project.artifacts.transcript import write_transcript
 from image_project.record import RunError, RunRecord
 
 __all__ = [
@@ -59,8 +55,12 @@ __all__ = [
     "Leftover",
     "PendingRecords",
     "PendingTranscript",
+    "Repaired",
     "at_point",
+    "describe_all",
     "left_by_killed_runs",
+    "on_point",
+    "pending_path",
     "repair",
 ]
 
