@@ -21,8 +21,8 @@ Stopping:
   cancelled and recorded as interrupted (a run already writing its records finishes them);
   the closing line says how many completed, were interrupted and never started; exit 128 +
   the signal number. A second signal quits at once, whatever is in flight: one line, exit
-  128 + its number (:mod:`.interrupts`). A signal that interrupted nothing (the last run was writing its records) says it
-  came too late and the batch ends as if it had not come.
+  128 + its number (:mod:`.interrupts`). A signal that interrupted nothing (the last run
+  was writing its records) says it came too late and the batch ends as if it had not come.
 * The reader of standard output (or error) goes away (``image-project | head -1``): no run
   starts after that; the runs in flight finish and write their records, with nothing more
   printed where the pipe was; exit 141 (128 + SIGPIPE), as the ``runs`` commands do.

@@ -30,8 +30,9 @@ Guarantees:
   and the manifest put back, so no half is left. The writes are shielded from cancellation,
   so an interrupt never splits them. (The 4K image's resize comes first, before the lock
   and not shielded: an interrupt then stops it and nothing is written.) A process killed
-  during them leaves the pending transcript written first (:mod:`image_project.artifacts.pending`), from which the
-  run is completed or rolled back later.
+  during them leaves the pending transcript written first
+  (:mod:`image_project.artifacts.pending`), from which the run is completed or rolled back
+  later.
 * The record is then written to the run store (:mod:`image_project.store`; success,
   failure and interrupt alike) in one transaction. The transcript stays the source of
   truth: a store that cannot be written is reported loudly and changes nothing else. With a

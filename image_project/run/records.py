@@ -145,8 +145,9 @@ def _write_pending(
     manifest_row: dict[str, str],
     generations_row: dict[str, object],
 ) -> PendingTranscript:
-    """The pending transcript (:mod:`image_project.artifacts.pending`): the record as it will be once the records
-    are written (the images' sizes in bytes aside), the rows, and where everything goes."""
+    """The pending transcript (:mod:`image_project.artifacts.pending`): the record as it
+    will be once the records are written (the images' sizes in bytes aside), the rows, and
+    where everything goes."""
     from image_project.artifacts.upscale import SavedUpscale
 
     up = run.upscaled if upscaled_file is not None else None
@@ -186,8 +187,9 @@ def write_records(run: RunState, image_path: Path) -> Saved:
     """The records phase in one call (one thread, so a cancellation cannot split it).
 
     All or nothing, under the manifest lock: allocate seq, settle the title against the
-    freshest manifest, write the pending transcript (:mod:`image_project.artifacts.pending`: the record from which
-    everything after it is found or rebuilt if the process is killed), write the captioned
+    freshest manifest, write the pending transcript (:mod:`image_project.artifacts.pending`:
+    the record from which everything after it is found or rebuilt if the process is killed),
+    write the captioned
     image, write the captioned 4K image (when the run made one: ``run.upscaled``), append
     the manifest row (the commit point), append the generations row. If anything after the
     pending transcript fails, the images and it are removed and the manifest is put back as

@@ -4,8 +4,8 @@
 directory, listening on 127.0.0.1 at a free port (and a Unix socket in that directory), and
 stops it when the session ends, also on SIGTERM (and SIGINT, through pytest's own
 teardown); a server whose pytest process was killed outright (its ``owner.pid`` dead) is
-stopped and removed when the next session starts one. initdb refuses to run as root, so as root the server runs as
-an unprivileged user (``postgres`` if it exists, else ``nobody``) through ``runuser``.
+stopped and removed when the next session starts one. initdb refuses to run as root, so as
+root the server runs as an unprivileged user (``postgres`` if it exists, else ``nobody``) through ``runuser``.
 Without the server binaries the PostgreSQL cases skip, saying why; under CI (``CI`` set to
 1 / true) they fail instead, because ``.ci/run`` installs PostgreSQL.
 
