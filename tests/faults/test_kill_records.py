@@ -225,3 +225,22 @@ def test_the_kill_table_in_the_docs_has_a_row_per_point_in_order() -> None:
     assert tuple(table[: len(HEAD)]) == HEAD
     points = [line.split(" | ", 1)[0].removeprefix("| ") for line in table[len(HEAD) :]]
     assert points == [f"`{p}`" for p in KILL_POINTS]
+
+
+def test_runs_import_of_the_pending_transcript_itself_repairs_that_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = killed_at(tmp_path, "manifest_row")
+    (pending,) = (tmp_path / "out" / "logs").glob("*" + PENDING_SUFFIX)
+    gid = pending.name.removesuffix(PENDING_SUFFIX)
+    code, out, err = cli_run(capsys, "runs", "import", str(pending), "--config", str(config))
+    assert code == 0, err
+    assert out.startswith(f"repaired {gid}: completed") and "imported 1 run(s)" in out, out
+    assert on_disk(tmp_path, gid) == [
+        "image",
+        "4K image",
+        "manifest row #001",
+        "generations row",
+        "transcript",
+        "store row",
+    ]
