@@ -73,6 +73,8 @@ class Held:
             if self.proc.poll() is None:
                 self.proc.kill()
                 self.proc.wait()
+            if self.proc.stdin is not None and not self.proc.stdin.closed:
+                self.proc.stdin.close()
             self.out.text()
 
 
