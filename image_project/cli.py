@@ -432,8 +432,14 @@ async def _run_all(
     verbose: int = 0,
 ) -> int:
     """Every run: a batch of ``run.runs``, ``run.parallel`` at a time, stopped by SIGINT /
-    SIGTERM (exit 128 + signal number); :mod:`image_project.run.batch`."""
-    return await run_batch(cfg, backends, quiet=quiet, verbose=verbose, upscale=upscale)
+    SIGTERM (exit 128 + signal number); :mod:`image_project.run.batch`. A KeyboardInterrupt
+    raised inside the runs (not by a signal: those are the batch's) ends here, in the event
+    loop, so that asyncio is not left holding it in its main task."""
+    try:
+        return await run_batch(cfg, backends, quiet=quiet, verbose=verbose, upscale=upscale)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 def main(
