@@ -198,7 +198,9 @@ def _add_runs_parser(commands: Any, prog: str, common: argparse.ArgumentParser) 
         nargs="+",
         type=Path,
         metavar="PATH",
-        help="*_transcript.json files, runs export .jsonl files, or folders of transcripts",
+        help="*_transcript.json files, runs export .jsonl files, or folders of transcripts "
+        "(a run killed while writing its records is first completed or rolled back from its "
+        "*_transcript.pending.json)",
     )
     sub.add_parser(
         "stats",
