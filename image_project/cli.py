@@ -17,7 +17,8 @@ backoff is cut short); the interrupted run writes its transcript with
 ``error.type == "interrupted"`` and exits 130 / 143. A run already writing its records
 finishes them first (milliseconds); if that was the last run and every run succeeded, nothing
 was left to interrupt: the CLI says the run was already complete and exits 0.
-The first signal also restores the default handlers, so a second Ctrl-C quits immediately.
+A second signal quits at once, whatever is in flight (worker threads included): one line,
+exit 128 + its number, no traceback (:mod:`image_project.run.interrupts`).
 With several runs (``--runs``, ``--parallel``: :mod:`image_project.run.batch`) no run starts
 after the first signal, and the closing line counts the runs completed, interrupted and never
 started.
@@ -271,7 +272,9 @@ def _add_runs_parser(commands: Any, prog: str, common: argparse.ArgumentParser) 
         nargs="+",
         type=Path,
         metavar="PATH",
-        help="*_transcript.json files, runs export .jsonl files, or folders of transcripts",
+        help="*_transcript.json files, runs export .jsonl files, or folders of transcripts "
+        "(a run killed while writing its records is first completed or rolled back from its "
+        "*_transcript.pending.json)",
     )
     sub.add_parser(
         "stats",
@@ -607,8 +610,14 @@ async def _run_all(
     verbose: int = 0,
 ) -> int:
     """Every run: a batch of ``run.runs``, ``run.parallel`` at a time, stopped by SIGINT /
-    SIGTERM (exit 128 + signal number); :mod:`image_project.run.batch`."""
-    return await run_batch(cfg, backends, quiet=quiet, verbose=verbose, upscale=upscale)
+    SIGTERM (exit 128 + signal number); :mod:`image_project.run.batch`. A KeyboardInterrupt
+    raised inside the runs (not by a signal: those are the batch's) ends here, in the event
+    loop, so that asyncio is not left holding it in its main task."""
+    try:
+        return await run_batch(cfg, backends, quiet=quiet, verbose=verbose, upscale=upscale)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 def main(

@@ -210,9 +210,12 @@ def _say_unstored(url: str, folder: Path, stored: set[str]) -> None:
     """One line on stderr when transcripts in ``folder`` are missing from the store (a run
     killed between its transcript and its store write, a store outage): how many, and the
     exact command that imports them into this store (idempotent)."""
+    from image_project.artifacts.pending import describe_all
     from image_project.config.store_url import import_command, redact_url
     from image_project.store.writer import unstored_transcripts
 
+    for line in describe_all(folder, import_command(url, folder)):
+        print(line, file=sys.stderr)
     missing = unstored_transcripts(folder, stored)
     if missing:
         print(
@@ -413,10 +416,42 @@ def _parse(text: str, where: str) -> RunRecord:
         ) from exc
 
 
+def _repair(paths: Sequence[Path], out: IO[str], problems: list[str]) -> list[Path]:
+    """Complete or roll back the runs killed in their records phase whose pending
+    transcripts are in ``paths`` (folders, or the pending files themselves:
+    :mod:`image_project.artifacts.pending`), saying what was done; the paths to import then (a
+    pending file's place is taken by the transcript its repair wrote)."""
+    from image_project.artifacts.pending import PENDING_SUFFIX, left_by_killed_runs, repair
+
+    to_import: list[Path] = []
+    for path in paths:
+        pending_file = path.name.endswith(PENDING_SUFFIX)
+        folder = path.parent if pending_file else path
+        if not (pending_file or path.is_dir()):
+            to_import.append(path)
+            continue
+        for leftover in left_by_killed_runs(folder):
+            if pending_file and leftover.path != path:
+                continue
+            try:
+                repaired = repair(leftover)
+            except Exception as exc:  # this run's files refused: name it, go on
+                problems.append(
+                    f"{leftover.path}: could not be repaired ({type(exc).__name__}: {exc})"
+                )
+                continue
+            print(f"repaired {repaired.line}", file=out)
+            if pending_file and repaired.transcript is not None:
+                to_import.append(repaired.transcript)
+        if not pending_file:
+            to_import.append(path)
+    return to_import
+
+
 def _import(store: RunStore, paths: Sequence[Path], out: IO[str]) -> int:
     written = skipped = 0
     problems: list[str] = []
-    for path in paths:
+    for path in _repair(paths, out, problems):
         for record in iter_records(path):
             if isinstance(record, ValueError):
                 problems.append(str(record))

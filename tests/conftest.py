@@ -80,6 +80,7 @@ SUBPROCESS: dict[str, frozenset[str]] = {
     ),
     "tests/faults/test_concurrent_runs.py": ALL,
     "tests/store/test_concurrent_writers.py": ALL,
+    "tests/store/test_server_cleanup.py": ALL,
     "tests/test_cli.py": frozenset(
         {
             "test_main_runs_offline_end_to_end_twice",
@@ -96,6 +97,9 @@ SUBPROCESS: dict[str, frozenset[str]] = {
             "test_ctrl_c_while_run_1_writes_its_records_starts_no_run_2",
         }
     ),
+    "tests/faults/test_second_signal.py": ALL,
+    "tests/faults/test_closed_pipe.py": ALL,
+    "tests/faults/test_kill_records.py": ALL,
     "tests/store/test_store.py": frozenset(
         {
             "test_sqlalchemy_is_imported_only_when_a_store_is_used",

@@ -1,5 +1,7 @@
 """Every file a run writes: captioned image, titles manifest, generations CSV, transcript,
-and the 4K image (:mod:`.upscale`, imported with Pillow only by a run that makes one).
+the 4K image (:mod:`.upscale`, imported with Pillow only by a run that makes one), and the
+pending transcript that the records phase writes first (:mod:`.pending`: what a process
+killed in that phase leaves, and its repair).
 
 This layer knows files and formats, not models or prompts. Functions are plain and
 synchronous (the app runs them through ``anyio.to_thread.run_sync``). Nothing is left

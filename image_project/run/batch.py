@@ -20,21 +20,23 @@ Stopping:
 * Ctrl-C (SIGINT) or SIGTERM: no run starts after the first; the runs in flight are
   cancelled and recorded as interrupted (a run already writing its records finishes them);
   the closing line says how many completed, were interrupted and never started; exit 128 +
-  the signal number. The first signal restores the default handlers, so a second Ctrl-C quits
-  at once. A signal that interrupted nothing (the last run was writing its records) says it
-  came too late and the batch ends as if it had not come.
+  the signal number. A second signal quits at once, whatever is in flight: one line, exit
+  128 + its number (:mod:`.interrupts`). A signal that interrupted nothing (the last run
+  was writing its records) says it came too late and the batch ends as if it had not come.
+* The reader of standard output (or error) goes away (``image-project | head -1``): no run
+  starts after that; the runs in flight finish and write their records, with nothing more
+  printed where the pipe was; exit 141 (128 + SIGPIPE), as the ``runs`` commands do.
 * A failed run does not stop the batch. A run that fails for a reason every run would hit
   (:func:`fatal_cause`: the API key refused, the quota used up, a model the server does not
   have) stops new runs from starting, said once; the runs in flight finish.
 
-Exit codes: 0 every run succeeded; 1 a run failed or was never started after such a stop.
+Exit codes: 0 every run succeeded; 1 a run failed or was never started after such a stop;
+141 the output's reader went away.
 """
 
 from __future__ import annotations
 
-import contextlib
 import signal
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -49,6 +51,7 @@ from image_project.engine import DefaultStepRecorder
 from image_project.errors import AuthenticationError, QuotaExceededError, RequestRejectedError
 from image_project.run.batch_progress import BatchProgress
 from image_project.run.driver import run_generation
+from image_project.run.interrupts import Interrupts
 from image_project.run.state import Inputs, RunFailed, RunResult, load_inputs
 from image_project.seeding import run_seed
 from image_project.store.writer import StoreWriter
@@ -58,6 +61,7 @@ if TYPE_CHECKING:
     from image_project.artifacts.upscale import UpscaleSettings
 
 __all__ = [
+    "EXIT_BROKEN_PIPE",
     "EXIT_OK",
     "EXIT_RUN_FAILED",
     "Batch",
@@ -70,7 +74,7 @@ __all__ = [
 ]
 
 EXIT_OK, EXIT_RUN_FAILED = 0, 1
-_INTERRUPT_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a command killed by it
 
 State = Literal["waiting", "running", "ok", "failed", "interrupted"]
 
@@ -167,6 +171,7 @@ class Batch:
         self.fatal: tuple[int, BaseException] | None = None
         self._printed = 0
         self._changed = anyio.Event()
+        progress.on_closed = self._poke  # a closed pipe: no run starts (see _may_start)
         if self.parallel == "auto" and backends.pacer is not None:
             backends.pacer.watch(self._poke)
 
@@ -200,6 +205,8 @@ class Batch:
         """Wait until one more run fits; False once the batch is stopping."""
         while True:
             if self.signal is not None or self.fatal is not None:
+                return False
+            if self.progress.output_closed:
                 return False
             if self._room():
                 return True
@@ -323,6 +330,8 @@ class Batch:
                 )
             self.progress.error(line)
             return 128 + self.signal
+        if self.progress.output_closed:
+            return EXIT_BROKEN_PIPE
         if self.signal is not None:
             self.progress.error(_too_late(self.signal, runs))
         if runs > 1:
@@ -347,6 +356,18 @@ def with_history(cfg: AppConfig, inputs: Inputs) -> Inputs:
     return replace(inputs, known_titles=known, novelty=novelty)
 
 
+def _say_left_by_killed_runs(cfg: AppConfig, progress: BatchProgress) -> None:
+    """Before the first run: what runs killed in their records phase left in the log folder
+    (:mod:`image_project.artifacts.pending`), naming the files, with the command that repairs
+    them."""
+    from image_project.artifacts.pending import describe_all
+    from image_project.config.store_url import import_command
+
+    folder = Path(cfg.image.log_path)
+    for line in describe_all(folder, import_command(cfg.effective_store_url, folder)):
+        progress.error(f"! {line}")
+
+
 def _too_late(signum: int, runs: int) -> str:
     """What a signal that stopped nothing means: every run had ended (the last one was
     writing its records, which are never split)."""
@@ -354,28 +375,19 @@ def _too_late(signum: int, runs: int) -> str:
     return f"{signal.Signals(signum).name} came too late to stop anything: {what} already complete"
 
 
-async def _stop_on_signal(
-    batch: Batch, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
-) -> None:
-    """Stop ``batch`` on the first SIGINT / SIGTERM, then restore the default handlers.
-    Reports itself started once the handlers are in place."""
-    with contextlib.ExitStack() as stack:
-        try:
-            signals = stack.enter_context(anyio.open_signal_receiver(*_INTERRUPT_SIGNALS))
-        except (NotImplementedError, ValueError, RuntimeError):
-            task_status.started()
-            return  # no signal handling here (not the main thread): KeyboardInterrupt applies
-        task_status.started()
-        async for signum in signals:
-            batch_note = "; no new run starts" if len(batch.slots) > 1 else ""
-            print(
-                f"\n{signum.name}: cancelling the calls in flight{batch_note} (press Ctrl-C "
-                "again to quit at once)",
-                file=sys.stderr,
-                flush=True,
-            )
-            batch.stop(int(signum))
-            return
+def _stop_on_signal(batch: Batch) -> Callable[[int], None]:
+    """What the first SIGINT / SIGTERM does, in the event loop: say so and stop ``batch``
+    (:class:`~.interrupts.Interrupts` quits at once on a second one)."""
+
+    def stop(signum: int) -> None:
+        batch_note = "; no new run starts" if len(batch.slots) > 1 else ""
+        batch.progress.error(
+            f"\n{signal.Signals(signum).name}: cancelling the calls in flight{batch_note} "
+            "(press Ctrl-C again to quit at once)"
+        )
+        batch.stop(signum)
+
+    return stop
 
 
 async def run_batch(
@@ -409,18 +421,19 @@ async def run_batch(
             upscale=upscale,
             verbose=verbose,
         )
+        _say_left_by_killed_runs(cfg, progress)
         if started is not None:
             started(batch)
+        interrupts = Interrupts(_stop_on_signal(batch))
+        interrupts.install()  # handlers in place before the first run
         try:
-            async with anyio.create_task_group() as tg:
-                await tg.start(_stop_on_signal, batch)  # handlers in place first
-                await batch.run()
-                tg.cancel_scope.cancel()
-        except BaseExceptionGroup as group:  # a second Ctrl-C inside a run's task
+            await batch.run()
+        except BaseExceptionGroup as group:  # a KeyboardInterrupt raised inside a run's task
             if group.subgroup(KeyboardInterrupt) is not None:
                 raise KeyboardInterrupt from None
             raise
         finally:
+            interrupts.restore()
             progress.close()
             if store is not None:
                 store.close()

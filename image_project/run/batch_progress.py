@@ -7,12 +7,13 @@ step lines under a ``== run i of N`` header, no overall line.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
-__all__ = ["BatchProgress", "eta_text"]
+__all__ = ["BatchProgress", "eta_text", "silence"]
 
 
 def eta_text(seconds: float) -> str:
@@ -53,6 +54,9 @@ class BatchProgress:
         self.done = 0
         self.failed = 0
         self.interrupted = 0
+        self.output_closed = False
+        """The reader of stdout or stderr went away (a closed pipe)."""
+        self.on_closed: Callable[[], None] | None = None
         if bar is None:
             bar = together and not quiet and _isatty(self.err)
         self._bar: Any = None  # a tqdm bar (tqdm is untyped)
@@ -112,11 +116,37 @@ class BatchProgress:
             self._bar = None
 
     def _write(self, text: str, stream: TextIO) -> None:
-        if self._bar is not None:
-            with self._bar.external_write_mode(file=self.err):
+        try:
+            if self._bar is not None:
+                with self._bar.external_write_mode(file=self.err):
+                    print(text, file=stream, flush=True)
+            else:
                 print(text, file=stream, flush=True)
-        else:
-            print(text, file=stream, flush=True)
+        except BrokenPipeError:
+            self._closed(stream)
+
+    def _closed(self, stream: TextIO) -> None:
+        """The reader of ``stream`` went away (``image-project | head -1``): what is still
+        to be written there goes to /dev/null (the interpreter's last flush included), the
+        bar is dropped, and ``on_closed`` is told once (the batch starts no more runs; the
+        runs in flight finish and write their records; the exit status is 141)."""
+        silence(stream)
+        self._bar = None
+        if not self.output_closed:
+            self.output_closed = True
+            if self.on_closed is not None:
+                self.on_closed()
+
+
+def silence(stream: TextIO) -> None:
+    """Point ``stream``'s file descriptor at /dev/null, so that writing to it, and flushing
+    what its buffer still holds, cannot raise again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 def _isatty(stream: TextIO) -> bool:

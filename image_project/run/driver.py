@@ -29,7 +29,10 @@ Guarantees:
   also makes ``seq`` unique across processes); if any of it fails, the images are removed
   and the manifest put back, so no half is left. The writes are shielded from cancellation,
   so an interrupt never splits them. (The 4K image's resize comes first, before the lock
-  and not shielded: an interrupt then stops it and nothing is written.)
+  and not shielded: an interrupt then stops it and nothing is written.) A process killed
+  during them leaves the pending transcript written first
+  (:mod:`image_project.artifacts.pending`), from which the run is completed or rolled back
+  later.
 * The record is then written to the run store (:mod:`image_project.store`; success,
   failure and interrupt alike) in one transaction. The transcript stays the source of
   truth: a store that cannot be written is reported loudly and changes nothing else. With a
@@ -52,6 +55,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from image_project.artifacts import transcript_path, write_transcript
+from image_project.artifacts.pending import at_point
 from image_project.backends.factory import Backends
 from image_project.config import AppConfig
 from image_project.config.capabilities import TEXT_MODELS
@@ -275,10 +279,19 @@ class _Run:
         state = self.state
         self._time_phase()
         record = state.to_record(error, round(time.perf_counter() - state.started, 3))
+        pending, state.pending = state.pending, None
         try:
             write_transcript(self.transcript, record)
+            if pending is not None:  # the records were written: see image_project.artifacts.pending
+                at_point("transcript")
+                pending.remove()
+                at_point("pending_removed")
             stored = save_to_store(state, record, self.transcript)
+            if pending is not None:
+                at_point("stored")
         finally:
+            if pending is not None:
+                pending.close()  # the file stays if the transcript could not be written
             if state.store is not None:
                 state.store.abandon(state.generation_id)
                 if self.own_store:

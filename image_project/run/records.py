@@ -20,12 +20,20 @@ from image_project.artifacts import (
     read_manifest,
     restore_manifest,
 )
+from image_project.artifacts.manifest import utc_now_iso
+from image_project.artifacts.pending import (
+    PendingRecords,
+    PendingTranscript,
+    at_point,
+    pending_path,
+)
+from image_project.artifacts.transcript import transcript_path
 from image_project.config.store_url import import_command
 from image_project.record import (
     RunRecord,
 )
 from image_project.run.state import RunState, Saved
-from image_project.stages.title import resolve_collision
+from image_project.stages.title import TitleResult, resolve_collision
 from image_project.store.writer import StoreOutcome, StoreWriter
 
 if TYPE_CHECKING:
@@ -92,15 +100,102 @@ def _name_unstored(run: RunState, store: StoreWriter, folder: Path) -> None:
     run.say(f"! {message}")
 
 
+def _rows(
+    run: RunState, seq: int, title: TitleResult, image_path: Path, upscaled_file: Path | None
+) -> tuple[dict[str, str], dict[str, object]]:
+    """The manifest row and the generations row of the run (the 4K image's size and method
+    are known before it is written: the resize is done)."""
+    assert run.image_event is not None and run.final_prompt is not None
+    up = run.upscaled if upscaled_file is not None else None
+    manifest_row = {
+        "seq": str(seq),
+        "title": title.title,
+        "generation_id": run.generation_id,
+        "image_prompt": run.final_prompt,
+        "image_path": str(image_path),
+        "created_at": utc_now_iso(),
+        "model": run.image_event.model,
+        "size": run.image_event.size,
+        "quality": run.image_event.quality,
+        "seed": str(run.seed),
+        "title_source": title.source,
+        "title_raw": title.raw,
+        "upscaled_path": str(upscaled_file) if up else "",
+        "upscaled_size": f"{up.size[0]}x{up.size[1]}" if up else "",
+        "upscale_method": up.method if up else "",
+    }
+    generations_row: dict[str, object] = {
+        "generation_id": run.generation_id,
+        "selected_concepts": list(run.concepts),
+        "final_image_prompt": run.final_prompt,
+        "image_path": str(image_path),
+        "created_at": run.created_at,
+        "seed": str(run.seed),
+    }
+    return manifest_row, generations_row
+
+
+def _write_pending(
+    run: RunState,
+    seq: int,
+    title: TitleResult,
+    caption: str,
+    image_path: Path,
+    upscaled_file: Path | None,
+    manifest_row: dict[str, str],
+    generations_row: dict[str, object],
+) -> PendingTranscript:
+    """The pending transcript (:mod:`image_project.artifacts.pending`): the record as it
+    will be once the records are written (the images' sizes in bytes aside), the rows, and
+    where everything goes."""
+    from image_project.artifacts.upscale import SavedUpscale
+
+    up = run.upscaled if upscaled_file is not None else None
+    run.saved = Saved(
+        path=image_path,
+        bytes=0,
+        seq=seq,
+        title=title,
+        caption=caption,
+        upscale=(
+            SavedUpscale(upscaled_file, 0, up.size, up.method, up.source_size)
+            if up is not None and upscaled_file is not None
+            else None
+        ),
+    )
+    try:
+        record = run.to_record(None, round(time.perf_counter() - run.started, 3))
+    finally:
+        run.saved = None
+    record = record.model_copy(update={"image_bytes": None})
+    log_dir = Path(run.cfg.image.log_path)
+    where = PendingRecords(
+        generation_id=run.generation_id,
+        transcript=str(transcript_path(log_dir, run.generation_id)),
+        image=str(image_path),
+        upscaled=str(upscaled_file) if upscaled_file is not None else None,
+        manifest=str(run.cfg.effective_titles_manifest_path),
+        seq=seq,
+        manifest_row=manifest_row,
+        generations=str(run.cfg.prompt.generations_path),
+        generations_row=generations_row,
+    )
+    return PendingTranscript.write(pending_path(log_dir, run.generation_id), where, record)
+
+
 def write_records(run: RunState, image_path: Path) -> Saved:
     """The records phase in one call (one thread, so a cancellation cannot split it).
 
     All or nothing, under the manifest lock: allocate seq, settle the title against the
-    freshest manifest, write the captioned image, write the captioned 4K image (when the run
-    made one: ``run.upscaled``), append the manifest row, append the generations row. If
-    anything after the image fails, the image and the 4K image are removed and the manifest
-    is put back as it was before this run (safe: the lock is still held), so a failed
-    records phase leaves neither an image nor a row behind."""
+    freshest manifest, write the pending transcript (:mod:`image_project.artifacts.pending`:
+    the record from which everything after it is found or rebuilt if the process is killed),
+    write the captioned
+    image, write the captioned 4K image (when the run made one: ``run.upscaled``), append
+    the manifest row (the commit point), append the generations row. If anything after the
+    pending transcript fails, the images and it are removed and the manifest is put back as
+    it was before this run (safe: the lock is still held), so a failed records phase leaves
+    neither an image nor a row behind. The driver then writes the transcript, removes the
+    pending transcript (``run.pending``) and writes the store row."""
     assert run.image is not None and run.image_event is not None and run.title is not None
     assert run.final_prompt is not None and run.frame is not None
     from image_project.artifacts.image import caption_text, save_captioned_frame
@@ -113,17 +208,28 @@ def write_records(run: RunState, image_path: Path) -> Saved:
         if run.store is not None:
             seq = store_seq(run, run.store, seq)
         title = resolve_collision(run.title, existing_titles(rows))
+        at_point("locked")
         before = mark_manifest(manifest)
         caption = caption_text(seq, title.title)
-        save_captioned_frame(run.frame, image_path, caption, font_path=font)
         upscaled_file: Path | None = None
-        try:
-            up, up_s = None, 0.0
-            if run.upscaled is not None and run.upscale is not None:
-                from image_project.artifacts.upscale import save_upscaled, upscaled_path
+        if run.upscaled is not None and run.upscale is not None:
+            from image_project.artifacts.upscale import upscaled_path
 
+            upscaled_file = upscaled_path(run.upscale.directory, run.generation_id)
+        manifest_row, generations_row = _rows(run, seq, title, image_path, upscaled_file)
+        run.pending = _write_pending(
+            run, seq, title, caption, image_path, upscaled_file, manifest_row, generations_row
+        )
+        at_point("pending")
+        try:
+            save_captioned_frame(run.frame, image_path, caption, font_path=font)
+            at_point("image")
+            up, up_s = None, 0.0
+            if upscaled_file is not None:
+                from image_project.artifacts.upscale import save_upscaled
+
+                assert run.upscaled is not None
                 started = time.perf_counter()
-                upscaled_file = upscaled_path(run.upscale.directory, run.generation_id)
                 up = save_upscaled(
                     run.upscaled,
                     upscaled_file,
@@ -132,37 +238,11 @@ def write_records(run: RunState, image_path: Path) -> Saved:
                     font_path=font,
                 )
                 up_s = time.perf_counter() - started
-            append_manifest_row(
-                manifest,
-                {
-                    "seq": str(seq),
-                    "title": title.title,
-                    "generation_id": run.generation_id,
-                    "image_prompt": run.final_prompt,
-                    "image_path": str(image_path),
-                    "created_at": "",
-                    "model": run.image_event.model,
-                    "size": run.image_event.size,
-                    "quality": run.image_event.quality,
-                    "seed": str(run.seed),
-                    "title_source": title.source,
-                    "title_raw": title.raw,
-                    "upscaled_path": str(up.path) if up else "",
-                    "upscaled_size": f"{up.size[0]}x{up.size[1]}" if up else "",
-                    "upscale_method": up.method if up else "",
-                },
-            )
-            append_generation_row(
-                Path(cfg.prompt.generations_path),
-                {
-                    "generation_id": run.generation_id,
-                    "selected_concepts": list(run.concepts),
-                    "final_image_prompt": run.final_prompt,
-                    "image_path": str(image_path),
-                    "created_at": run.created_at,
-                    "seed": str(run.seed),
-                },
-            )
+                at_point("upscaled")
+            append_manifest_row(manifest, manifest_row)
+            at_point("manifest_row")
+            append_generation_row(Path(cfg.prompt.generations_path), generations_row)
+            at_point("generations_row")
             saved_bytes = image_path.stat().st_size
         except BaseException:
             try:
@@ -170,6 +250,8 @@ def write_records(run: RunState, image_path: Path) -> Saved:
                 if upscaled_file is not None:
                     upscaled_file.unlink(missing_ok=True)
                 restore_manifest(manifest, before)
+                run.pending.remove()
+                run.pending = None
             except OSError as undo:
                 logger.error(
                     "could not undo this run's records after a failure (%s: %s); check %s, "

@@ -50,6 +50,7 @@ from image_project.store.writer import StoreOutcome, StoreWriter
 if TYPE_CHECKING:
     from PIL.Image import Image
 
+    from image_project.artifacts.pending import PendingTranscript
     from image_project.artifacts.upscale import SavedUpscale, Upscaled, UpscaleSettings
     from image_project.stages.scoring import NoveltyState, ScoringRun
 
@@ -202,6 +203,9 @@ class RunState:
     upscaled: Upscaled | None = None
     """The image at its 4K size, before the caption (records phase, before the lock)."""
     saved: Saved | None = None
+    pending: PendingTranscript | None = None
+    """The pending transcript, from the records phase's first write until the transcript is
+    written (:mod:`image_project.artifacts.pending`)."""
     image_order: tuple[int, ...] = ()
     """The image step's declared position, reserved before it and the title start."""
     cancel_reason: str = "the run was interrupted during the image call"

@@ -2,8 +2,10 @@
 
 ``postgres_server`` (session scope) runs ``initdb`` and ``pg_ctl start`` in a temporary
 directory, listening on 127.0.0.1 at a free port (and a Unix socket in that directory), and
-stops it when the session ends. initdb refuses to run as root, so as root the server runs as
-an unprivileged user (``postgres`` if it exists, else ``nobody``) through ``runuser``.
+stops it when the session ends, also on SIGTERM (and SIGINT, through pytest's own
+teardown); a server whose pytest process was killed outright (its ``owner.pid`` dead) is
+stopped and removed when the next session starts one. initdb refuses to run as root, so as
+root the server runs as an unprivileged user (``postgres`` if it exists, else ``nobody``) through ``runuser``.
 Without the server binaries the PostgreSQL cases skip, saying why; under CI (``CI`` set to
 1 / true) they fail instead, because ``.ci/run`` installs PostgreSQL.
 
@@ -17,13 +19,16 @@ import contextlib
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 
 import psycopg
 import pytest
@@ -119,13 +124,82 @@ def _chown_tree(path: Path, user: str) -> None:
     os.chown(path, entry.pw_uid, entry.pw_gid)
 
 
+SERVER_PREFIX = "image_project_pg_"
+"""The server's folder is ``<tempdir>/image_project_pg_*``: its data folder, its log, its
+socket and ``owner.pid``, the pid of the pytest process that started it."""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _stop(prefix: list[str], bindir: Path, base: Path, mode: str = "fast") -> None:
+    """Stop the server of ``base`` (if it runs) and remove the folder."""
+    if (base / "data" / "postmaster.pid").exists():
+        subprocess.run(
+            [*prefix, str(bindir / "pg_ctl"), "-D", str(base / "data"), "-m", mode, "-w", "stop"],
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def remove_servers_left_by_killed_runs(prefix: list[str], bindir: Path) -> list[Path]:
+    """Stop and remove the servers whose pytest process is gone (killed before its teardown:
+    SIGKILL, a CI runner's hard stop); the folders removed. A folder without ``owner.pid``
+    is left alone: it may be a live session of a version that wrote none."""
+    removed = []
+    for base in sorted(Path(tempfile.gettempdir()).glob(SERVER_PREFIX + "*")):
+        try:
+            owner = int((base / "owner.pid").read_text().strip())
+        except (OSError, ValueError):
+            continue
+        if owner == os.getpid() or _alive(owner):
+            continue
+        _stop(prefix, bindir, base, mode="immediate")
+        removed.append(base)
+    return removed
+
+
+@contextlib.contextmanager
+def _stopped_on_sigterm(stop: Callable[[], None]) -> Iterator[None]:
+    """While inside: a SIGTERM first runs ``stop``, then ends the process as SIGTERM would
+    have (pytest has no SIGTERM handler, so without this its teardown never ran and the
+    server, re-parented to PID 1, kept running with its data folder). SIGINT needs nothing:
+    pytest turns it into KeyboardInterrupt and tears the session's fixtures down."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def on_sigterm(signum: int, frame: FrameType | None) -> None:
+        signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+        stop()
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+
+
 @contextlib.contextmanager
 def running_postgres(bindir: Path) -> Iterator[PostgresServer]:
     """A PostgreSQL server in a temporary directory on 127.0.0.1 (a free port), stopped and
-    removed on exit; RuntimeError (with the server's log) when it cannot start. The store
-    tests' fixture and bench/campaign.py use it."""
+    removed on exit, also on SIGTERM; RuntimeError (with the server's log) when it cannot
+    start. The store tests' fixture and bench/campaign.py use it."""
     prefix, owner = _runner()
-    base = Path(tempfile.mkdtemp(prefix="image_project_pg_"))
+    remove_servers_left_by_killed_runs(prefix, bindir)
+    base = Path(tempfile.mkdtemp(prefix=SERVER_PREFIX))
+    (base / "owner.pid").write_text(f"{os.getpid()}\n")
     data, log = base / "data", base / "server.log"
     if owner is not None:
         _chown_tree(base, owner)
@@ -177,17 +251,10 @@ def running_postgres(bindir: Path) -> Iterator[PostgresServer]:
             log.unlink()
         else:
             raise RuntimeError(failed(done, (*start, "start")))
-        try:
+        with _stopped_on_sigterm(lambda: _stop(prefix, bindir, base, mode="immediate")):
             yield PostgresServer(port=port)
-        finally:
-            subprocess.run(
-                [*prefix, str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"],
-                capture_output=True,
-                timeout=120,
-                check=False,
-            )
     finally:
-        shutil.rmtree(base, ignore_errors=True)
+        _stop(prefix, bindir, base)
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,118 @@
+"""The pending transcript (``image_project.artifacts.pending``): held while its run lives, so
+only a killed run's is reported; a repair completes a run whose manifest row was written and
+rolls back one killed before it, removing only the run's own images."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from image_project.artifacts import append_manifest_row, read_manifest, read_transcript
+from image_project.artifacts.generations import read_generations
+from image_project.artifacts.pending import (
+    PendingRecords,
+    PendingTranscript,
+    left_by_killed_runs,
+    pending_path,
+    repair,
+)
+from tests.support.records import run
+
+GID = "run001"
+
+
+def pending_run(tmp: Path, *, image_name: str = f"{GID}_image.jpg") -> PendingTranscript:
+    """A run's pending transcript in ``tmp/logs``, its image in ``tmp/images`` (written)."""
+    image = tmp / "images" / image_name
+    image.parent.mkdir(parents=True)
+    image.write_bytes(b"\xff\xd8 a captioned image")
+    record = run(1, image_path=str(image), title="Quiet Harbour")
+    where = PendingRecords(
+        generation_id=GID,
+        transcript=str(tmp / "logs" / f"{GID}_transcript.json"),
+        image=str(image),
+        manifest=str(tmp / "images" / "titles_manifest.csv"),
+        seq=1,
+        manifest_row={
+            "seq": "1",
+            "title": "Quiet Harbour",
+            "generation_id": GID,
+            "image_prompt": "a harbour",
+            "image_path": str(image),
+        },
+        generations=str(tmp / "generations.csv"),
+        generations_row={
+            "generation_id": GID,
+            "selected_concepts": ["Baroque"],
+            "final_image_prompt": "a harbour",
+            "image_path": str(image),
+            "seed": "1",
+        },
+    )
+    return PendingTranscript.write(pending_path(tmp / "logs", GID), where, record)
+
+
+def test_a_live_runs_pending_transcript_is_not_reported_and_a_dead_ones_is(
+    tmp_path: Path,
+) -> None:
+    pending = pending_run(tmp_path)
+    assert left_by_killed_runs(tmp_path / "logs") == []  # its run holds it
+    pending.close()  # as when the process ends without removing it
+    (leftover,) = left_by_killed_runs(tmp_path / "logs")
+    assert leftover.generation_id == GID and leftover.image and not leftover.committed
+    line = leftover.describe("image-project runs import X")
+    assert str(pending.path) in line and str(tmp_path / "images" / f"{GID}_image.jpg") in line
+    assert "missing: the manifest row, the generations row, the transcript" in line
+
+
+def test_a_removed_pending_transcript_leaves_nothing_to_report(tmp_path: Path) -> None:
+    pending_run(tmp_path).remove()
+    assert left_by_killed_runs(tmp_path / "logs") == []
+    assert list((tmp_path / "logs").iterdir()) == []
+
+
+def test_a_run_with_its_manifest_row_is_completed(tmp_path: Path) -> None:
+    pending = pending_run(tmp_path)
+    manifest = tmp_path / "images" / "titles_manifest.csv"
+    append_manifest_row(
+        manifest,
+        {"seq": "1", "title": "T", "generation_id": GID, "image_prompt": "p", "image_path": "i"},
+    )
+    pending.close()
+    (leftover,) = left_by_killed_runs(tmp_path / "logs")
+    repaired = repair(leftover)
+    assert repaired.outcome == "completed"
+    assert [r["generation_id"] for r in read_generations(tmp_path / "generations.csv")] == [GID]
+    record = read_transcript(tmp_path / "logs" / f"{GID}_transcript.json")
+    assert record.error is None and record.image_bytes == len(b"\xff\xd8 a captioned image")
+    assert not pending.path.exists() and left_by_killed_runs(tmp_path / "logs") == []
+
+
+def test_a_run_killed_before_its_manifest_row_is_rolled_back(tmp_path: Path) -> None:
+    pending = pending_run(tmp_path)
+    pending.close()
+    (leftover,) = left_by_killed_runs(tmp_path / "logs")
+    assert repair(leftover).outcome == "rolled_back"
+    assert not (tmp_path / "images" / f"{GID}_image.jpg").exists()
+    assert read_manifest(tmp_path / "images" / "titles_manifest.csv") == []
+    record = read_transcript(tmp_path / "logs" / f"{GID}_transcript.json")
+    assert record.error is not None
+    assert (record.error.type, record.error.phase) == ("interrupted", "records")
+    assert record.image_path is None and record.title_generation is None
+
+
+def test_a_rollback_removes_only_the_runs_own_image_file(tmp_path: Path) -> None:
+    # A pending transcript that names another file (copied from elsewhere, or made up) never
+    # gets that file removed.
+    pending = pending_run(tmp_path, image_name="holiday.jpg")
+    pending.close()
+    (leftover,) = left_by_killed_runs(tmp_path / "logs")
+    assert repair(leftover).outcome == "rolled_back"
+    assert (tmp_path / "images" / "holiday.jpg").exists()
+
+
+def test_a_pending_transcript_cut_short_is_reported_and_removed(tmp_path: Path) -> None:
+    path = pending_path(tmp_path, GID)
+    path.write_text('{"pending_records": {"generation_id": "run0', encoding="utf-8")
+    (leftover,) = left_by_killed_runs(tmp_path)
+    assert leftover.pending is None and "cut short" in leftover.describe("X")
+    assert repair(leftover).outcome == "removed" and not path.exists()
