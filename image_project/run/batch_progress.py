@@ -119,9 +119,9 @@ class BatchProgress:
         try:
             if self._bar is not None:
                 with self._bar.external_write_mode(file=self.err):
-                    print(text, file=stream, flush=True)
+                    _write_line(text, stream)
             else:
-                print(text, file=stream, flush=True)
+                _write_line(text, stream)
         except BrokenPipeError:
             self._closed(stream)
 
@@ -154,3 +154,10 @@ def _isatty(stream: TextIO) -> bool:
         return stream.isatty()
     except (AttributeError, ValueError):
         return False
+
+
+def _write_line(text: str, stream: TextIO) -> None:
+    """The line and its newline in one write: ``print`` writes them apart, and a second
+    Ctrl-C handled between the two would print its own line after a line left open."""
+    stream.write(text + "\n")
+    stream.flush()
