@@ -140,7 +140,7 @@ def prompt_lines(prompt: str, *, whole: bool) -> list[str]:
 
 
 _AGGREGATE_LABELS = {"median": "median", "weighted_median": "w.median", "mean": "mean"}
-_NORMALISE_MARKS = {"ranks": "(r)", "zscores": "(z)"}
+_NORMALISE_MARKS = {"ranks": "(r)", "zscores": "(z)", "robust": "(rz)"}
 
 
 def _label(scoring: ScoringRecord) -> str:

@@ -240,7 +240,7 @@ BUILTIN_RUBRICS: tuple[str, ...] = ("default", "strict", "novelty_heavy", "profi
 """The built-in judge rubrics (their texts: ``image_project.stages.scoring.rubrics``)."""
 ProfileView = Literal["raw", "dislikes_only", "hints"]
 Aggregation = Literal["median", "weighted_median", "mean", "trimmed_mean"]
-Normalise = Literal["none", "ranks", "zscores"]
+Normalise = Literal["none", "ranks", "zscores", "robust"]
 MAX_RUBRIC_CHARS = 20_000
 
 
