@@ -69,7 +69,12 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from image_project.stages.scoring.aggregation import Method, Normalisation  # noqa: E402
+from image_project.stages.scoring.aggregation import (  # noqa: E402
+    Method,
+    Normalisation,
+    aggregate_scores,
+    normalise_scores,
+)
 from image_project.stages.scoring.judges import degeneracy  # noqa: E402
 from image_project.stages.scoring.selection import aggregate, select  # noqa: E402
 
@@ -160,23 +165,41 @@ def judge_scores(
     return quality, panel, shown
 
 
-def round_regrets(world: World, n: int, rng: np.random.Generator, seed: int) -> dict[str, float]:
-    """Every candidate's regret, and one judge's, on one simulated round."""
+def _chosen(ids: Sequence[str], aggregates: Sequence[float]) -> str:
+    """The selector's exploit pick with no novelty penalty: the highest aggregate, ties by
+    id (:func:`~image_project.stages.scoring.selection.select`'s order; the aggregates here
+    are all above 0, so ``effective`` = ``aggregate``)."""
+    return min(zip(ids, aggregates, strict=True), key=lambda p: (-p[1], p[0]))[0]
+
+
+def round_regrets(
+    world: World, n: int, rng: np.random.Generator, seed: int, *, verify: bool = False
+) -> dict[str, float]:
+    """Every candidate's regret, and one judge's, on one simulated round: the product's
+    :func:`normalise_scores` once per normalisation, its :func:`aggregate_scores` per card,
+    and the selector's order (:func:`_chosen`). ``verify`` also runs the full
+    :func:`aggregate` and :func:`select` path and raises if it chose another card (the
+    tests do; the bench skips it for speed)."""
     quality, panel, shown = judge_scores(world, n, rng)
     ids = list(panel[0])
     best = float(quality.max())
+    truth = dict(zip(ids, (float(q) for q in quality), strict=True))
     ok = {f"j{k + 1}": panel[k] for k in range(3) if degeneracy(shown[k]) is None}
-    out: dict[str, float] = {}
-    truth = dict(zip(ids, quality, strict=True))
-
-    def regret(judges: Mapping[str, Mapping[str, int]], c: Candidate) -> float:
-        rows = aggregate(ids, judges, method=c.method, normalise=c.normalise)
-        chosen = select(rows, exploration_rate=0.0, run_seed=seed).selected_id
-        return best - float(truth[chosen])
-
-    out[ONE_JUDGE] = regret({"j1": panel[0]}, CANDIDATES[0])
+    judges: Mapping[str, Mapping[str, int]] = ok or {"j1": panel[0]}
+    common = {how: normalise_scores(ids, judges, how) for how in {c.normalise for c in CANDIDATES}}
+    out = {ONE_JUDGE: best - truth[_chosen(ids, [panel[0][i] for i in ids])]}
     for c in CANDIDATES:
-        out[c.name] = regret(ok, c) if ok else regret({"j1": panel[0]}, c)
+        table = common[c.normalise]
+        values = [
+            float(aggregate_scores([s[i] for s in table.values()], method=c.method)) for i in ids
+        ]
+        chosen = _chosen(ids, values)
+        if verify:
+            rows = aggregate(ids, judges, method=c.method, normalise=c.normalise)
+            full = select(rows, exploration_rate=0.0, run_seed=seed).selected_id
+            if full != chosen:
+                raise AssertionError(f"{c.name}: bench chose {chosen}, the product {full}")
+        out[c.name] = best - truth[chosen]
     return out
 
 
@@ -314,8 +337,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument("--batch", type=int, default=500, help="rounds per batch")
-    parser.add_argument("--resolution", type=float, default=0.1, help="regret points")
-    parser.add_argument("--max-rounds", type=int, default=8000, help="per cell")
+    parser.add_argument("--resolution", type=float, default=0.15, help="regret points")
+    parser.add_argument("--max-rounds", type=int, default=6000, help="per cell")
     parser.add_argument("--sizes", type=lambda s: tuple(int(x) for x in s.split(",")))
     parser.add_argument("--worlds", type=lambda s: tuple(s.split(";")), help="names, ';'")
     parser.add_argument("--json", type=Path, help="write the report here")
