@@ -24,21 +24,31 @@ FLOOR = 0.88
 OTHER_SCALES = ((1.35, 8.0), (0.74, -8.0))  # e^0.3 and e^-0.3
 
 
-def coverage(rho: float, worlds: int, **kw: object) -> tuple[float, int]:
+def coverage(
+    rho: float,
+    worlds: int,
+    reference_models: tuple[str, ...] = ("other",),
+    reference_scales: tuple[tuple[float, float], ...] = (),
+) -> tuple[float, int]:
     """The share of ``worlds`` planted worlds whose interval holds the planted N_eff, and
     how many printed an interval at all."""
     truth = effective_judges(3, rho)
     hits = printed = 0
     for seed in range(worlds):
-        (group,) = estimate_independence(
-            simulate(rho, seed=1000 + seed, runs=MIN_RUNS, **kw)
-        ).groups  # type: ignore[arg-type]
+        runs = simulate(
+            rho,
+            seed=1000 + seed,
+            runs=MIN_RUNS,
+            reference_models=reference_models,
+            reference_scales=reference_scales,
+        )
+        (group,) = estimate_independence(runs).groups
         if group.n_eff_interval is None:
             continue
         printed += 1
         low, high = group.n_eff_interval
         hits += low - 1e-9 <= truth <= high + 1e-9
-    print(f"coverage {hits}/{worlds} (rho {rho:.2f}, {kw or 'one reference, one scale'})")
+    print(f"coverage {hits}/{worlds} (rho {rho:.2f}, {reference_models} {reference_scales})")
     return hits / worlds, printed
 
 
@@ -50,14 +60,12 @@ def test_one_reference_on_the_same_scale_covers(rho: float) -> None:
 
 
 def test_two_references_on_other_scales_cover_with_the_scale_free_form() -> None:
-    share, printed = coverage(
-        0.5, WORLDS, reference_models=("other", "third"), reference_scales=OTHER_SCALES
-    )
+    share, printed = coverage(0.5, WORLDS, ("other", "third"), OTHER_SCALES)
     assert printed == WORLDS
     assert share >= FLOOR, f"scale-free coverage {share:.0%} over {WORLDS} worlds"
 
 
 def test_one_reference_on_another_scale_is_outside_the_model() -> None:
     """Why the assumption is printed: the one-reference estimate is wrong here."""
-    share, _ = coverage(0.5, 40, reference_scales=(OTHER_SCALES[0],))
+    share, _ = coverage(0.5, 40, ("other",), (OTHER_SCALES[0],))
     assert share < 0.5, f"coverage {share:.0%}: the one-reference form held on another scale"
