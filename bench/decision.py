@@ -254,6 +254,17 @@ def run_cell(
     return cell
 
 
+def default_candidate() -> str:
+    """The candidate that is the product's default (read from the config model)."""
+    from image_project.config.models import ScoringConfig
+
+    d = ScoringConfig()
+    return next(
+        (c.name for c in CANDIDATES if (c.method, c.normalise) == (d.aggregation, d.normalise)),
+        f"{d.aggregation}, {d.normalise} (not a candidate)",
+    )
+
+
 def decide(cells: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The stated rule (module docstring) applied to the table."""
     names = [c.name for c in CANDIDATES]
@@ -313,7 +324,7 @@ def format_report(report: Mapping[str, Any]) -> str:
             f"{d['mean_regret'][name]:.3f}  "
             + (f"worse than one judge in: {'; '.join(worse)}" if worse else "admissible")
         )
-    lines.append(f"choice: {d['choice']}")
+    lines.append(f"choice: {d['choice']}; the product's default: {report['default']}")
     return "\n".join(lines)
 
 
@@ -354,6 +365,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sizes = args.sizes or SIZES
     worlds = [w for w in WORLDS if args.worlds is None or w.name in args.worlds]
     started = time.monotonic()
+    commit = _commit()  # before the run: the code measured
     cells = []
     for world in worlds:
         for n in sizes:
@@ -363,7 +375,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "batch": args.batch,
         "resolution": args.resolution,
         "max_rounds": args.max_rounds,
-        "commit": _commit(),
+        "commit": commit,
+        "default": default_candidate(),
         "machine": f"{platform.node()} {platform.machine()}, {os.cpu_count()} cores, "
         f"Python {platform.python_version()}",
         "seconds": round(time.monotonic() - started, 1),

@@ -118,15 +118,16 @@ def _phrases(sequences: Sequence[Sequence[str]], where: dict[str, set[int]]) -> 
     return list(groups.values())
 
 
-def recent_motifs(prompts: Sequence[str]) -> NoveltySummary:
-    """The motif statistics of ``prompts`` (the caller applies the window)."""
+def recent_motifs(prompts: Sequence[str], min_share: float = MIN_SHARE) -> NoveltySummary:
+    """The motif statistics of ``prompts`` (the caller applies the window); a word is
+    frequent in at least ``min_share`` of them (and in :data:`MIN_PROMPTS`)."""
     sequences = [_sequence(prompt) for prompt in prompts]
     where: dict[str, set[int]] = {}
     for index, words in enumerate(sequences):
         for w in words:
             where.setdefault(w, set()).add(index)
     rows = len(prompts)
-    threshold = max(MIN_PROMPTS, math.ceil(MIN_SHARE * rows))
+    threshold = max(MIN_PROMPTS, math.ceil(min_share * rows))
     frequent = {w: found for w, found in where.items() if len(found) >= threshold}
     motifs = sorted(
         ((" ".join(words), len(frequent[words[0]])) for words in _phrases(sequences, frequent)),
@@ -138,8 +139,14 @@ def recent_motifs(prompts: Sequence[str]) -> NoveltySummary:
     )
 
 
-def novelty_penalty(card_text: str, summary: NoveltySummary) -> tuple[float, tuple[str, ...]]:
-    """The card's penalty and the motifs it reuses, wholly or in part (in motif order)."""
+def novelty_penalty(
+    card_text: str,
+    summary: NoveltySummary,
+    per_share: float = PENALTY_PER_SHARE,
+    cap: float = MAX_PENALTY,
+) -> tuple[float, tuple[str, ...]]:
+    """The card's penalty (``min(cap, per_share x sum(share x used part))``) and the motifs
+    it reuses, wholly or in part (in motif order)."""
     words = set(_sequence(card_text))
     total = 0.0
     used: list[str] = []
@@ -149,7 +156,7 @@ def novelty_penalty(card_text: str, summary: NoveltySummary) -> tuple[float, tup
         if part:
             total += motif.share * part
             used.append(motif.word)
-    return round(min(MAX_PENALTY, PENALTY_PER_SHARE * total), 1), tuple(used)
+    return round(min(cap, per_share * total), 1), tuple(used)
 
 
 logger = logging.getLogger("image_project.scoring")
@@ -180,7 +187,9 @@ class NoveltyState:
         )
 
 
-def load_novelty(enabled: bool, window: int, history_path: Path) -> NoveltyState:
+def load_novelty(
+    enabled: bool, window: int, history_path: Path, min_share: float = MIN_SHARE
+) -> NoveltyState:
     """Read the recent prompts for novelty.
 
     The one documented warn-and-continue of the scoring stage: a missing, empty or unreadable
@@ -200,4 +209,4 @@ def load_novelty(enabled: bool, window: int, history_path: Path) -> NoveltyState
         )
         logger.warning("%s", warning)
         return NoveltyState(enabled=True, window=window, warning=warning)
-    return NoveltyState(enabled=True, window=window, summary=recent_motifs(prompts))
+    return NoveltyState(enabled=True, window=window, summary=recent_motifs(prompts, min_share))

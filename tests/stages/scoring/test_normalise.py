@@ -105,7 +105,7 @@ def test_the_config_key_is_validated(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         offline_cfg(tmp_path, 1, "prompt.scoring.normalise=minmax")
     assert info.value.key == "prompt.scoring.normalise"
-    assert offline_cfg(tmp_path, 1).prompt.scoring.normalise == "zscores"  # the default
+    assert offline_cfg(tmp_path, 1).prompt.scoring.normalise == "robust"  # the default
 
 
 def _record(out: Path, *extra: str) -> dict[str, object]:
