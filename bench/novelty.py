@@ -190,10 +190,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = quality.parse_args(["--silent", "--variety-seeds", str(own.histories), *rest])
     args.scales, args.min_shares, args.encodings = own.scales, own.min_shares, own.encodings
     started = time.monotonic()
-    report = anyio.run(sweep, args)
-    commit = subprocess.run(
+    commit = subprocess.run(  # before the run: the code measured
         ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
     ).stdout.strip()
+    report = anyio.run(sweep, args)
     report.update(
         seed=args.seed,
         histories=args.variety_seeds,
