@@ -72,8 +72,7 @@ sys.path.insert(0, str(REPO))
 from image_project.stages.scoring.aggregation import (  # noqa: E402
     Method,
     Normalisation,
-    aggregate_scores,
-    normalise_scores,
+    aggregate_panel,
 )
 from image_project.stages.scoring.judges import degeneracy  # noqa: E402
 from image_project.stages.scoring.selection import aggregate, select  # noqa: E402
@@ -176,8 +175,8 @@ def round_regrets(
     world: World, n: int, rng: np.random.Generator, seed: int, *, verify: bool = False
 ) -> dict[str, float]:
     """Every candidate's regret, and one judge's, on one simulated round: the product's
-    :func:`normalise_scores` once per normalisation, its :func:`aggregate_scores` per card,
-    and the selector's order (:func:`_chosen`). ``verify`` also runs the full
+    :func:`aggregate_panel` (the score table's aggregates) and the selector's order
+    (:func:`_chosen`). ``verify`` also runs the full
     :func:`aggregate` and :func:`select` path and raises if it chose another card (the
     tests do; the bench skips it for speed)."""
     quality, panel, shown = judge_scores(world, n, rng)
@@ -186,14 +185,10 @@ def round_regrets(
     truth = dict(zip(ids, (float(q) for q in quality), strict=True))
     ok = {f"j{k + 1}": panel[k] for k in range(3) if degeneracy(shown[k]) is None}
     judges: Mapping[str, Mapping[str, int]] = ok or {"j1": panel[0]}
-    common = {how: normalise_scores(ids, judges, how) for how in {c.normalise for c in CANDIDATES}}
     out = {ONE_JUDGE: best - truth[_chosen(ids, [panel[0][i] for i in ids])]}
     for c in CANDIDATES:
-        table = common[c.normalise]
-        values = [
-            float(aggregate_scores([s[i] for s in table.values()], method=c.method)) for i in ids
-        ]
-        chosen = _chosen(ids, values)
+        _, aggregates = aggregate_panel(ids, judges, method=c.method, normalise=c.normalise)
+        chosen = _chosen(ids, [float(aggregates[i]) for i in ids])
         if verify:
             rows = aggregate(ids, judges, method=c.method, normalise=c.normalise)
             full = select(rows, exploration_rate=0.0, run_seed=seed).selected_id

@@ -3,12 +3,13 @@
 ``prompt.scoring.aggregation``:
 
 ``median``           the median of the ok judges' scores (the mean of the middle two for an
-                     even count); weights are ignored.
+                     even count); weights are ignored. The default, taken of the scores after
+                     ``normalise: robust`` (the product's defaults are the config model's,
+                     :class:`image_project.config.ScoringConfig`; bench/decision.py chose them).
 ``weighted_median``  the score at which half the total weight is reached, going up from the
                      lowest; exactly half at a boundary averages the two scores there, so with
                      equal weights it is the plain median.
-``mean``             the weighted mean (the plain mean with equal weights). The default, taken
-                     of the scores after ``normalise`` (see :mod:`image_project.config`).
+``mean``             the weighted mean (the plain mean with equal weights).
 ``trimmed_mean``     drop the ``trim`` lowest and ``trim`` highest scores, then the weighted
                      mean of the rest (``2 * trim`` must be smaller than the number of scores).
 
@@ -23,16 +24,23 @@ weigh alike in a mean and meet in a median:
 ``none``     the judges' own scores.
 ``zscores``  each judge's scores minus its mean over the round's cards, over its standard
              deviation (population; a judge who gave every card one score gets 0 for all).
-``robust``   like ``zscores``, but each judge's spread is shrunk towards the panel's median
-             spread ``m`` before dividing: ``sqrt((K m^2 + (n - 1) s^2) / (K + n - 1))`` for
-             ``n`` cards, ``K`` = :data:`SHRINK_CARDS`. A near-constant judge (80, 79, 81)
-             is divided by about half the panel's spread, not its own, so its one-point
-             differences stay small instead of becoming a full vote; with two cards, where
-             every judge's own z-scores are +-1 (a majority vote) or 0 (a tie), the spread
-             is mostly the panel's, so distances count. A judge who gave every card one
-             score still gets 0 for all (no preference).
+``robust``   (the default) like ``zscores``, but each judge's spread ``s`` is shrunk
+             towards the panel's median spread ``m`` before dividing: ``sqrt((K m^2 +
+             (n - 1) s^2) / (K + n - 1))`` for ``n`` cards, ``K`` = :data:`SHRINK_CARDS`.
+             A near-constant judge (80, 79, 81) is divided by about half the panel's
+             spread, not its own, so its one-point differences stay small instead of
+             becoming a full vote. With two cards every judge's own z-scores are +-1 (a
+             majority vote) or 0 (a tie); here the spread is mostly the panel's, so the
+             distances count, and a judge's two-card tie is no preference (0 for both), not
+             a degenerate answer. A judge who gave every card one score gets 0 for all.
 ``ranks``    each judge's ranks of the round's cards (1 = lowest, ties averaged), z-scored
              the same way: only the order a judge gives counts, not its distances.
+
+A judge who gave every card one score states no preference; after a normalisation (not with
+``none``) it is left out of the aggregate of that round (:func:`aggregate_panel`; its
+normalised scores are still recorded), so with two cards one judge's honest tie neither
+votes for the middle nor pulls a median to a tie the card ids then break. With three or more
+cards such an answer is degenerate and never reaches the aggregate.
 
 The standardised value ``z`` is put back on the panel's scale as ``M + S * z``, ``M`` the
 mean of the judges' means and ``S`` the mean of their standard deviations (those above 0) in
@@ -54,6 +62,7 @@ __all__ = [
     "SHRINK_CARDS",
     "Method",
     "Normalisation",
+    "aggregate_panel",
     "aggregate_scores",
     "as_number",
     "normalise_scores",
@@ -192,3 +201,31 @@ def normalise_scores(
         z = _standardised(_ranks(values) if how == "ranks" else values, panel_spread)
         out[judge] = {i: as_number(centre + scale * v) for i, v in zip(ids, z, strict=True)}
     return out
+
+
+def aggregate_panel(
+    ids: Sequence[str],
+    judge_scores: Mapping[str, Mapping[str, int]],
+    *,
+    method: Method = "median",
+    normalise: Normalisation = "none",
+    weights: Mapping[str, float] | None = None,
+    trim: int = 0,
+) -> tuple[dict[str, dict[str, int | float]], dict[str, int | float]]:
+    """Every judge's scores of ``ids`` on the common scale (:func:`normalise_scores`) and
+    each card's aggregate by ``method`` of them (``weights`` by judge id, default 1): the
+    judges who gave every card one score are left out of the aggregate after a
+    normalisation (module docstring), unless that leaves too few scores (none, or none for a
+    trim). Raises ``ValueError`` as :func:`aggregate_scores` does."""
+    common = normalise_scores(ids, judge_scores, normalise)
+    voting = list(judge_scores)
+    if normalise != "none":
+        varied = [j for j, scores in judge_scores.items() if len({scores[i] for i in ids}) > 1]
+        if len(varied) > 2 * trim:
+            voting = varied
+    w = [(weights or {}).get(j, 1.0) for j in voting]
+    values = {
+        i: aggregate_scores([common[j][i] for j in voting], w, method=method, trim=trim)
+        for i in ids
+    }
+    return common, values
