@@ -323,6 +323,68 @@ def format_report(report: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _ci(d: Sequence[float]) -> str:
+    text = f"{d[0]:+.2f} [{d[1]:+.2f}, {d[2]:+.2f}]"
+    bold = d[1] > 0 or d[2] < 0
+    return f"**{text}**" if bold else text
+
+
+def markdown(report: Mapping[str, Any]) -> str:
+    """The decision table for docs/evidence.md (generated from the JSON, checked by
+    tests/test_bench_decision.py): per world, a row per candidate and a column per N, each
+    cell the regret, then paired [95% t] against the median and against one judge, bold
+    where the interval excludes 0."""
+    names = [c.name for c in CANDIDATES]
+    sizes = sorted({c["n"] for c in report["cells"]})
+    worlds = list(dict.fromkeys(c["world"] for c in report["cells"]))
+    cell = {(c["world"], c["n"]): c for c in report["cells"]}
+    lines = [
+        f"`python bench/decision.py --json docs/decision.json`: seed {report['seed']}, batches "
+        f"of {report['batch']} rounds, a cell stops when every paired interval excludes 0 or "
+        f"is at most ±{report['resolution']} wide, or at {report['max_rounds']} rounds; commit "
+        f"{report['commit']}, {report['machine']}, {report['seconds']:.0f} s.",
+        "",
+    ]
+    for world in worlds:
+        lines.append(f"**{world}**")
+        lines.append("")
+        lines.append("| candidate | " + " | ".join(f"N = {n}" for n in sizes) + " |")
+        lines.append("|---|" + "---|" * len(sizes))
+        rounds = " | ".join(
+            f"{cell[world, n]['rounds']} rounds{'' if cell[world, n]['settled'] else ' (cap)'}"
+            for n in sizes
+        )
+        lines.append(f"| rounds | {rounds} |")
+        one = " | ".join(f"{cell[world, n]['regret'][ONE_JUDGE]:.2f}" for n in sizes)
+        lines.append(f"| one judge | {one} |")
+        for name in names:
+            cells = []
+            for n in sizes:
+                c = cell[world, n]
+                vm = "" if name == "median" else f"; vs median {_ci(c['vs_median'][name])}"
+                cells.append(
+                    f"{c['regret'][name]:.2f}{vm}; vs one judge {_ci(c['vs_one_judge'][name])}"
+                )
+            mark = " (default)" if name == report.get("default") else ""
+            lines.append(f"| {name}{mark} | " + " | ".join(cells) + " |")
+        lines.append("")
+    d = report["decision"]
+    lines.append(
+        "| candidate | worse than one judge in | worst excess over the cell's best | mean regret |"
+    )
+    lines.append("|---|---|---|---|")
+    for name in names:
+        worse = "; ".join(d["worse_than_one_judge_in"][name]) or "none (admissible)"
+        lines.append(
+            f"| {name} | {worse} | {d['worst_excess'][name]:.2f} | {d['mean_regret'][name]:.3f} |"
+        )
+    lines.append("")
+    lines.append(
+        f"The rule chooses **{d['choice']}**; the product's default is **{report.get('default', 'not recorded')}**."
+    )
+    return "\n".join(lines)
+
+
 def _commit() -> str:
     try:
         out = subprocess.run(
@@ -349,6 +411,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--worlds", type=lambda s: tuple(s.split(";")), help="names, ';'")
     parser.add_argument("--json", type=Path, help="write the report here")
     parser.add_argument("--quick", action="store_true", help="one batch of 40 per cell")
+    parser.add_argument(
+        "--markdown", type=Path, help="print the docs table of this saved report and stop"
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.batch, args.max_rounds = 40, 40
@@ -357,6 +422,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.markdown is not None:
+        print(markdown(json.loads(args.markdown.read_text())))
+        return 0
     sizes = args.sizes or SIZES
     worlds = [w for w in WORLDS if args.worlds is None or w.name in args.worlds]
     started = time.monotonic()

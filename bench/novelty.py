@@ -175,6 +175,47 @@ def format_report(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def markdown(report: dict[str, Any]) -> str:
+    """The novelty table for docs/evidence.md (generated from the JSON; checked by
+    tests/test_bench_decision.py)."""
+    lines = [
+        f"`python bench/novelty.py --json docs/novelty.json`: seed {report['seed']}, "
+        f"{report['histories']} histories of {report['runs']} consecutive runs per row (the same "
+        f"histories in every row), judging {', '.join(report['judging'])}, exploration 0; commit "
+        f"{report['commit']}, {report['machine']}, {report['seconds']} s.",
+        "",
+    ]
+    for e in report["encodings"]:
+        lines.append(
+            f"**{e['encoding']} motifs**: greedy (no novelty) picks a liked motif in "
+            f"{e['greedy_liked_share']:.1%} of runs, a random pick would in "
+            f"{e['random_liked_share']:.1%}."
+        )
+        lines.append("")
+        lines.append(
+            "| penalty_per_share | max_penalty | min_share | liked | excess tilt removed [95%] "
+            "| true quality vs greedy [95%] |"
+        )
+        lines.append("|---|---|---|---|---|---|")
+        for r in e["rows"]:
+            x, q = r["excess_removed"], r["quality_vs_greedy"]
+            lines.append(
+                f"| {r['scale']:g} | {r['cap']:g} | {r['min_share']:g} | {r['liked_share']:.1%} | "
+                f"{x['share']:.0%} [{x['lo']:.0%}, {x['hi']:.0%}] | "
+                f"{q['mean']:+.2f} [{q['lo']:+.2f}, {q['hi']:+.2f}] |"
+            )
+        lines.append("")
+    d = report["decision"]
+    lines.append(
+        f"Choice: `penalty_per_share: {d['scale']:g}`, `max_penalty: {d['cap']:g}`, `min_share: "
+        f"{d['min_share']:g}`; in the worse encoding it removes {d['worst_removed']:.0%} of the "
+        f"excess at a cost of {d['worst_cost']:.2f} true-quality points. Target (at least "
+        f"{TARGET_REMOVED:.0%} at most {MAX_COST} points in both encodings): "
+        f"{'met' if d['target_met'] else 'not met'}."
+    )
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     p.add_argument(
@@ -186,7 +227,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--encodings", type=lambda s: s.split(","), default=["equal", "old"])
     p.add_argument("--histories", type=int, default=20)
     p.add_argument("--json", type=Path)
+    p.add_argument("--markdown", type=Path, help="print the docs table of this saved report")
     own, rest = p.parse_known_args(argv)
+    if own.markdown is not None:
+        print(markdown(json.loads(own.markdown.read_text())))
+        return 0
     args = quality.parse_args(["--silent", "--variety-seeds", str(own.histories), *rest])
     args.scales, args.min_shares, args.encodings = own.scales, own.min_shares, own.encodings
     started = time.monotonic()
