@@ -30,13 +30,10 @@ from __future__ import annotations
 import argparse
 
 import anyio
-import pytest
 from scipy import stats
 
 from image_project.config.models import ScoringConfig
 from tests.support.quality_bench import LIKES, quality
-
-pytestmark = pytest.mark.slow
 
 RUN_SEEDS = 300
 HISTORIES = 12

@@ -17,8 +17,6 @@ from image_project.analysis import effective_judges, estimate_independence
 from image_project.analysis.independence import MIN_RUNS
 from tests.analysis.test_independence import SHARED_RHO, simulate
 
-pytestmark = pytest.mark.slow
-
 WORLDS = 100
 FLOOR = 0.88
 OTHER_SCALES = ((1.35, 8.0), (0.74, -8.0))  # e^0.3 and e^-0.3

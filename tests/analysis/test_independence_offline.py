@@ -9,7 +9,6 @@ import io
 from pathlib import Path
 
 import anyio
-import pytest
 
 from image_project.analysis import panel_stats, stats_command
 from image_project.app import run_generation
@@ -63,7 +62,6 @@ def _without(records: list[RunRecord], judge: str) -> list[RunRecord]:
     return kept
 
 
-@pytest.mark.slow
 def test_runs_stats_says_what_the_effective_judges_estimate_knows(tmp_path: Path) -> None:
     """30 offline runs of three judges on one model and two on others: on 10 of them with
     one reference, no interval and how many runs it needs; on all 30 with one reference, the
