@@ -3,19 +3,22 @@
 Statistics (deterministic): over the last ``window`` final image prompts, each content word
 (letters only, at least 3 characters, not a stopword, not a prompt-format word such as
 "subject" or "lighting") counts once per prompt it appears in. A word is frequent when it
-appears in at least 2 prompts and in at least 20% of them. Frequent words that always come
+appears in at least 2 prompts and in at least ``min_share`` of them (``novelty.min_share``;
+:data:`MIN_SHARE` when not given). Frequent words that always come
 together form one **motif**, a phrase: two of them join when they appear in exactly the same
 prompts and one directly follows the other (among the content words) in each of those
 prompts, so "misty coastal landscapes at dawn" repeated in 6 prompts is one motif
 ("misty coastal landscapes dawn", 6 prompts), not four. The 12 most frequent motifs are kept
 (ties by text). Each motif's ``share`` is its prompt count / the number of prompts.
 
-Penalty of a card: ``min(25, 10 * sum(share x used part))`` over the motifs, rounded to 0.1,
-where a motif's used part is the fraction of its words the card contains (1 for the whole
-phrase). The penalty counts motifs, not words: a card that repeats a four-word phrase found in
-every recent prompt loses 10 points, as one that repeats a one-word motif found in every
-recent prompt does; three such motifs hit the 25-point cap. The judges also see the motif
-list as context.
+Penalty of a card: ``min(cap, per_share * sum(share x used part))`` over the motifs, rounded
+to 0.1, where a motif's used part is the fraction of its words the card contains (1 for the
+whole phrase); ``per_share`` and ``cap`` are ``novelty.penalty_per_share`` and
+``novelty.max_penalty`` (:data:`PENALTY_PER_SHARE` and :data:`MAX_PENALTY`, 10 and 25, when
+not given; the product's defaults are the config model's, chosen by bench/novelty.py). The
+penalty counts motifs, not words: a card that repeats a four-word phrase found in every
+recent prompt loses ``per_share`` points, as one that repeats a one-word motif found in every
+recent prompt does. The judges also see the motif list as context.
 
 :func:`load_novelty` reads the history for a run (:class:`NoveltyState`): the scoring
 stage's one warn-and-continue.
