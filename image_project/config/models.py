@@ -239,8 +239,8 @@ class NoveltyConfig(_Section):
 
     enabled: StrictBool = True
     window: _Int = Field(default=25, ge=0, le=10000)
-    penalty_per_share: _Float = Field(default=10.0, ge=0.0, le=100.0)
-    max_penalty: _Float = Field(default=25.0, ge=0.0, le=250.0)
+    penalty_per_share: _Float = Field(default=50.0, ge=0.0, le=100.0)
+    max_penalty: _Float = Field(default=125.0, ge=0.0, le=250.0)
     min_share: _Float = Field(default=0.2, gt=0.0, le=1.0)
 
 
