@@ -194,7 +194,7 @@ class PanelIndependence:
 
 # --------------------------------------------------------------------------- moments
 
-Pair = tuple[str, str]
+_Pair = tuple[str, str]
 """Two judge ids in sorted order (a judge with itself for its sum of squares)."""
 
 
@@ -213,7 +213,7 @@ def _mean(values: Iterable[float]) -> float:
     return sum(items) / len(items) if items else 0.0
 
 
-def _pair(a: str, b: str) -> Pair:
+def _pair(a: str, b: str) -> _Pair:
     return (a, b) if a <= b else (b, a)
 
 
@@ -222,7 +222,7 @@ def _round_sums(
     group: Iterable[str],
     reference: Iterable[str],
     min_references: int,
-) -> dict[Pair, float] | None:
+) -> dict[_Pair, float] | None:
     """The centred cross-product sums over the cards of one round, for every pair of its
     ok group and reference judges; None when the round has fewer than two group judges,
     fewer than ``min_references`` reference judges, or fewer than two cards all of them
@@ -240,7 +240,7 @@ def _round_sums(
 
 
 def _rho(
-    sums: Mapping[Pair, float], group: Sequence[str], reference: Sequence[str], scale_free: bool
+    sums: Mapping[_Pair, float], group: Sequence[str], reference: Sequence[str], scale_free: bool
 ) -> float | None:
     """The shared error share from pooled cross-product sums (module docstring): ``(C_GG -
     Q) / (V_G - Q)`` with ``Q`` = ``C_GR`` (one reference scale) or the scale-free ratio;
@@ -277,7 +277,7 @@ def _rounds(scoring: ScoringRecord) -> list[tuple[JudgeResult, ...]]:
 
 
 def _bootstrap(
-    runs: Sequence[Mapping[Pair, float]], rho_of: Callable[[Mapping[Pair, float]], float | None]
+    runs: Sequence[Mapping[_Pair, float]], rho_of: Callable[[Mapping[_Pair, float]], float | None]
 ) -> tuple[float, float] | None:
     """The percentile interval of ``rho`` over runs resampled with replacement; None when
     too few resamples give a defined ``rho``."""
@@ -299,20 +299,20 @@ def _bootstrap(
     return rhos[int(tail * (len(rhos) - 1))], rhos[int((1.0 - tail) * (len(rhos) - 1) + 0.5)]
 
 
-def _add(total: dict[Pair, float], more: Mapping[Pair, float]) -> None:
+def _add(total: dict[_Pair, float], more: Mapping[_Pair, float]) -> None:
     for key, value in more.items():
         total[key] = total.get(key, 0.0) + value
 
 
 def _run_sums(
     model: str, runs: Sequence[Sequence[RoundScores]], min_references: int
-) -> tuple[list[dict[Pair, float]], int, int]:
+) -> tuple[list[dict[_Pair, float]], int, int]:
     """Per run (that has a usable round) its rounds' cross-product sums added up; the
     number of usable rounds, and of card scores per group judge in them."""
-    per_run: list[dict[Pair, float]] = []
+    per_run: list[dict[_Pair, float]] = []
     rounds = cards = 0
     for run in runs:
-        total: dict[Pair, float] = {}
+        total: dict[_Pair, float] = {}
         for judged in run:
             scores = {j: s for j, (_, s) in judged.items()}
             group = [j for j, (m, _) in judged.items() if m == model]
@@ -349,10 +349,10 @@ def _group(
         needs = "two reference judges" if scale_free else "a reference judge"
         return replace(found, reason=f"no round had two of them and {needs} answer well")
 
-    def rho_of(sums: Mapping[Pair, float]) -> float | None:
+    def rho_of(sums: Mapping[_Pair, float]) -> float | None:
         return _rho(sums, judges, reference, scale_free)
 
-    pooled: dict[Pair, float] = {}
+    pooled: dict[_Pair, float] = {}
     for run_sums in per_run:
         _add(pooled, run_sums)
     rho = rho_of(pooled)
