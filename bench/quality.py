@@ -1082,7 +1082,10 @@ async def _history(
     likes: Sequence[str],
     strategy: Strategy,
     h: int,
+    extra: Sequence[str] = (),
 ) -> HistoryStats:
+    """One history of ``--variety-runs`` consecutive runs sharing a generations history;
+    ``extra`` overrides go after the strategy's (a judging or novelty setting)."""
     world = World(args.seed, params, likes)
     rate = args.exploration_rate if strategy.exploration else 0.0
     chosen: list[Chosen] = []
@@ -1095,6 +1098,7 @@ async def _history(
             f"prompt.scoring.exploration_rate={rate}",
             f"prompt.scoring.novelty.enabled={'true' if strategy.novelty else 'false'}",
             f"prompt.scoring.novelty.window={args.novelty_window}",
+            *extra,
             prompt_only=False,
         )
         for i in range(args.variety_runs):

@@ -162,12 +162,12 @@ def prompt_lines(prompt: str, *, whole: bool) -> list[str]:
 
 
 _AGGREGATE_LABELS = {"median": "median", "weighted_median": "w.median", "mean": "mean"}
-_NORMALISE_MARKS = {"ranks": "(r)", "zscores": "(z)"}
+_NORMALISE_MARKS = {"ranks": "(r)", "zscores": "(z)", "robust": "(rz)"}
 
 
 def _label(scoring: ScoringRecord) -> str:
-    """The aggregate's column label: the aggregation, ``(r)`` / ``(z)`` after it when the
-    judges' scores were normalised by ranks or z-scores first."""
+    """The aggregate's column label: the aggregation, ``(r)`` / ``(z)`` / ``(rz)`` after it
+    when the judges' scores were normalised by ranks, z-scores or robust z-scores first."""
     label = _AGGREGATE_LABELS.get(scoring.aggregation, "trimmed")
     return label + _NORMALISE_MARKS.get(scoring.normalise, "")
 
@@ -235,15 +235,18 @@ def _score_table(scoring: ScoringRecord, label: str) -> list[str]:
     and the effective score; ``<`` marks the selected card."""
     judges = [j.id for j in scoring.judges]
     width = max(5, *(len(j) for j in judges))
+    wide = max(8, len(label))
     header = (
-        "card  " + "".join(f"{j:>{width}} " for j in judges) + f" {label:>8}  penalty  effective"
+        "card  "
+        + "".join(f"{j:>{width}} " for j in judges)
+        + f" {label:>{wide}}  penalty  effective"
     )
     lines = [f"  Scores      {header}"]
     for row in scoring.score_table:
         cells = "".join(f"{row.judge_scores.get(j, '-')!s:>{width}} " for j in judges)
         mark = " <" if row.id == scoring.selected_id else ""
         lines.append(
-            f"              {row.id:<4}  {cells} {row.aggregate!s:>8}  "
+            f"              {row.id:<4}  {cells} {row.aggregate!s:>{wide}}  "
             f"{row.novelty_penalty:>7.1f}  {row.effective_score:>9.1f}{mark}"
         )
     return lines
@@ -350,7 +353,7 @@ def round_lines(scoring: ScoringRecord, index: int, *, stopped: str = "") -> lis
     lines.append(
         f"  {'card':<4}  {'from':<13} "
         + "".join(f"{j:>{width}} " for j in judges)
-        + f" {label:>8}  penalty  effective  survivor"
+        + f" {label:>{max(8, len(label))}}  penalty  effective  survivor"
     )
     table = {row.id: row for row in r.score_table}
     survivors = {s.id: s for s in r.survivors}
@@ -369,7 +372,7 @@ def round_lines(scoring: ScoringRecord, index: int, *, stopped: str = "") -> lis
         elif row is None:
             body = "not judged"
         else:
-            body = _row_cells(row, judges, width)
+            body = _row_cells(row, judges, width, max(8, len(label)))
         mark = " <" if c.id == picked else ""
         lines.append(f"  {c.id:<4}  {_origin(c):<13} {body}  {tail}".rstrip() + mark)
     for s in r.survivors:
@@ -381,9 +384,12 @@ def round_lines(scoring: ScoringRecord, index: int, *, stopped: str = "") -> lis
     return lines
 
 
-def _row_cells(row: ScoreRow, judges: list[str], width: int) -> str:
+def _row_cells(row: ScoreRow, judges: list[str], width: int, wide: int = 8) -> str:
     cells = "".join(f"{row.judge_scores.get(j, '-')!s:>{width}} " for j in judges)
-    return f"{cells} {row.aggregate!s:>8}  {row.novelty_penalty:>7.1f}  {row.effective_score:>9.1f}"
+    return (
+        f"{cells} {row.aggregate!s:>{wide}}  {row.novelty_penalty:>7.1f}  "
+        f"{row.effective_score:>9.1f}"
+    )
 
 
 def _span(values: list[int]) -> str:

@@ -138,8 +138,14 @@ SLOW: dict[str, frozenset[str]] = {
             "test_rounds_rows_are_paired_count_the_calls_and_repeat_for_a_seed",
         }
     ),
-    # Evidence that can fail: the README's Evidence claims re-measured (~1,700 runs).
+    # Evidence that can fail: the product's default re-measured (1,620 simulated runs).
     "tests/test_quality_evidence.py": ALL,
+    # 300 planted worlds, each with a 2,000-resample bootstrap.
+    "tests/analysis/test_independence_coverage.py": ALL,
+    # 30 offline runs.
+    "tests/analysis/test_independence_offline.py": frozenset(
+        {"test_runs_stats_says_what_the_effective_judges_estimate_knows"}
+    ),
 }
 
 SPAWN_MARKERS = ("subprocess", "postgres", "browser")

@@ -268,7 +268,7 @@ def test_offline_scoring_run_shows_the_selection_and_uses_history(tmp_path: Path
     bbs = json.loads(t_path.read_text(encoding="utf-8"))["blackbox_scoring"]
     selected = bbs["selected_id"]
     assert (
-        f"Selected    idea {selected}: mean(z) {bbs['selected_score']}, {bbs['selection_mode']}"
+        f"Selected    idea {selected}: median(rz) {bbs['selected_score']}, {bbs['selection_mode']}"
         in first.stdout
     )
     header = next(line for line in first.stdout.splitlines() if line.startswith("  Scores"))

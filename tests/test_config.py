@@ -1048,7 +1048,7 @@ def test_trim_without_trimmed_mean_is_an_error(aggregation: str | None, tmp_path
     error = config_error(tmp_path, scoring(**values))
     assert error.key == "prompt.scoring.trim"
     assert "must be 0 unless aggregation is 'trimmed_mean'" in error.message
-    assert f"(aggregation is {aggregation or 'mean'!r})" in error.message
+    assert f"(aggregation is {aggregation or ScoringConfig().aggregation!r})" in error.message
 
 
 @pytest.mark.parametrize("value", [-1, 17, 1.5, "one"])
@@ -1101,8 +1101,11 @@ def test_zero_weights_are_valid_with_the_median_or_with_one_weighted_judge(
     zero = [{"id": "a", "weight": 0}, {"id": "b", "weight": 0}]
     config = load(tmp_path, scoring(judges=zero, aggregation="median"))
     assert config.prompt.scoring.aggregation == "median"
-    # The default aggregation (mean) weighs the scores, so all-zero weights are an error.
-    assert config_error(tmp_path, scoring(judges=zero)).key == "prompt.scoring.judges"
+    # The mean weighs the scores, so all-zero weights are an error.
+    assert (
+        config_error(tmp_path, scoring(judges=zero, aggregation="mean")).key
+        == "prompt.scoring.judges"
+    )
     some = [{"id": "a", "weight": 0}, {"id": "b", "weight": 0.5}]
     config = load(tmp_path, scoring(judges=some, aggregation="mean"))
     assert [j.weight for j in judges_of(config)] == [0.0, 0.5]
@@ -1229,8 +1232,8 @@ def test_the_one_default_judge_has_the_default_rubric_weight_and_profile(tmp_pat
     assert judge == EffectiveJudge("judge", "gpt-6-luna", 0.0)
     assert (judge.rubric, judge.weight, judge.profile) == (RubricSpec(name="default"), 1.0, "raw")
     scoring_config = load(tmp_path).prompt.scoring
-    assert (scoring_config.aggregation, scoring_config.trim) == ("mean", 0)
-    assert scoring_config.normalise == "zscores"
+    assert (scoring_config.aggregation, scoring_config.trim) == ("median", 0)
+    assert scoring_config.normalise == "robust"
 
 
 def test_panel_settings_can_be_set_from_the_command_line(tmp_path: Path) -> None:

@@ -488,7 +488,7 @@ async def test_the_record_says_what_each_judge_saw_and_weighed(tmp_path: Path) -
     assert snapshot["novel"]["rubric"]["source"] == "file"
     assert snapshot["novel"]["rubric"]["text"].startswith("Reward the most unusual card.")
     assert snapshot["strict"]["rubric"] == {"name": "strict", "source": "builtin"}
-    assert (bbs["aggregation"], bbs["normalise"]) == ("mean", "zscores")  # the defaults
+    assert (bbs["aggregation"], bbs["normalise"]) == ("median", "robust")  # the defaults
     steps = {s["name"]: s for s in transcript(tmp_path)["steps"] if "/judges/" in s["path"]}
     assert steps["taste"]["meta"]["rubric"] == "profile_fit"
     assert steps["taste"]["meta"]["profile"] == "dislikes_only"

@@ -27,16 +27,29 @@ seeded, so the same records always print the same interval. ``rho`` is clamped t
 Why a reference is needed: within a one-model panel, judges agree both because the cards
 differ (``var(q)``) and because they share errors (``rho sigma^2``), and nothing in their own
 scores tells the two apart; taking out each card's panel mean removes both at once. The
-estimate therefore needs at least two models, and it assumes that the reference judge
-measures the same quality on the same scale (after centring) with an error independent of
-the group's. Whatever the group shares that the reference does not — a rubric's taste as
-much as a model's blind spot — counts as shared error.
+estimate therefore needs at least two models, and with one reference judge it assumes that
+the reference measures the same quality on the same scale (after centring) with an error
+independent of the group's. Whatever the group shares that the reference does not — a
+rubric's taste as much as a model's blind spot — counts as shared error.
+
+Scale-free form (two or more reference judges). A reference that scores ``b_r q + e_r`` (its
+own scale ``b_r``) breaks ``cov(s_j, s_r) = var(q)``, and with it the estimate. Two
+references ``r`` and ``s`` with errors independent of each other and of the group's give the
+group's own quality variance whatever their scales: ``cov(s_j, s_r) cov(s_j, s_s) / cov(s_r,
+s_s) = var(q)`` (the ``b_r b_s`` cancel), so ``rho = (C_GG - Q) / (V_G - Q)`` with ``Q`` that
+ratio averaged over the pairs of references (sums pooled over all runs before dividing). It
+assumes the references' errors are independent of each other's, not only of the group's.
+
+What the figures are worth. The interval is printed only from :data:`MIN_RUNS` runs on: a
+planted-world check (tests/analysis/test_independence_coverage.py) covers the truth about
+95 % of the time from there on, and too rarely below it. An interval that collapses to one
+value (every resample at the clamp) is never printed as an interval.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from itertools import combinations
 
@@ -45,6 +58,7 @@ from image_project.seeding import rng_for
 
 __all__ = [
     "BOOTSTRAP_SEED",
+    "MIN_RUNS",
     "GroupIndependence",
     "PanelIndependence",
     "RoundScores",
@@ -58,7 +72,9 @@ BOOTSTRAP_SEED = 0
 is a function of the records alone."""
 _RESAMPLES = 2000
 _LEVEL = 0.95
-_MIN_RUNS = 5  # fewer runs than this give no interval worth printing
+MIN_RUNS = 30
+"""Fewer runs than this give no interval: below it the bootstrap interval covers the
+truth too rarely (tests/analysis/test_independence_coverage.py)."""
 
 RoundScores = Mapping[str, tuple[str, Mapping[str, int]]]
 """One round: judge id -> (its model, its ok scores by card id; empty when not ok)."""
@@ -90,10 +106,29 @@ class GroupIndependence:
     n_eff: float | None = None
     n_eff_interval: tuple[float, float] | None = None
     reason: str | None = None
+    scale_free: bool = False
+    """True when two or more reference judges gave the scale-free estimate."""
 
     @property
     def n(self) -> int:
         return len(self.judges)
+
+    def assumptions(self) -> str:
+        """What the estimate takes for granted, in words."""
+        refs = ", ".join(self.reference)
+        if self.scale_free:
+            return (
+                f"Scale-free estimate from {len(self.reference)} reference judges ({refs}): "
+                "it assumes they are on other models and measure the same quality, on any "
+                "scale, with errors independent of each other's and of these judges'."
+            )
+        return (
+            f"It assumes the reference judge{'s' if len(self.reference) > 1 else ''} ({refs}) "
+            "on other models score the same quality on the same scale as these judges, with "
+            "errors independent of theirs; a reference on another scale or sharing their "
+            "errors makes it wrong (two references on other models give a scale-free "
+            "estimate)."
+        )
 
     def sentence(self) -> str:
         """The finding in plain words."""
@@ -109,13 +144,20 @@ class GroupIndependence:
                 f"{self.reason}; they act like somewhere between 1 and {self.n} judges."
             )
         text = f"{who} act like {self.n_eff:.2f} independent judges"
-        if self.n_eff_interval is not None:
-            low, high = self.n_eff_interval
-            text += f" (95% interval {low:.2f} to {high:.2f})"
+        interval = self.n_eff_interval
+        if interval is not None and f"{interval[0]:.2f}" != f"{interval[1]:.2f}":
+            text += f" (95% interval {interval[0]:.2f} to {interval[1]:.2f})"
+        elif interval is not None:
+            text += (
+                " (no interval: every resample put the shared error share at its bound, so "
+                "the interval would be one value)"
+            )
+        elif self.reason is not None:
+            text += f" (no interval: {self.reason})"
         rho = f"shared error share rho = {self.rho:.2f}" if self.rho is not None else ""
         if self.rho_interval is not None:
             rho += f" ({self.rho_interval[0]:.2f} to {self.rho_interval[1]:.2f})"
-        return f"{text}, {against}; {rho}."
+        return f"{text}, {against}; {rho}. {self.assumptions()}"
 
 
 @dataclass(frozen=True)
@@ -153,22 +195,8 @@ class PanelIndependence:
 
 # --------------------------------------------------------------------------- moments
 
-
-@dataclass(frozen=True)
-class _Moments:
-    """Centred cross-product sums of one round (or their total): ``shared`` = mean over
-    group pairs minus mean over group-reference pairs (estimates ``(n - 1) rho sigma^2``),
-    ``error`` = mean group sum of squares minus the same (estimates ``(n - 1) sigma^2``)."""
-
-    shared: float = 0.0
-    error: float = 0.0
-
-    def __add__(self, other: _Moments) -> _Moments:
-        return _Moments(self.shared + other.shared, self.error + other.error)
-
-    @property
-    def rho(self) -> float | None:
-        return self.shared / self.error if self.error > 0 else None
+_Pair = tuple[str, str]
+"""Two judge ids in sorted order (a judge with itself for its sum of squares)."""
 
 
 def _centred(scores: Mapping[str, int], cards: Sequence[str]) -> list[float]:
@@ -183,28 +211,60 @@ def _dot(a: Sequence[float], b: Sequence[float]) -> float:
 
 def _mean(values: Iterable[float]) -> float:
     items = list(values)
-    return sum(items) / len(items)
+    return sum(items) / len(items) if items else 0.0
 
 
-def _round_moments(
-    scores: Mapping[str, Mapping[str, int]], group: Iterable[str], reference: Iterable[str]
-) -> _Moments | None:
-    """The moments of one round from its ok judges' ``{judge: {card: score}}``; None when
-    the round has fewer than two group judges, no reference judge, or fewer than two cards
-    that all of them scored."""
+def _pair(a: str, b: str) -> _Pair:
+    return (a, b) if a <= b else (b, a)
+
+
+def _round_sums(
+    scores: Mapping[str, Mapping[str, int]],
+    group: Iterable[str],
+    reference: Iterable[str],
+    min_references: int,
+) -> dict[_Pair, float] | None:
+    """The centred cross-product sums over the cards of one round, for every pair of its
+    ok group and reference judges; None when the round has fewer than two group judges,
+    fewer than ``min_references`` reference judges, or fewer than two cards all of them
+    scored."""
     g = sorted(j for j in group if j in scores)
     r = sorted(j for j in reference if j in scores)
-    if len(g) < 2 or not r:
+    if len(g) < 2 or len(r) < min_references:
         return None
-    common = set.intersection(*(set(scores[j]) for j in (*g, *r)))
-    cards = sorted(common)
+    judges = (*g, *r)
+    cards = sorted(set.intersection(*(set(scores[j]) for j in judges)))
     if len(cards) < 2:
         return None
-    x = {j: _centred(scores[j], cards) for j in (*g, *r)}
-    gg = _mean(_dot(x[a], x[b]) for a, b in combinations(g, 2))
-    gr = _mean(_dot(x[a], x[b]) for a in g for b in r)
-    vv = _mean(_dot(x[a], x[a]) for a in g)
-    return _Moments(gg - gr, vv - gr)
+    x = {j: _centred(scores[j], cards) for j in judges}
+    return {_pair(a, b): _dot(x[a], x[b]) for i, a in enumerate(judges) for b in judges[i:]}
+
+
+def _rho(
+    sums: Mapping[_Pair, float], group: Sequence[str], reference: Sequence[str], scale_free: bool
+) -> float | None:
+    """The shared error share from pooled cross-product sums (module docstring): ``(C_GG -
+    Q) / (V_G - Q)`` with ``Q`` = ``C_GR`` (one reference scale) or the scale-free ratio;
+    None when it is not defined (no error left, or no positive reference covariance)."""
+
+    def c(a: str, b: str) -> float:
+        return sums.get(_pair(a, b), 0.0)
+
+    if scale_free:
+        ref_pairs = [(r, t) for r in reference for t in reference if r != t and c(r, t) > 0]
+        if not ref_pairs:
+            return None
+
+        def q(a: str, b: str) -> float:
+            return _mean(c(a, r) * c(b, t) / c(r, t) for r, t in ref_pairs)
+    else:
+
+        def q(a: str, b: str) -> float:
+            return _mean(c(a, r) for r in reference) / 2 + _mean(c(b, r) for r in reference) / 2
+
+    shared = _mean(c(a, b) - q(a, b) for a, b in combinations(group, 2))
+    error = _mean(c(a, a) - q(a, a) for a in group)
+    return shared / error if error > 0 else None
 
 
 # --------------------------------------------------------------------------- records
@@ -218,27 +278,55 @@ def _rounds(scoring: ScoringRecord) -> list[tuple[JudgeResult, ...]]:
 
 
 def _bootstrap(
-    runs: Sequence[_Moments], n: int
-) -> tuple[tuple[float, float], tuple[float, float]] | None:
-    """The percentile intervals of ``rho`` and of ``N_eff`` over runs resampled with
-    replacement; None when too few resamples give a defined ``rho``."""
+    runs: Sequence[Mapping[_Pair, float]], rho_of: Callable[[Mapping[_Pair, float]], float | None]
+) -> tuple[float, float] | None:
+    """The percentile interval of ``rho`` over runs resampled with replacement; None when
+    too few resamples give a defined ``rho``."""
     rng = rng_for(BOOTSTRAP_SEED, "panel_independence")
     k = len(runs)
-    shared = [m.shared for m in runs]
-    error = [m.error for m in runs]
+    keys = sorted({key for run in runs for key in run})
+    table = [[run.get(key, 0.0) for key in keys] for run in runs]
     rhos: list[float] = []
     for _ in range(_RESAMPLES):
         picks = rng.choices(range(k), k=k)
-        total = _Moments(sum(shared[i] for i in picks), sum(error[i] for i in picks))
-        if total.rho is not None:
-            rhos.append(total.rho)
+        total = [sum(col) for col in zip(*(table[i] for i in picks), strict=True)]
+        rho = rho_of(dict(zip(keys, total, strict=True)))
+        if rho is not None:
+            rhos.append(rho)
     if len(rhos) < _RESAMPLES // 2:
         return None
     rhos.sort()
     tail = (1.0 - _LEVEL) / 2
-    low = rhos[int(tail * (len(rhos) - 1))]
-    high = rhos[int((1.0 - tail) * (len(rhos) - 1) + 0.5)]
-    return (low, high), (effective_judges(n, high), effective_judges(n, low))
+    return rhos[int(tail * (len(rhos) - 1))], rhos[int((1.0 - tail) * (len(rhos) - 1) + 0.5)]
+
+
+def _add(total: dict[_Pair, float], more: Mapping[_Pair, float]) -> None:
+    for key, value in more.items():
+        total[key] = total.get(key, 0.0) + value
+
+
+def _run_sums(
+    model: str, runs: Sequence[Sequence[RoundScores]], min_references: int
+) -> tuple[list[dict[_Pair, float]], int, int]:
+    """Per run (that has a usable round) its rounds' cross-product sums added up; the
+    number of usable rounds, and of card scores per group judge in them."""
+    per_run: list[dict[_Pair, float]] = []
+    rounds = cards = 0
+    for run in runs:
+        total: dict[_Pair, float] = {}
+        for judged in run:
+            scores = {j: s for j, (_, s) in judged.items()}
+            group = [j for j, (m, _) in judged.items() if m == model]
+            others = [j for j, (m, _) in judged.items() if m != model]
+            sums = _round_sums(scores, group, others, min_references)
+            if sums is None:
+                continue
+            rounds += 1
+            cards += min(len(scores[j]) for j in group)
+            _add(total, sums)
+        if total:
+            per_run.append(total)
+    return per_run, rounds, cards
 
 
 def _group(
@@ -247,22 +335,8 @@ def _group(
     reference: Sequence[str],
     runs: Sequence[Sequence[RoundScores]],
 ) -> GroupIndependence:
-    per_run: list[_Moments] = []
-    rounds = cards = 0
-    for run in runs:
-        total: _Moments | None = None
-        for judged in run:
-            scores = {j: s for j, (_, s) in judged.items()}
-            group = [j for j, (m, _) in judged.items() if m == model]
-            others = [j for j, (m, _) in judged.items() if m != model]
-            moments = _round_moments(scores, group, others)
-            if moments is None:
-                continue
-            rounds += 1
-            cards += min(len(scores[j]) for j in group)
-            total = moments if total is None else total + moments
-        if total is not None:
-            per_run.append(total)
+    scale_free = len(reference) >= 2
+    per_run, rounds, cards = _run_sums(model, runs, 2 if scale_free else 1)
     found = GroupIndependence(
         model=model,
         judges=tuple(judges),
@@ -270,20 +344,39 @@ def _group(
         runs=len(per_run),
         rounds=rounds,
         cards=cards,
+        scale_free=scale_free,
     )
     if not per_run:
-        return replace(found, reason="no round had two of them and a reference judge answer well")
-    rho = sum(per_run, _Moments()).rho
+        needs = "two reference judges" if scale_free else "a reference judge"
+        return replace(found, reason=f"no round had two of them and {needs} answer well")
+
+    def rho_of(sums: Mapping[_Pair, float]) -> float | None:
+        return _rho(sums, judges, reference, scale_free)
+
+    pooled: dict[_Pair, float] = {}
+    for run_sums in per_run:
+        _add(pooled, run_sums)
+    rho = rho_of(pooled)
     if rho is None:
         return replace(found, reason="their scores show no error to share")
     n = len(judges)
     found = replace(found, rho=rho, n_eff=effective_judges(n, rho))
-    if len(per_run) < _MIN_RUNS:
-        return replace(found, reason=f"an interval needs at least {_MIN_RUNS} runs")
-    intervals = _bootstrap(per_run, n)
-    if intervals is None:
+    if len(per_run) < MIN_RUNS:
+        more = MIN_RUNS - len(per_run)
+        return replace(
+            found,
+            reason=f"an interval needs at least {MIN_RUNS} runs, {more} more than these "
+            f"{len(per_run)}",
+        )
+    interval = _bootstrap(per_run, rho_of)
+    if interval is None:
         return replace(found, reason="too few resamples defined the interval")
-    return replace(found, rho_interval=intervals[0], n_eff_interval=intervals[1])
+    low, high = interval
+    return replace(
+        found,
+        rho_interval=interval,
+        n_eff_interval=(effective_judges(n, high), effective_judges(n, low)),
+    )
 
 
 def estimate_independence(runs: Iterable[Sequence[RoundScores]]) -> PanelIndependence:

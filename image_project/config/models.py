@@ -238,15 +238,23 @@ class RunConfig(_Section):
 
 
 class NoveltyConfig(_Section):
+    """Novelty (``prompt.scoring.novelty``; docs/scoring.md "Novelty"): a card loses
+    ``penalty_per_share`` points per unit of the recent-motif share it repeats, at most
+    ``max_penalty``; a motif counts when it is in at least ``min_share`` of the last
+    ``window`` final prompts (and in two of them)."""
+
     enabled: StrictBool = True
     window: _Int = Field(default=25, ge=0, le=10000)
+    penalty_per_share: _Float = Field(default=50.0, ge=0.0, le=100.0)
+    max_penalty: _Float = Field(default=125.0, ge=0.0, le=250.0)
+    min_share: _Float = Field(default=0.2, gt=0.0, le=1.0)
 
 
 BUILTIN_RUBRICS: tuple[str, ...] = ("default", "strict", "novelty_heavy", "profile_fit")
 """The built-in judge rubrics (their texts: ``image_project.stages.scoring.rubrics``)."""
 ProfileView = Literal["raw", "dislikes_only", "hints"]
 Aggregation = Literal["median", "weighted_median", "mean", "trimmed_mean"]
-Normalise = Literal["none", "ranks", "zscores"]
+Normalise = Literal["none", "ranks", "zscores", "robust"]
 MAX_RUBRIC_CHARS = 20_000
 
 
@@ -436,9 +444,9 @@ class ScoringConfig(_Section):
     max_reasks: _Int = Field(default=1, ge=0, le=5)
     judges: Annotated[tuple[JudgeConfig, ...] | None, BeforeValidator(_check_judge_count)] = None
     min_ok_judges: _Int | None = Field(default=None, ge=1, le=MAX_JUDGES)
-    aggregation: Aggregation = "mean"
+    aggregation: Aggregation = "median"
     trim: _Int = Field(default=0, ge=0, le=MAX_JUDGES)
-    normalise: Normalise = "zscores"
+    normalise: Normalise = "robust"
     novelty: NoveltyConfig = Field(default_factory=NoveltyConfig)
     evolution: EvolutionConfig = Field(default_factory=EvolutionConfig)
 

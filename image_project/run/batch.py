@@ -351,7 +351,10 @@ def with_history(cfg: AppConfig, inputs: Inputs) -> Inputs:
         from image_project.stages.scoring import load_novelty
 
         novelty = load_novelty(
-            scoring.novelty.enabled, scoring.novelty.window, Path(cfg.prompt.generations_path)
+            scoring.novelty.enabled,
+            scoring.novelty.window,
+            Path(cfg.prompt.generations_path),
+            scoring.novelty.min_share,
         )
     return replace(inputs, known_titles=known, novelty=novelty)
 

@@ -25,11 +25,14 @@ def simulate(
     runs: int = RUNS,
     group: int = 3,
     reference_models: tuple[str, ...] = ("other",),
+    reference_scales: tuple[tuple[float, float], ...] = (),
 ) -> list[list[RoundScores]]:
     """``runs`` one-round runs of ``CARDS`` cards: every card a quality (sd 10), each group
     judge on model ``shared`` an offset of its own (sd 5) and an error of sd 6 of which the
-    share ``rho`` is common to the group, each reference judge an independent error of sd 6;
-    scores rounded and clamped to 0..100 as the product's are."""
+    share ``rho`` is common to the group, each reference judge an independent error of sd 6
+    (reference k on its own scale when ``reference_scales[k]`` = (stretch, shift) is given:
+    ``60 + shift + stretch x (its score - 60)``); scores rounded and clamped to 0..100 as the
+    product's are."""
     rng = random.Random(seed)
     out: list[list[RoundScores]] = []
 
@@ -54,9 +57,13 @@ def simulate(
                 },
             )
         for k, model in enumerate(reference_models):
+            stretch, shift = reference_scales[k] if k < len(reference_scales) else (1.0, 0.0)
             judged[f"r{k}"] = (
                 model,
-                {f"c{c}": score(quality[c] + 6 * rng.gauss(0, 1)) for c in range(CARDS)},
+                {
+                    f"c{c}": score(60 + shift + stretch * (quality[c] + 6 * rng.gauss(0, 1) - 60))
+                    for c in range(CARDS)
+                },
             )
         out.append([judged])
     return out
@@ -92,6 +99,12 @@ def test_planted_truth_is_inside_the_interval(rho: float, truth: float, excluded
         f"(95% interval {low:.2f} to {high:.2f}), measured against r0 on other models over "
         f"{RUNS} runs"
     )
+    assert group.sentence().endswith(
+        "It assumes the reference judge (r0) on other models score the same quality on the "
+        "same scale as these judges, with errors independent of theirs; a reference on another "
+        "scale or sharing their errors makes it wrong (two references on other models give a "
+        "scale-free estimate)."
+    )
 
 
 def test_the_interval_is_a_function_of_the_scores() -> None:
@@ -121,6 +134,21 @@ def test_judge_offsets_and_run_shifts_do_not_count_as_shared_error() -> None:
     assert group.n_eff_interval[0] <= 3.0 <= group.n_eff_interval[1]
 
 
+def test_an_interval_at_the_bound_is_never_printed_as_one_value() -> None:
+    """Independent judges whose errors happen to move apart: every resample puts rho below
+    0, clamped to N_eff = 3 at both ends; the sentence says so instead of "3.00 to 3.00"."""
+    for seed in range(40):
+        (group,) = estimate_independence(simulate(0.0, seed=seed, runs=30)).groups
+        interval = group.n_eff_interval
+        if interval is not None and f"{interval[0]:.2f}" == f"{interval[1]:.2f}":
+            break
+    else:
+        pytest.fail("no planted world of 40 gave a collapsed interval")
+    sentence = group.sentence()
+    assert f"{interval[0]:.2f} to {interval[1]:.2f}" not in sentence
+    assert "no interval: every resample put the shared error share at its bound" in sentence
+
+
 def test_one_model_panel_cannot_be_measured() -> None:
     runs = [
         [{j: ("gpt-x", scores) for j, (_, scores) in judged.items() if j != "r0"}]
@@ -146,10 +174,17 @@ def test_every_judge_on_its_own_model_and_a_lone_judge() -> None:
 
 
 def test_too_few_runs_give_an_estimate_without_interval() -> None:
-    (group,) = estimate_independence(simulate(0.5, seed=1, runs=3)).groups
-    assert group.runs == 3 and group.n_eff is not None
-    assert group.n_eff_interval is None and group.reason == "an interval needs at least 5 runs"
-    assert "could not be measured" not in group.sentence()
+    (group,) = estimate_independence(simulate(0.5, seed=1, runs=10)).groups
+    assert group.runs == 10 and group.n_eff is not None
+    assert group.n_eff_interval is None
+    assert group.reason == "an interval needs at least 30 runs, 20 more than these 10"
+    sentence = group.sentence()
+    assert "could not be measured" not in sentence and "95% interval" not in sentence
+    assert (
+        f"act like {group.n_eff:.2f} independent judges (no interval: an interval needs at "
+        "least 30 runs, 20 more than these 10)" in sentence
+    )
+    assert "on the same scale" in sentence  # the assumptions, even without an interval
 
 
 def test_rounds_without_two_group_judges_or_a_reference_are_skipped() -> None:
@@ -174,7 +209,8 @@ def test_two_reference_models_pool_as_the_reference() -> None:
     (group,) = estimate_independence(
         simulate(SHARED_RHO, seed=9, reference_models=("other", "third"))
     ).groups
-    assert group.reference == ("r0", "r1")
+    assert group.reference == ("r0", "r1") and group.scale_free
+    assert "Scale-free estimate from 2 reference judges (r0, r1)" in group.sentence()
     assert group.n_eff_interval is not None
     assert group.n_eff_interval[0] <= 1.15 <= group.n_eff_interval[1]
 

@@ -232,7 +232,7 @@ def test_runs_show_and_list_of_an_evolution_run(
     assert lines == round_lines(summary) and len(lines) == len(evolution.rounds) == 3
     for line, r in zip(lines, evolution.rounds, strict=True):
         best = min(r.score_table, key=lambda row: (-row.effective_score, -row.aggregate, row.id))
-        assert f"best {best.id} mean(z) {best.aggregate}" in line  # the default label
+        assert f"best {best.id} median(rz) {best.aggregate}" in line  # the default label
         for s in r.survivors:
             assert f"{s.id} {s.category}" in line
     assert "1 near-duplicate dropped" in lines[1]

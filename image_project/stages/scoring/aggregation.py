@@ -3,7 +3,9 @@
 ``prompt.scoring.aggregation``:
 
 ``median``           the median of the ok judges' scores (the mean of the middle two for an
-                     even count); weights are ignored. The product's default contract.
+                     even count); weights are ignored. The default, taken of the scores after
+                     ``normalise: robust`` (the product's defaults are the config model's,
+                     :class:`image_project.config.ScoringConfig`; bench/decision.py chose them).
 ``weighted_median``  the score at which half the total weight is reached, going up from the
                      lowest; exactly half at a boundary averages the two scores there, so with
                      equal weights it is the plain median.
@@ -19,11 +21,26 @@ whole (``80``, not ``80.0``), as the first wave's medians were.
 scale within the round, so that a judge who scores everything 80..95 and one who uses 20..90
 weigh alike in a mean and meet in a median:
 
-``none``     the judges' own scores (the default).
+``none``     the judges' own scores.
 ``zscores``  each judge's scores minus its mean over the round's cards, over its standard
              deviation (population; a judge who gave every card one score gets 0 for all).
+``robust``   (the default) like ``zscores``, but each judge's spread ``s`` is shrunk
+             towards the panel's median spread ``m`` before dividing: ``sqrt((K m^2 +
+             (n - 1) s^2) / (K + n - 1))`` for ``n`` cards, ``K`` = :data:`SHRINK_CARDS`.
+             A near-constant judge (80, 79, 81) is divided by about half the panel's
+             spread, not its own, so its one-point differences stay small instead of
+             becoming a full vote. With two cards every judge's own z-scores are +-1 (a
+             majority vote) or 0 (a tie); here the spread is mostly the panel's, so the
+             distances count, and a judge's two-card tie is no preference (0 for both), not
+             a degenerate answer. A judge who gave every card one score gets 0 for all.
 ``ranks``    each judge's ranks of the round's cards (1 = lowest, ties averaged), z-scored
              the same way: only the order a judge gives counts, not its distances.
+
+A judge who gave every card one score states no preference; after a normalisation (not with
+``none``) it is left out of the aggregate of that round (:func:`aggregate_panel`; its
+normalised scores are still recorded), so with two cards one judge's honest tie neither
+votes for the middle nor pulls a median to a tie the card ids then break. With three or more
+cards such an answer is degenerate and never reaches the aggregate.
 
 The standardised value ``z`` is put back on the panel's scale as ``M + S * z``, ``M`` the
 mean of the judges' means and ``S`` the mean of their standard deviations (those above 0) in
@@ -42,8 +59,10 @@ from typing import Literal, TypeAlias
 __all__ = [
     "AGGREGATIONS",
     "NORMALISATIONS",
+    "SHRINK_CARDS",
     "Method",
     "Normalisation",
+    "aggregate_panel",
     "aggregate_scores",
     "as_number",
     "normalise_scores",
@@ -51,8 +70,12 @@ __all__ = [
 
 Method: TypeAlias = Literal["median", "weighted_median", "mean", "trimmed_mean"]
 AGGREGATIONS: tuple[Method, ...] = ("median", "weighted_median", "mean", "trimmed_mean")
-Normalisation: TypeAlias = Literal["none", "ranks", "zscores"]
-NORMALISATIONS: tuple[Normalisation, ...] = ("none", "ranks", "zscores")
+Normalisation: TypeAlias = Literal["none", "ranks", "zscores", "robust"]
+NORMALISATIONS: tuple[Normalisation, ...] = ("none", "ranks", "zscores", "robust")
+SHRINK_CARDS = 4
+"""How many cards' worth of weight the panel's median spread has in ``robust``'s spread
+(fixed by reasoning, not fitted to a bench: half the weight of a judge's own spread at
+five cards, so a judge's own spread dominates from about ten cards on)."""
 
 
 def as_number(x: float) -> int | float:
@@ -143,12 +166,16 @@ def _ranks(values: Sequence[float]) -> list[float]:
     return ranks
 
 
-def _standardised(values: Sequence[float]) -> list[float]:
-    """``(v - mean) / sd`` (population sd); all 0 when the sd is 0."""
+def _standardised(values: Sequence[float], panel_spread: float | None = None) -> list[float]:
+    """``(v - mean) / sd`` (population sd); all 0 when the sd is 0. With ``panel_spread``
+    (``robust``), the sd is first shrunk towards it (module docstring)."""
     mean = statistics.fmean(values)
     sd = statistics.pstdev(values)
     if sd == 0:
         return [0.0] * len(values)
+    if panel_spread is not None:
+        n = len(values)
+        sd = math.sqrt((SHRINK_CARDS * panel_spread**2 + (n - 1) * sd**2) / (SHRINK_CARDS + n - 1))
     return [(v - mean) / sd for v in values]
 
 
@@ -168,8 +195,37 @@ def normalise_scores(
     centre = statistics.fmean(means)
     positive = [s for s in spreads if s > 0]
     scale = statistics.fmean(positive) if positive else 0.0
+    panel_spread = statistics.median(spreads) if how == "robust" else None
     out: dict[str, dict[str, int | float]] = {}
     for judge, values in raw.items():
-        z = _standardised(_ranks(values) if how == "ranks" else values)
+        z = _standardised(_ranks(values) if how == "ranks" else values, panel_spread)
         out[judge] = {i: as_number(centre + scale * v) for i, v in zip(ids, z, strict=True)}
     return out
+
+
+def aggregate_panel(
+    ids: Sequence[str],
+    judge_scores: Mapping[str, Mapping[str, int]],
+    *,
+    method: Method = "median",
+    normalise: Normalisation = "none",
+    weights: Mapping[str, float] | None = None,
+    trim: int = 0,
+) -> tuple[dict[str, dict[str, int | float]], dict[str, int | float]]:
+    """Every judge's scores of ``ids`` on the common scale (:func:`normalise_scores`) and
+    each card's aggregate by ``method`` of them (``weights`` by judge id, default 1): the
+    judges who gave every card one score are left out of the aggregate after a
+    normalisation (module docstring), unless that leaves too few scores (none, or none for a
+    trim). Raises ``ValueError`` as :func:`aggregate_scores` does."""
+    common = normalise_scores(ids, judge_scores, normalise)
+    voting = list(judge_scores)
+    if normalise != "none":
+        varied = [j for j, scores in judge_scores.items() if len({scores[i] for i in ids}) > 1]
+        if len(varied) > 2 * trim:
+            voting = varied
+    w = [(weights or {}).get(j, 1.0) for j in voting]
+    values = {
+        i: aggregate_scores([common[j][i] for j in voting], w, method=method, trim=trim)
+        for i in ids
+    }
+    return common, values

@@ -3,19 +3,22 @@
 Statistics (deterministic): over the last ``window`` final image prompts, each content word
 (letters only, at least 3 characters, not a stopword, not a prompt-format word such as
 "subject" or "lighting") counts once per prompt it appears in. A word is frequent when it
-appears in at least 2 prompts and in at least 20% of them. Frequent words that always come
+appears in at least 2 prompts and in at least ``min_share`` of them (``novelty.min_share``;
+:data:`MIN_SHARE` when not given). Frequent words that always come
 together form one **motif**, a phrase: two of them join when they appear in exactly the same
 prompts and one directly follows the other (among the content words) in each of those
 prompts, so "misty coastal landscapes at dawn" repeated in 6 prompts is one motif
 ("misty coastal landscapes dawn", 6 prompts), not four. The 12 most frequent motifs are kept
 (ties by text). Each motif's ``share`` is its prompt count / the number of prompts.
 
-Penalty of a card: ``min(25, 10 * sum(share x used part))`` over the motifs, rounded to 0.1,
-where a motif's used part is the fraction of its words the card contains (1 for the whole
-phrase). The penalty counts motifs, not words: a card that repeats a four-word phrase found in
-every recent prompt loses 10 points, as one that repeats a one-word motif found in every
-recent prompt does; three such motifs hit the 25-point cap. The judges also see the motif
-list as context.
+Penalty of a card: ``min(cap, per_share * sum(share x used part))`` over the motifs, rounded
+to 0.1, where a motif's used part is the fraction of its words the card contains (1 for the
+whole phrase); ``per_share`` and ``cap`` are ``novelty.penalty_per_share`` and
+``novelty.max_penalty`` (:data:`PENALTY_PER_SHARE` and :data:`MAX_PENALTY`, 10 and 25, when
+not given; the product's defaults are the config model's, chosen by bench/novelty.py). The
+penalty counts motifs, not words: a card that repeats a four-word phrase found in every
+recent prompt loses ``per_share`` points, as one that repeats a one-word motif found in every
+recent prompt does. The judges also see the motif list as context.
 
 :func:`load_novelty` reads the history for a run (:class:`NoveltyState`): the scoring
 stage's one warn-and-continue.
@@ -118,15 +121,16 @@ def _phrases(sequences: Sequence[Sequence[str]], where: dict[str, set[int]]) -> 
     return list(groups.values())
 
 
-def recent_motifs(prompts: Sequence[str]) -> NoveltySummary:
-    """The motif statistics of ``prompts`` (the caller applies the window)."""
+def recent_motifs(prompts: Sequence[str], min_share: float = MIN_SHARE) -> NoveltySummary:
+    """The motif statistics of ``prompts`` (the caller applies the window); a word is
+    frequent in at least ``min_share`` of them (and in :data:`MIN_PROMPTS`)."""
     sequences = [_sequence(prompt) for prompt in prompts]
     where: dict[str, set[int]] = {}
     for index, words in enumerate(sequences):
         for w in words:
             where.setdefault(w, set()).add(index)
     rows = len(prompts)
-    threshold = max(MIN_PROMPTS, math.ceil(MIN_SHARE * rows))
+    threshold = max(MIN_PROMPTS, math.ceil(min_share * rows))
     frequent = {w: found for w, found in where.items() if len(found) >= threshold}
     motifs = sorted(
         ((" ".join(words), len(frequent[words[0]])) for words in _phrases(sequences, frequent)),
@@ -138,8 +142,14 @@ def recent_motifs(prompts: Sequence[str]) -> NoveltySummary:
     )
 
 
-def novelty_penalty(card_text: str, summary: NoveltySummary) -> tuple[float, tuple[str, ...]]:
-    """The card's penalty and the motifs it reuses, wholly or in part (in motif order)."""
+def novelty_penalty(
+    card_text: str,
+    summary: NoveltySummary,
+    per_share: float = PENALTY_PER_SHARE,
+    cap: float = MAX_PENALTY,
+) -> tuple[float, tuple[str, ...]]:
+    """The card's penalty (``min(cap, per_share x sum(share x used part))``) and the motifs
+    it reuses, wholly or in part (in motif order)."""
     words = set(_sequence(card_text))
     total = 0.0
     used: list[str] = []
@@ -149,7 +159,7 @@ def novelty_penalty(card_text: str, summary: NoveltySummary) -> tuple[float, tup
         if part:
             total += motif.share * part
             used.append(motif.word)
-    return round(min(MAX_PENALTY, PENALTY_PER_SHARE * total), 1), tuple(used)
+    return round(min(cap, per_share * total), 1), tuple(used)
 
 
 logger = logging.getLogger("image_project.scoring")
@@ -180,7 +190,9 @@ class NoveltyState:
         )
 
 
-def load_novelty(enabled: bool, window: int, history_path: Path) -> NoveltyState:
+def load_novelty(
+    enabled: bool, window: int, history_path: Path, min_share: float = MIN_SHARE
+) -> NoveltyState:
     """Read the recent prompts for novelty.
 
     The one documented warn-and-continue of the scoring stage: a missing, empty or unreadable
@@ -200,4 +212,4 @@ def load_novelty(enabled: bool, window: int, history_path: Path) -> NoveltyState
         )
         logger.warning("%s", warning)
         return NoveltyState(enabled=True, window=window, warning=warning)
-    return NoveltyState(enabled=True, window=window, summary=recent_motifs(prompts))
+    return NoveltyState(enabled=True, window=window, summary=recent_motifs(prompts, min_share))

@@ -170,7 +170,12 @@ def score_table(
     penalties: dict[str, float] = {}
     if history is not None:
         for card_id in ids:
-            penalties[card_id] = novelty_penalty(card_text(cards[card_id]), history)[0]
+            penalties[card_id] = novelty_penalty(
+                card_text(cards[card_id]),
+                history,
+                scoring.novelty.penalty_per_share,
+                scoring.novelty.max_penalty,
+            )[0]
     return tuple(
         aggregate(
             ids,

@@ -1,10 +1,11 @@
 """The score table and the seeded epsilon-greedy selector. Pure code.
 
-Per card: each ok judge's score, their ``median`` (the mean of the middle two for an even
-count), the ``aggregate`` by ``prompt.scoring.aggregation`` (:mod:`.aggregation`; the median
-itself by default) of the scores after ``prompt.scoring.normalise`` (``normalised``, each
-judge's score on the panel's common scale, recorded unless ``none``), ``spread`` (max - min
-of the judges' own scores), ``n_ok``.
+Per card: each ok judge's score, their ``median`` of the judges' own scores (the mean of
+the middle two for an even count), the ``aggregate`` by ``prompt.scoring.aggregation``
+(:mod:`.aggregation`; the product's default is the median after ``normalise: robust``, set
+in the config model, not here) of the scores after ``prompt.scoring.normalise``
+(``normalised``, each judge's score on the panel's common scale, recorded unless ``none``),
+``spread`` (max - min of the judges' own scores), ``n_ok``.
 
 Selector (SPEC "Black-box scoring", step 6): ``effective = max(0, aggregate - penalty)``;
 candidates ordered by (-effective, -aggregate, id); ``roll = Random(derive_seed(seed,
@@ -26,9 +27,8 @@ from image_project.seeding import rng_for
 from image_project.stages.scoring.aggregation import (
     Method,
     Normalisation,
-    aggregate_scores,
+    aggregate_panel,
     as_number,
-    normalise_scores,
 )
 
 __all__ = ["ScoreRow", "Selection", "aggregate", "explore_pool_size", "select"]
@@ -45,7 +45,8 @@ def aggregate(
     normalise: Normalisation = "none",
 ) -> list[ScoreRow]:
     """One row per id in ``ids`` order from the ok judges' ``{judge_id: {id: score}}``: the
-    median, the ``aggregate`` by ``method`` (:mod:`.aggregation`; ``weights`` by judge id,
+    median of their own scores, the ``aggregate`` by ``method`` (this function's defaults,
+    ``median`` of ``none``, are the plain median, not the product's default) (:mod:`.aggregation`; ``weights`` by judge id,
     default 1) of the scores normalised by ``normalise`` (recorded per judge in the row's
     ``normalised`` unless ``none``), the spread and the effective score.
 
@@ -66,14 +67,15 @@ def aggregate(
                 f"unknown {unknown} (of {len(ids)} candidates)"
             )
     penalties = penalties or {}
-    judge_weights = [(weights or {}).get(j, 1.0) for j in judge_scores]
-    common = normalise_scores(ids, judge_scores, normalise)
+    common, aggregates = aggregate_panel(
+        ids, judge_scores, method=method, normalise=normalise, weights=weights, trim=trim
+    )
     rows = []
     for card_id in ids:
         per_judge = {j: scores[card_id] for j, scores in judge_scores.items()}
         values = list(per_judge.values())
         normalised = {j: scores[card_id] for j, scores in common.items()}
-        value = aggregate_scores(list(normalised.values()), judge_weights, method=method, trim=trim)
+        value = aggregates[card_id]
         penalty = float(penalties.get(card_id, 0.0))
         rows.append(
             ScoreRow(

@@ -105,7 +105,7 @@ def test_the_config_key_is_validated(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         offline_cfg(tmp_path, 1, "prompt.scoring.normalise=minmax")
     assert info.value.key == "prompt.scoring.normalise"
-    assert offline_cfg(tmp_path, 1).prompt.scoring.normalise == "zscores"  # the default
+    assert offline_cfg(tmp_path, 1).prompt.scoring.normalise == "robust"  # the default
 
 
 def _record(out: Path, *extra: str) -> dict[str, object]:
@@ -140,3 +140,38 @@ def test_a_run_records_its_normalisation(tmp_path: Path) -> None:
     lines = record_lines(record, whole_prompt=False)
     assert any(line.startswith("  Selected    idea ") and "median(r)" in line for line in lines)
     assert any("Scores" in line and "median(r)" in line for line in lines)
+
+
+def _pick(ids: tuple[str, ...], panel: dict[str, dict[str, int]], how: str, method: str) -> str:
+    rows = aggregate(ids, panel, method=method, normalise=how)  # type: ignore[arg-type]
+    return min(rows, key=lambda r: (-r.effective_score, -r.aggregate, r.id)).id
+
+
+def test_robust_gives_a_near_constant_judge_no_full_vote() -> None:
+    """Two judges agree C > B > A by 20 points a step; a third answers 81, 80, 79. Its z-scores
+    are full +-1.22 votes against them; robust divides its 0.8-point spread by about half
+    the panel's median spread, so its pull stays under a tenth of the others'."""
+    panel = {"a": {"A": 50, "B": 70, "C": 90}, "b": {"A": 55, "B": 75, "C": 95}}
+    panel["flat"] = {"A": 81, "B": 80, "C": 79}
+    z = normalise_scores(IDS, panel, "zscores")
+    robust = normalise_scores(IDS, panel, "robust")
+    assert z["flat"]["A"] - z["flat"]["C"] == pytest.approx(z["a"]["C"] - z["a"]["A"], abs=0.01)
+    pull = robust["flat"]["A"] - robust["flat"]["C"]
+    assert 0 < pull < 0.1 * (robust["a"]["C"] - robust["a"]["A"])
+    assert _pick(IDS, panel, "robust", "median") == "C"
+
+
+def test_robust_keeps_the_distances_of_two_cards_and_a_tie_is_no_preference() -> None:
+    """With two cards each judge's own z-scores are +-1 or 0: judge ``a`` prefers B by 20
+    points, ``b`` prefers A by 1, ``tie`` has none. z-scores make that one vote each way and
+    a tie broken by id (A); robust keeps the 20 points against the 1."""
+    ids = ("A", "B")
+    panel = {"a": {"A": 60, "B": 80}, "b": {"A": 71, "B": 70}, "tie": {"A": 70, "B": 70}}
+    assert {r.id: r.aggregate for r in aggregate(ids, panel, method="mean", normalise="zscores")}[
+        "A"
+    ] == {r.id: r.aggregate for r in aggregate(ids, panel, method="mean", normalise="zscores")}["B"]
+    assert _pick(ids, panel, "zscores", "mean") == "A"
+    robust = normalise_scores(ids, panel, "robust")
+    assert robust["tie"]["A"] == robust["tie"]["B"]  # no preference, not a vote
+    assert _pick(ids, panel, "robust", "mean") == "B"
+    assert _pick(ids, panel, "robust", "median") == "B"
