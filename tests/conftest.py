@@ -113,6 +113,7 @@ SUBPROCESS: dict[str, frozenset[str]] = {
         {"test_concurrent_processes_allocate_unique_consecutive_seqs"}
     ),
     "tests/test_seeding.py": frozenset({"test_derive_seed_is_stable_across_processes"}),
+    "tests/test_extras.py": frozenset({"test_a_run_the_store_and_runs_stats_need_no_extra"}),
     "tests/test_suite_guards.py": frozenset({"test_a_hanging_test_fails_with_its_stack"}),
     "tests/test_bench.py": frozenset(
         {"test_the_simulator_in_its_own_process_records_resets_and_switches_keys"}
