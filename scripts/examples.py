@@ -140,7 +140,10 @@ def parse(path: Path) -> list[Example]:
         except ValueError:
             raise ExampleError(f"{where}: no {_CLOSE} after it") from None
         options = _options(opened["options"], where)
-        blocks = _fences(lines, i + 1, close)
+        try:
+            blocks = _fences(lines, i + 1, close)
+        except ExampleError as exc:
+            raise ExampleError(f"{where}: {exc}") from None
         want = 1 if "of" in options else 2
         if len(blocks) != want:
             raise ExampleError(
