@@ -12,8 +12,8 @@ An example is marked in the Markdown with two HTML comments (invisible when rend
     ```
     <!-- /example -->
 
-The first fenced block is the command (a bash command line, run as shown), the last one its
-output. ``python scripts/examples.py --write`` runs every example and rewrites its output
+The first fenced block is the command (bash, run as shown; or a ``python`` block, run by the
+interpreter under test), the last one its output. ``python scripts/examples.py --write`` runs every example and rewrites its output
 block; ``--check`` (the default) runs them and exits 1 with a unified diff naming the file and
 the example when an output block differs from what its command prints now
 (tests/test_examples.py runs it on every full check).
@@ -77,6 +77,7 @@ class Example:
     name: str
     options: dict[str, str]
     command: str | None  # None with of=NAME
+    language: str  # the command block's: bash (run by bash) or python (run by python -c)
     output_start: int  # the index of the output block's first content line
     output_end: int  # the index of its closing fence
     output: str
@@ -150,10 +151,13 @@ def parse(path: Path) -> list[Example]:
                 f"{where}: {len(blocks)} fenced block(s), expected {want} "
                 + ("(the output)" if want == 1 else "(the command, then its output)")
             )
-        command = None
+        command, language = None, "bash"
         if want == 2:
             first, last = blocks[0]
             command = "\n".join(lines[first + 1 : last])
+            language = lines[first][3:].strip() or "bash"
+            if language not in ("bash", "python"):
+                raise ExampleError(f"{where}: a {language!r} command block (bash or python)")
         out_open, out_close = blocks[-1]
         examples.append(
             Example(
@@ -161,6 +165,7 @@ def parse(path: Path) -> list[Example]:
                 name=name,
                 options=options,
                 command=command,
+                language=language,
                 output_start=out_open + 1,
                 output_end=out_close,
                 output="\n".join(lines[out_open + 1 : out_close]),
@@ -228,9 +233,12 @@ def new_project(parent: Path) -> Path:
     return directory
 
 
-def _bash(command: str, session: Session) -> subprocess.CompletedProcess[str]:
+def _bash(
+    command: str, session: Session, language: str = "bash"
+) -> subprocess.CompletedProcess[str]:
+    program = [sys.executable] if language == "python" else ["bash"]
     return subprocess.run(
-        ["bash", "-c", unmask(command, session)],
+        [*program, "-c", unmask(command, session)],
         cwd=session.directory,
         env=_environment(session.directory),
         capture_output=True,
@@ -281,7 +289,8 @@ def run_group(group: list[Example], parent: Path) -> dict[str, str]:
             # Ids the set-up made are numbered first, in the order it printed them.
             mask(done.stdout, session)
             mask(done.stderr, session)
-        result = _checked(main, _bash(main.command, session), int(main.options.get("exit", "0")))
+        result = _bash(main.command, session, main.language)
+        result = _checked(main, result, int(main.options.get("exit", "0")))
         shown = {main.name: _shown(main, result, session)}
         for example in more:
             if "run" in example.options:
