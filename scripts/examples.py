@@ -34,8 +34,9 @@ copy of the checkout's ``config/`` (the links resolved), with no ``$OPENAI_*`` o
 What varies between runs is masked with stable placeholders: the temporary directory (paths
 print relative to the project, ``sqlite:///output/...``), generation ids (the k-th id of an
 example's session becomes ``20260101_1200kk_000000kk``; a placeholder id or its first 15
-characters in a command is replaced by the real id before it runs) and durations (every
-digit of ``0.3 s`` / ``[   0.0s]`` becomes ``N``).
+characters in a command is replaced by the real id before it runs), times of day (a date
+with a time becomes ``YYYY-MM-DD hh:mm:ss``; a date alone stays) and durations (every digit
+of ``0.3 s`` / ``[   0.0s]`` becomes ``N``).
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ _FENCE = re.compile(r"^```")
 _OPTIONS = frozenset({"stream", "exit", "setup", "of", "from", "lines", "run"})
 _ID = re.compile(r"\b\d{8}_\d{6}_[0-9a-f]{8}\b")
 _DURATION = re.compile(r"(?<![\w.])\d+\.\d+(?= ?s\b)")
+_CLOCK = re.compile(r"\b\d{4}-\d\d-\d\d(?P<sep>[ T])\d\d:\d\d(?P<s>:\d\d(?:\.\d+)?)?")
 TIMEOUT_S = 300
 
 
@@ -195,6 +197,7 @@ def mask(text: str, session: Session) -> str:
             session.ids.append(real)
     for k, real in enumerate(session.ids, 1):
         text = text.replace(real, placeholder(k))
+    text = _CLOCK.sub(lambda m: f"YYYY-MM-DD{m['sep']}hh:mm" + (":ss" if m["s"] else ""), text)
     return _DURATION.sub(lambda m: re.sub(r"\d", "N", m.group()), text)
 
 

@@ -54,6 +54,10 @@ def test_the_docs_mark_their_examples() -> None:
         ("README.md", "config-error"),
         ("scoring.md", "config-errors"),
         ("models.md", "capability-errors"),
+        ("store.md", "runs-list"),
+        ("store.md", "runs-show"),
+        ("review.md", "runs-stats"),
+        ("review.md", "review"),
     ]:
         assert wanted in found
 
@@ -153,13 +157,15 @@ def test_mask_makes_paths_relative_numbers_ids_and_hides_durations(tmp_path: Pat
     printed = (
         f"Generation {second}\n  Image {tmp_path}/output/images/{second}_image.jpg\n"
         f"  Store sqlite:///{tmp_path}/output/logs/runs.sqlite\n"
-        f"[  12.5s] ✓ records (upscale 0.4 s), seed 42, roll 0.534, {first}"
+        f"[  12.5s] ✓ records (upscale 0.4 s), seed 42, roll 0.534, {first}\n"
+        "created 2026-11-27T23:42:24Z, 2026-11-27 23:42; Halloween 2026-10-31"
     )
     assert examples.mask(printed, session) == (
         "Generation 20260101_120001_00000001\n"
         "  Image output/images/20260101_120001_00000001_image.jpg\n"
         "  Store sqlite:///output/logs/runs.sqlite\n"
-        "[  NN.Ns] ✓ records (upscale N.N s), seed 42, roll 0.534, 20260101_120002_00000002"
+        "[  NN.Ns] ✓ records (upscale N.N s), seed 42, roll 0.534, 20260101_120002_00000002\n"
+        "created YYYY-MM-DDThh:mm:ssZ, YYYY-MM-DD hh:mm; Halloween 2026-10-31"
     )
     # A placeholder in a command (whole, or the unique start `runs show` takes) is made real.
     assert examples.unmask("runs show 20260101_120002", session) == f"runs show {first[:15]}"
