@@ -4,6 +4,7 @@ the check, and the parts the script is made of (markers, masks) behave as docume
 
 from __future__ import annotations
 
+import argparse
 import re
 import subprocess
 import sys
@@ -111,6 +112,22 @@ def test_the_synopsis_lists_every_option() -> None:
         for option in action.option_strings:
             if option not in ("-h", "--help", "--quiet", "--verbose"):
                 assert option in synopsis, option
+
+
+def test_the_store_synopsis_lists_every_runs_command_and_its_options() -> None:
+    store = (REPO / "docs" / "store.md").read_text(encoding="utf-8")
+    synopsis = store[store.index("```\nimage-project runs list") :].split("```\n", 2)[1]
+    lines = {line.split()[2]: line for line in synopsis.splitlines()}
+    (runs,) = (a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    (commands,) = (
+        a for a in runs.choices["runs"]._actions if isinstance(a, argparse._SubParsersAction)
+    )
+    common = {"-h", "--help", "--config", "--set", "--store"}  # the sentence after it
+    for name, parser in commands.choices.items():
+        assert name in lines, name
+        for action in parser._actions:
+            for option in set(action.option_strings) - common:
+                assert option in lines[name], (name, option)
 
 
 # --------------------------------------------------------------------------- the parts
