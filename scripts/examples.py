@@ -20,8 +20,9 @@ the example when an output block differs from what its command prints now
 
 Each example runs offline in a fresh temporary project directory holding ``main.py`` and a
 copy of the checkout's ``config/`` (the links resolved), with no ``$OPENAI_*`` or
-``$IMAGE_PROJECT_*`` variables and this interpreter's ``bin/`` first on ``PATH`` (so
-``python`` and ``image-project`` are the ones under test). Options of the opening comment:
+``$IMAGE_PROJECT_*`` variables, every HTTP proxy variable pointing at a closed local port
+(so a request that would leave the machine fails instead) and this interpreter's ``bin/``
+first on ``PATH`` (so ``python`` and ``image-project`` are the ones under test). Options of the opening comment:
 
 * ``stream=stdout|stderr|both`` what is shown (default ``stdout``; ``both`` is 2>&1);
 * ``exit=N`` the exit status the command must end with (default 0);
@@ -223,6 +224,10 @@ def _environment(directory: Path) -> dict[str, str]:
     env["COLUMNS"] = "100"
     env["PYTHONHASHSEED"] = "0"
     env["TZ"] = "UTC"
+    # Offline: a request that would leave the machine goes to a closed local port instead.
+    for proxy in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
+        env[proxy] = "http://127.0.0.1:9"
+    env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
     return env
 
 
