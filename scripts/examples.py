@@ -30,7 +30,10 @@ first on ``PATH`` (so ``python`` and ``image-project`` are the ones under test).
 * ``of=NAME`` no command block: show more of example NAME's run (same file), with
   ``stream`` and ``from``, or, with ``run="CMD"``, what CMD prints afterwards there;
 * ``from="TEXT"`` / ``lines=N``: show the output from the first line starting with TEXT,
-  and at most N lines (after ``from``).
+  and at most N lines (after ``from``);
+* ``file=PATH`` no command: the one block is a file's text (a config, a rubric), written
+  to PATH in the project of every example of the same page naming it in
+  ``files=NAME,...``; it is input, never rewritten.
 
 What varies between runs is masked with stable placeholders: the temporary directory (paths
 print relative to the project, ``sqlite:///output/...``), generation ids (the k-th id of an
@@ -63,7 +66,7 @@ DEFAULT_FILES = ("README.md", "docs/*.md")
 _OPEN = re.compile(r"^<!-- example: (?P<name>[\w.-]+)(?P<options>.*?) -->$")
 _CLOSE = "<!-- /example -->"
 _FENCE = re.compile(r"^```")
-_OPTIONS = frozenset({"stream", "exit", "setup", "of", "from", "lines", "run"})
+_OPTIONS = frozenset({"stream", "exit", "setup", "of", "from", "lines", "run", "file", "files"})
 _ID = re.compile(r"\b\d{8}_\d{6}_[0-9a-f]{8}\b")
 _DURATION = re.compile(r"(?<![\w.])\d+\.\d+(?= ?s\b)")
 _CLOCK = re.compile(r"\b\d{4}-\d\d-\d\d(?P<sep>[ T])\d\d:\d\d(?P<s>:\d\d(?:\.\d+)?)?")
@@ -84,6 +87,7 @@ class Example:
     output_start: int  # the index of the output block's first content line
     output_end: int  # the index of its closing fence
     output: str
+    inputs: list[tuple[str, str]] = field(default_factory=list)  # (path, text) from files=
 
     @property
     def where(self) -> str:
@@ -148,7 +152,7 @@ def parse(path: Path) -> list[Example]:
             blocks = _fences(lines, i + 1, close)
         except ExampleError as exc:
             raise ExampleError(f"{where}: {exc}") from None
-        want = 1 if "of" in options else 2
+        want = 1 if "of" in options or "file" in options else 2
         if len(blocks) != want:
             raise ExampleError(
                 f"{where}: {len(blocks)} fenced block(s), expected {want} "
@@ -292,6 +296,10 @@ def run_group(group: list[Example], parent: Path) -> dict[str, str]:
     assert main.command is not None
     session = Session(new_project(parent))
     try:
+        for relative, text in main.inputs:
+            path = session.directory / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text + "\n", encoding="utf-8")
         if "setup" in main.options:
             done = _checked(main, _bash(main.options["setup"], session), 0)
             # Ids the set-up made are numbered first, in the order it printed them.
@@ -312,10 +320,16 @@ def run_group(group: list[Example], parent: Path) -> dict[str, str]:
 
 
 def groups(examples: Sequence[Example]) -> list[list[Example]]:
-    """Each example with a command, followed by the examples shown ``of`` it."""
+    """Each example with a command (its ``files=`` read in), followed by the examples shown
+    ``of`` it."""
+    inputs = {e.name: (e.options["file"], e.output) for e in examples if "file" in e.options}
     by_name = {e.name: [e] for e in examples if e.command is not None}
     for example in examples:
-        if example.command is None:
+        for name in filter(None, example.options.get("files", "").split(",")):
+            if name not in inputs:
+                raise ExampleError(f"{example.where}: files= names no file example: {name!r}")
+            example.inputs.append(inputs[name])
+        if example.command is None and "of" in example.options:
             target = example.options["of"]
             if target not in by_name:
                 raise ExampleError(f"{example.where}: of={target!r} names no example above it")
@@ -411,11 +425,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     started = time.monotonic()
     try:
-        examples = [e for path in files_of(args.files) for e in parse(path)]
+        parsed = [e for path in files_of(args.files) for e in parse(path)]
+        examples = [e for e in parsed if "file" not in e.options]
         if args.only:
             keep = {e.options.get("of", e.name) for e in examples if args.only in e.name}
             examples = [e for e in examples if e.name in keep or e.options.get("of") in keep]
-        outputs = produce(examples, args.jobs)
+        inputs = [e for e in parsed if "file" in e.options]
+        outputs = produce([*examples, *inputs], args.jobs)
     except ExampleError as exc:
         print(f"examples: {exc}", file=sys.stderr)
         return 2

@@ -153,6 +153,22 @@ def test_parse_reads_the_command_the_output_and_the_options(tmp_path: Path) -> N
     assert [g[0].name for g in examples.groups([one, two])] == ["one"]
 
 
+def test_a_file_example_is_written_into_the_project_of_the_examples_naming_it(
+    tmp_path: Path,
+) -> None:
+    path = _doc(
+        tmp_path,
+        "<!-- example: rubric file=config/mine.md -->\n```\nStart at 60.\n```\n<!-- /example -->\n"
+        "<!-- example: show files=rubric -->\n```bash\ncat config/mine.md; pwd\n```\n\n"
+        "```\nstale\n```\n<!-- /example -->\n",
+    )
+    parsed = examples.parse(path)
+    outputs = examples.produce(parsed, jobs=1)
+    assert outputs == {(path, "show"): "Start at 60.\n."}  # the project directory, masked
+    (show,) = (e for e in parsed if e.name == "show")
+    assert examples.differences([show], outputs)  # "stale" differs; the file example is input
+
+
 @pytest.mark.parametrize(
     ("body", "message"),
     [
