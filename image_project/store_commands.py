@@ -27,6 +27,7 @@ from typing import IO, Any
 from pydantic import ValidationError
 
 from image_project.config.store_url import sqlite_path
+from image_project.extras import missing_extra
 from image_project.record import RunRecord, ScoringRecord, run_status, stopped_reason
 from image_project.store.db import RunStore, RunSummary, StoreError, parse_since
 from image_project.summary import (
@@ -134,8 +135,13 @@ def review_stored_runs(
 ) -> int:
     """``image-project review``: the static review site of the ``last`` newest stored runs
     (:mod:`image_project.review`, imported only now: Jinja2 and matplotlib), publishing
-    only images under ``image_dirs``."""
+    only images under ``image_dirs``. Exit 2 before anything is read when the ``review``
+    extra is not installed, naming it."""
     out = sys.stdout if out is None else out
+    missing = missing_extra("the review site", "jinja2", "matplotlib")
+    if missing is not None:
+        print(f"error: {missing}", file=sys.stderr)
+        return 2
     database = sqlite_path(url)
     if database is not None and not database.exists():
         print(f"no run store yet at {database}: nothing to review", file=sys.stderr)

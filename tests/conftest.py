@@ -117,6 +117,14 @@ SUBPROCESS: dict[str, frozenset[str]] = {
         {"test_concurrent_processes_allocate_unique_consecutive_seqs"}
     ),
     "tests/test_seeding.py": frozenset({"test_derive_seed_is_stable_across_processes"}),
+    "tests/test_extras.py": frozenset({"test_a_run_the_store_and_runs_stats_need_no_extra"}),
+    "tests/test_examples.py": frozenset(
+        {
+            "test_every_example_matches_what_its_command_prints",
+            "test_an_edited_example_fails_the_check_and_write_repairs_it",
+            "test_an_example_whose_command_fails_is_an_error",
+        }
+    ),
     "tests/test_suite_guards.py": frozenset({"test_a_hanging_test_fails_with_its_stack"}),
     "tests/test_bench.py": frozenset(
         {"test_the_simulator_in_its_own_process_records_resets_and_switches_keys"}
@@ -138,6 +146,8 @@ SLOW: dict[str, frozenset[str]] = {
             "test_rounds_rows_are_paired_count_the_calls_and_repeat_for_a_seed",
         }
     ),
+    # Every example of README.md and docs/*.md re-run (scripts/examples.py --check).
+    "tests/test_examples.py": frozenset({"test_every_example_matches_what_its_command_prints"}),
     # Evidence that can fail: the product's default re-measured (1,620 simulated runs).
     "tests/test_quality_evidence.py": ALL,
     # 300 planted worlds, each with a 2,000-resample bootstrap.

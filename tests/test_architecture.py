@@ -51,10 +51,10 @@ PACKAGE = "image_project"
 # edge): plain data at the bottom, then the three independent concerns the pipeline is made
 # of, then the parts a run is assembled from, then the commands that assemble them.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    # Import nothing of ours: the package root, the error tree, seeded randomness, and the
+    # Import nothing of ours: the package root, the error tree, seeded randomness, the
     # markers of the scoring prompts (read by the code that writes a prompt and by the code
-    # that reads one, such as the offline backend).
-    ("foundation", ("__init__", "errors", "markers", "seeding")),
+    # that reads one, such as the offline backend), and the optional extras' messages.
+    ("foundation", ("__init__", "errors", "extras", "markers", "seeding")),
     # The model I/O seam: the TextBackend / ImageBackend protocols and their plain request and
     # reply types. A module of backends/ but a layer of its own, so that the record can carry
     # its Usage and the engine can call a model without knowing which one.

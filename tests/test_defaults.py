@@ -25,12 +25,18 @@ CONSOLE_SCRIPT = Path(sys.executable).parent / "image-project"
 
 
 @pytest.mark.parametrize("name", STARTER_FILES)
-def test_the_shipped_defaults_are_the_checkouts_config_files(name: str) -> None:
-    shipped = (BUILTIN_DIR / name).read_bytes()
-    assert shipped == (REPO / "config" / name).read_bytes(), (
-        f"image_project/defaults/{name} differs from config/{name}: after editing config/, run "
-        f"cp config/{name} image_project/defaults/{name}"
+def test_the_checkouts_config_files_are_links_to_the_shipped_defaults(name: str) -> None:
+    """One source: the package's file is the real one, the checkout's ``config/`` links to it
+    (so ``python main.py`` in a checkout and an installed ``image-project`` read one file)."""
+    shipped = BUILTIN_DIR / name
+    checkout = REPO / "config" / name
+    assert not shipped.is_symlink() and shipped.is_file()
+    assert checkout.is_symlink(), (
+        f"config/{name} must stay a link to image_project/defaults/{name} (edit that file); "
+        f"to restore it: ln -sf ../image_project/defaults/{name} config/{name}"
     )
+    assert checkout.resolve() == shipped.resolve()
+    assert checkout.read_bytes() == shipped.read_bytes()
 
 
 def test_pyproject_ships_the_defaults_as_package_data() -> None:

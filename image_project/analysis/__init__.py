@@ -4,6 +4,7 @@
   distribution and the mean score by presented position; per pair of judges Kendall's tau;
   the panel's Krippendorff alpha;
 * :mod:`.alpha` — Krippendorff's alpha from its definition (interval and nominal);
+* :mod:`.tau` — Kendall's tau-b from its definition (:func:`kendall_tau_b`);
 * :mod:`.independence` — the effective number of independent judges of a same-model group,
   measured against the judges on other models (:func:`panel_independence`);
 * :mod:`.table` — the figures as a terminal table and the ``runs stats`` command.
@@ -31,6 +32,7 @@ from image_project.analysis.panel import (
     scoring_records,
 )
 from image_project.analysis.table import format_panel_table, stats_command
+from image_project.analysis.tau import kendall_tau_b
 
 __all__ = [
     "AlphaMetric",
@@ -46,6 +48,7 @@ __all__ = [
     "effective_judges",
     "estimate_independence",
     "format_panel_table",
+    "kendall_tau_b",
     "krippendorff_alpha",
     "panel_independence",
     "panel_stats",

@@ -12,7 +12,6 @@ scores and is counted, never averaged in as a zero.
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -21,6 +20,7 @@ from itertools import combinations
 
 from image_project.analysis.alpha import krippendorff_alpha
 from image_project.analysis.independence import PanelIndependence, panel_independence
+from image_project.analysis.tau import kendall_tau_b
 from image_project.record import (
     JUDGE_STATUSES,
     JudgeResult,
@@ -241,12 +241,7 @@ def _run_tau(a: dict[str, int], b: dict[str, int]) -> float | None:
     common = sorted(set(a) & set(b))
     if len(common) < 2:
         return None
-    # Imported here: scipy.stats takes about a second to import, which every command of the
-    # CLI would otherwise pay for.
-    from scipy.stats import kendalltau
-
-    tau = float(kendalltau([a[c] for c in common], [b[c] for c in common]).statistic)
-    return None if math.isnan(tau) else tau
+    return kendall_tau_b([a[c] for c in common], [b[c] for c in common])
 
 
 def _pair(judge_a: str, judge_b: str, runs: Sequence[dict[str, dict[str, int]]]) -> PairAgreement:

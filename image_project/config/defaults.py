@@ -1,9 +1,9 @@
 """The built-in defaults shipped inside the package, and ``image-project init``.
 
-``image_project/defaults/`` holds copies of the checkout's ``config/config.yaml`` (every key,
-documented), ``config/categories.csv`` and ``config/profile.csv`` (tests/test_defaults.py
-keeps them identical). They are package data, so an installed ``image-project`` has them
-wherever it runs:
+``image_project/defaults/`` holds the one source of the default ``config.yaml`` (every key,
+documented), ``categories.csv`` and ``profile.csv``; the checkout's ``config/`` files of the
+same names are symbolic links to them (tests/test_defaults.py keeps them links). They are
+package data, so an installed ``image-project`` has them wherever it runs:
 
 * :func:`~image_project.config.loading.load_config` falls back to :data:`BUILTIN_CONFIG` when
   there is no ``config/config.yaml`` in the directory it runs in (and no ``--config`` or

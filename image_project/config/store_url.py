@@ -9,8 +9,9 @@ Two kinds of URL are accepted, one per engine the store supports:
 * ``sqlite:///PATH`` (a file; a relative PATH is resolved against the project root; ``%XX``
   escapes are decoded, as in any URL, so a ``?``, ``#`` or ``%`` in a name is written
   ``%3F``, ``%23``, ``%25``);
-* ``postgresql+psycopg://USER[:PASSWORD]@HOST[:PORT]/DBNAME`` (psycopg 3, the driver that is
-  installed with image_project). Leave the password out and let libpq find it (``PGPASSWORD``,
+* ``postgresql+psycopg://USER[:PASSWORD]@HOST[:PORT]/DBNAME`` (psycopg 3, the driver that
+  ``pip install 'image-project[postgres]'`` installs; without it such a URL is an error naming
+  that extra). Leave the password out and let libpq find it (``PGPASSWORD``,
   ``~/.pgpass``), so that no secret lives in a config file.
 
 Without ``store.url`` the store is ``sqlite:///<image.log_path>/runs.sqlite``: beside the
@@ -22,6 +23,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from urllib.parse import quote, unquote
+
+from image_project.extras import missing_extra
 
 __all__ = [
     "DEFAULT_SQLITE_NAME",
@@ -79,11 +82,14 @@ def check_store_url(url: str, root: Path | None = None) -> str:
                 f"got {redact_url(url)!r}: a PostgreSQL store URL names its database, "
                 "like postgresql+psycopg://user@host:5432/image_project"
             )
+        missing = missing_extra("a PostgreSQL store", "psycopg")
+        if missing is not None:
+            raise ValueError(f"got {redact_url(url)!r}: {missing}")
         return url
     if url.startswith(("postgresql://", "postgres://", "postgresql+")):
         raise ValueError(
             f"got {redact_url(url)!r}: use postgresql+psycopg://, the psycopg 3 driver "
-            "installed with image_project"
+            "(installed by image-project[postgres])"
         )
     raise ValueError(
         f"got {redact_url(url)!r}, must be sqlite:///PATH or "
