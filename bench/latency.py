@@ -627,14 +627,18 @@ async def engine_overhead(runs: int = 30) -> float:
 
 
 def table(results: Sequence[Result]) -> str:
+    return rows_table([r.to_dict() for r in results])
+
+
+def rows_table(rows: Sequence[dict[str, Any]]) -> str:
+    """The scenario table of ``rows`` (:meth:`Result.to_dict`, or a report's ``scenarios``)."""
     head = (
         f"{'scenario':<40} {'calls':>5} {'sequential_s':>22} {'concurrent_s':>22} "
         f"{'speedup':>7} {'ideal':>6} {'crit_s':>7} {'local':>6} {'effic':>6} {'floor':>6} "
         f"{'cpu ms/call prj/sdk/httpx':>26} {'ratio':>5} same"
     )
     lines = [head, "-" * len(head)]
-    for r in results:
-        d = r.to_dict()
+    for d in rows:
         s, c = d["sequential_s"], d["concurrent_s"]
         lines.append(
             f"{d['scenario']:<40} {d['calls']:>5} "
@@ -841,19 +845,7 @@ async def main_async(args: argparse.Namespace) -> tuple[list[Result], dict[str, 
     if args.batch_only:
         return results, {"simulator": sim_info, "all_same_selection": True}
     overhead = await engine_overhead(10 if args.quick else 30)
-    print(table(results))
     sweep = sweep_summary(results)
-    for s in sweep:
-        print(
-            f"sweep J={s['judges']} (N=2 -> N=24): whole run: concurrent "
-            f"{s['concurrent_growth']:+.1%} (its critical path {s['critical_path_growth']:+.1%}), "
-            f"sequential {s['sequential_growth']:+.1%}; scoring stage: concurrent "
-            f"{s['stage_concurrent_growth']:+.1%} (critical path "
-            f"{s['stage_critical_path_growth']:+.1%}), sequential {s['stage_sequential_growth']:+.1%}"
-        )
-    print(f"engine overhead (in-process backend, zero latency): {overhead:.3f} ms per step")
-    if conversation is not None:
-        print(conversation_table(conversation))
     report = {
         "simulator": sim_info,
         "repeats": args.repeats,
@@ -864,7 +856,28 @@ async def main_async(args: argparse.Namespace) -> tuple[list[Result], dict[str, 
         "along_conversation": conversation,
         "all_same_selection": all(r.same_selection for r in results),
     }
+    print(report_text(report))
+    if conversation is not None:
+        print(conversation_table(conversation))
     return results, report
+
+
+def report_text(report: dict[str, Any]) -> str:
+    """The scenario table, the sweep's growth and the engine overhead of a report."""
+    lines = [rows_table(report["scenarios"])]
+    for s in report["sweep"]:
+        lines.append(
+            f"sweep J={s['judges']} (N=2 -> N=24): whole run: concurrent "
+            f"{s['concurrent_growth']:+.1%} (its critical path {s['critical_path_growth']:+.1%}), "
+            f"sequential {s['sequential_growth']:+.1%}; scoring stage: concurrent "
+            f"{s['stage_concurrent_growth']:+.1%} (critical path "
+            f"{s['stage_critical_path_growth']:+.1%}), sequential {s['stage_sequential_growth']:+.1%}"
+        )
+    lines.append(
+        "engine overhead (in-process backend, zero latency): "
+        f"{report['engine_overhead_ms_per_step']:.3f} ms per step"
+    )
+    return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
