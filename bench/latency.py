@@ -66,7 +66,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -532,7 +532,7 @@ async def along_conversation(
     }
 
 
-def conversation_table(report: dict[str, Any]) -> str:
+def conversation_table(report: Mapping[str, Any]) -> str:
     lines = [
         f"per-call CPU along the conversation ({report['scenario']}, sequential, median of "
         f"{report['repeats']}): messages -> project ms / bare SDK ms (same body)",
@@ -862,7 +862,7 @@ async def main_async(args: argparse.Namespace) -> tuple[list[Result], dict[str, 
     return results, report
 
 
-def report_text(report: dict[str, Any]) -> str:
+def report_text(report: Mapping[str, Any]) -> str:
     """The scenario table, the sweep's growth and the engine overhead of a report."""
     lines = [rows_table(report["scenarios"])]
     for s in report["sweep"]:
