@@ -5,9 +5,10 @@ SDK replaying its requests, profiled and with the garbage collector's share.
     python bench/cpu_profile.py --unsettled           # without it (no freeze, no collect)
     python bench/cpu_profile.py --json docs/cpu_profile.json
 
-Each of ``--runs`` rounds is a concurrent ``run_generation`` of bench/latency.py's standard
-scenario (``refinement=final``) against the latency simulator (20x shorter latencies, as
-``--quick``), then the bare SDK's replay of its requests (bench/floor.py). Per round: the
+Each of ``--runs`` rounds is, as in bench/latency.py, a sequential ``run_generation`` of its
+standard scenario (``refinement=final``; untimed here), a concurrent one, then the bare
+SDK's replay of its requests (bench/floor.py), against the latency simulator (20x shorter
+latencies, as ``--quick``). Per round: the
 event-loop thread's CPU per call of each, and how much of it the garbage collector took
 (collections by generation). Then one more round of each under ``cProfile`` with the
 thread's CPU clock (``time.thread_time``), and the functions with the most CPU of their own.
@@ -78,6 +79,9 @@ async def measure(runs: int, settled: bool) -> dict[str, Any]:
     with sim.serve() as url:
         await latency.warm_up(scenario, url, sim)
         for _ in range(runs):
+            # As in bench/latency.py: the sequential run first (untimed here), then the
+            # concurrent one and its replay.
+            await latency.run_once(scenario, "sequential", url, sim)
             run = await latency.run_once(scenario, "concurrent", url, sim)
             captured = floor.capture(run.records, latency.paths_by_seed(run))
             replay = await floor.replay("sdk", url, run.shape, captured, 64)
