@@ -16,6 +16,9 @@ cProfile adds a cost per Python call, which weighs on the SDK (hundreds of small
 request in its parameter transform) more than on the project; the per-round figures are
 taken without it.
 
+At the end: how many objects the collector tracks (frozen ones are not) and what one full
+collection of them costs (``full_collection_ms``).
+
 ``--unsettled`` leaves the collector as bench/latency.py did before ``bench/cpu.py``: the
 process's start-up objects not frozen and no collection before a timed segment, so a full
 collection lands in whichever run triggers it.
@@ -114,9 +117,15 @@ async def measure(runs: int, settled: bool) -> dict[str, Any]:
         sdk.enable()
         await floor.replay("sdk", url, run.shape, captured, 64)
         sdk.disable()
+    tracked = len(gc.get_objects())
+    t0 = time.thread_time()
+    gc.collect()
+    full_ms = (time.thread_time() - t0) * 1000
     return {
         "scenario": scenario.name,
         "settled": settled,
+        "tracked_objects": tracked,
+        "full_collection_ms": full_ms,
         "calls": profile_calls,
         "rounds": rounds,
         "median": {k: statistics.median(r[k] for r in rounds) for k in rounds[0]},

@@ -51,7 +51,8 @@ Per scenario:
   same card and wrote the same final prompt).
 
 Targets (reported, never asserted): scoring 6x3 efficiency >= 0.97 and speedup >= 90% of
-ideal; efficiency within 0.03 of floor_efficiency; cpu_ratio <= 1.05; concurrent time grows
+ideal; efficiency within 0.03 of floor_efficiency; cpu_ratio <= 1.0, and a flat
+along_conversation; concurrent time grows
 <= 15% from N=2 to N=24 ideas; engine overhead < 0.5 ms/step. Wall times and CPU figures
 are only meaningful on an otherwise idle machine.
 """

@@ -188,7 +188,16 @@ def _startup(sources: list[tuple[str, Json]]) -> str:
             f"{name:<34} {w['median']:>9.3f} [{w['min']:.3f}-{w['max']:.3f}] "
             f"{f['wall_ratio_to_python']:>8.2f}x {f['cpu_s_median']:>7.3f}"
         )
-    return f"{data['rounds']} interleaved rounds:\n\n" + _fenced("\n".join(lines), path, data)
+    run = data["commands"].get("main.py --offline --prompt-only")
+    target = ""
+    if run is not None:
+        median = run["wall_s"]["median"]
+        target = (
+            f"The offline prompt-only run (store on): median {median:.3f} s against the "
+            f"target of 0.35 s ({'met' if median <= 0.35 else '**missed**'}).\n\n"
+        )
+    fenced = _fenced("\n".join(lines), path, data)
+    return f"{data['rounds']} interleaved rounds:\n\n{fenced}\n{target}"
 
 
 def _store(sources: list[tuple[str, Json]]) -> str:
@@ -271,6 +280,43 @@ def _quality(sources: list[tuple[str, Json]]) -> str:
     return _fenced(quality.format_table(data), path, data)
 
 
+def _cpu_profile(sources: list[tuple[str, Json]]) -> str:
+    """bench/cpu_profile.py's rounds in short (the median, the range, and every round whose
+    collections took more than 1 ms per call), then the top of its profiles."""
+    path, data = sources[0]
+    rounds = data["rounds"]
+    ratios = [r["project_ms"] / r["sdk_ms"] for r in rounds]
+    m = data["median"]
+    lines = [
+        f"{data['scenario']}, {len(rounds)} rounds, collector "
+        f"{'settled' if data['settled'] else 'unsettled'}",
+        f"median ms per call: project {m['project_ms']:.2f} (gc {m['project_gc_ms']:.2f}), "
+        f"bare SDK {m['sdk_ms']:.2f} (gc {m['sdk_gc_ms']:.2f}); ratio median "
+        f"{data['ratio_median']:.2f}, from {min(ratios):.2f} to {max(ratios):.2f}",
+    ]
+    lines.append(
+        f"at the end: {data['tracked_objects']} objects tracked by the collector, a full "
+        f"collection of them {data['full_collection_ms']:.1f} ms; {data['calls']} calls per run"
+    )
+    heavy = [(i, r) for i, r in enumerate(rounds, 1) if max(r["project_gc_ms"], r["sdk_gc_ms"]) > 1]
+    lines.append(
+        f"rounds with more than 1 ms per call of garbage collection: {len(heavy)}"
+        + "".join(
+            f"\n  round {i}: project {r['project_ms']:.2f} ms per call, of which gc "
+            f"{r['project_gc_ms']:.2f} ({r['project_gc_ms'] * data['calls']:.0f} ms per run); bare SDK {r['sdk_ms']:.2f} (gc {r['sdk_gc_ms']:.2f}); "
+            f"ratio {r['project_ms'] / r['sdk_ms']:.2f}"
+            for i, r in heavy
+        )
+    )
+    for who, label in (("project", "project"), ("sdk", "bare SDK")):
+        lines.append(f"cProfile, {label}: own CPU ms per call (calls per call), top 10")
+        lines += [
+            f"  {r['own_ms_per_call']:7.3f} ({r['calls_per_call']:7.1f})  {r['function']}"
+            for r in data["profile"][who][:10]
+        ]
+    return _fenced("\n".join(lines), path, data)
+
+
 BLOCKS: dict[str, Block] = {
     "latency": Block("docs/latency.json", _latency),
     "latency-summary": Block("docs/latency.json", _latency_summary),
@@ -280,6 +326,8 @@ BLOCKS: dict[str, Block] = {
     "store": Block("docs/store.json", _store),
     "batch": Block("docs/batch.json", _batch),
     "quality": Block("docs/quality.json", _quality),
+    "cpu-profile": Block("docs/cpu_profile.json", _cpu_profile),
+    "cpu-profile-unsettled": Block("docs/cpu_profile_unsettled.json", _cpu_profile),
 }
 
 
