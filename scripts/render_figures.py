@@ -194,10 +194,10 @@ def _startup(sources: list[tuple[str, Json]]) -> str:
         median = run["wall_s"]["median"]
         target = (
             f"The offline prompt-only run (store on): median {median:.3f} s against the "
-            f"target of 0.35 s ({'met' if median <= 0.35 else '**missed**'}).\n\n"
+            f"target of 0.35 s ({'met' if median <= 0.35 else '**missed**'}).\n"
         )
     fenced = _fenced("\n".join(lines), path, data)
-    return f"{data['rounds']} interleaved rounds:\n\n{fenced}\n{target}"
+    return f"{data['rounds']} interleaved rounds:\n\n{fenced}" + (f"\n{target}" if target else "")
 
 
 def _store(sources: list[tuple[str, Json]]) -> str:
