@@ -19,7 +19,8 @@ the title call together. Two clients:
 Nothing local is replayed (no records phase: bench/latency.py adds the run's measured local
 time to the floor when it compares). The CPU figure is the event-loop thread's CPU time
 (``time.thread_time``) over the replay, the same measure as the project's run: work the
-project hands to worker threads (decoding and encoding the image) is not in it.
+project hands to worker threads (decoding and encoding the image) is not in it. Each timed
+replay starts from a settled collector (``bench/cpu.py``), as each project run does.
 """
 
 from __future__ import annotations
@@ -33,12 +34,13 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 import httpx2
 import openai
+from cpu import CpuMeter, settle
 from shape import Shape
 
 if TYPE_CHECKING:
     from simulator import CallRecord
 
-__all__ = ["Captured", "Replay", "capture", "replay"]
+__all__ = ["Captured", "Replay", "capture", "per_request_cpu", "replay"]
 
 Client = Literal["sdk", "httpx"]
 CLIENTS: tuple[Client, ...] = ("sdk", "httpx")
@@ -75,10 +77,15 @@ class Replay:
     wall_s: float
     cpu_s: float  # the event-loop thread's CPU time over the replay
     calls: int
+    gc_s: float = 0.0  # of which in garbage collections (bench/cpu.py)
 
     @property
     def cpu_ms_per_call(self) -> float:
         return self.cpu_s / self.calls * 1000 if self.calls else 0.0
+
+    @property
+    def gc_ms_per_call(self) -> float:
+        return self.gc_s / self.calls * 1000 if self.calls else 0.0
 
 
 def capture(records: Sequence[CallRecord], paths_by_seed: Mapping[int | None, str]) -> Captured:
@@ -171,14 +178,32 @@ async def replay(
     if client == "sdk":
         sdk = openai.AsyncOpenAI(api_key="bench", base_url=base_url, max_retries=0)
         try:
-            t0, c0 = time.perf_counter(), time.thread_time()
-            await _run(shape, captured, _sdk_send(sdk, limiter))
-            wall, cpu = time.perf_counter() - t0, time.thread_time() - c0
+            settle()
+            t0 = time.perf_counter()
+            with CpuMeter() as meter:
+                await _run(shape, captured, _sdk_send(sdk, limiter))
+            wall = time.perf_counter() - t0
         finally:
             await sdk.close()
     else:
         async with httpx2.AsyncClient(base_url=base_url.rstrip("/") + "/", timeout=120) as raw:
-            t0, c0 = time.perf_counter(), time.thread_time()
-            await _run(shape, captured, _httpx_send(raw, limiter))
-            wall, cpu = time.perf_counter() - t0, time.thread_time() - c0
-    return Replay(wall, cpu, captured.calls)
+            settle()
+            t0 = time.perf_counter()
+            with CpuMeter() as meter:
+                await _run(shape, captured, _httpx_send(raw, limiter))
+            wall = time.perf_counter() - t0
+    return Replay(wall, meter.cpu_s, captured.calls, meter.gc_s)
+
+
+async def per_request_cpu(base_url: str, bodies: Sequence[dict[str, Any]]) -> list[float]:
+    """The bare SDK's event-loop CPU (seconds) for each chat body sent alone, in order (the
+    collector settled before each): what the SDK's own work on a request of that size costs."""
+    out = []
+    async with openai.AsyncOpenAI(api_key="bench", base_url=base_url, max_retries=0) as sdk:
+        for body in bodies:
+            settle()
+            with CpuMeter() as meter:
+                completion = await sdk.chat.completions.create(**body)
+            assert completion.choices[0].message is not None
+            out.append(meter.cpu_s)
+    return out

@@ -38,13 +38,21 @@ Per scenario:
   the same requests; ``efficiency_vs_floor`` = (sdk wall + local_s) / concurrent_s;
 * ``cpu_ms_per_call``: the event-loop thread's CPU time per call (``time.thread_time``; work
   on worker threads such as the JPEG is not in it) of the project's concurrent run, of the
-  bare SDK and of raw httpx, medians; ``cpu_ratio`` = project / bare SDK. Every client is
-  warmed (one untimed run and replay) before the first timed one;
+  bare SDK and of raw httpx, medians; ``cpu_ratio`` = project / bare SDK;
+  ``gc_ms_per_call``: of which in garbage collections. Every client is warmed (one untimed
+  run and replay) before the first timed one; the process's start-up objects are frozen (as
+  the command line does, :mod:`image_project.launch`) and every timed segment starts from a
+  settled collector (``bench/cpu.py``), so that no client pays a full collection for the
+  garbage of the bench's earlier work;
+* ``along_conversation``: the client CPU per chat call against the number of messages it
+  sends (the sequential per-stage pipeline, each step's CPU against the bare SDK sending the
+  same body alone, and the slope of each): flat for the project means the slope is near 0;
 * ``calls`` (model calls per run) and ``same_selection`` (every run of both modes chose the
   same card and wrote the same final prompt).
 
 Targets (reported, never asserted): scoring 6x3 efficiency >= 0.97 and speedup >= 90% of
-ideal; efficiency within 0.03 of floor_efficiency; cpu_ratio <= 1.05; concurrent time grows
+ideal; efficiency within 0.03 of floor_efficiency; cpu_ratio <= 1.0, and a flat
+along_conversation; concurrent time grows
 <= 15% from N=2 to N=24 ideas; engine overhead < 0.5 ms/step. Wall times and CPU figures
 are only meaningful on an otherwise idle machine.
 """
@@ -59,7 +67,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -71,6 +79,8 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 import floor  # noqa: E402
+from cpu import CpuMeter, freeze_startup, settle  # noqa: E402
+from provenance import Provenance  # noqa: E402
 from shape import Shape  # noqa: E402
 
 from image_project.app import run_generation  # noqa: E402
@@ -170,6 +180,7 @@ class RunOutcome:
     records: list[CallRecord]
     t0: float  # time.time() at the start, the clock of the simulator's records
     cpu_s: float = 0.0  # the event-loop thread's CPU time over run_generation
+    gc_s: float = 0.0  # of which in garbage collections (bench/cpu.py)
     groups: dict[str, int] = field(default_factory=dict)  # the recorder's parallel groups
 
     @property
@@ -215,23 +226,30 @@ async def run_once(
     *,
     model: str | None = None,
     prompt_only: bool = False,
+    recorder: DefaultStepRecorder | None = None,
 ) -> RunOutcome:
+    """One ``run_generation`` of ``scenario`` in ``mode``, timed from a settled collector
+    (bench/cpu.py); ``recorder`` (default: a plain :class:`DefaultStepRecorder`) records it."""
     with tempfile.TemporaryDirectory(prefix="latency-") as d:
         cfg = make_cfg(Path(d), scenario, mode, base_url, model, prompt_only)
         backends = make_backends(cfg, os.environ if sim is None else {})
         if sim is not None:
             sim.reset()
         # The default recorder of a run without progress lines, kept to read its groups.
-        recorder = DefaultStepRecorder()
-        t0, t0_clock, c0 = time.perf_counter(), time.time(), time.thread_time()
+        recorder = recorder if recorder is not None else DefaultStepRecorder()
+        settle()
+        t0, t0_clock = time.perf_counter(), time.time()
         try:
-            result = await run_generation(cfg, backends, seed=SEED, recorder=recorder)
+            with CpuMeter() as meter:
+                result = await run_generation(cfg, backends, seed=SEED, recorder=recorder)
         finally:
             await backends.aclose()
-        wall, cpu = time.perf_counter() - t0, time.thread_time() - c0
+        wall = time.perf_counter() - t0
         transcript = json.loads(result.transcript_path.read_text(encoding="utf-8"))
     records = list(sim.records) if sim is not None else []
-    return RunOutcome(wall, transcript, records, t0_clock, cpu, dict(recorder.groups))
+    return RunOutcome(
+        wall, transcript, records, t0_clock, meter.cpu_s, meter.gc_s, dict(recorder.groups)
+    )
 
 
 # --------------------------------------------------------------------------- critical path
@@ -310,6 +328,7 @@ class Result:
     timeline: dict[str, RunOutcome] = field(default_factory=dict)
     local: list[float] = field(default_factory=list)
     cpu_ms_per_call: dict[str, list[float]] = field(default_factory=dict)  # project/sdk/httpx
+    gc_ms_per_call: dict[str, list[float]] = field(default_factory=dict)  # of which in gc
     floor_wall: dict[str, list[float]] = field(default_factory=dict)  # sdk/httpx
 
     def floor_dict(self, bound: float, con: float) -> dict[str, Any]:
@@ -318,10 +337,12 @@ class Result:
             return {}
         local = statistics.median(self.local) if self.local else 0.0
         cpu = {k: statistics.median(v) for k, v in self.cpu_ms_per_call.items()}
+        gc_ms = {k: statistics.median(v) for k, v in self.gc_ms_per_call.items()}
         floors = {k: statistics.median(v) + local for k, v in self.floor_wall.items()}
         return {
             "cpu_ms_per_call": cpu,
             "cpu_ratio": cpu["project"] / cpu["sdk"] if cpu.get("sdk") else float("nan"),
+            "gc_ms_per_call": gc_ms,
             "floor_s": floors,
             "floor_efficiency": {k: bound / v for k, v in floors.items()},
             "efficiency_vs_floor": floors["sdk"] / con,
@@ -409,14 +430,16 @@ async def measure_floor(result: Result, outcome: RunOutcome, base_url: str) -> N
     add the figures, with the project run's own CPU per call and local time, to ``result``."""
     captured = floor.capture(outcome.records, paths_by_seed(outcome))
     shape = outcome.shape
-    cpu = result.cpu_ms_per_call
+    cpu, gc_ms = result.cpu_ms_per_call, result.gc_ms_per_call
     cpu.setdefault("project", []).append(outcome.cpu_s / captured.calls * 1000)
+    gc_ms.setdefault("project", []).append(outcome.gc_s / captured.calls * 1000)
     result.local.append(outcome.local_s)
     for client in floor.CLIENTS:
         done = await floor.replay(
             client, base_url, shape, captured, result.scenario.max_concurrency
         )
         cpu.setdefault(client, []).append(done.cpu_ms_per_call)
+        gc_ms.setdefault(client, []).append(done.gc_ms_per_call)
         result.floor_wall.setdefault(client, []).append(done.wall_s)
 
 
@@ -427,6 +450,109 @@ async def warm_up(
     the SDK's lazy imports, which must not land in a timed run."""
     outcome = await run_once(scenario, "concurrent", base_url, sim)
     await measure_floor(Result(scenario), outcome, base_url)
+
+
+# --------------------------------------------------------------------------- along a conversation
+
+
+class _StepCpu(DefaultStepRecorder):
+    """The default recorder, also taking each chat step's event-loop CPU: in the sequential
+    mode one step runs at a time, so the thread's CPU from a step's start to its end is that
+    step's (rendering its prompt, building and sending the body, reading and recording the
+    answer)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._c0: dict[str, float] = {}
+        self.cpu: dict[int | None, tuple[int, float]] = {}  # API seed -> (messages, cpu_s)
+
+    def on_step_start(self, ctx: Context, path: str, **metrics: Any) -> None:
+        self._c0[path] = time.thread_time()
+        super().on_step_start(ctx, path, **metrics)
+
+    def on_step_end(self, ctx: Context, record: EngineEvent) -> None:
+        super().on_step_end(ctx, record)
+        if record.type == "chat" and record.answers == 1 and record.attempts == 1:
+            spent = time.thread_time() - self._c0[record.path]
+            self.cpu[record.params.seed] = (record.context_messages + 1, spent)
+
+
+CONVERSATION = Scenario("standard refinement=per_stage", ("prompt.refinement=per_stage",))
+"""The scenario with the longest conversations (each stage's prompts and answers stay in it)."""
+
+
+async def along_conversation(
+    base_url: str, sim: LatencySimulator | RemoteSimulator, repeats: int
+) -> dict[str, Any]:
+    """Client CPU per chat call against the length of the conversation it sends: the
+    sequential mode of :data:`CONVERSATION`, each step's CPU (:class:`_StepCpu`), against the
+    bare SDK sending the same body alone (``floor.per_request_cpu``); medians over
+    ``repeats`` runs by the call's position, and the least-squares slope of each against the
+    number of messages. Flat: the slope is near zero for the project, whatever the SDK's."""
+    by_call: dict[int, list[tuple[int, int, float, float]]] = {}
+    for _ in range(repeats):
+        recorder = _StepCpu()
+        outcome = await run_once(CONVERSATION, "sequential", base_url, sim, recorder=recorder)
+        chats = sorted((r for r in outcome.records if r.kind == "chat"), key=lambda r: r.started)
+        timed = [r for r in chats if r.seed in recorder.cpu and r.body is not None]
+        sdk = await floor.per_request_cpu(base_url, [r.body for r in timed if r.body])
+        for i, (record, sdk_s) in enumerate(zip(timed, sdk, strict=True)):
+            messages, project_s = recorder.cpu[record.seed]
+            size = len(json.dumps(record.body))
+            by_call.setdefault(i, []).append((messages, size, project_s * 1000, sdk_s * 1000))
+    rows = [
+        {
+            "call": i,
+            "messages": samples[0][0],
+            "body_bytes": samples[0][1],
+            "project_ms": statistics.median(s[2] for s in samples),
+            "sdk_ms": statistics.median(s[3] for s in samples),
+        }
+        for i, samples in sorted(by_call.items())
+    ]
+    xs = [float(r["messages"]) for r in rows]
+
+    def fit(key: str) -> dict[str, float]:
+        ys = [r[key] for r in rows]
+        slope, intercept = statistics.linear_regression(xs, ys)
+        return {
+            "slope_ms_per_message": slope,
+            "at_2_messages_ms": intercept + 2 * slope,
+            "at_max_messages_ms": intercept + max(xs) * slope,
+        }
+
+    return {
+        "scenario": CONVERSATION.name,
+        "mode": "sequential",
+        "repeats": repeats,
+        "calls": len(rows),
+        "max_messages": max(xs),
+        "project": fit("project_ms"),
+        "sdk": fit("sdk_ms"),
+        "rows": rows,
+    }
+
+
+def conversation_table(report: Mapping[str, Any]) -> str:
+    lines = [
+        f"per-call CPU along the conversation ({report['scenario']}, sequential, median of "
+        f"{report['repeats']}): messages -> project ms / bare SDK ms (same body)",
+    ]
+    seen: dict[int, dict[str, Any]] = {}
+    for row in report["rows"]:
+        seen.setdefault(row["messages"], row)
+    lines += [
+        f"  {m:>3} msgs {r['body_bytes']:>6} B  {r['project_ms']:6.2f} / {r['sdk_ms']:6.2f}"
+        for m, r in sorted(seen.items())
+    ]
+    for who in ("project", "sdk"):
+        f = report[who]
+        lines.append(
+            f"  {who:<7} fit: {f['at_2_messages_ms']:.2f} ms at 2 messages, "
+            f"{f['at_max_messages_ms']:.2f} ms at {report['max_messages']:.0f}, "
+            f"slope {f['slope_ms_per_message'] * 1000:+.1f} us per message"
+        )
+    return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------- engine overhead
@@ -502,14 +628,18 @@ async def engine_overhead(runs: int = 30) -> float:
 
 
 def table(results: Sequence[Result]) -> str:
+    return rows_table([r.to_dict() for r in results])
+
+
+def rows_table(rows: Sequence[dict[str, Any]]) -> str:
+    """The scenario table of ``rows`` (:meth:`Result.to_dict`, or a report's ``scenarios``)."""
     head = (
         f"{'scenario':<40} {'calls':>5} {'sequential_s':>22} {'concurrent_s':>22} "
         f"{'speedup':>7} {'ideal':>6} {'crit_s':>7} {'local':>6} {'effic':>6} {'floor':>6} "
         f"{'cpu ms/call prj/sdk/httpx':>26} {'ratio':>5} same"
     )
     lines = [head, "-" * len(head)]
-    for r in results:
-        d = r.to_dict()
+    for d in rows:
         s, c = d["sequential_s"], d["concurrent_s"]
         lines.append(
             f"{d['scenario']:<40} {d['calls']:>5} "
@@ -664,7 +794,9 @@ def draw_timeline(result: Result, path: Path) -> None:
 async def main_async(args: argparse.Namespace) -> tuple[list[Result], dict[str, Any]]:
     logging.getLogger("image_project").addHandler(logging.NullHandler())
     logging.getLogger("image_project").propagate = False
+    freeze_startup()
     results: list[Result] = []
+    conversation: dict[str, Any] | None = None
     if args.base_url:
         scenario = scoring(6, 3, name=f"scoring N=6 x J=3 on {args.base_url} ({args.model})")
         print(
@@ -705,23 +837,16 @@ async def main_async(args: argparse.Namespace) -> tuple[list[Result], dict[str, 
                 sim.latency_key = scenario.latency_key
                 results.append(await run_scenario(scenario, base_url, sim, repeats))
             sim.latency_key = "body"
+            if not args.batch_only:
+                print("running the per-call CPU along a conversation ...", file=sys.stderr)
+                conversation = await along_conversation(base_url, sim, 3)
             batches = await batch.run_batches(base_url, sim, args.quick)
         sim_info["batch"] = batches
         print(batch.batch_table(batches))
     if args.batch_only:
         return results, {"simulator": sim_info, "all_same_selection": True}
     overhead = await engine_overhead(10 if args.quick else 30)
-    print(table(results))
     sweep = sweep_summary(results)
-    for s in sweep:
-        print(
-            f"sweep J={s['judges']} (N=2 -> N=24): whole run: concurrent "
-            f"{s['concurrent_growth']:+.1%} (its critical path {s['critical_path_growth']:+.1%}), "
-            f"sequential {s['sequential_growth']:+.1%}; scoring stage: concurrent "
-            f"{s['stage_concurrent_growth']:+.1%} (critical path "
-            f"{s['stage_critical_path_growth']:+.1%}), sequential {s['stage_sequential_growth']:+.1%}"
-        )
-    print(f"engine overhead (in-process backend, zero latency): {overhead:.3f} ms per step")
     report = {
         "simulator": sim_info,
         "repeats": args.repeats,
@@ -729,9 +854,31 @@ async def main_async(args: argparse.Namespace) -> tuple[list[Result], dict[str, 
         "scenarios": [r.to_dict() for r in results],
         "sweep": sweep,
         "engine_overhead_ms_per_step": overhead,
+        "along_conversation": conversation,
         "all_same_selection": all(r.same_selection for r in results),
     }
+    print(report_text(report))
+    if conversation is not None:
+        print(conversation_table(conversation))
     return results, report
+
+
+def report_text(report: Mapping[str, Any]) -> str:
+    """The scenario table, the sweep's growth and the engine overhead of a report."""
+    lines = [rows_table(report["scenarios"])]
+    for s in report["sweep"]:
+        lines.append(
+            f"sweep J={s['judges']} (N=2 -> N=24): whole run: concurrent "
+            f"{s['concurrent_growth']:+.1%} (its critical path {s['critical_path_growth']:+.1%}), "
+            f"sequential {s['sequential_growth']:+.1%}; scoring stage: concurrent "
+            f"{s['stage_concurrent_growth']:+.1%} (critical path "
+            f"{s['stage_critical_path_growth']:+.1%}), sequential {s['stage_sequential_growth']:+.1%}"
+        )
+    lines.append(
+        "engine overhead (in-process backend, zero latency): "
+        f"{report['engine_overhead_ms_per_step']:.3f} ms per step"
+    )
+    return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -751,7 +898,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.base_url and not args.model:
         parser.error("--base-url needs --model")
+    provenance = Provenance.start()
     results, report = anyio.run(main_async, args)
+    report["measured"] = provenance.finish()
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2), encoding="utf-8")
         print(f"json: {args.json}")

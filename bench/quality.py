@@ -148,6 +148,8 @@ import anyio
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from provenance import Provenance  # noqa: E402
+
 from image_project import markers  # noqa: E402
 from image_project.app import RunFailed, RunResult, run_generation  # noqa: E402
 from image_project.backends.base import TextReply, TextRequest  # noqa: E402
@@ -1823,6 +1825,9 @@ def merge_reports(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     merged["judge_corr_sweep"] = merge_sweep([row for r in parts for row in r["judge_corr_sweep"]])
     merged["variety"] = [v for r in parts for v in r["variety"]]
     merged["rounds"] = next((r["rounds"] for r in parts if r["rounds"]), None)
+    measured = [r["measured"] for r in parts if "measured" in r]
+    if measured:  # each part's commit, machine and date
+        merged["measured"] = {**measured[0], "parts": measured}
     return merged
 
 
@@ -2054,12 +2059,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     quiet, propagate = logging.NullHandler(), log.propagate
     log.addHandler(quiet)
     log.propagate = False
+    provenance = Provenance.start()
     try:
         report = anyio.run(build_report, args)
     finally:
         log.removeHandler(quiet)
         log.propagate = propagate
-    return _emit(args, report)
+    return _emit(args, {**report, "measured": provenance.finish()})
 
 
 def _emit(args: argparse.Namespace, report: Mapping[str, Any]) -> int:

@@ -36,6 +36,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from provenance import Provenance
+
 REPO = Path(__file__).resolve().parents[1]
 TARGET_PROMPT_ONLY_S = 0.35
 
@@ -131,6 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", metavar="PATH", help="write the figures as JSON")
     parser.add_argument("--imports", action="store_true", help="list the slowest imports")
     args = parser.parse_args(argv)
+    provenance = Provenance.start()
     figures = report(measure(args.rounds))
     print(f"{'command':<34} {'wall median [min-max] s':>26} {'x python':>9} {'cpu s':>7}")
     for name, f in figures.items():
@@ -151,6 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("slowest imports of image_project.cli (cumulative):")
         for module, seconds in result["slowest_imports_s"]:
             print(f"  {seconds * 1000:8.1f} ms  {module.strip()}")
+    result["measured"] = provenance.finish()
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2), encoding="utf-8")
         print(f"json: {args.json}")

@@ -34,6 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import anyio  # noqa: E402
+from provenance import Provenance  # noqa: E402
 
 from image_project.app import run_generation  # noqa: E402
 from image_project.backends.factory import make_backends  # noqa: E402
@@ -154,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="3 runs each (for CI)")
     args = parser.parse_args(argv)
     runs = 3 if args.quick else args.runs
+    provenance = Provenance.start()
     figures = anyio.run(measure, runs, args.scoring, args.store_url)
     figures["open_existing_store_in_a_new_process_s"] = round(first_write_cost(True), 4)
     figures["create_new_store_in_a_new_process_s"] = round(first_write_cost(False), 4)
@@ -168,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{figures['open_existing_store_in_a_new_process_s']:.3f} s, "
         f"create a new one {figures['create_new_store_in_a_new_process_s']:.3f} s"
     )
+    figures["runs"] = runs
+    figures["measured"] = provenance.finish()
     if args.json is not None:
         args.json.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
     return 0

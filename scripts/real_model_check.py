@@ -47,6 +47,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from provenance import Provenance
 from real_model_io import (
     GGUF_PACKAGE,
     MODEL_ALIAS,
@@ -377,6 +379,7 @@ def main(argv: list[str] | None = None) -> int:
         proxy_token_limit=args.proxy_token_limit,
     )
     result = header(ctx)
+    measured = Provenance.start()
     started = time.monotonic()
 
     def on_term(signum: int, frame: Any) -> None:
@@ -392,6 +395,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         result["wall_s"] = round(time.monotonic() - started, 1)
         result["server_speed"] = ctx.speeds
+        result["measured"] = measured.finish(code)
         failed = any(r["problems"] for r in result["rows"])
         report(result, json_path, args.md)
         if args.keep or failed:

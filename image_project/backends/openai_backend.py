@@ -599,12 +599,20 @@ class OpenAITextBackend(_OpenAIBackend):
         return self._wire
 
     def body(
-        self, request: TextRequest, model: str, *, max_output_tokens: int | None = None
+        self,
+        request: TextRequest,
+        model: str,
+        *,
+        max_output_tokens: int | None = None,
+        messages: list[dict[str, str]] | None = None,
     ) -> dict[str, object]:
         """The JSON body of the chat request: what ``chat.completions.create`` sends for these
         arguments, keys in its order, unset ones left out. ``max_output_tokens`` replaces the
-        request's limit (a retry after a timeout)."""
-        messages, _ = wire_messages(request, self._wire)
+        request's limit (a retry after a timeout); ``messages``, when given, are the request's
+        messages as :func:`~image_project.backends.wire.wire_messages` already made them (the
+        body holds that list itself, not a copy)."""
+        if messages is None:
+            messages, _ = wire_messages(request, self._wire)
         schema = request.json_schema
         structured = self._wire.structured_outputs
         body: dict[str, object] = {"model": model, "messages": messages}
@@ -633,15 +641,17 @@ class OpenAITextBackend(_OpenAIBackend):
 
     async def complete(self, request: TextRequest) -> TextReply:
         model = request.model or self._default_model
-        _, notes = wire_messages(request, self._wire)
+        messages, notes = wire_messages(request, self._wire)
         budget = _Budget(request.max_output_tokens)
-        bodies = {budget.limit: self.body(request, model)}
+        bodies = {budget.limit: self.body(request, model, messages=messages)}
 
         async def send(client: openai.AsyncOpenAI) -> LegacyAPIResponse[ChatCompletion]:
             budget.attempt += 1
             limit = budget.limit
             if limit not in bodies:
-                bodies[limit] = self.body(request, model, max_output_tokens=limit)
+                bodies[limit] = self.body(
+                    request, model, max_output_tokens=limit, messages=messages
+                )
             body = bodies[limit]
             # The SDK's documented way to send a request it has no method for (``client.post``
             # with ``cast_to``) plus the header its ``with_raw_response`` sets: the body that

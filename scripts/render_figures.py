@@ -1,0 +1,383 @@
+"""Render the figures of README.md and docs/*.md from the benches' JSON files.
+
+A figure in the README or the docs is never typed by hand: it stands in a block between two
+markers, ``<!-- figures:NAME -->`` and ``<!-- /figures:NAME -->``, and this script writes
+the block from the JSON file that :data:`BLOCKS` names for it, ending with the line that
+says which commit, date and machine (cores, load before and after) the figures were
+measured on (``bench/provenance.py``)::
+
+    python scripts/render_figures.py          # rewrite every block in place
+    python scripts/render_figures.py --check  # exit 1 naming each block that differs
+
+``tests/test_figures.py`` runs the check: a README table that does not match its JSON fails
+the suite. After a bench wrote new JSON, run this script and commit both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+__all__ = ["BLOCKS", "Block", "documents", "main", "render", "render_text", "stale_blocks"]
+
+MARKER = re.compile(
+    r"(<!-- figures:(?P<name>[a-z0-9-]+) -->\n)(?P<body>.*?)(<!-- /figures:(?P=name) -->)",
+    re.DOTALL,
+)
+
+Json = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Block:
+    """A named block: the JSON file(s) it is rendered from (relative to the repository,
+    a glob for several) and the function that renders their contents."""
+
+    source: str
+    render: Callable[[list[tuple[str, Json]]], str]
+
+
+def _load(source: str, root: Path) -> list[tuple[str, Json]]:
+    paths = sorted(root.glob(source)) if "*" in source else [root / source]
+    if not paths:
+        raise FileNotFoundError(f"{source}: no JSON file to render figures from")
+    return [
+        (p.relative_to(root).as_posix(), json.loads(p.read_text(encoding="utf-8"))) for p in paths
+    ]
+
+
+def measured_on(path: str, data: Json) -> str:
+    """The line that says where figures come from: commit, date, machine and its load."""
+    m = data.get("measured")
+    if not m:
+        return (
+            f"Figures from `{path}`, which does not record the commit, date or machine it "
+            "was measured on."
+        )
+    commit = f"`{(m['commit'] or 'unknown')[:10]}`"
+    if m.get("dirty"):
+        commit += " with uncommitted changes"
+    machine = m["machine"]
+    before, after = machine["load_before"][0], machine["load_after"][0]
+    return (
+        f"Measured on commit {commit}, {m['date'].replace('T', ' ').rstrip('Z')} UTC, "
+        f"{machine['cores']} cores, load average {before:.1f} before and {after:.1f} after "
+        f"(1 minute), Python {machine['python']}, in {m['duration_s']:.0f} s; figures from "
+        f"`{path}`."
+    )
+
+
+def _fenced(text: str, path: str, data: Json) -> str:
+    return f"```\n{text}\n```\n\n{measured_on(path, data)}\n"
+
+
+# --------------------------------------------------------------------------- latency
+
+
+def _latency(sources: list[tuple[str, Json]]) -> str:
+    import latency
+
+    path, data = sources[0]
+    return _fenced(latency.report_text(data), path, data)
+
+
+def _by_name(data: Json, prefix: str) -> Json:
+    return next(s for s in data["scenarios"] if s["scenario"].startswith(prefix))
+
+
+def _latency_summary(sources: list[tuple[str, Json]]) -> str:
+    path, data = sources[0]
+    rows = data["scenarios"]
+    ratios = [r["cpu_ratio"] for r in rows]
+    calls = [r["calls"] for r in rows]
+    cpu = [r["cpu_ms_per_call"] for r in rows]
+    weighted = sum(c["project"] * n for c, n in zip(cpu, calls, strict=True)) / sum(
+        c["sdk"] * n for c, n in zip(cpu, calls, strict=True)
+    )
+    worst = max(rows, key=lambda r: r["cpu_ratio"])
+    gc_max = max(r.get("gc_ms_per_call", {}).get("project", 0.0) for r in rows)
+    scoring = _by_name(data, "scoring N=6 x J=3")
+    evolution = _by_name(data, "evolution")
+    limiter = _by_name(data, "scoring N=24 x J=3, max_concurrency")
+    at_most_1 = sum(1 for r in ratios if r <= 1.0)
+    lines = [
+        f"- **Client CPU per call** (event-loop thread), project / bare SDK on the same "
+        f"requests: **{min(ratios):.2f}** to **{max(ratios):.2f}** over the {len(rows)} "
+        f"scenarios (median {statistics.median(ratios):.2f}; {weighted:.2f} over all their "
+        f"calls); {at_most_1} of {len(rows)} at or below 1.0, the highest "
+        f"{worst['scenario']} ({worst['cpu_ms_per_call']['project']:.2f} / "
+        f"{worst['cpu_ms_per_call']['sdk']:.2f} ms). Garbage collection is at most "
+        f"{gc_max:.2f} ms of the project's per-call figure.",
+        f"- **Scoring 6 x 3:** {scoring['sequential_s']['median']:.2f} s sequential, "
+        f"{scoring['concurrent_s']['median']:.2f} s concurrent, efficiency "
+        f"**{scoring['efficiency']:.3f}** against the bound (the bare SDK on the same "
+        f"requests: {scoring['floor_efficiency']['sdk']:.3f}); speedup "
+        f"{scoring['speedup']:.2f}x of an ideal {scoring['ideal_speedup']:.2f}x.",
+        f"- **Evolution** (6 cards, 3 judges, then 2 rounds of 3 survivors x 2 variants, "
+        f"{evolution['calls']} calls): {evolution['sequential_s']['median']:.2f} s sequential, "
+        f"{evolution['concurrent_s']['median']:.2f} s concurrent, efficiency "
+        f"{evolution['efficiency']:.3f}.",
+    ]
+    if data["sweep"]:
+        growth = " / ".join(f"{s['concurrent_growth']:+.1%}" for s in data["sweep"])
+        seq = " / ".join(f"{s['sequential_growth']:+.0%}" for s in data["sweep"])
+        stage = " / ".join(f"{s['stage_concurrent_growth']:+.0%}" for s in data["sweep"])
+        bound = " / ".join(f"{s['stage_critical_path_growth']:+.0%}" for s in data["sweep"])
+        judges = " / ".join(str(s["judges"]) for s in data["sweep"])
+        lines.append(
+            f"- **Sweep** from N=2 to N=24 cards, for {judges} judges: the concurrent run "
+            f"grows {growth}, the sequential run {seq}; the scoring stage alone {stage}, of "
+            f"which {bound} is the physical bound."
+        )
+    lines += [
+        f"- **The limiter** (`backend.max_concurrency: 4`, N=24 x 3): "
+        f"{limiter['concurrent_s']['median']:.2f} s, efficiency {limiter['efficiency']:.3f} "
+        f"against the limiter-aware bound; the bare SDK under the same limit "
+        f"{limiter['floor_efficiency']['sdk']:.3f}.",
+        f"- **Every scenario** selected the same card and wrote the same final prompt in both "
+        f"modes: {'yes' if data['all_same_selection'] else '**no**'}.",
+        f"- **Engine overhead** with an in-process backend and zero latency: "
+        f"{data['engine_overhead_ms_per_step']:.3f} ms per step.",
+    ]
+    return "\n".join(lines) + f"\n\n{measured_on(path, data)}\n"
+
+
+def _latency_conversation(sources: list[tuple[str, Json]]) -> str:
+    import latency
+
+    path, data = sources[0]
+    return _fenced(latency.conversation_table(data["along_conversation"]), path, data)
+
+
+def _latency_quick(sources: list[tuple[str, Json]]) -> str:
+    names = [s["scenario"] for s in sources[0][1]["scenarios"]]
+    head = "| scenario | " + " | ".join(f"run {i + 1}" for i in range(len(sources))) + " |"
+    lines = [head, "|---" + "|---:" * len(sources) + "|"]
+    for name in names:
+        cells = []
+        for _, data in sources:
+            row = next(s for s in data["scenarios"] if s["scenario"] == name)
+            cpu = row["cpu_ms_per_call"]
+            cells.append(f"**{row['cpu_ratio']:.2f}** ({cpu['project']:.2f} / {cpu['sdk']:.2f})")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines.append("")
+    lines += [f"- run {i + 1}: {measured_on(p, d)}" for i, (p, d) in enumerate(sources)]
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------- others
+
+
+def _startup(sources: list[tuple[str, Json]]) -> str:
+    path, data = sources[0]
+    lines = [f"{'command':<34} {'wall median [min-max] s':>26} {'x python':>9} {'cpu s':>7}"]
+    for name, f in data["commands"].items():
+        w = f["wall_s"]
+        lines.append(
+            f"{name:<34} {w['median']:>9.3f} [{w['min']:.3f}-{w['max']:.3f}] "
+            f"{f['wall_ratio_to_python']:>8.2f}x {f['cpu_s_median']:>7.3f}"
+        )
+    run = data["commands"].get("main.py --offline --prompt-only")
+    target = ""
+    if run is not None:
+        median = run["wall_s"]["median"]
+        target = (
+            f"The offline prompt-only run (store on): median {median:.3f} s against the "
+            f"target of 0.35 s ({'met' if median <= 0.35 else '**missed**'}).\n"
+        )
+    fenced = _fenced("\n".join(lines), path, data)
+    return f"{data['rounds']} interleaved rounds:\n\n{fenced}" + (f"\n{target}" if target else "")
+
+
+def _store(sources: list[tuple[str, Json]]) -> str:
+    path, data = sources[0]
+    write_ms = data["median_transcript_and_store_write_s"] * 1000
+    return (
+        f"In-process, the transcript and store write is {write_ms:.0f} ms and the store adds "
+        f"{data['added_percent']:+.1f}% to an offline run (`python bench/store.py`: "
+        f"{data['median_without_s']:.4f} s without, {data['median_with_s']:.4f} s with, "
+        f"{data['runs']} interleaved runs each, written through `{data['via']}`). Once per "
+        f"process, importing and opening an existing store costs "
+        f"{data['open_existing_store_in_a_new_process_s'] * 1000:.0f} ms; creating a new one "
+        f"(SQLAlchemy, Alembic, the schema) costs "
+        f"{data['create_new_store_in_a_new_process_s']:.2f} s.\n\n{measured_on(path, data)}\n"
+    )
+
+
+def _batch(sources: list[tuple[str, Json]]) -> str:
+    path, data = sources[0]
+    batch = data["simulator"]["batch"] if "simulator" in data else data["batch"]
+    lines = [
+        "| parallel | wall s | bound s | efficiency | replay s | vs replay | speedup "
+        "| 429s (after 1st window) | CPU ms/call | peak RSS MB | queued s |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in batch["rows"]:
+        label = (
+            f"auto ({r['most_in_flight']} in flight)" if r["parallel"] == "auto" else r["parallel"]
+        )
+        rate_bound = batch["rate_per_s"] and r["calls"] / batch["rate_per_s"]
+        bound = f"{r['bound_s']:.2f}" + (" (rate)" if abs(r["bound_s"] - rate_bound) < 1e-9 else "")
+        lines.append(
+            f"| {label} | {r['wall_s']:.2f} | {bound} | {r['efficiency']:.3f} | "
+            f"{r['replay_s']:.2f} | {r['replay_efficiency']:.3f} | {r['speedup']:.2f}x | "
+            f"{r['429s']} ({r['429s_after_first_window']}) | {r['cpu_ms_per_call']:.2f} | "
+            f"{r['peak_rss_mb']:.0f} | {r['runqueue_wait_s']:.2f} |"
+        )
+    shared = batch.get("two_machines")
+    tail = ""
+    if shared:
+        tail = (
+            f"\nTwo processes x {shared['runs_each']} runs, `auto`, one key, each pacing "
+            f"alone: {shared['wall_s']:.2f} s against a rate bound of "
+            f"{shared['rate_bound_s']:.2f} s, {shared['429s']} 429s "
+            f"({shared['429s_after_first_window']} after the first window).\n"
+        )
+    return (
+        f"N = {batch['runs']} runs, rate limit {batch['rate_limit']}.\n\n"
+        + "\n".join(lines)
+        + f"\n{tail}\n{_batch_targets(batch['rows'])}{measured_on(path, data)}\n"
+    )
+
+
+def _batch_targets(rows: Sequence[Json]) -> str:
+    """The batch's figures against its targets: K=12 at least 5x faster than one after
+    another, no 429 after the first window with ``auto``, efficiency >= 0.85 of the bound."""
+    by = {str(r["parallel"]): r for r in rows}
+    k12, auto = by.get("12"), by.get("auto")
+    if k12 is None or auto is None:
+        return ""
+
+    def verdict(ok: bool) -> str:
+        return "met" if ok else "**missed**"
+
+    late = auto["429s_after_first_window"]
+    return (
+        f"Against the targets: `--parallel 12` is {k12['speedup']:.2f}x faster than one after "
+        f"another (target >= 5x: {verdict(k12['speedup'] >= 5)}); `auto` had {auto['429s']} "
+        f"429s, {late} after the first window (target none: {verdict(late == 0)}); against "
+        f"the bound, {k12['efficiency']:.3f} and {auto['efficiency']:.3f} (target >= 0.85: "
+        f"{verdict(min(k12['efficiency'], auto['efficiency']) >= 0.85)}); against the "
+        f"replay, {k12['replay_efficiency']:.3f} and {auto['replay_efficiency']:.3f}.\n\n"
+    )
+
+
+def _quality(sources: list[tuple[str, Json]]) -> str:
+    import quality
+
+    path, data = sources[0]
+    return _fenced(quality.format_table(data), path, data)
+
+
+def _cpu_profile(sources: list[tuple[str, Json]]) -> str:
+    """bench/cpu_profile.py's rounds in short (the median, the range, and every round whose
+    collections took more than 1 ms per call), then the top of its profiles."""
+    path, data = sources[0]
+    rounds = data["rounds"]
+    ratios = [r["project_ms"] / r["sdk_ms"] for r in rounds]
+    m = data["median"]
+    lines = [
+        f"{data['scenario']}, {len(rounds)} rounds, collector "
+        f"{'settled' if data['settled'] else 'unsettled'}",
+        f"median ms per call: project {m['project_ms']:.2f} (gc {m['project_gc_ms']:.2f}), "
+        f"bare SDK {m['sdk_ms']:.2f} (gc {m['sdk_gc_ms']:.2f}); ratio median "
+        f"{data['ratio_median']:.2f}, from {min(ratios):.2f} to {max(ratios):.2f}",
+    ]
+    lines.append(
+        f"at the end: {data['tracked_objects']} objects tracked by the collector, a full "
+        f"collection of them {data['full_collection_ms']:.1f} ms; {data['calls']} calls per run"
+    )
+    heavy = [(i, r) for i, r in enumerate(rounds, 1) if max(r["project_gc_ms"], r["sdk_gc_ms"]) > 1]
+    lines.append(
+        f"rounds with more than 1 ms per call of garbage collection: {len(heavy)}"
+        + "".join(
+            f"\n  round {i}: project {r['project_ms']:.2f} ms per call, of which gc "
+            f"{r['project_gc_ms']:.2f} ({r['project_gc_ms'] * data['calls']:.0f} ms per run); bare SDK {r['sdk_ms']:.2f} (gc {r['sdk_gc_ms']:.2f}); "
+            f"ratio {r['project_ms'] / r['sdk_ms']:.2f}"
+            for i, r in heavy
+        )
+    )
+    for who, label in (("project", "project"), ("sdk", "bare SDK")):
+        lines.append(f"cProfile, {label}: own CPU ms per call (calls per call), top 10")
+        lines += [
+            f"  {r['own_ms_per_call']:7.3f} ({r['calls_per_call']:7.1f})  {r['function']}"
+            for r in data["profile"][who][:10]
+        ]
+    return _fenced("\n".join(lines), path, data)
+
+
+BLOCKS: dict[str, Block] = {
+    "latency": Block("docs/latency.json", _latency),
+    "latency-summary": Block("docs/latency.json", _latency_summary),
+    "latency-conversation": Block("docs/latency.json", _latency_conversation),
+    "latency-quick": Block("docs/latency_quick/run*.json", _latency_quick),
+    "startup": Block("docs/startup.json", _startup),
+    "store": Block("docs/store.json", _store),
+    "batch": Block("docs/batch.json", _batch),
+    "quality": Block("docs/quality.json", _quality),
+    "cpu-profile": Block("docs/cpu_profile.json", _cpu_profile),
+    "cpu-profile-unsettled": Block("docs/cpu_profile_unsettled.json", _cpu_profile),
+}
+
+
+def render(name: str, root: Path = REPO) -> str:
+    """The body of block ``name`` from its JSON under ``root``."""
+    if name not in BLOCKS:
+        raise KeyError(f"unknown figures block {name!r}; known: {', '.join(sorted(BLOCKS))}")
+    block = BLOCKS[name]
+    return block.render(_load(block.source, root))
+
+
+def render_text(text: str, root: Path = REPO) -> str:
+    """``text`` with every figures block rendered anew."""
+    return MARKER.sub(lambda m: m.group(1) + render(m.group("name"), root) + m.group(4), text)
+
+
+def documents(root: Path = REPO) -> list[Path]:
+    """The Markdown files that may hold figures blocks: README.md and docs/*.md."""
+    return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+
+
+def stale_blocks(paths: Iterable[Path], root: Path = REPO) -> list[str]:
+    """``file: block`` for every block whose text differs from what its JSON renders."""
+    out = []
+    for path in paths:
+        text = path.read_text(encoding="utf-8")
+        for m in MARKER.finditer(text):
+            if m.group("body") != render(m.group("name"), root):
+                out.append(f"{path.relative_to(root).as_posix()}: {m.group('name')}")
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="only report stale blocks")
+    args = parser.parse_args(argv)
+    paths = documents()
+    if args.check:
+        stale = stale_blocks(paths)
+        for item in stale:
+            print(f"stale figures: {item} (run python scripts/render_figures.py)")
+        return 1 if stale else 0
+    for path in paths:
+        text = path.read_text(encoding="utf-8")
+        new = render_text(text)
+        if new != text:
+            path.write_text(new, encoding="utf-8")
+            print(f"rendered: {path.relative_to(REPO).as_posix()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,140 @@
+"""The client's work per chat call does not grow with the conversation.
+
+Measured without a clock: the number of Python function calls (``sys.setprofile`` "call"
+events) between a step's start and its end, for the engine's part (prompt, conversation
+check, request, record) plus the real OpenAI adapter's body for that request, along a
+conversation of 40 turns. Building and encoding the body has to touch every message, but it
+does so in comprehensions and C (``json``), not with a function call per message; a check,
+copy or validation that called something per message per call would make the count grow.
+The control shows the measure sees such growth: the SDK's own per-call transform of its
+typed parameters (which the adapter skips by sending the body it built, ``client.post``)
+calls functions per message. bench/latency.py reports the same in CPU time
+(``along_conversation``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import FrameType
+from typing import Any
+
+import pytest
+
+from image_project import testing
+from image_project.backends.base import TextRequest
+from image_project.backends.openai_backend import openai_backends
+from image_project.engine import (
+    Block,
+    ChatRunner,
+    ChatStep,
+    Context,
+    DefaultStepRecorder,
+    EngineEvent,
+)
+from image_project.testing import FunctionTextBackend
+
+pytestmark = pytest.mark.anyio
+
+TURNS = 40
+
+
+_FAKE = testing.__file__
+
+
+class _Counter:
+    """Counts the calls of Python functions, except the test fake's own (the stand-in for
+    the server, which looks at the messages to answer)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, frame: FrameType, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code.co_filename != _FAKE:
+            self.calls += 1
+
+
+@contextmanager
+def counting() -> Iterator[_Counter]:
+    counter = _Counter()
+    previous = sys.getprofile()
+    sys.setprofile(counter)
+    try:
+        yield counter
+    finally:
+        sys.setprofile(previous)
+
+
+class _PerStep(DefaultStepRecorder):
+    """Counts the function calls from each step's start to its end."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counter: _Counter | None = None
+        self.started = 0
+        self.per_step: list[tuple[int, int]] = []  # (messages before the step, calls)
+
+    def on_step_start(self, ctx: Context, path: str, **metrics: Any) -> None:
+        super().on_step_start(ctx, path, **metrics)
+        assert self.counter is not None
+        self.started = self.counter.calls
+
+    def on_step_end(self, ctx: Context, record: EngineEvent) -> None:
+        assert self.counter is not None
+        calls = self.counter.calls - self.started
+        assert record.type == "chat"
+        self.per_step.append((record.context_messages, calls))
+        super().on_step_end(ctx, record)
+
+
+def _adapter_body() -> Callable[[TextRequest], str]:
+    """An answer function that first builds and encodes the real adapter's body."""
+    backends = openai_backends(
+        api_key="test", text_model="m", image_model="i", base_url="http://127.0.0.1:9/v1"
+    )
+    text = backends.text
+
+    def answer(request: TextRequest) -> str:
+        json.dumps(text.body(request, "m"))
+        return f"answer {len(request.messages)}"
+
+    return answer
+
+
+async def test_calls_per_chat_step_stay_flat_along_a_long_conversation() -> None:
+    recorder = _PerStep()
+    runner = ChatRunner(FunctionTextBackend(_adapter_body()), recorder=recorder)
+    tree = Block(
+        nodes=[ChatStep(name=f"turn{i}", prompt=f"say {i}", temperature=0.0) for i in range(TURNS)]
+    )
+    ctx = Context.with_system("sys")
+    with counting() as counter:
+        recorder.counter = counter
+        await runner.run(ctx, tree)
+    assert [m for m, _ in recorder.per_step] == [1 + 2 * i for i in range(TURNS)]
+    calls = [c for _, c in recorder.per_step]
+    # The first step pays one-time work (caches); from the second on, every step makes the
+    # same calls whether it sends 4 messages or 80.
+    assert calls[1] > 0
+    assert len(set(calls[1:])) == 1, calls
+
+
+def test_the_measure_sees_a_per_message_cost() -> None:
+    """Control: the SDK's parameter transform (skipped by the adapter) grows per message."""
+    from openai._utils import maybe_transform
+    from openai.types.chat import completion_create_params
+
+    def transform_calls(messages: int) -> int:
+        body = {
+            "model": "m",
+            "messages": [{"role": "user", "content": "x"}] * messages,
+            "temperature": 0.0,
+        }
+        with counting() as counter:
+            maybe_transform(body, completion_create_params.CompletionCreateParamsNonStreaming)
+        return counter.calls
+
+    transform_calls(2)  # its caches
+    assert transform_calls(80) > transform_calls(4) + 76

@@ -1,0 +1,60 @@
+"""The figures in README.md and docs/ are the ones the benches' JSON files hold.
+
+Every performance and quality table of the README and the docs stands between
+``<!-- figures:NAME -->`` markers and is written by ``scripts/render_figures.py`` from a
+bench's JSON; these tests fail when a block differs from what the script renders (a figure
+typed by hand, or a JSON regenerated without rendering), and check that every block names
+the commit its figures were measured on.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "scripts"))
+
+import render_figures  # noqa: E402
+
+
+def test_readme_and_docs_figures_match_their_json() -> None:
+    stale = render_figures.stale_blocks(render_figures.documents())
+    assert stale == [], f"run python scripts/render_figures.py: {stale}"
+
+
+def test_the_readme_holds_the_performance_tables_as_generated_blocks() -> None:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    names = {m.group("name") for m in render_figures.MARKER.finditer(text)}
+    assert {"latency", "latency-summary", "startup", "store", "batch", "quality"} <= names
+
+
+@pytest.mark.parametrize("name", sorted(n for n in render_figures.BLOCKS if n != "quality"))
+def test_every_performance_block_names_its_commit_date_and_load(name: str) -> None:
+    body = render_figures.render(name)
+    assert "Measured on commit `" in body, body[-300:]
+    assert "UTC" in body and "load average" in body
+
+
+def test_a_figure_changed_in_the_json_makes_its_block_stale(tmp_path: Path) -> None:
+    """Control: the check sees a JSON that no longer matches the README."""
+    for part in ("README.md", "docs"):
+        source = REPO / part
+        if source.is_dir():
+            shutil.copytree(source, tmp_path / part)
+        else:
+            shutil.copy(source, tmp_path / part)
+    latency = tmp_path / "docs" / "latency.json"
+    data = json.loads(latency.read_text(encoding="utf-8"))
+    data["scenarios"][0]["cpu_ratio"] += 0.5
+    latency.write_text(json.dumps(data), encoding="utf-8")
+    stale = render_figures.stale_blocks(render_figures.documents(tmp_path), tmp_path)
+    assert "README.md: latency" in stale
+    assert "README.md: latency-summary" in stale
+    text = (tmp_path / "README.md").read_text(encoding="utf-8")
+    (tmp_path / "README.md").write_text(render_figures.render_text(text, tmp_path))
+    assert render_figures.stale_blocks(render_figures.documents(tmp_path), tmp_path) == []
