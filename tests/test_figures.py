@@ -27,10 +27,14 @@ def test_readme_and_docs_figures_match_their_json() -> None:
     assert stale == [], f"run python scripts/render_figures.py: {stale}"
 
 
-def test_the_readme_holds_the_performance_tables_as_generated_blocks() -> None:
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    names = {m.group("name") for m in render_figures.MARKER.finditer(text)}
-    assert {"latency", "latency-summary", "startup", "store", "batch", "quality"} <= names
+def test_every_figure_block_stands_in_the_readme_or_the_docs() -> None:
+    """Each rendered table is in a document (the README or a page of docs/), so moving a
+    table between them keeps it generated."""
+    names: set[str] = set()
+    for path in render_figures.documents():
+        text = path.read_text(encoding="utf-8")
+        names |= {m.group("name") for m in render_figures.MARKER.finditer(text)}
+    assert set(render_figures.BLOCKS) <= names, set(render_figures.BLOCKS) - names
 
 
 @pytest.mark.parametrize("name", sorted(n for n in render_figures.BLOCKS if n != "quality"))
