@@ -49,10 +49,11 @@ def test_the_docs_mark_their_examples() -> None:
     }
     for wanted in [
         ("README.md", "seed-42"),
-        ("README.md", "upscale-fallback"),
         ("README.md", "scoring-panel"),
-        ("README.md", "context"),
-        ("README.md", "config-error"),
+        ("upscale.md", "upscale-fallback"),
+        ("context.md", "context"),
+        ("configuration.md", "config-error"),
+        ("cli.md", "seed-42-progress"),
         ("scoring.md", "config-errors"),
         ("models.md", "capability-errors"),
         ("store.md", "runs-list"),
@@ -64,8 +65,9 @@ def test_the_docs_mark_their_examples() -> None:
 
 
 def _one_example(tmp_path: Path, name: str) -> Path:
-    """A copy of README.md's example ``name`` (marker to marker) as a document of its own."""
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+    """A copy of docs/configuration.md's example ``name`` (marker to marker) as a document of
+    its own."""
+    text = (REPO / "docs" / "configuration.md").read_text(encoding="utf-8")
     start = text.index(f"<!-- example: {name} ")
     end = text.index(examples._CLOSE, start) + len(examples._CLOSE)
     doc = tmp_path / "doc.md"
@@ -106,8 +108,8 @@ def test_an_example_whose_command_fails_is_an_error(tmp_path: Path) -> None:
 
 
 def test_the_synopsis_lists_every_option() -> None:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    synopsis = readme[readme.index("```\nimage-project [generate]") :].split("```\n", 2)[1]
+    cli = (REPO / "docs" / "cli.md").read_text(encoding="utf-8")
+    synopsis = cli[cli.index("```\nimage-project [generate]") :].split("```\n", 2)[1]
     for action in build_parser()._actions:
         for option in action.option_strings:
             if option not in ("-h", "--help", "--quiet", "--verbose"):

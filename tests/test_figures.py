@@ -45,7 +45,7 @@ def test_every_performance_block_names_its_commit_date_and_load(name: str) -> No
 
 
 def test_a_figure_changed_in_the_json_makes_its_block_stale(tmp_path: Path) -> None:
-    """Control: the check sees a JSON that no longer matches the README."""
+    """Control: the check sees a JSON that no longer matches the page showing it."""
     for part in ("README.md", "docs"):
         source = REPO / part
         if source.is_dir():
@@ -57,8 +57,9 @@ def test_a_figure_changed_in_the_json_makes_its_block_stale(tmp_path: Path) -> N
     data["scenarios"][0]["cpu_ratio"] += 0.5
     latency.write_text(json.dumps(data), encoding="utf-8")
     stale = render_figures.stale_blocks(render_figures.documents(tmp_path), tmp_path)
-    assert "README.md: latency" in stale
-    assert "README.md: latency-summary" in stale
-    text = (tmp_path / "README.md").read_text(encoding="utf-8")
-    (tmp_path / "README.md").write_text(render_figures.render_text(text, tmp_path))
+    assert "docs/performance.md: latency" in stale
+    assert "docs/performance.md: latency-summary" in stale
+    performance = tmp_path / "docs" / "performance.md"
+    text = performance.read_text(encoding="utf-8")
+    performance.write_text(render_figures.render_text(text, tmp_path))
     assert render_figures.stale_blocks(render_figures.documents(tmp_path), tmp_path) == []

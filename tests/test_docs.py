@@ -1,0 +1,60 @@
+"""The README stays short, and every relative link of README.md and docs/*.md points to a
+file that exists (its target resolved from the page that holds it)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+
+# [text](target) and ![alt](target); the target ends at whitespace or the closing bracket.
+_LINK = re.compile(r"!?\[[^\]\n]*\]\((?P<target>[^)\s]+)(?:\s+\"[^\"]*\")?\)")
+_FENCE = re.compile(r"^(```|~~~).*?^\1", re.MULTILINE | re.DOTALL)
+_CODE = re.compile(r"`[^`\n]*`")
+
+
+def relative_links(text: str) -> list[str]:
+    """The relative link targets of Markdown ``text`` (code blocks and spans left out),
+    without their ``#anchor``."""
+    text = _CODE.sub("", _FENCE.sub("", text))
+    targets = []
+    for m in _LINK.finditer(text):
+        target = m.group("target")
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
+            continue  # https:, mailto:, an anchor on the same page
+        targets.append(target.split("#", 1)[0])
+    return targets
+
+
+def broken_links(page: Path) -> list[str]:
+    return [
+        target
+        for target in relative_links(page.read_text(encoding="utf-8"))
+        if not (page.parent / target).exists()
+    ]
+
+
+def test_the_readme_has_at_most_300_lines() -> None:
+    lines = (REPO / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 300, f"README.md has {len(lines)} lines; move a topic to docs/"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(REPO).as_posix())
+def test_every_relative_link_points_to_a_file_that_exists(page: Path) -> None:
+    assert broken_links(page) == []
+
+
+def test_the_link_check_sees_a_broken_link_and_skips_code_and_urls(tmp_path: Path) -> None:
+    """Control: a link to a missing file is reported, one in code or to a URL is not."""
+    (tmp_path / "there.md").write_text("x", encoding="utf-8")
+    page = tmp_path / "page.md"
+    page.write_text(
+        "[ok](there.md#part) ![img](missing.png) [web](https://example.org/x) [here](#top)\n"
+        "`[code](gone.md)`\n```\n[fenced](gone.md)\n```\n[gone](sub/gone.md)\n",
+        encoding="utf-8",
+    )
+    assert broken_links(page) == ["missing.png", "sub/gone.md"]
