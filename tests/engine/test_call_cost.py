@@ -15,6 +15,7 @@ calls functions per message. bench/latency.py reports the same in CPU time
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -116,9 +117,14 @@ async def test_calls_per_chat_step_stay_flat_along_a_long_conversation() -> None
     assert [m for m, _ in recorder.per_step] == [1 + 2 * i for i in range(TURNS)]
     calls = [c for _, c in recorder.per_step]
     # The first step pays one-time work (caches); from the second on, every step makes the
-    # same calls whether it sends 4 messages or 80.
+    # same calls whether it sends 4 messages or 80. A call now and then that the step did
+    # not make (a finaliser or weakref callback the collector runs inside it) is no growth,
+    # so the steps near the start and near the end are compared by their medians: one call
+    # per message would put 70 calls between them.
     assert calls[1] > 0
-    assert len(set(calls[1:])) == 1, calls
+    early, late = statistics.median(calls[1:6]), statistics.median(calls[-5:])
+    assert late == early, calls
+    assert max(calls[1:]) - min(calls[1:]) < TURNS, calls
 
 
 def test_the_measure_sees_a_per_message_cost() -> None:
