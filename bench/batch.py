@@ -1,4 +1,4 @@
-"""The batch scenario of bench/latency.py (issue 27): N runs of the standard pipeline through
+"""The batch scenario of bench/latency.py: N runs of the standard pipeline through
 the real client against the simulator, with its realistic latencies and a requests-per-window
 rate limit, one after another, ``--parallel 4``, ``--parallel 12`` and ``auto``.
 
