@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from batch_replay import RunDag, ideal_wall
-from latency import REPO, RunOutcome, Scenario, critical_path, paths_by_seed
+from runs import REPO, RunOutcome, Scenario, critical_path, paths_by_seed
 
 from image_project.backends.factory import make_backends
 from image_project.config import load_config
