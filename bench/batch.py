@@ -1,4 +1,4 @@
-"""The batch scenario of bench/latency.py (issue 27): N runs of the standard pipeline through
+"""The batch scenario of bench/latency.py: N runs of the standard pipeline through
 the real client against the simulator, with its realistic latencies and a requests-per-window
 rate limit, one after another, ``--parallel 4``, ``--parallel 12`` and ``auto``.
 
@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from batch_replay import RunDag, ideal_wall
-from latency import REPO, RunOutcome, Scenario, critical_path, paths_by_seed
+from runs import REPO, RunOutcome, Scenario, critical_path, paths_by_seed
 
 from image_project.backends.factory import make_backends
 from image_project.config import load_config

@@ -17,7 +17,8 @@ as the fixed window (the simulator's: ``limit`` requests per ``window_s``, align
 batch's start) has room, and no concurrency limit. Its wall time is what a perfect pacer
 with this first-come policy achieves; it is not a proof that no schedule is faster (a
 scheduler that knew the future could favour calls on longer remaining paths), so it is
-reported next to the issue's formula, not instead of it.
+reported next to bench/batch.py's bound ``max(critical path x ceil(N / K), total calls /
+rate)``, not instead of it.
 """
 
 from __future__ import annotations

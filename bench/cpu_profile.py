@@ -47,6 +47,7 @@ import cpu  # noqa: E402
 import floor  # noqa: E402
 import latency  # noqa: E402
 from provenance import Provenance  # noqa: E402
+from runs import paths_by_seed  # noqa: E402
 
 TOP = 15
 
@@ -86,7 +87,7 @@ async def measure(runs: int, settled: bool) -> dict[str, Any]:
             # concurrent one and its replay.
             await latency.run_once(scenario, "sequential", url, sim)
             run = await latency.run_once(scenario, "concurrent", url, sim)
-            captured = floor.capture(run.records, latency.paths_by_seed(run))
+            captured = floor.capture(run.records, paths_by_seed(run))
             replay = await floor.replay("sdk", url, run.shape, captured, 64)
             n = captured.calls
             rounds.append(
@@ -113,7 +114,7 @@ async def measure(runs: int, settled: bool) -> dict[str, Any]:
             run = await latency.run_once(scenario, "concurrent", url, sim)
         finally:
             latency.run_generation = original  # type: ignore[attr-defined]
-        captured = floor.capture(run.records, latency.paths_by_seed(run))
+        captured = floor.capture(run.records, paths_by_seed(run))
         sdk.enable()
         await floor.replay("sdk", url, run.shape, captured, 64)
         sdk.disable()

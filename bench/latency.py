@@ -81,7 +81,7 @@ sys.path.insert(0, str(REPO / "bench"))
 import floor  # noqa: E402
 from cpu import CpuMeter, freeze_startup, settle  # noqa: E402
 from provenance import Provenance  # noqa: E402
-from shape import Shape  # noqa: E402
+from runs import RunOutcome, Scenario, critical_path, paths_by_seed, step_latencies  # noqa: E402
 
 from image_project.app import run_generation  # noqa: E402
 from image_project.backends.base import TextReply, TextRequest  # noqa: E402
@@ -100,18 +100,9 @@ from image_project.stages.scoring import NoveltyState, ScoringRun, ScoringSetup 
 from image_project.stages.standard import Brief  # noqa: E402
 
 if TYPE_CHECKING:  # the simulator (and uvicorn) is imported only when it is used
-    from simulator import CallRecord, LatencySimulator, RemoteSimulator
+    from simulator import LatencySimulator, RemoteSimulator
 
 SEED = 2026
-
-
-@dataclass(frozen=True)
-class Scenario:
-    name: str
-    overrides: tuple[str, ...] = ()
-    max_concurrency: int = 64
-    group: str = "main"
-    latency_key: str = "body"
 
 
 def scoring(n: int, judges: int, **kw: Any) -> Scenario:
@@ -171,27 +162,6 @@ def sweep_point(n: int, judges: int) -> Scenario:
 
 
 # --------------------------------------------------------------------------- one run
-
-
-@dataclass
-class RunOutcome:
-    wall_s: float
-    transcript: dict[str, Any]
-    records: list[CallRecord]
-    t0: float  # time.time() at the start, the clock of the simulator's records
-    cpu_s: float = 0.0  # the event-loop thread's CPU time over run_generation
-    gc_s: float = 0.0  # of which in garbage collections (bench/cpu.py)
-    groups: dict[str, int] = field(default_factory=dict)  # the recorder's parallel groups
-
-    @property
-    def shape(self) -> Shape:
-        """What the run ran: its step paths (transcript order) and its parallel groups."""
-        return Shape.of((s["path"] for s in self.transcript["steps"]), self.groups)
-
-    @property
-    def local_s(self) -> float:
-        """The run's local phase (records), from its own timing."""
-        return float(self.transcript["timing"]["phases_s"].get("records", 0.0))
 
 
 def make_cfg(
@@ -255,35 +225,6 @@ async def run_once(
 # --------------------------------------------------------------------------- critical path
 
 
-def paths_by_seed(outcome: RunOutcome) -> dict[int | None, str]:
-    """Chat step path by the API seed it sent (every step sends its own derived seed)."""
-    return {
-        s["params"]["seed"]: s["path"] for s in outcome.transcript["steps"] if s["type"] == "chat"
-    }
-
-
-def step_latencies(outcome: RunOutcome) -> dict[str, float]:
-    """Latency per step path of the calls (a chat step's summed over its re-asks; the image
-    call's under its path, ``image``); actions make no call and have none.
-
-    With simulator records, the simulated (server-side) latencies, matched to steps by the
-    API seed each step sends; without (a real endpoint, prompt only), the client-measured
-    ``latency_ms`` of the chat steps.
-    """
-    latency: dict[str, float] = {}
-    if not outcome.records:
-        for step in outcome.transcript["steps"]:
-            if step["type"] == "chat":
-                path = step["path"]
-                latency[path] = latency.get(path, 0.0) + step["latency_ms"] / 1000
-        return latency
-    by_seed = paths_by_seed(outcome)
-    for record in outcome.records:
-        path = floor.IMAGE if record.kind == "image" else by_seed[record.seed]
-        latency[path] = latency.get(path, 0.0) + record.latency_s
-    return latency
-
-
 SCORING_STAGE = "pipeline/blackbox_scoring"
 
 
@@ -301,14 +242,6 @@ def scoring_stage(outcome: RunOutcome, capacity: int | None = None) -> tuple[flo
         return None
     span = max(r.finished for r in calls) - min(r.started for r in calls)
     return span, outcome.shape.cost(SCORING_STAGE, step_latencies(outcome), capacity)
-
-
-def critical_path(scenario: Scenario, outcome: RunOutcome) -> tuple[float, float]:
-    """(critical path, sum of all call latencies) in seconds: the run's shape costed with
-    its calls' latencies (bench/shape.py; the image and title calls go together, so the
-    slower of the two is on the path)."""
-    latency = step_latencies(outcome)
-    return outcome.shape.run_cost(latency, scenario.max_concurrency), sum(latency.values())
 
 
 # --------------------------------------------------------------------------- scenario
@@ -809,7 +742,7 @@ async def main_async(args: argparse.Namespace) -> tuple[list[Result], dict[str, 
         )
         sim_info: dict[str, Any] = {"base_url": args.base_url, "model": args.model}
     else:
-        import batch  # imports this module: imported here, not at the top
+        import batch  # the image_project.run.batch machinery, only when it runs
         from simulator import RemoteSimulator
 
         factor = 0.05 if args.quick else 1.0

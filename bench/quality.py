@@ -933,9 +933,8 @@ def sweep_panels(normalisations: Sequence[str] | None = None) -> list[Panel]:
 
 
 REFERENCE_PANEL = sweep_panel("median")
-"""The panel every sweep panel is paired with: the median of 3 judges' own scores (the
-product's default before issue 26's sweep, and SPEC's median), fixed so that the paired
-figures mean the same whatever the default becomes."""
+"""The panel every sweep panel is paired with: the median of 3 judges' own scores (SPEC's
+median), fixed so that the paired figures mean the same whatever the default becomes."""
 
 
 def _by_spread(

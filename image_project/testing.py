@@ -12,7 +12,7 @@
   answers in the OpenAI wire format, for local OpenAI-compatible test servers (the benchmark's
   latency simulator and the tests' scripted server serve them).
 * :class:`StrictLocalServer` — an OpenAI-compatible HTTP server on 127.0.0.1 that behaves like
-  llama.cpp's ``llama-server`` with a strict chat template and a base model (issue 24): it
+  llama.cpp's ``llama-server`` with a strict chat template and a base model: it
   refuses a conversation that does not alternate (HTTP 400), never stops unless the request
   sends a token limit, lists one model and has no image endpoint.
 

@@ -57,8 +57,9 @@ PINNED = [
     *("--set", "prompt.scoring.aggregation=median"),
     *("--set", "prompt.scoring.normalise=none"),
 ]
-"""The aggregation the snapshots were taken with (the default until issue 26's sweep made it
-mean of z-scores), pinned so that the before_issue_* comparisons see only wire changes."""
+"""The aggregation the snapshots were taken with (median of the judges' own scores), pinned so
+that a change of the default aggregation or normalisation does not change the snapshots: they
+guard what goes on the wire and into the record."""
 
 _VOLATILE = frozenset(
     {"created_at", "latency_ms", "pacing_wait_ms", "wall_s", "phases_s", "timing", "generation_id"}
@@ -86,8 +87,8 @@ def run_scenario(
     and scrubbed transcript."""
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    # The offline judges' shared per-model error (issue 26) off: the answers stay those the
-    # snapshots (and tests/data/wire/before_issue_23) were taken with.
+    # The offline judges' shared per-model error off: the answers stay those the snapshots
+    # were taken with.
     with OpenAIServer(offline=True, offline_model_error=0.0) as server:
         cfg = {
             "backend": {"provider": "openai", "base_url": server.base_url},

@@ -1,5 +1,5 @@
 """The package's import graph: every import points down the declared layers, and no module
-imports itself back through others.
+imports itself back through others; the same for the benchmark scripts in ``bench/``.
 
 The graph is read from the source with ``ast`` (nothing is imported): every ``import`` and
 ``from ... import`` of an ``image_project`` module in every ``.py`` file under the package,
@@ -20,10 +20,11 @@ Rules (one test each):
    same layer do not import each other (that is what putting them side by side declares).
    This holds for all three kinds: a lazy import is still a dependency, and a type named only
    for the type checker still ties the importer to the concept it names.
-3. No import cycle between modules through the imports that run (``module`` and
-   ``function``): a cycle through a lazy import still means neither module can be read or
-   tested without the other. ``type-checking`` imports are left out, because they never run;
-   by rule 2 they point down or stay inside their unit anyway.
+3. No import cycle between modules, through imports of any kind: a cycle through a lazy
+   import still means neither module can be read or tested without the other, and one
+   through a ``type-checking`` import ties them as tightly for a reader and the type checker
+   (where a module needs only part of another, it names that part in a protocol of its own,
+   as ``engine.scope.ScopeRunner`` does for the runner).
 4. A unit singled out of another's package (``backends.base``) does not load that package:
    Python runs a package's ``__init__`` before any of its modules, so those ``__init__`` files
    import nothing of ours at run time.
@@ -31,6 +32,11 @@ Rules (one test each):
 An import of ``a.b.c`` is an edge to ``a.b.c`` only: the ``__init__`` of ``a`` and ``a.b`` run
 first, but a package gathering its own modules is the normal shape, not a cycle (rule 4
 covers the one place where it would matter).
+
+``bench/`` is a folder of scripts that import each other as top-level modules (``import
+floor``, ``from runs import Scenario``: the running script puts ``bench/`` on ``sys.path``).
+Its graph is read the same way, each file named by its stem, and rule 3 holds for it: no
+cycle between bench modules, through imports of any kind.
 """
 
 from __future__ import annotations
@@ -152,7 +158,7 @@ class _Imports(ast.NodeVisitor):
         while target not in self.known and "." in target:
             target = target.rpartition(".")[0]
         edge = Edge(self.module, target, self.kind, line)
-        if target.partition(".")[0] == PACKAGE and target != self.module and edge not in self.edges:
+        if target in self.known and target != self.module and edge not in self.edges:
             self.edges.append(edge)
 
     def visit_Import(self, node: ast.Import) -> None:
@@ -173,9 +179,16 @@ class _Imports(ast.NodeVisitor):
             )
 
 
-def import_edges(root: Path) -> list[Edge]:
-    """Every import of a package module by a package module (see the module docstring)."""
-    known = module_files(root)
+def script_files(folder: Path) -> dict[str, Path]:
+    """Module name (the file's stem) -> file, for every ``.py`` file directly in ``folder``:
+    scripts that import each other as top-level modules, as ``bench/``'s do."""
+    return {path.stem: path for path in sorted(folder.glob("*.py"))}
+
+
+def import_edges(root: Path, known: Mapping[str, Path] | None = None) -> list[Edge]:
+    """Every import of one of the ``known`` modules (default: the package at ``root``,
+    :func:`module_files`) by another (see the module docstring)."""
+    known = module_files(root) if known is None else known
     edges = []
     for module, path in known.items():
         visitor = _Imports(module, path.name == "__init__.py", known)
@@ -279,17 +292,17 @@ def _one_cycle(component: Sequence[str], edges: Mapping[tuple[str, str], Edge]) 
 
 
 def import_cycles(edges: Sequence[Edge]) -> list[str]:
-    """One line per cycle of imports that run, naming every step of one cycle through it."""
-    running: dict[tuple[str, str], Edge] = {}
+    """One line per cycle of imports (of any kind), naming every step of one cycle through
+    it."""
+    first: dict[tuple[str, str], Edge] = {}
     for edge in edges:
-        if edge.kind != "type-checking":
-            running.setdefault((edge.source, edge.target), edge)
+        first.setdefault((edge.source, edge.target), edge)
     graph: dict[str, set[str]] = {}
-    for source, target in running:
+    for source, target in first:
         graph.setdefault(source, set()).add(target)
     found = []
     for component in _strongly_connected(graph):
-        cycle = _one_cycle(component, running)
+        cycle = _one_cycle(component, first)
         steps = [f"{e.target} ({e.kind} import, line {e.line})" for e in cycle]
         found.append("import cycle: " + " -> ".join([cycle[0].source, *steps]))
     return found
@@ -322,6 +335,8 @@ def loaded_packages(
 ROOT = Path(image_project.__file__).parent
 MODULES = module_files(ROOT)
 EDGES = import_edges(ROOT)
+BENCH = ROOT.parent / "bench"
+BENCH_EDGES = import_edges(BENCH, script_files(BENCH))
 
 
 def test_every_module_is_in_a_declared_layer() -> None:
@@ -343,6 +358,11 @@ def test_no_import_cycle_between_modules() -> None:
     assert not found, "\n".join(found)
 
 
+def test_no_import_cycle_between_bench_modules() -> None:
+    found = import_cycles(BENCH_EDGES)
+    assert not found, "\n".join(found)
+
+
 def test_a_unit_singled_out_of_a_package_does_not_load_the_rest_of_it() -> None:
     found = loaded_packages(list(MODULES), EDGES)
     assert not found, "\n".join(found)
@@ -357,6 +377,11 @@ def test_the_graph_sees_each_kind_of_import() -> None:
         "type-checking"
     )
     assert {"image_project", "image_project.backends.base", "image_project.cli"} <= set(MODULES)
+    bench = {(e.source, e.target): e.kind for e in BENCH_EDGES}
+    assert bench[("batch", "runs")] == "module"
+    assert bench[("latency", "batch")] == "function"
+    assert bench[("runs", "simulator")] == "type-checking"
+    assert not any(e.target.startswith(PACKAGE) for e in BENCH_EDGES)
 
 
 def _write(root: Path, files: Mapping[str, str]) -> Path:
@@ -397,13 +422,37 @@ def test_the_checks_catch_each_kind_of_mistake(tmp_path: Path) -> None:
         "image_project.typed (layer bottom) imports image_project.high (layer top), line 3, "
         "type-checking import: upward",
     ]
-    # high -> low runs only when g() is called, but it closes a cycle all the same; pkg.b ->
-    # pkg.a is for the type checker only, so pkg.a and pkg.b make none.
+    # high -> low runs only when g() is called, and pkg.b -> pkg.a only for the type
+    # checker, but each closes a cycle all the same.
     assert import_cycles(edges) == [
         "import cycle: image_project.high -> image_project.low (function import, line 3) -> "
-        "image_project.high (module import, line 1)"
+        "image_project.high (module import, line 1)",
+        "import cycle: image_project.pkg.a -> image_project.pkg.b (module import, line 1) -> "
+        "image_project.pkg.a (type-checking import, line 3)",
     ]
     assert loaded_packages(list(module_files(root)), edges, layers) == [
         "importing image_project.outer.seam (unit outer.seam) runs the __init__ of "
         "image_project.outer (unit outer), which imports image_project.low at line 1"
+    ]
+
+
+def test_the_cycle_check_reads_scripts_that_import_each_other_by_name(tmp_path: Path) -> None:
+    """bench/'s shape: top-level modules by file name; a lazy import closing a cycle is
+    found, an import of the package or of a library is no edge."""
+    for name, source in {
+        "shared.py": "import json\nfrom image_project.engine import Context\n",
+        "report.py": "import shared\nfrom scenario import run\n",
+        "scenario.py": "from shared import x\ndef run():\n    from report import table\n",
+    }.items():
+        (tmp_path / name).write_text(source, encoding="utf-8")
+    edges = import_edges(tmp_path, script_files(tmp_path))
+    assert sorted(map(str, edges)) == [
+        "report -> scenario (module import, line 2)",
+        "report -> shared (module import, line 1)",
+        "scenario -> report (function import, line 3)",
+        "scenario -> shared (module import, line 1)",
+    ]
+    assert import_cycles(edges) == [
+        "import cycle: report -> scenario (module import, line 2) -> "
+        "report (function import, line 3)"
     ]

@@ -1,4 +1,4 @@
-"""Batches (issue 27, image_project.run.batch): runs in flight together ask exactly what runs
+"""Batches (image_project.run.batch): runs in flight together ask exactly what runs
 one after another ask; Ctrl-C starts no new run and leaves every run whole or recorded as
 interrupted; a failure every run would hit stops the batch once. In-process, fake backends
 that interleave the runs' calls with checkpoints (never a sleep); the interrupt is triggered

@@ -29,11 +29,13 @@ sys.path.insert(0, str(BENCH))
 if TYPE_CHECKING:  # mypy sees the real modules (bench/ is on its path; see pyproject.toml)
     import floor
     import latency
+    import runs
     import simulator
     from shape import Shape
 else:
     floor = pytest.importorskip("floor")
     latency = pytest.importorskip("latency")
+    runs = pytest.importorskip("runs")
     simulator = pytest.importorskip("simulator")
     Shape = pytest.importorskip("shape").Shape
 
@@ -149,7 +151,7 @@ def zero_latency(allow_loopback: None) -> Iterator[tuple[str, simulator.LatencyS
         yield base_url, sim
 
 
-def with_latencies(outcome: latency.RunOutcome, chat: float, image: float) -> latency.RunOutcome:
+def with_latencies(outcome: runs.RunOutcome, chat: float, image: float) -> runs.RunOutcome:
     """``outcome`` as if every chat call had taken ``chat`` seconds and the image ``image``."""
     records = [
         dataclasses.replace(r, latency_s=image if r.kind == "image" else chat)
@@ -171,7 +173,7 @@ async def test_a_standard_run_records_the_shape_of_its_step_tree(
     another, and per ToT enclave its 5 drafts at once, its 3 consensus calls at once and the
     final consensus (3 s; 5/2 + 3/2 + 1 = 5 s under a limit of 2 calls)."""
     base_url, sim = zero_latency
-    scenario = latency.Scenario(refinement, (f"prompt.refinement={refinement}",))
+    scenario = runs.Scenario(refinement, (f"prompt.refinement={refinement}",))
     outcome = await latency.run_once(scenario, "sequential", base_url, sim)
     shape = outcome.shape
     tree = prompt_pipeline(
@@ -195,7 +197,7 @@ async def test_a_standard_run_records_the_shape_of_its_step_tree(
     # the bench's figure: the filter call, the pipeline, then the slower of image and title
     timed = with_latencies(outcome, chat=1.0, image=2.0)
     calls = len(timed.records)
-    assert latency.critical_path(scenario, timed) == pytest.approx(
+    assert runs.critical_path(scenario, timed) == pytest.approx(
         (1 + 6 + 3 * enclaves + 2, (calls - 1) * 1.0 + 2.0)
     )
     assert latency.scoring_stage(timed) is None
@@ -225,11 +227,11 @@ async def test_an_evolution_run_records_its_rounds_the_same_in_both_modes(
         f"{scoring}/round_2/judges": 3,
     }
     timed = with_latencies(seq, chat=1.0, image=2.0)
-    assert latency.critical_path(scenario, timed) == pytest.approx((1 + 12 + 2, 41 + 2.0))
+    assert runs.critical_path(scenario, timed) == pytest.approx((1 + 12 + 2, 41 + 2.0))
     stage = latency.scoring_stage(timed)
     assert stage is not None and stage[1] == pytest.approx(7.0)
     # under a limit of 2 calls at a time: ideas 3, judges 1.5, each round 3 + 1.5
-    assert timed.shape.cost(scoring, latency.step_latencies(timed), 2) == pytest.approx(14.5)
+    assert timed.shape.cost(scoring, runs.step_latencies(timed), 2) == pytest.approx(14.5)
 
 
 def test_call_keyed_latency_ignores_the_text_but_not_the_step() -> None:
@@ -393,7 +395,7 @@ async def test_the_floor_replays_an_evolution_run_in_its_recorded_shape(
     round's variants only after round 0's judges have all answered."""
     base_url, sim = zero_latency
     outcome = await latency.run_once(latency.evolution(), "concurrent", base_url, sim)
-    by_seed = latency.paths_by_seed(outcome)
+    by_seed = runs.paths_by_seed(outcome)
     captured = floor.capture(outcome.records, by_seed)
     assert captured.calls == len(outcome.records) == 42
     sim.reset()

@@ -1,4 +1,4 @@
-"""Errors, not tracebacks (issue 25): an output path that cannot be written, a closed pipe
+"""Errors, not tracebacks: an output path that cannot be written, a closed pipe
 and a usage error each end with one line on stderr and the documented exit code."""
 
 from __future__ import annotations

@@ -618,7 +618,7 @@ def test_local_overlay_shape_mismatch_names_the_key(tmp_path: Path) -> None:
 
 
 def test_missing_default_config_falls_back_to_the_built_in_one(tmp_path: Path) -> None:
-    # Issue 24: no config/config.yaml is no error; tests/test_defaults.py has the details.
+    # No config/config.yaml is no error; tests/test_defaults.py has the details.
     assert load_config(root=tmp_path, env={}).sources[0].endswith("defaults/config.yaml")
 
 

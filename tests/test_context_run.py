@@ -1,4 +1,4 @@
-"""Context injectors in whole runs (issue 28's must-show): on 2026-10-25 with seed 1 the
+"""Context injectors in whole runs: on 2026-10-25 with seed 1 the
 holiday (Halloween, six days on) applies and the guidance is in the record and in the first
 stage prompt (and the system prompt with ``both``); the same seed and date send identical
 requests; a date with no holiday in the window records ``no_holiday_in_window``; context

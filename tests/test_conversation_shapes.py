@@ -1,4 +1,4 @@
-"""Every request a run sends has the shape strict chat templates accept (issue 24).
+"""Every request a run sends has the shape strict chat templates accept.
 
 Gemma's, Mistral's and Llama-2-style templates accept one optional leading system message,
 then user and assistant turns strictly alternating, first and last ``user``

@@ -1,4 +1,4 @@
-"""The built-in defaults shipped in the package and ``image-project init`` (issue 24): the
+"""The built-in defaults shipped in the package and ``image-project init``: the
 config search order, and the console script working from any directory."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``runs show`` answers "why this card?" in text (issue 25): every round of a multi-round
+"""``runs show`` answers "why this card?" in text: every round of a multi-round
 run (each card's origin, scores, survivor category and proposer, every survivor's reason, the
 selector and its fallback with the cause, the final pick's rule), ``--round N`` one round,
 ``--card X`` one card's whole history; an interrupted scoring run says why there is no card

@@ -93,7 +93,7 @@ def test_the_openai_backend_still_imports_it_when_chosen(tmp_path: Path) -> None
     ]
     result = probe(argv)
     assert result["after_import"] is False and result["after_run"] is True
-    assert result["code"] == 2  # the probe found the port closed (issue 24): exit 2
+    assert result["code"] == 2  # the pre-flight probe found the port closed: exit 2
 
 
 def test_a_run_into_an_existing_sqlite_store_does_not_import_sqlalchemy(tmp_path: Path) -> None:

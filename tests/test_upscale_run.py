@@ -1,4 +1,4 @@
-"""The 4K image in whole runs (issue 28, "Upscale"): an offline run with ``upscale.enabled``
+"""The 4K image in whole runs (README "Upscale"): an offline run with ``upscale.enabled``
 writes a 3840-long-edge captioned JPEG, records it (transcript, manifest, summary, progress,
 phase time) and the review site shows and links it; a missing upscaler without the fallback
 exits 2 before any model call; the upscaler binary's result and failure; and the records
@@ -65,7 +65,7 @@ def quantization_of(image: Image.Image, **save: Any) -> object:
         return getattr(encoded, "quantization", None)
 
 
-# --------------------------------------------------------------------------- must show
+# --------------------------------------------------------------------------- whole runs
 
 
 def test_an_offline_run_writes_a_captioned_4k_jpeg_and_the_review_site_shows_it(

@@ -6,16 +6,6 @@ the local offline server; their request bodies and scrubbed transcripts must equ
 snapshots in ``tests/data/wire/``. A refactor that changes a prompt, a seed, a schema or the
 record fails here. After a deliberate change, regenerate the snapshots with
 ``python scripts/wire_snapshot.py tests/data/wire`` and say why in the commit.
-
-``tests/data/wire/before_issue_23/`` keeps the transcripts of the same scenarios as the code
-recorded them before the scoring wing moved onto typed steps (issue 23): they differ only in
-the LLM selector's model (recorded as null before, the model the step sent now). The request
-bodies were byte-identical then (``diff -r`` of the two snapshot directories), so only the
-current ones are kept.
-
-``tests/data/wire/before_issue_24/`` keeps the bodies and transcripts as issue 23 left them;
-issue 24 added a token limit to every chat body and made the one request that did not
-alternate do so (:func:`test_issue_24_added_token_limits_and_made_the_one_odd_conversation_alternate`).
 """
 
 from __future__ import annotations
@@ -23,12 +13,8 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
-
-from image_project.record import IdeaCard
-from image_project.stages.scoring.cards import check_card_fields
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts"))
@@ -38,8 +24,8 @@ import wire_snapshot  # noqa: E402
 SAVED = REPO / "tests" / "data" / "wire"
 
 
-def saved(name: str, suffix: str, where: Path = SAVED) -> object:
-    return json.loads((where / f"{name}.{suffix}.json").read_text(encoding="utf-8"))
+def saved(name: str, suffix: str) -> object:
+    return json.loads((SAVED / f"{name}.{suffix}.json").read_text(encoding="utf-8"))
 
 
 @pytest.mark.parametrize("name", list(wire_snapshot.SCENARIOS))
@@ -50,97 +36,3 @@ def test_a_run_sends_and_records_what_the_snapshot_holds(
     # Through JSON, as the snapshot was written (tuples become lists).
     assert json.loads(json.dumps(bodies)) == saved(name, "requests")
     assert json.loads(json.dumps(transcript)) == saved(name, "transcript")
-
-
-ADDED_SINCE_ISSUE_23 = {"context": {"enabled": False}, "upscale": None}
-"""Transcript fields added after issue 23, with their value in these runs (context and the
-4K image off)."""
-
-
-def test_before_the_typed_scoring_wing_only_the_selector_model_differed() -> None:
-    before = SAVED / "before_issue_23"
-    after = SAVED / "before_issue_24"  # the snapshots as issue 23 left them
-    for name in wire_snapshot.SCENARIOS:
-        old, new = saved(name, "transcript", before), saved(name, "transcript", after)
-        assert isinstance(old, dict) and isinstance(new, dict)
-        for key, value in ADDED_SINCE_ISSUE_23.items():
-            assert key not in old and new.pop(key) == value
-        if name != "three_rounds_llm_selector":
-            assert old == new
-            continue
-        for data in (old, new):
-            for r in data["blackbox_scoring"]["evolution"]["rounds"]:
-                if r["selector"] is not None:
-                    r["selector"]["model"] = None
-            for step in data["steps"]:
-                if step.get("type") == "action" and step["name"] == "survivors":
-                    step["result"]["selector"]["model"] = None
-        assert old == new
-
-
-def _roles(body: dict[str, Any]) -> list[str]:
-    return [m["role"] for m in body.get("messages", [])]
-
-
-GATED_BY_ISSUE_24 = ("three_rounds", "three_rounds_llm_selector")
-"""Scenarios whose offline answers issue 24's quality gates changed: a variant card of the
-saved runs used the card schema's own field names as values (``"avoid"``, ``"palette"``),
-which the ``card_field`` gate rejects, so the offline backend no longer draws them; the
-offline selector's diversity reason now quotes its card (the ``selector_reason`` gate)."""
-
-
-@pytest.mark.parametrize("name", GATED_BY_ISSUE_24)
-def test_issue_24_quality_gates_changed_the_three_round_runs_offline_cards(name: str) -> None:
-    """Why the three-round scenarios are not compared body by body with ``before_issue_24``:
-    a saved card held field names as values; none of the current cards does, and the wire
-    facts of issue 24 (token limits, alternation) hold for them too."""
-
-    def cards(data: object) -> list[IdeaCard]:
-        assert isinstance(data, dict)
-        rounds = data["blackbox_scoring"]["evolution"]["rounds"]
-        return [
-            IdeaCard.model_validate(c["card"])
-            for r in rounds
-            for c in r["candidates"]
-            if c["card"] is not None
-        ]
-
-    old = cards(saved(name, "transcript", SAVED / "before_issue_24"))
-    assert any(check_card_fields(card) for card in old)
-    assert not any(check_card_fields(card) for card in cards(saved(name, "transcript")))
-    new = saved(name, "requests")
-    assert isinstance(new, list)
-    chats = [b for b in new if "messages" in b]
-    assert all(isinstance(b.get("max_completion_tokens"), int) for b in chats)
-    assert ["system", "assistant", "user"] not in [_roles(b) for b in new]
-
-
-@pytest.mark.parametrize("name", [n for n in wire_snapshot.SCENARIOS if n not in GATED_BY_ISSUE_24])
-def test_issue_24_added_token_limits_and_made_the_one_odd_conversation_alternate(
-    name: str,
-) -> None:
-    """What issue 24 changed on the wire (``before_issue_24/`` holds the bodies as issue 23
-    left them): every chat body gained ``max_completion_tokens``; the one request that did
-    not alternate (``dalle_prompt_creation``'s draft after the selected card's stage:
-    ``[system, assistant, user]``) now sends that stage as its prompt and its answer
-    (``[system, user, assistant, user]``); the offline answer to it, hence the image prompt
-    and the title request, changed with it. Nothing else."""
-    old = saved(name, "requests", SAVED / "before_issue_24")
-    new = saved(name, "requests")
-    assert isinstance(old, list) and isinstance(new, list) and len(old) == len(new)
-    chats = [b for b in new if "messages" in b]
-    assert all(isinstance(b.get("max_completion_tokens"), int) for b in chats)
-    stripped = {
-        json.dumps({k: v for k, v in b.items() if k != "max_completion_tokens"}, sort_keys=True)
-        for b in new
-    }
-    before = {json.dumps(b, sort_keys=True) for b in old}
-    gone = [json.loads(b) for b in before - stripped]
-    came = [json.loads(b) for b in stripped - before]
-    assert sorted(map(_roles, gone)) == [[], ["system", "assistant", "user"], ["system", "user"]]
-    assert sorted(map(_roles, came)) == [
-        [],
-        ["system", "user"],
-        ["system", "user", "assistant", "user"],
-    ]
-    assert ["system", "assistant", "user"] not in [_roles(b) for b in new]

@@ -1,4 +1,4 @@
-"""The ``context`` section of the configuration (issue 28): season and holiday injectors,
+"""The ``context`` section of the configuration: season and holiday injectors,
 their strict keys and bounds, and user plugins named by module. Read by
 :mod:`image_project.context`.
 """
@@ -43,7 +43,7 @@ __all__ = [
     "SeasonConfig",
 ]
 
-# --------------------------------------------------------------------------- context (issue 28)
+# --------------------------------------------------------------------------- context
 
 HOLIDAY_KEYS: tuple[str, ...] = (
     "new_year",

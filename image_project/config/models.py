@@ -232,7 +232,7 @@ class RunConfig(_Section):
     mode: Literal["full", "prompt_only"] = "full"
     concurrency: Literal["concurrent", "sequential"] = "concurrent"
     runs: _Int = Field(default=1, ge=1, le=1000)
-    # Runs in flight at once in one process (issue 27): an int, or auto (image_project.run.batch).
+    # Runs in flight at once in one process: an int, or auto (image_project.run.batch).
     parallel: Annotated[int | Literal["auto"], BeforeValidator(_check_parallel)] = 1
     parallel_cap: _Int = Field(default=16, ge=1, le=256)
 

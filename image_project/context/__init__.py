@@ -1,5 +1,5 @@
 """Context injectors: lines of guidance from the run's date and the user's own plugins
-(README "Context"; issue 28).
+(README "Context").
 
 * :mod:`.base` — the :class:`Injector` protocol a plugin implements, its input and answer,
   the guidance block;

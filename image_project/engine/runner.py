@@ -48,7 +48,7 @@ from image_project.backends.base import (
 )
 from image_project.engine.answers import Call, answer_text, cut_off, reask_messages
 from image_project.engine.budget import TokenLimits
-from image_project.engine.context import Context, EngineEvent
+from image_project.engine.context import Context
 from image_project.engine.fanout import ordered_fanout
 from image_project.engine.nodes import (
     ActionStep,
@@ -60,6 +60,7 @@ from image_project.engine.nodes import (
     default_name,
     walk,
 )
+from image_project.engine.outcome import Conversation, NodeOutcome
 from image_project.engine.recorder import DefaultStepRecorder, StepRecorder, check_recorder
 from image_project.engine.scope import Scope, merge_produced, root_scope
 from image_project.errors import (
@@ -85,21 +86,8 @@ from image_project.record.events import (
 __all__ = ["ChatRunner", "Conversation", "ExecutionMode", "NodeOutcome", "as_json"]
 
 ExecutionMode: TypeAlias = Literal["concurrent", "sequential"]
-Conversation: TypeAlias = tuple[Message, ...]
 
 _REASK_ERROR_CHARS = 2000
-
-
-@dataclass(frozen=True)
-class NodeOutcome:
-    """What a node produced: the messages it added to its working copy, its last assistant
-    response (None when it produced none) and, for a step, its value (a chat step's parsed
-    answer or ``on_failure`` value, an action's return value) and its transcript event."""
-
-    produced: Conversation
-    last_response: str | None
-    value: object = None
-    event: EngineEvent | None = None
 
 
 def _utc_now() -> str:

@@ -25,7 +25,7 @@ import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 from image_project.backends.base import Message
 from image_project.engine.context import Context
@@ -39,16 +39,43 @@ from image_project.engine.nodes import (
     Node,
     default_name,
 )
+from image_project.engine.outcome import Conversation, NodeOutcome
 from image_project.errors import PipelineDefinitionError, StepFailedError, locate
 from image_project.record.events import ActionEvent, ChatEvent
 
-if TYPE_CHECKING:
-    from image_project.engine.runner import ChatRunner, NodeOutcome
-
-__all__ = ["Answer", "Scope", "merge_produced", "root_scope"]
+__all__ = ["Answer", "Scope", "ScopeRunner", "merge_produced", "root_scope"]
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+
+class ScopeRunner(Protocol):
+    """What a scope needs of the runner that made it: run one node on a conversation, merge
+    its outcome, announce a parallel group, and say whether calls go one at a time.
+    :class:`~image_project.engine.runner.ChatRunner` is one; the scope never imports it, so
+    the runner can import this module without a cycle."""
+
+    @property
+    def mode(self) -> str:
+        """``"sequential"`` runs one call at a time; anything else runs a group at once."""
+        ...
+
+    async def run_node(
+        self,
+        node: Node,
+        ctx: Context,
+        base: Conversation,
+        *,
+        path: str,
+        name: str,
+        order: tuple[int, ...],
+    ) -> NodeOutcome: ...
+
+    def merge(
+        self, parent: Conversation, node: Node, outcome: NodeOutcome, path: str
+    ) -> Conversation: ...
+
+    def announce_group(self, path: str, block: Block) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -67,7 +94,7 @@ class Scope:
 
     def __init__(
         self,
-        runner: ChatRunner,
+        runner: ScopeRunner,
         ctx: Context,
         *,
         path: str,
@@ -222,7 +249,7 @@ def merge_produced(
 
 @asynccontextmanager
 async def root_scope(
-    runner: ChatRunner, ctx: Context, name: str, merge: MergeMode
+    runner: ScopeRunner, ctx: Context, name: str, merge: MergeMode
 ) -> AsyncIterator[Scope]:
     """A scope at the root of ``ctx`` (the next root run), merged into ``ctx.messages`` when
     it closes without an error."""

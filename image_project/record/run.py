@@ -162,7 +162,7 @@ class RunRecord(RecordModel):
     upscale: UpscaleRecord | None = None
     title_generation: TitleRecord | None = None
     blackbox_scoring: ScoringSection = Field(default_factory=ScoringOff)
-    # context injectors (issue 28): the date, the guidance, every injector's decision
+    # context injectors: the date, the guidance, every injector's decision
     context: ContextSection = Field(default_factory=ContextOff)
     usage: RunUsage = Field(default_factory=RunUsage)
     timing: Timing = Field(default_factory=Timing)

@@ -165,7 +165,7 @@ class InjectorLine:
 
 @dataclass(frozen=True)
 class ContextView:
-    """The run's context (issue 28): the date, where the guidance went, the guidance."""
+    """The run's context: the date, where the guidance went, the guidance."""
 
     date_used: str
     date_source: str

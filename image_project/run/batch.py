@@ -1,5 +1,5 @@
-"""A batch: ``run.runs`` generations, up to ``run.parallel`` of them in flight in one process
-(issue 27). :func:`run_batch` is what ``image-project generate`` runs.
+"""A batch: ``run.runs`` generations, up to ``run.parallel`` of them in flight in one process.
+:func:`run_batch` is what ``image-project generate`` runs.
 
 What the runs share, built once: the backends (one transport, one retry policy, one
 rate-limit pacer fed by the provider's headers), the inputs, one store writer. What each run

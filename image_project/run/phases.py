@@ -63,7 +63,7 @@ def _today() -> date:
 
 
 async def _context(run: RunState) -> None:
-    """The context injectors (issue 28): their record, and where their guidance goes. First
+    """The context injectors: their record, and where their guidance goes. First
     of the phases, before any model call: a plugin that fails here costs nothing. With
     ``system`` (or ``both``), the run's conversation starts from the system prompt with the
     guidance appended."""

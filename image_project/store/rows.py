@@ -348,7 +348,7 @@ def _selection_row(generation_id: str, scoring: ScoringRecord) -> Row:
 
 
 def _context_rows(rows: RecordRows, generation_id: str, context: ContextRecord) -> None:
-    """A run's ``contexts`` row and one ``context_injectors`` row per injector (issue 28)."""
+    """A run's ``contexts`` row and one ``context_injectors`` row per injector."""
     rows.add(
         "contexts",
         {

@@ -281,7 +281,7 @@ images = Table(
     Index("ix_images_seq", "seq"),
 )
 
-# -- context injectors (issue 28; migration 0002) ----------------------------------------
+# -- context injectors (migration 0002) -------------------------------------------------
 
 contexts = Table(
     "contexts",

@@ -210,9 +210,9 @@ def test_server_requested_wait_below_backoff_keeps_backoff() -> None:
 
 
 def test_server_requested_wait_is_never_cut() -> None:
-    # Issue 13: a Retry-After used to be cut to 120 s and retried anyway (refused again).
-    # A wait that long is now refused before this point (call_with_retry); what is waited
-    # for is never shortened.
+    # A Retry-After cut short would only be retried early and refused again. A wait that
+    # long is refused before this point (call_with_retry); what is waited for is never
+    # shortened.
     exc = RateLimitedError("x", status=429)
     attach_retry_after(exc, 3600.0)
     assert wait_seconds(RetryPolicy(jitter=False), 1, exc, random.Random(0)) == 3600.0

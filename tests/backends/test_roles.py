@@ -1,4 +1,4 @@
-"""Backends per role (issue 24): the ``backends:`` mapping, the role references, routing,
+"""Backends per role: the ``backends:`` mapping, the role references, routing,
 the per-backend model checks, the pre-flight probe, and what the run records."""
 
 from __future__ import annotations

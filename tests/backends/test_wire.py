@@ -1,4 +1,4 @@
-"""What goes on the wire for the ``backend`` wire settings (issue 24): the token-limit
+"""What goes on the wire for the ``backend`` wire settings: the token-limit
 parameter, the schema dialect, ``role_style: user``, the smaller limit of a retry after a
 timeout; checked on the request bodies a local server received."""
 

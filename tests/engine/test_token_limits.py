@@ -1,4 +1,4 @@
-"""Output-token limits (issue 24): every step of the pipeline names the kind of its answer,
+"""Output-token limits: every step of the pipeline names the kind of its answer,
 the runner resolves it from its TokenLimits (the config's ``backend.max_output_tokens``),
 sends it with every request of the step and records it."""
 

@@ -1,4 +1,6 @@
-"""Settings a model would reject, and the smaller command-line faults of issue 13.
+"""Settings a model would reject, and the smaller command-line faults (a ``--set`` without
+``=``, a config that is a directory, on/off and floats where a bool or an int belongs, the
+caption font, the closing count of several runs, ``--prompt-only``'s output).
 
 The model cases run the CLI in-process against a local OpenAI-compatible server (through the
 real adapter) and assert exit 2, a message naming the key and the allowed values, and that

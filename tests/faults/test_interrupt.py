@@ -366,9 +366,9 @@ def test_ctrl_c_while_the_records_are_written_finishes_them_and_exits_0(tmp_path
 
 
 def test_ctrl_c_while_run_1_writes_its_records_starts_no_run_2(tmp_path: Path) -> None:
-    # Issue 27's bug: pressed while run 1 wrote its records, Ctrl-C still let run 2 start
-    # (12 calls, then recorded as interrupted). Now run 1 finishes its records and run 2
-    # never starts.
+    # Pressed while run 1 writes its records, Ctrl-C must not let run 2 start (it would make
+    # 12 calls, then be recorded as interrupted): run 1 finishes its records and run 2 never
+    # starts.
     code, out, text = sigint_while_run_1_writes_its_records(tmp_path, "--runs", "3")
     manifest = tmp_path / "out" / "images" / "titles_manifest.csv"
     assert code == 130, text

@@ -7,10 +7,10 @@ built by the factory from config as the CLI builds it, so the client really wait
 window. Nothing here asserts on time: only on what the server refused, what the transcript
 recorded and how the run ended.
 
-Issue 13: before adaptive pacing this run failed every time. The refused calls of a fan-out
-all came back together when the server said the next request would be allowed, one got in,
-the rest were refused again, and a call ran out of its 4 attempts (24 refusals, 15 accepted
-requests, ``RateLimitedError ... (attempt 4 of 4)``)."""
+Why pacing matters here: without it, the refused calls of a fan-out all come back together
+when the server says the next request would be allowed, one gets in, the rest are refused
+again, and a call runs out of its 4 attempts (24 refusals, 15 accepted requests,
+``RateLimitedError ... (attempt 4 of 4)``)."""
 
 from __future__ import annotations
 

@@ -197,7 +197,8 @@ async def test_a_malformed_200_is_retried_and_the_run_completes(
 async def test_malformed_200s_to_two_judges_are_retried_and_the_run_completes(
     tmp_path: Path, allow_loopback: None, case: str
 ) -> None:
-    # Issue 13: two such answers to judges used to fail the run after one request each.
+    # Each judge's malformed answer is retried on its own: two of them cost one more request
+    # each, not the run.
     judges = "prompt.scoring.judges=[{id: strict}, {id: warm}, {id: novel}]"
     with OpenAIServer(offline=True) as server:
         for judge_id in ("strict", "warm"):
@@ -266,7 +267,9 @@ async def test_retry_after_300_fails_the_call_at_once_with_the_wait_and_the_sett
     tmp_path: Path, allow_loopback: None
 ) -> None:
     # Built from config by the factory, as the CLI does, with the real sleep: the call must
-    # fail without waiting at all (issue 13: it waited ~120 s three times, then gave up).
+    # fail without waiting at all: a wait longer than backend.max_retry_wait_s is refused
+    # up front, rather than waited out (or cut short and refused again) attempt after
+    # attempt.
     with OpenAIServer(offline=True) as server:
         server.rule(idea(IDEA_B_SEED), *[Reply(status=429, headers={"Retry-After": "300"})] * 4)
         cfg = make_cfg(

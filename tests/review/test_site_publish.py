@@ -1,4 +1,4 @@
-"""Nothing published by accident (issue 25): the review site copies only image files the
+"""Nothing published by accident: the review site copies only image files the
 project wrote — under the configured image folder, of an image type, decodable by Pillow —
 and shows anything else as "image not available" with the reason."""
 

@@ -1,4 +1,4 @@
-"""Why this card (issue 25), without a browser: the run page of a multi-round run shows every
+"""Why this card, without a browser: the run page of a multi-round run shows every
 round as a tree (each card's parent linked, a heatmap of judges' scores per round, the
 novelty penalty, every survivor's category, reason and proposer, the selector and its
 fallback with its cause), the final pick with the rule that made it; interrupted runs are

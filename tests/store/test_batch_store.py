@@ -1,4 +1,4 @@
-"""A batch's runs in flight together share one store writer (issue 27): on PostgreSQL each
+"""A batch's runs in flight together share one store writer: on PostgreSQL each
 run's seq transaction (claimed under the manifest lock, committed with its rows) is its own,
 so one run's claim never rolls back another's; every run is stored once, with the seq its
 manifest row and caption have."""

@@ -1,4 +1,4 @@
-"""A store that loses nothing by default (issue 25), on both engines: ``runs export`` and
+"""A store that loses nothing by default, on both engines: ``runs export`` and
 ``runs stats`` cover every stored run unless ``--limit`` is given; one run PostgreSQL
 refuses does not stop an import."""
 

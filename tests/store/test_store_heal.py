@@ -1,5 +1,5 @@
 """A run killed between its transcript and its store write does not stay out of the store
-silently (issue 25): the next run and ``runs list`` say how many transcripts in the log
+silently: the next run and ``runs list`` say how many transcripts in the log
 folder the store lacks, with the exact command that imports them into this store."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Context injectors (issue 28): ``contexts`` (one row per run with context injectors: the
+"""Context injectors: ``contexts`` (one row per run with context injectors: the
 date used, where the guidance went, the guidance) and ``context_injectors`` (one row per
 injector: applied or not, why, the probability and the roll, its lines and metadata).
 
