@@ -823,7 +823,7 @@ def paired_first_shown(a: PanelResult, b: PanelResult, level: float = 0.95) -> d
 
 
 def headline(results: Sequence[PanelResult]) -> dict[str, Any]:
-    """The figures the README quotes: median of 3 (shuffled) against one judge, and how
+    """The figures docs/evidence.md quotes: median of 3 (shuffled) against one judge, and how
     much of the single judge's first-position advantage (first-shown win rate - chance) is
     left with a shuffled panel and with the simulated shared order (n/a when the single
     judge shows no advantage clear of two standard errors)."""

@@ -203,7 +203,7 @@ class HolidayConfig(_Section):
 
 
 class ContextConfig(_Section):
-    """Context injectors (``image_project.context``; README "Context"): lines of guidance
+    """Context injectors (``image_project.context``; docs/context.md): lines of guidance
     from the run's date (the season, a nearby holiday) and from plugins, put where
     ``injection_location`` says. Off = the run is exactly as without this section."""
 

@@ -100,7 +100,7 @@ def _check_model_name(value: str) -> str:
 
 
 class UpscaleConfig(_Section):
-    """The 4K image (``upscale``; README "4K upscale", :mod:`image_project.artifacts.upscale`).
+    """The 4K image (``upscale``; docs/upscale.md, :mod:`image_project.artifacts.upscale`).
 
     The target is ``target_width_px`` x ``target_height_px`` (both or neither), else the long
     edge ``target_long_edge_px`` with ``target_aspect_ratio`` or the image's own ratio. The

@@ -1,5 +1,5 @@
 """Context injectors: lines of guidance from the run's date and the user's own plugins
-(README "Context").
+(docs/context.md).
 
 * :mod:`.base` — the :class:`Injector` protocol a plugin implements, its input and answer,
   the guidance block;

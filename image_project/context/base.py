@@ -3,7 +3,7 @@
 injector become one guidance block (:func:`render_guidance`).
 
 A plugin is a module that defines ``injector``, any object with a ``name`` (lower-case
-letters, digits and ``_``) and an ``inject(given) -> Injection`` method (README "Context")::
+letters, digits and ``_``) and an ``inject(given) -> Injection`` method (docs/context.md)::
 
     # my_pkg/moon.py
     from image_project.context import Injection, InjectorInput

@@ -1,6 +1,6 @@
 """The ``holiday`` injector: the nearest holiday within ``lookahead_days``, applied by chance.
 
-Which holidays, and their dates (README "Context"):
+Which holidays, and their dates (docs/context.md):
 
 * The candidates are ``context.holiday.include``, by default the original project's five:
   New Year's Day, Valentine's Day, Halloween, Thanksgiving and Christmas.
