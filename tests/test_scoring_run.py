@@ -304,8 +304,9 @@ async def test_malformed_card_is_reasked_then_fails_at_its_step(tmp_path: Path) 
         return scoring_answer(request)
 
     text = FunctionTextBackend(fn)
+    every_card = "prompt.scoring.min_ok_cards=6"  # no card may be dropped
     with pytest.raises(RunFailed) as caught:
-        await run_generation(make_cfg(tmp_path, *ENSEMBLE), backends(text))
+        await run_generation(make_cfg(tmp_path, *ENSEMBLE, every_card), backends(text))
     assert caught.value.error.path == "pipeline/blackbox_scoring/ideas/idea_B"
     assert "options" in caught.value.error.message
     assert sum(1 for r in text.requests if r.seed == card_b_seed) == 2  # asked, re-asked once

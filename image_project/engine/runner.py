@@ -46,7 +46,14 @@ from image_project.backends.base import (
     Usage,
     conversation_problem,
 )
-from image_project.engine.answers import Call, answer_text, cut_off, reask_messages
+from image_project.engine.answers import (
+    Call,
+    answer_text,
+    cut_off,
+    echo_of,
+    reask_error,
+    reask_messages,
+)
 from image_project.engine.budget import TokenLimits
 from image_project.engine.context import Context, EngineEvent
 from image_project.engine.fanout import ordered_fanout
@@ -70,6 +77,7 @@ from image_project.errors import (
     PipelineDefinitionError,
     RefusalError,
     StepFailedError,
+    attach_rejected,
     locate,
 )
 from image_project.record.events import (
@@ -362,6 +370,8 @@ class ChatRunner:
                     step, history, prompt, Call(model, limit, path), replies, reasks
                 )
             except Exception as exc:
+                sent = len(replies) + (1 if isinstance(exc, BackendError) else 0)
+                attach_rejected(exc, sent, tuple(reasks))
                 if step.on_failure is None:
                     raise
                 failure = exc
@@ -468,11 +478,15 @@ class ChatRunner:
             try:
                 if cut is not None:
                     raise ModelOutputError("cut_off", cut, output=text)
-                return text, text if output is None else output.parse(text)
+                value = text if output is None else output.parse(text)
+                echo = echo_of(text, [r.response for r in reasks]) if reasks else None
+                if echo is not None:
+                    raise ModelOutputError("reask_echo", echo, output=text)
+                return text, value
             except RefusalError as exc:
                 raise RefusalError(f"{path}: {exc.detail}", output=exc.output) from exc
             except (ModelOutputError, ValueError) as exc:
-                error = str(exc)[:_REASK_ERROR_CHARS]
+                error = reask_error(exc)[:_REASK_ERROR_CHARS]
                 reasks.append(Reask(response=text, error=error))
                 if len(reasks) > policy.max:
                     if policy.fallback is not None:
