@@ -13,6 +13,10 @@ the LLM selector's model (recorded as null before, the model the step sent now).
 bodies were byte-identical then (``diff -r`` of the two snapshot directories), so only the
 current ones are kept.
 
+``tests/data/wire/before_keyed_judges/`` keeps the request bodies from before the judge
+answer was keyed by card id: only the judges' bodies differ
+(:func:`test_keying_the_judge_answer_by_card_id_changed_only_the_judge_bodies`).
+
 ``tests/data/wire/before_issue_24/`` keeps the bodies and transcripts as issue 23 left them;
 issue 24 added a token limit to every chat body and made the one request that did not
 alternate do so (:func:`test_issue_24_added_token_limits_and_made_the_one_odd_conversation_alternate`).
@@ -20,6 +24,7 @@ alternate do so (:func:`test_issue_24_added_token_limits_and_made_the_one_odd_co
 
 from __future__ import annotations
 
+import copy
 import json
 import sys
 from pathlib import Path
@@ -126,7 +131,7 @@ def test_issue_24_added_token_limits_and_made_the_one_odd_conversation_alternate
     (``[system, user, assistant, user]``); the offline answer to it, hence the image prompt
     and the title request, changed with it. Nothing else."""
     old = saved(name, "requests", SAVED / "before_issue_24")
-    new = saved(name, "requests")
+    new = saved(name, "requests", SAVED / "before_keyed_judges")  # as issue 24 left them
     assert isinstance(old, list) and isinstance(new, list) and len(old) == len(new)
     chats = [b for b in new if "messages" in b]
     assert all(isinstance(b.get("max_completion_tokens"), int) for b in chats)
@@ -144,3 +149,75 @@ def test_issue_24_added_token_limits_and_made_the_one_odd_conversation_alternate
         ["system", "user", "assistant", "user"],
     ]
     assert ["system", "assistant", "user"] not in [_roles(b) for b in new]
+
+
+JUDGE_SCHEMA_BEFORE = {
+    "type": "object",
+    "properties": {
+        "scores": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "id": {"type": "string", "enum": None},
+                    "score": {"type": "integer", "minimum": 0, "maximum": 100},
+                },
+                "required": ["id", "score"],
+                "additionalProperties": False,
+            },
+            "minItems": None,
+            "maxItems": None,
+        }
+    },
+    "required": ["scores"],
+    "additionalProperties": False,
+}
+
+
+@pytest.mark.parametrize("name", list(wire_snapshot.SCENARIOS))
+def test_keying_the_judge_answer_by_card_id_changed_only_the_judge_bodies(name: str) -> None:
+    """What keying the judge answer by card id changed on the wire: in every judge body (and
+    nowhere else) the schema's ``scores`` went from a list of ``{"id": <enum>, "score"}``
+    items to an object with one required integer property per id (in the order shown), the
+    system prompt's answer format and the prompt's last line say the same. The offline
+    judges' answers (and with them a few scores, as their jitter is seeded by the request)
+    changed accordingly in the transcripts."""
+    old = saved(name, "requests", SAVED / "before_keyed_judges")
+    new = saved(name, "requests")
+    assert isinstance(old, list) and isinstance(new, list) and len(old) == len(new)
+    changed = [(i, a, b) for i, (a, b) in enumerate(zip(old, new, strict=True)) if a != b]
+    judges = [(i, a, b) for i, a, b in changed if _schema_name(b) == "idea_scores"]
+    assert judges and len(judges) == sum(_schema_name(b) == "idea_scores" for b in new)
+    # What the judges decided (their scores moved by the offline jitter) is all that any
+    # other body reads differently (the selector's table, the survivors' variants, the
+    # selected card's stages); nothing sent before the first judge changed.
+    before_judges = ("concept_rewrite", "generator_profile_hints")
+    assert not any(_schema_name(b) in before_judges for _, _, b in changed)
+    for _, a, b in judges:
+        fmt = b["response_format"]["json_schema"]
+        assert {k for k in b if a[k] != b[k]} == {"messages", "response_format"}
+        ids = fmt["schema"]["properties"]["scores"]["required"]
+        before = copy.deepcopy(JUDGE_SCHEMA_BEFORE)
+        scores = before["properties"]["scores"]
+        scores["items"]["properties"]["id"]["enum"] = ids
+        scores["minItems"] = scores["maxItems"] = len(ids)
+        assert a["response_format"]["json_schema"]["schema"] == before
+        keyed = fmt["schema"]["properties"]["scores"]  # (the snapshot sorts keys)
+        assert sorted(keyed["properties"]) == sorted(ids)
+        assert keyed["additionalProperties"] is False
+        assert _roles(a) == _roles(b) == ["system", "user"]
+        (sa, ua), (sb, ub) = ([m["content"] for m in x["messages"]] for x in (a, b))
+        assert sa.replace(_FORMAT_BEFORE, _FORMAT_NOW) == sb
+        assert ua.rsplit("\n", 1)[0] == ub.rsplit("\n", 1)[0]
+        assert ub.rsplit("\n", 1)[1].endswith(
+            'Output ONLY {"scores": {' + ", ".join(f'"{i}": ...' for i in ids) + "}}."
+        )
+
+
+def _schema_name(body: dict[str, Any]) -> str | None:
+    fmt = body.get("response_format")
+    return fmt["json_schema"]["name"] if isinstance(fmt, dict) else None
+
+
+_FORMAT_BEFORE = '{"scores": [{"id": "<card id>", "score": <0-100>}, ...]}'
+_FORMAT_NOW = '{"scores": {"<card id>": <0-100>, ...}}'

@@ -12,7 +12,7 @@ from typing import Any, TypeAlias
 
 from image_project.backends.base import Message, TextReply
 from image_project.engine.nodes import ChatStep
-from image_project.engine.output import ReaskPolicy
+from image_project.engine.output import Output, ReaskPolicy
 from image_project.errors import (
     PREVIEW_CHARS,
     EmptyResponseError,
@@ -20,18 +20,25 @@ from image_project.errors import (
     RefusalError,
     preview,
 )
+from image_project.record.events import Reask
 
 __all__ = [
+    "REASK_ERROR_CHARS",
     "TRUNCATION_MARK",
     "Call",
+    "Rejection",
+    "accepted",
     "answer_text",
     "cut_off",
     "echo_of",
     "reask_error",
     "reask_messages",
+    "reject",
 ]
 
 TRUNCATION_MARK = "…"
+REASK_ERROR_CHARS = 2000
+"""The longest validation error a re-ask carries."""
 
 _Conversation: TypeAlias = tuple[Message, ...]
 
@@ -87,6 +94,48 @@ def echo_of(text: str, rejected: Sequence[str]) -> str | None:
         ):
             return "the answer repeats the start of the rejected answer; write a new, whole answer"
     return None
+
+
+def accepted(
+    output: Output[Any] | None, text: str, cut: str | None, reasks: Sequence[Reask]
+) -> Any:
+    """The value of an answer the step accepts, or the error it is rejected with: cut off
+    at the token limit (``cut``), invalid for ``output``, or (after re-asks) an echo of a
+    rejected answer (:func:`echo_of`)."""
+    if cut is not None:
+        raise ModelOutputError("cut_off", cut, output=text)
+    value = text if output is None else output.parse(text)
+    echo = echo_of(text, [r.response for r in reasks]) if reasks else None
+    if echo is not None:
+        raise ModelOutputError("reask_echo", echo, output=text)
+    return value
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """A rejected answer: its record, whether the step stops here (re-asks used up, or the
+    policy's ``skip`` gave a reason not to re-ask), and the next re-ask's own
+    ``(seed, temperature)`` when the policy gives it one."""
+
+    record: Reask
+    final: bool
+    sampling: tuple[int, float] | None = None
+
+
+def reject(policy: ReaskPolicy, exc: Exception, text: str, earlier: Sequence[Reask]) -> Rejection:
+    """What becomes of an answer rejected with ``exc`` after ``earlier`` rejections."""
+    error = reask_error(exc)[:REASK_ERROR_CHARS]
+    skip = policy.skip(exc) if policy.skip is not None and policy.max else None
+    if skip is not None:
+        return Rejection(Reask(response=text, error=f"{error}; {skip}"), final=True)
+    if len(earlier) + 1 > policy.max:
+        return Rejection(Reask(response=text, error=error), final=True)
+    sampling = policy.resample(exc, len(earlier) + 1) if policy.resample is not None else None
+    if sampling is None:
+        return Rejection(Reask(response=text, error=error), final=False)
+    seed, temperature = sampling
+    record = Reask(response=text, error=error, seed=seed, temperature=temperature)
+    return Rejection(record, final=False, sampling=sampling)
 
 
 def answer_text(step: ChatStep[Any], reply: TextReply, path: str) -> str:

@@ -48,11 +48,11 @@ from image_project.backends.base import (
 )
 from image_project.engine.answers import (
     Call,
+    accepted,
     answer_text,
     cut_off,
-    echo_of,
-    reask_error,
     reask_messages,
+    reject,
 )
 from image_project.engine.budget import TokenLimits
 from image_project.engine.context import Context, EngineEvent
@@ -93,8 +93,6 @@ __all__ = ["ChatRunner", "Conversation", "ExecutionMode", "NodeOutcome", "as_jso
 
 ExecutionMode: TypeAlias = Literal["concurrent", "sequential"]
 Conversation: TypeAlias = tuple[Message, ...]
-
-_REASK_ERROR_CHARS = 2000
 
 
 @dataclass(frozen=True)
@@ -454,6 +452,7 @@ class ChatRunner:
         path = call.path
         messages: Conversation = (*history, Message("user", prompt))
         output, policy = step.output, step.reask
+        seed, temperature = step.seed, float(step.temperature)
         while True:
             problem = conversation_problem(messages)
             if problem is not None:
@@ -464,9 +463,9 @@ class ChatRunner:
             reply = await self._complete(
                 TextRequest(
                     messages=messages,
-                    temperature=float(step.temperature),
+                    temperature=temperature,
                     model=call.model,
-                    seed=step.seed,
+                    seed=seed,
                     json_schema=output.schema if output is not None else None,
                     max_output_tokens=call.limit,
                     backend=step.backend,
@@ -476,19 +475,14 @@ class ChatRunner:
             text = answer_text(step, reply, path)
             cut = cut_off(call.limit, reply)
             try:
-                if cut is not None:
-                    raise ModelOutputError("cut_off", cut, output=text)
-                value = text if output is None else output.parse(text)
-                echo = echo_of(text, [r.response for r in reasks]) if reasks else None
-                if echo is not None:
-                    raise ModelOutputError("reask_echo", echo, output=text)
-                return text, value
+                return text, accepted(output, text, cut, reasks)
             except RefusalError as exc:
                 raise RefusalError(f"{path}: {exc.detail}", output=exc.output) from exc
             except (ModelOutputError, ValueError) as exc:
-                error = reask_error(exc)[:_REASK_ERROR_CHARS]
-                reasks.append(Reask(response=text, error=error))
-                if len(reasks) > policy.max:
+                rejection = reject(policy, exc, text, reasks)
+                reasks.append(rejection.record)
+                error = rejection.record.error
+                if rejection.final:
                     if policy.fallback is not None:
                         return text, policy.fallback(text, exc)
                     reason = exc.reason if isinstance(exc, ModelOutputError) else "invalid_output"
@@ -498,6 +492,8 @@ class ChatRunner:
                         f"attempt(s): {error}",
                         output=text,
                     ) from exc
+                if rejection.sampling is not None:
+                    seed, temperature = rejection.sampling
                 messages = reask_messages(policy, history, messages, prompt, text, error)
 
     async def _complete(self, request: TextRequest) -> TextReply:

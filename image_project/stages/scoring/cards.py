@@ -34,7 +34,10 @@ from image_project.seeding import derive_seed, rng_for
 __all__ = [
     "CARD_OUTPUT",
     "DIRECTIONS",
+    "HOOK_COPIES",
+    "HOOK_COPY_MIN_WORDS",
     "MIN_DISTINCT_SHARE",
+    "REPEATED_OPTION_SLOTS",
     "PLACEHOLDER_WORDS",
     "card_ids",
     "card_text",
@@ -105,6 +108,16 @@ MIN_DISTINCT_SHARE = 0.5
 or more) with fewer distinct words than this share of them repeats itself."""
 
 
+HOOK_COPY_MIN_WORDS = 3
+HOOK_COPIES = 3
+"""Options equal to the hook are copies when there are at least :data:`HOOK_COPIES` of
+them and the hook is a phrase of at least :data:`HOOK_COPY_MIN_WORDS` words (one short
+hook may honestly name a medium too)."""
+REPEATED_OPTION_SLOTS = 4
+"""The same option in this many slots (any lists) repeats itself; twice in one list too.
+The same word as a composition and a mood ("baroque") is a choice, not a loop."""
+
+
 def _norm(text: str) -> str:
     return " ".join(_WORD.findall(text.lower()))
 
@@ -139,14 +152,19 @@ def check_card_shape(card: IdeaCard) -> list[str]:
         elif (loop := repetition_loop(text)) is not None:
             problems.append(f"{where} loops: {loop}")
     hook = _norm(card.hook)
-    seen: dict[str, str] = {}
+    copies = [where for where, text in options if _norm(text) == hook]
+    if len(copies) >= HOOK_COPIES and len(hook.split()) >= HOOK_COPY_MIN_WORDS:
+        problems.append(f"{', '.join(copies)} {_quoted(card.hook)}: the hook again")
+    slots: dict[str, list[str]] = {}
     for where, text in options:
         key = _norm(text)
-        if key and key == hook:
-            problems.append(f"{where} {_quoted(text)} is the hook again")
-        elif key in seen:
-            problems.append(f"{where} {_quoted(text)} repeats {seen[key]}")
-        seen.setdefault(key, where)
+        if key == hook and len(copies) >= HOOK_COPIES:
+            continue
+        earlier = slots.setdefault(key, [])
+        same_list = [w for w in earlier if w.split("[")[0] == where.split("[")[0]]
+        if same_list or len(earlier) + 1 >= REPEATED_OPTION_SLOTS:
+            problems.append(f"{where} {_quoted(text)} repeats {(same_list or earlier)[0]}")
+        earlier.append(where)
     return problems
 
 
