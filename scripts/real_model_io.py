@@ -221,9 +221,13 @@ PARALLEL = 4
 """llama-server's ``-np``: requests decoded at once (= the runs' backend.max_concurrency)."""
 
 MARK_SYSTEM, MARK_USER = "Be brief, zebra-7c1.", "Name a colour, walrus-4d2."
+_FILLER = (
+    "A lighthouse keeper climbs the stairs at dusk; gulls wheel over the harbour, the tide "
+    "turns, rain darkens the slate roofs of the village and lamps come on one by one. "
+) * 12  # about 400 prompt tokens: a prompt speed measured on a few tokens is mostly overhead
 PROBE_MESSAGES = [
     {"role": "system", "content": MARK_SYSTEM},
-    {"role": "user", "content": MARK_USER},
+    {"role": "user", "content": f"{_FILLER}\n{MARK_USER}"},
 ]
 PROBE_TOKENS = 48
 
