@@ -151,7 +151,7 @@ def test_issue_24_added_token_limits_and_made_the_one_odd_conversation_alternate
     assert ["system", "assistant", "user"] not in [_roles(b) for b in new]
 
 
-JUDGE_SCHEMA_BEFORE = {
+JUDGE_SCHEMA_BEFORE: dict[str, Any] = {
     "type": "object",
     "properties": {
         "scores": {

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -27,7 +28,7 @@ from image_project.stages.standard import PROSE_OUTPUT
 from tests.backends.test_offline import assert_valid
 
 
-def is_valid(value: Any, schema: dict[str, Any]) -> bool:
+def is_valid(value: Any, schema: Mapping[str, Any]) -> bool:
     try:
         assert_valid(value, schema)
     except Exception:
