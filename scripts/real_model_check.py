@@ -108,6 +108,7 @@ BATCH_GAIN = 2.0  # slots decoding at once make about twice the tokens/s of one 
 TIMEOUT_MIN_S = 30.0
 MAX_TIMEOUT_S = 360.0  # a server that needs more per call cannot finish within CI's budget
 BUDGET_S = 600.0  # CI's budget for the whole check: runs not started by then are skipped
+BUDGET_GRACE_S = 60.0  # a run started near the budget's end still gets this long
 
 JUDGES_3 = [
     {"id": "strict", "rubric": "strict"},
@@ -467,7 +468,12 @@ def run_one(
     work = ctx.tmp / model.key / tname / name
     row: dict[str, Any] = {"model": model.key, "template": tname, "run": name, "seed": seed}
     row.update(sets=sets, not_set=not_set, refused_before_calls=spec.refused_before_calls)
-    row.update(run_cli(ctx.code, spec, sets, work, base_url, info["cap_s"], seed))
+    left = ctx.args.budget_s - (time.monotonic() - ctx.started)
+    cap = min(float(info["cap_s"]), max(BUDGET_GRACE_S, left))
+    row.update(run_cli(ctx.code, spec, sets, work, base_url, cap, seed))
+    if row["hang"] and cap < float(info["cap_s"]):  # stopped by the budget, not a hang
+        row.update(hang=False, over_budget=True)
+        ctx.skipped.append(f"{label} (stopped at the budget after {row['wall_s']} s)")
     row["transcript"] = summarize_transcript(read_transcript(work / "logs"))
     row["proxy"] = proxy_summary(proxy.for_run(label))
     row["server_log"] = server_log_summary(server.log_since(offset))

@@ -217,6 +217,8 @@ def exit_problems(row: dict[str, Any]) -> list[str]:
     out: list[str] = []
     t = row["transcript"]
     err = t.get("error") or {}
+    if row.get("over_budget"):  # stopped at the check's budget: slower, not broken
+        return ["a traceback on stderr"] if row["traceback"] else []
     if row.get("refused_before_calls"):
         if row["exit"] != 2 or row["proxy"]["chat_requests"]:
             out.append(
@@ -254,7 +256,7 @@ def markdown(result: dict[str, Any]) -> str:
     ]
     for r in result["rows"]:
         t = r["transcript"]
-        exit_ = "hang" if r["hang"] else str(r["exit"])
+        exit_ = "hang" if r["hang"] else "budget" if r.get("over_budget") else str(r["exit"])
         tokens = f"{t.get('prompt_tokens', '-')} / {t.get('completion_tokens', '-')}"
         lines.append(
             f"| {where_of(r)} | {r['run']} | {exit_} | {t.get('calls', '-')} | {tokens} "

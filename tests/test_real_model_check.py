@@ -360,3 +360,10 @@ def test_a_server_too_slow_for_the_budget_is_skipped_not_failed(
     out = capsys.readouterr().out
     assert "SKIPPED (too slow, not a code failure): instruct/own decodes 0.6 tokens/s" in out
     assert real_model_check.verdict(ctx, ["base/lenient: not rendered"], True, False) == 1
+
+
+def test_a_run_stopped_at_the_budget_is_no_failure() -> None:
+    row = {"over_budget": True, "hang": False, "exit": None, "traceback": False,
+           "transcript": {}, "proxy": {"chat_requests": 3}}  # fmt: skip
+    assert real_model_report.exit_problems(row) == []
+    assert real_model_report.exit_problems({**row, "over_budget": False, "hang": True}) != []
