@@ -364,6 +364,6 @@ def test_a_server_too_slow_for_the_budget_is_skipped_not_failed(
 
 def test_a_run_stopped_at_the_budget_is_no_failure() -> None:
     row = {"over_budget": True, "hang": False, "exit": None, "traceback": False,
-           "transcript": {}, "proxy": {"chat_requests": 3}}  # fmt: skip
+           "transcript": {}, "proxy": {"chat_requests": 3}, "cap_s": 60.0}  # fmt: skip
     assert real_model_report.exit_problems(row) == []
     assert real_model_report.exit_problems({**row, "over_budget": False, "hang": True}) != []
