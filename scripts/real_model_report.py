@@ -92,6 +92,8 @@ def summarize_transcript(t: dict[str, Any] | None) -> dict[str, Any]:
     error = t.get("error")
     if isinstance(error, dict):
         timeouts += is_timeout(error)
+        for r in error.get("reasks") or []:  # the failing step's rejected answers
+            reasks[reask_reason(r)] += 1
     return {
         "transcript": True,
         "calls": usage.get("model_calls"),
