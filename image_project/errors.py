@@ -87,10 +87,12 @@ __all__ = [
     "StoreError",
     "UpscaleError",
     "add_cancelled_paths",
+    "attach_rejected",
     "cancelled_paths_of",
     "locate",
     "location_of",
     "preview",
+    "rejected_of",
     "short_repr",
 ]
 
@@ -311,6 +313,23 @@ def add_cancelled_paths(exc: BaseException, paths: list[str]) -> None:
 def cancelled_paths_of(exc: BaseException) -> tuple[str, ...]:
     cancelled: tuple[str, ...] = getattr(exc, _CANCELLED_ATTR, ())
     return cancelled
+
+
+_REJECTED_ATTR = "_image_project_rejected_answers"
+
+
+def attach_rejected(exc: BaseException, requests: int, rejected: tuple[object, ...]) -> None:
+    """Record on ``exc`` what its failing step went through before it: how many requests
+    it sent, and the answers its gates rejected (each with its error), so a failure after
+    re-asks keeps them (the run record's ``error.requests`` and ``error.reasks``)."""
+    if getattr(exc, _REJECTED_ATTR, None) is None:
+        setattr(exc, _REJECTED_ATTR, (requests, rejected))
+
+
+def rejected_of(exc: BaseException) -> tuple[int, tuple[object, ...]] | None:
+    """``(requests, rejected answers)`` attached by :func:`attach_rejected`, if any."""
+    raw: tuple[int, tuple[object, ...]] | None = getattr(exc, _REJECTED_ATTR, None)
+    return raw
 
 
 def location_of(exc: BaseException) -> StepLocation | None:

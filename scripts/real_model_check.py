@@ -50,14 +50,17 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from provenance import Provenance
 from real_model_io import (
-    GGUF_PACKAGE,
-    MODEL_ALIAS,
+    MODELS,
+    PARALLEL,
     REPO,
+    ModelSpec,
     Proxy,
     Server,
     binary_path,
+    check_rendering,
     ensure_model,
     find_binary,
+    free_threads,
     log,
     probe_speed,
 )
@@ -78,18 +81,16 @@ from real_model_report import (
 # ---------------------------------------------------------------------------------------------
 SEED = 24
 
-# Every run, both templates.
+# Every run, every server. backend.timeout_s is derived from the server's measured speed
+# (timeouts_for); backend.text_model is the served model's alias.
 COMMON: dict[str, Any] = {
     "backend.provider": "openai",
-    "backend.text_model": MODEL_ALIAS,
-    "backend.timeout_s": 90.0,  # a bounded answer at 16-35 tokens/s takes well under this
     "backend.max_attempts": 1,  # no retry of a timed-out call (it would resend the same body)
-    "backend.max_concurrency": 4,  # = llama-server -np 4
+    "backend.max_concurrency": PARALLEL,  # = llama-server -np
     "store.enabled": False,
     "prompt.text_temperature": 0.8,
-    # Issue 24's keys (not set where the code under test does not have them): small limits
-    # per kind, so a model that never stops costs seconds; the grammar dialect bounds every
-    # string, so a JSON answer can close inside its limit.
+    # Small limits per kind, so a model that never stops costs seconds; the grammar dialect
+    # bounds every string, so a JSON answer can close inside its limit.
     "backend.max_output_tokens.prose": 160,
     "backend.max_output_tokens.rewrite": 300,
     "backend.max_output_tokens.hints": 300,
@@ -102,18 +103,14 @@ COMMON: dict[str, Any] = {
     "backend.schema_dialect": "grammar",
 }
 
-# Per template: the server's chat template, and any overlay that goes with it.
-TEMPLATES: dict[str, dict[str, Any]] = {
-    "lenient": {"server_args": ["--chat-template", "gemma"], "overlay": {}},
-    "strict": {
-        "server_args": [
-            "--jinja",
-            "--chat-template-file",
-            "tests/data/templates/strict_alternation.jinja",
-        ],
-        "overlay": {},
-    },
-}
+# The time limits, from the speed measured first (timeouts_for).
+PROMPT_TOKENS_MAX = 3000  # the longest prompt a run sends (a judge's, with every card)
+TIMEOUT_MARGIN = 2.0
+BATCH_GAIN = 2.0  # slots decoding at once make about twice the tokens/s of one answer
+TIMEOUT_MIN_S = 30.0
+MAX_TIMEOUT_S = 360.0  # a server that needs more per call cannot finish within CI's budget
+BUDGET_S = 600.0  # CI's budget for the whole check: runs not started by then are skipped
+BUDGET_GRACE_S = 60.0  # a run started near the budget's end still gets this long
 
 JUDGES_3 = [
     {"id": "strict", "rubric": "strict"},
@@ -171,7 +168,8 @@ RUNS: tuple[RunSpec, ...] = (
     # Full mode with the text-only server as the image endpoint too: refused before any call.
     RunSpec("full-text-only-refused", False, {"prompt.refinement": "none"}, True, ("lenient",)),
 )
-RUN_CAP_S = 420.0  # wall-clock cap of one CLI run: past it the run is killed as a hang
+RUN_CAP_S = 420.0  # the least wall-clock cap of one CLI run: past it the run is killed
+RUN_DEPTH = 10  # calls one after another in a run, at most: the cap is this many timeouts
 # ---------------------------------------------------------------------------------------------
 
 
@@ -216,7 +214,13 @@ def likes_only_profile(code: Path, work: Path) -> Path:
 
 
 def run_cli(
-    code: Path, spec: RunSpec, sets: dict[str, Any], work: Path, base_url: str, cap_s: float
+    code: Path,
+    spec: RunSpec,
+    sets: dict[str, Any],
+    work: Path,
+    base_url: str,
+    cap_s: float,
+    seed: int = SEED,
 ) -> dict[str, Any]:
     work.mkdir(parents=True)
     if spec.likes_only:
@@ -228,7 +232,7 @@ def run_cli(
         "image.generation_path": str(work / "images"),
         "prompt.generations_path": str(work / "generations.csv"),
     }
-    cmd = [sys.executable, "-m", "image_project", "--seed", str(SEED)]
+    cmd = [sys.executable, "-m", "image_project", "--seed", str(seed)]
     if spec.prompt_only:
         cmd.append("--prompt-only")
     for key, value in sets.items():
@@ -279,19 +283,45 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     ap.add_argument("--md", type=Path, default=None, help="also write the table as Markdown here")
     ap.add_argument(
-        "--templates", default=",".join(TEMPLATES), help="comma-separated: lenient,strict"
+        "--models",
+        default=",".join(MODELS),
+        help="comma-separated: base (Gemma 3 270M: templates lenient, strict), "
+        "instruct (Qwen2.5-Coder 0.5B: its own template)",
+    )
+    ap.add_argument(
+        "--templates", default=None, help="comma-separated template names (default: all)"
+    )
+    ap.add_argument(
+        "--seeds", default=str(SEED), help="comma-separated run seeds (each run once per seed)"
+    )
+    ap.add_argument(
+        "--budget-s",
+        type=float,
+        default=BUDGET_S,
+        help="the whole check's budget: runs not started within it are skipped",
+    )
+    ap.add_argument(
+        "--max-timeout-s",
+        type=float,
+        default=MAX_TIMEOUT_S,
+        help="a server whose derived per-call timeout exceeds this is too slow: skipped",
     )
     ap.add_argument(
         "--runs", default=",".join(r.name for r in RUNS), help="comma-separated run names"
     )
     ap.add_argument("--record-only", action="store_true", help="exit 0 whatever the assertions say")
     ap.add_argument("--keep", action="store_true", help="keep the temporary run folders")
-    ap.add_argument("--cap-s", type=float, default=RUN_CAP_S, help="wall-clock cap of one run")
+    ap.add_argument(
+        "--cap-s", type=float, default=None, help="wall-clock cap of one run (default: derived)"
+    )
     ap.add_argument(
         "--timeout-s",
         type=float,
         default=None,
-        help="backend.timeout_s for every run (default: COMMON's)",
+        help="backend.timeout_s for every run (default: derived from the measured speed)",
+    )
+    ap.add_argument(
+        "--threads", type=int, default=None, help="llama-server -t (default: the free cores)"
     )
     ap.add_argument(
         "--proxy-token-limit",
@@ -308,47 +338,108 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 @dataclass
 class Context:
     binary: Path
-    model: Path
     code: Path
     keys: dict[str, Any]
     runs: list[RunSpec]
     tmp: Path
-    cap_s: float
-    proxy_token_limit: int | None
+    args: argparse.Namespace
+    started: float
+    seeds: list[int]
     speeds: dict[str, dict[str, Any]] = field(default_factory=dict)
+    servers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)
 
 
-def run_template(ctx: Context, tname: str) -> list[dict[str, Any]]:
-    """Start the server with template ``tname``, run every run against it, stop it."""
-    template = TEMPLATES[tname]
+def largest_limit(sets: dict[str, Any]) -> int:
+    """The largest token limit any call of a run may get (a judge's grows with its cards)."""
+    limits = [v for k, v in sets.items() if k.startswith("backend.max_output_tokens.")]
+    per_card = int(sets.get("backend.max_output_tokens.judge_per_card", 40))
+    judge = int(sets.get("backend.max_output_tokens.judge_base", 60)) + 6 * per_card
+    return max([int(v) for v in limits] + [judge])
+
+
+def timeouts_for(speed: dict[str, Any], limit: int) -> tuple[float, float] | None:
+    """``(backend.timeout_s, the run's wall-clock cap)`` from the measured speed: the largest
+    token limit decoded at the measured speed shared by the parallel slots (batched: they
+    decode :data:`BATCH_GAIN` times the one-answer speed together), plus the longest prompt
+    at the measured prompt speed, times a margin; None when the probe failed."""
+    decode = float(speed.get("decode_tok_s") or 0.0)
+    prompt = float(speed.get("prompt_tok_s") or 0.0)
+    if decode <= 0 or prompt <= 0:
+        return None
+    per_call = limit * PARALLEL / (BATCH_GAIN * decode) + PROMPT_TOKENS_MAX / prompt
+    timeout = float(round(max(TIMEOUT_MIN_S, TIMEOUT_MARGIN * per_call)))
+    return timeout, max(RUN_CAP_S, RUN_DEPTH * timeout)
+
+
+def rendering_problem(rendering: dict[str, Any], speed: dict[str, Any]) -> str | None:
+    """Why the server does not show the model the conversation, or None."""
+    if not rendering.get("has_conversation"):
+        return (
+            "the chat template does not render the conversation: /apply-template gave "
+            f"{rendering.get('rendered')!r}"
+        )
+    sent = speed.get("prompt_tokens")
+    if isinstance(sent, int) and abs(sent - int(rendering["rendered_tokens"])) > 2:
+        return (
+            f"the server counted {sent} prompt tokens for a conversation that renders as "
+            f"{rendering['rendered_tokens']}"
+        )
+    return None
+
+
+def run_server(ctx: Context, model: ModelSpec, tname: str) -> list[dict[str, Any]]:
+    """Start the server for ``model`` with template ``tname``; check what it renders; derive
+    the time limits from its speed; run every run against it (each seed); stop it."""
+    key = f"{model.key}/{tname}"
     rows: list[dict[str, Any]] = []
+    threads = ctx.args.threads or free_threads()
+    info: dict[str, Any] = {"threads": threads, "args": model.templates[tname]}
+    ctx.servers[key] = info
     server = Server(
-        ctx.binary, ctx.model, template["server_args"], ctx.tmp / f"llama-server-{tname}.log"
+        ctx.binary,
+        ensure_model(model),
+        model.alias,
+        model.templates[tname],
+        ctx.tmp / f"llama-server-{model.key}-{tname}.log",
+        threads,
     )
     proxy: Proxy | None = None
     try:
         server.wait_ready()
-        ctx.speeds[tname] = probe_speed(server.port)
-        log(f"server ({tname} template): {ctx.speeds[tname]}")
-        proxy = Proxy(server.port, ctx.proxy_token_limit)
+        info["rendering"] = check_rendering(server.port)
+        ctx.speeds[key] = speed = probe_speed(server.port)
+        log(f"server {key} (-t {threads}): {speed}")
+        problem = rendering_problem(info["rendering"], speed)
+        if problem is not None:
+            info["problem"] = problem
+            log(f"ASSERTION FAILED: server {key}: {problem}")
+            return rows
+        sets0, _ = overlays_for(ctx.keys, COMMON)
+        derived = timeouts_for(speed, largest_limit(sets0))
+        if derived is None:
+            info["problem"] = f"the speed probe failed: {speed.get('error')}"
+            return rows
+        timeout, cap = derived
+        info.update(timeout_s=ctx.args.timeout_s or timeout, cap_s=ctx.args.cap_s or cap)
+        if timeout > ctx.args.max_timeout_s and ctx.args.timeout_s is None:
+            info["too_slow"] = (
+                f"decodes {speed['decode_tok_s']} tokens/s (prompt {speed['prompt_tok_s']}/s, "
+                f"load {speed['load_avg_1min']}, -t {threads}): a call may need {timeout:.0f} s, "
+                f"more than --max-timeout-s {ctx.args.max_timeout_s:.0f}"
+            )
+            log(f"server {key}: too slow: {info['too_slow']}")
+            return rows
+        proxy = Proxy(server.port, ctx.args.proxy_token_limit)
         base_url = f"http://127.0.0.1:{proxy.port}/v1"
         for spec in ctx.runs:
             if spec.templates is not None and tname not in spec.templates:
                 continue
-            sets, not_set = overlays_for(ctx.keys, COMMON, template["overlay"], spec.overlay)
-            label = proxy.label = f"{tname}/{spec.name}"
-            offset = server.log_size()
-            log(f"run {label} ...")
-            work = ctx.tmp / tname / spec.name
-            row: dict[str, Any] = {"template": tname, "run": spec.name, "sets": sets}
-            row.update(not_set=not_set, refused_before_calls=spec.refused_before_calls)
-            row.update(run_cli(ctx.code, spec, sets, work, base_url, ctx.cap_s))
-            row["transcript"] = summarize_transcript(read_transcript(work / "logs"))
-            row["proxy"] = proxy_summary(proxy.for_run(label))
-            row["server_log"] = server_log_summary(server.log_since(offset))
-            row["problems"] = problems_of(row)
-            log(f"  exit {row['exit']} in {row['wall_s']} s; {len(row['problems'])} problem(s)")
-            rows.append(row)
+            for seed in ctx.seeds:
+                if time.monotonic() - ctx.started > ctx.args.budget_s:
+                    ctx.skipped.append(f"{key}/{spec.name} seed {seed}")
+                    continue
+                rows.append(run_one(ctx, model, tname, spec, seed, (server, proxy, base_url)))
     finally:
         if proxy is not None:
             proxy.stop()
@@ -356,10 +447,45 @@ def run_template(ctx: Context, tname: str) -> list[dict[str, Any]]:
     return rows
 
 
+def run_one(
+    ctx: Context,
+    model: ModelSpec,
+    tname: str,
+    spec: RunSpec,
+    seed: int,
+    where: tuple[Server, Proxy, str],
+) -> dict[str, Any]:
+    server, proxy, base_url = where
+    info = ctx.servers[f"{model.key}/{tname}"]
+    sets, not_set = overlays_for(
+        ctx.keys,
+        COMMON,
+        {"backend.text_model": model.alias, "backend.timeout_s": info["timeout_s"]},
+        spec.overlay,
+    )
+    name = spec.name if len(ctx.seeds) == 1 else f"{spec.name}@{seed}"
+    label = proxy.label = f"{model.key}/{tname}/{name}"
+    offset = server.log_size()
+    log(f"run {label} ...")
+    work = ctx.tmp / model.key / tname / name
+    row: dict[str, Any] = {"model": model.key, "template": tname, "run": name, "seed": seed}
+    row.update(sets=sets, not_set=not_set, refused_before_calls=spec.refused_before_calls)
+    left = ctx.args.budget_s - (time.monotonic() - ctx.started)
+    cap = min(float(info["cap_s"]), max(BUDGET_GRACE_S, left))
+    row.update(run_cli(ctx.code, spec, sets, work, base_url, cap, seed))
+    if row["hang"] and cap < float(info["cap_s"]):  # stopped by the budget, not a hang
+        row.update(hang=False, over_budget=True)
+        ctx.skipped.append(f"{label} (stopped at the budget after {row['wall_s']} s)")
+    row["transcript"] = summarize_transcript(read_transcript(work / "logs"))
+    row["proxy"] = proxy_summary(proxy.for_run(label))
+    row["server_log"] = server_log_summary(server.log_since(offset))
+    row["problems"] = problems_of(row)
+    log(f"  exit {row['exit']} in {row['wall_s']} s; {len(row['problems'])} problem(s)")
+    return row
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.timeout_s is not None:
-        COMMON["backend.timeout_s"] = args.timeout_s
     code = args.code.resolve()
     binary = find_binary()
     if binary is None:
@@ -370,46 +496,71 @@ def main(argv: list[str] | None = None) -> int:
     json_path = args.json or (REPO / "docs" / "real_model.json" if code == REPO else None)
     ctx = Context(
         binary=binary,
-        model=ensure_model(),
         code=code,
         keys=config_keys(code),
         runs=[r for r in RUNS if r.name in args.runs.split(",")],
         tmp=Path(tempfile.mkdtemp(prefix="real-model-check-")),
-        cap_s=args.cap_s,
-        proxy_token_limit=args.proxy_token_limit,
+        args=args,
+        started=time.monotonic(),
+        seeds=[int(s) for s in args.seeds.split(",")],
     )
-    result = header(ctx)
+    models = [MODELS[m] for m in args.models.split(",")]
+    result = header(ctx, models)
     measured = Provenance.start()
-    started = time.monotonic()
 
     def on_term(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt(f"signal {signum}")
 
     signal.signal(signal.SIGTERM, on_term)
     interrupted = False
+    server_problems: list[str] = []
     try:
-        for tname in args.templates.split(","):
-            result["rows"].extend(run_template(ctx, tname))
+        for model in models:
+            for tname in model.templates:
+                if args.templates is None or tname in args.templates.split(","):
+                    result["rows"].extend(run_server(ctx, model, tname))
     except KeyboardInterrupt:
         interrupted = True
     finally:
-        result["wall_s"] = round(time.monotonic() - started, 1)
+        result["wall_s"] = round(time.monotonic() - ctx.started, 1)
         result["server_speed"] = ctx.speeds
         result["measured"] = measured.finish(code)
-        failed = any(r["problems"] for r in result["rows"])
+        result["servers"] = ctx.servers
+        result["skipped"] = ctx.skipped
+        server_problems = [f"{k}: {v['problem']}" for k, v in ctx.servers.items() if "problem" in v]
+        failed = bool(server_problems) or any(r["problems"] for r in result["rows"])
         report(result, json_path, args.md)
         if args.keep or failed:
             print(f"run folders and server logs: {ctx.tmp}")
+    return verdict(ctx, server_problems, failed, interrupted)
+
+
+def verdict(ctx: Context, server_problems: list[str], failed: bool, interrupted: bool) -> int:
+    """The last lines and the exit status: 1 for a broken assertion (a server that does not
+    render the conversation is one); a server too slow for the budget, or runs the budget
+    left out, are said as such and are no failure."""
+    for line in server_problems:
+        print(f"real-model-check: ASSERTION FAILED: server {line}")
     if interrupted:
         print("real-model-check: INTERRUPTED (the table above is partial)")
         return 130
-    if failed and not args.record_only:
+    if failed and not ctx.args.record_only:
         print("real-model-check: FAILED (see ASSERTION FAILED above)")
         return 1
+    for key, info in ctx.servers.items():
+        if "too_slow" in info:
+            print(
+                f"real-model-check: SKIPPED (too slow, not a code failure): {key} {info['too_slow']}"
+            )
+    if ctx.skipped:
+        print(
+            f"real-model-check: SKIPPED (over the {ctx.args.budget_s:.0f} s budget, not a code "
+            f"failure): {len(ctx.skipped)} run(s): {', '.join(ctx.skipped)}"
+        )
     return 0
 
 
-def header(ctx: Context) -> dict[str, Any]:
+def header(ctx: Context, models: list[ModelSpec]) -> dict[str, Any]:
     commit = subprocess.run(
         ["git", "-C", str(ctx.code), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
     ).stdout.strip()
@@ -419,15 +570,16 @@ def header(ctx: Context) -> dict[str, Any]:
         "code": str(ctx.code),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "llama_server": "; ".join((version.stdout + version.stderr).strip().splitlines()),
-        "model": f"{MODEL_ALIAS} (Q4_K_M GGUF, {GGUF_PACKAGE})",
-        "seed": SEED,
+        "model": "; ".join(f"{m.key}: {m.description}" for m in models),
+        "seed": ctx.seeds[0] if len(ctx.seeds) == 1 else ctx.seeds,
         "cores": os.cpu_count(),
-        "proxy_token_limit": ctx.proxy_token_limit,
+        "proxy_token_limit": ctx.args.proxy_token_limit,
         "settings": {
             "common": COMMON,
-            "templates": TEMPLATES,
+            "templates": {m.key: m.templates for m in models},
             "runs": [r.__dict__ for r in RUNS],
-            "run_cap_s": ctx.cap_s,
+            "budget_s": ctx.args.budget_s,
+            "max_timeout_s": ctx.args.max_timeout_s,
         },
         "rows": [],
     }

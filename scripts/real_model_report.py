@@ -92,6 +92,8 @@ def summarize_transcript(t: dict[str, Any] | None) -> dict[str, Any]:
     error = t.get("error")
     if isinstance(error, dict):
         timeouts += is_timeout(error)
+        for r in error.get("reasks") or []:  # the failing step's rejected answers
+            reasks[reask_reason(r)] += 1
     return {
         "transcript": True,
         "calls": usage.get("model_calls"),
@@ -134,7 +136,39 @@ def proxy_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
         "image_endpoint": sum(1 for r in records if "/images" in r["path"]),
         "shapes": dict(shapes.most_common()),
         "max_seconds": max((r["seconds"] for r in records), default=0.0),
+        "schemas": dict(collections.Counter(str(r.get("schema")) for r in chat if r.get("schema"))),
+        "prompt_tokens_per_100_chars": _tokens_per_100_chars(chat),
+        "prompt_not_rendered": [
+            f"{r.get('usage', {}).get('prompt_tokens')} tokens for {r['message_chars']} chars"
+            for r in chat
+            if _not_rendered(r)
+        ][:3],
     }
+
+
+RENDERED_TOKENS_PER_CHAR = 1 / 8
+"""The fewest prompt tokens per character of a rendered conversation (English text is
+about 4 characters a token; a template that renders something else, such as the word
+"gemma", gives 3 tokens for thousands of characters)."""
+
+
+def _prompt_tokens(record: dict[str, Any]) -> int | None:
+    usage = record.get("usage")
+    tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+    return tokens if isinstance(tokens, int) else None
+
+
+def _not_rendered(record: dict[str, Any]) -> bool:
+    tokens, chars = _prompt_tokens(record), record.get("message_chars")
+    if tokens is None or not isinstance(chars, int) or chars < 80:
+        return False
+    return tokens < chars * RENDERED_TOKENS_PER_CHAR
+
+
+def _tokens_per_100_chars(chat: list[dict[str, Any]]) -> float | None:
+    pairs = [(_prompt_tokens(r), r.get("message_chars")) for r in chat]
+    ratios = [100 * t / c for t, c in pairs if isinstance(t, int) and isinstance(c, int) and c]
+    return round(min(ratios), 1) if ratios else None
 
 
 def server_log_summary(lines: list[str]) -> dict[str, Any]:
@@ -163,6 +197,11 @@ def wire_problems(row: dict[str, Any]) -> list[str]:
         )
     if s["grammar_errors"]:
         out.append(f"grammar error in the server log: {s['grammar_errors'][0][:160]}")
+    if p.get("prompt_not_rendered"):
+        out.append(
+            "the server's prompt tokens do not match the conversation (the chat template "
+            f"renders something else): {p['prompt_not_rendered'][0]}"
+        )
     # The client hangs up on a call at its timeout, and also on the calls still in flight when
     # the run stops (a sibling failed): only a hang-up at the timeout is a timeout.
     limit = float(row["sets"].get("backend.timeout_s") or 0.0)
@@ -180,6 +219,8 @@ def exit_problems(row: dict[str, Any]) -> list[str]:
     out: list[str] = []
     t = row["transcript"]
     err = t.get("error") or {}
+    if row.get("over_budget"):  # stopped at the check's budget: slower, not broken
+        return ["a traceback on stderr"] if row["traceback"] else []
     if row.get("refused_before_calls"):
         if row["exit"] != 2 or row["proxy"]["chat_requests"]:
             out.append(
@@ -204,35 +245,42 @@ def fmt_counts(d: dict[str, Any]) -> str:
     return ", ".join(f"{k} {v}" for k, v in d.items()) or "-"
 
 
+def where_of(row: dict[str, Any]) -> str:
+    return f"{row['model']}/{row['template']}" if row.get("model") else str(row["template"])
+
+
 def markdown(result: dict[str, Any]) -> str:
     lines = [
-        "| template | run | exit | chat steps done | tokens prompt / completion | re-asks by reason "
+        "| model / template | run | exit | chat steps done | tokens prompt / completion | re-asks by reason "
         "| judge / selector / variant statuses | requests: HTTP status (gone = the client hung up: its timeout, or the run stopped) "
-        "| no token limit | finish reasons | wall s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| no token limit | finish reasons | prompt tokens per 100 chars (least) "
+        "| judge requests | wall s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in result["rows"]:
         t = r["transcript"]
-        exit_ = "hang" if r["hang"] else str(r["exit"])
+        exit_ = "hang" if r["hang"] else "budget" if r.get("over_budget") else str(r["exit"])
         tokens = f"{t.get('prompt_tokens', '-')} / {t.get('completion_tokens', '-')}"
         lines.append(
-            f"| {r['template']} | {r['run']} | {exit_} | {t.get('calls', '-')} | {tokens} "
+            f"| {where_of(r)} | {r['run']} | {exit_} | {t.get('calls', '-')} | {tokens} "
             f"| {fmt_counts(t.get('reasks') or {})} | {fmt_counts(t.get('statuses') or {})} "
             f"| {fmt_counts(r['proxy']['http'])} | {r['proxy']['no_token_limit']} "
-            f"| {fmt_counts(r['proxy']['finish'])} | {r['wall_s']} |"
+            f"| {fmt_counts(r['proxy']['finish'])} "
+            f"| {r['proxy'].get('prompt_tokens_per_100_chars', '-')} "
+            f"| {(r['proxy'].get('schemas') or {}).get('idea_scores', 0)} | {r['wall_s']} |"
         )
     lines.append("")
     lines.append("Message roles of the chat requests (s system, u user, a assistant), per run:")
     lines.append("")
     for r in result["rows"]:
         shapes = ", ".join(f"`{k}` x{v}" for k, v in r["proxy"]["shapes"].items()) or "none"
-        lines.append(f"- {r['template']}/{r['run']}: {shapes}")
+        lines.append(f"- {where_of(r)}/{r['run']}: {shapes}")
     lines.append("")
     lines.append("Failures:")
     lines.append("")
     for r in result["rows"]:
         err = r["transcript"].get("error")
-        where = f"{r['template']}/{r['run']}"
+        where = f"{where_of(r)}/{r['run']}"
         if err:
             lines.append(
                 f"- {where}: failed at `{err.get('path') or err.get('step')}` "
@@ -243,6 +291,13 @@ def markdown(result: dict[str, Any]) -> str:
         if r["problems"]:
             lines.append(f"- {where}: ASSERTION FAILED: " + "; ".join(r["problems"]))
     return "\n".join(lines) + "\n"
+
+
+def reached_judges(result: dict[str, Any]) -> str:
+    """How many runs sent at least one judge request, of how many ran."""
+    rows = result["rows"]
+    reached = sum(1 for r in rows if (r["proxy"].get("schemas") or {}).get("idea_scores"))
+    return f"{reached} of {len(rows)} run(s) reached the judges"
 
 
 def render_md(result: dict[str, Any]) -> str:
@@ -256,17 +311,25 @@ def render_md(result: dict[str, Any]) -> str:
         f"({result['llama_server']}), seed {result['seed']}, {result['cores']} cores, "
         f"{result.get('wall_s', '?')} s in all. Settings: {settings}.",
     ]
-    for tname, speed in (result.get("server_speed") or {}).items():
+    servers = result.get("servers") or {}
+    for key, speed in (result.get("server_speed") or {}).items():
+        info = servers.get(key, {})
         if "error" in speed:
-            lines.append(
-                f"Server with the {tname} template: speed probe failed ({speed['error']})."
-            )
+            lines.append(f"Server {key}: speed probe failed ({speed['error']}).")
             continue
+        rendering = info.get("rendering") or {}
         lines.append(
-            f"Server with the {tname} template: {speed['decode_tok_s']} tokens/s decoding, "
-            f"{speed['prompt_tok_s']} tokens/s prompt (a 32-token probe), machine load "
-            f"{speed['load_avg_1min']} (1-minute average)."
+            f"Server {key} (`{' '.join(info.get('args', []))}`, -t {info.get('threads', '?')}): "
+            f"{speed['decode_tok_s']} tokens/s decoding, {speed['prompt_tok_s']} tokens/s "
+            f"prompt ({speed.get('prompt_tokens')} prompt tokens for the probe conversation, "
+            f"{rendering.get('rendered_tokens', '?')} as /apply-template renders it), machine "
+            f"load {speed['load_avg_1min']}; timeout {info.get('timeout_s', '-')} s per call, "
+            f"cap {info.get('cap_s', '-')} s per run."
+            + (f" TOO SLOW: {info['too_slow']}." if info.get("too_slow") else "")
+            + (f" ASSERTION FAILED: {info['problem']}." if info.get("problem") else "")
         )
+    if result.get("skipped"):
+        lines.append(f"Not run (over the budget): {', '.join(result['skipped'])}.")
     if not_set:
         lines.append(
             f"Not set (no such key at this commit): {', '.join(f'`{k}`' for k in not_set)}."
@@ -276,4 +339,5 @@ def render_md(result: dict[str, Any]) -> str:
             f"**DIAGNOSTIC**: the proxy added `max_tokens={result['proxy_token_limit']}` to every "
             "chat request that sent no limit; this is not what the code sends."
         )
+    lines.append(f"{reached_judges(result)}.")
     return "\n".join(lines) + "\n\n" + str(result["markdown"])

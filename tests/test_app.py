@@ -15,6 +15,7 @@ from image_project.app import RunFailed, run_generation
 from image_project.backends.base import TextBackend, TextRequest
 from image_project.backends.factory import Backends
 from image_project.config import AppConfig, load_config
+from image_project.errors import BackendTimeoutError
 from image_project.testing import FakeImageBackend, FunctionTextBackend, last_user_text
 
 pytestmark = pytest.mark.anyio
@@ -213,3 +214,30 @@ async def test_failing_generations_append_undoes_the_image_and_the_manifest_row(
     # Only the failed run's transcript and log are new; every record file is byte-identical.
     assert sorted(p.suffix for p in after.keys() - before.keys()) == [".json", ".log"]
     assert {p: b for p, b in after.items() if p in before} == before
+
+
+async def test_a_step_that_times_out_after_rejected_answers_keeps_them_in_the_record(
+    tmp_path: Path,
+) -> None:
+    """The dislike rewrite: two answers rejected by its gates, the third request timed out.
+    The run's error says it was the third request and keeps both rejected answers."""
+    calls = 0
+
+    def fn(request: TextRequest) -> str:
+        nonlocal calls
+        if "rewrite art concepts" not in system_text(request):
+            return answer(request)
+        calls += 1
+        if calls <= 2:
+            return json.dumps({"concepts": ["x"]})  # the wrong count: rejected
+        raise BackendTimeoutError("the request timed out (attempt 1 of 1)", attempts=1)
+
+    with pytest.raises(RunFailed) as caught:
+        await run_generation(make_cfg(tmp_path), backends(FunctionTextBackend(fn)))
+    error = caught.value.error
+    assert error.path == "dislike_rewrite" and error.type == "BackendTimeoutError"
+    assert error.requests == 3 and len(error.reasks) == 2
+    assert "request 3 of the step; 2 earlier answer(s) rejected" in error.message
+    data = transcript(tmp_path)
+    assert data["error"]["requests"] == 3
+    assert [r["response"] for r in data["error"]["reasks"]] == ['{"concepts": ["x"]}'] * 2

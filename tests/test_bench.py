@@ -286,7 +286,14 @@ async def test_simulator_serves_the_real_client_schema_valid_json_and_images(
         async with real_client(base_url) as backends:
             card = await backends.text.complete(
                 TextRequest(
-                    messages=(Message("user", "Pitch a harbour scene at dusk"),),
+                    messages=(  # words enough for a card that repeats no option 4 times
+                        Message(
+                            "user",
+                            "Pitch a harbour scene at dusk: gulls, wet cobbles, a red sail, "
+                            "lamplight in a tavern window, fishermen mending nets, slate roofs, "
+                            "a lighthouse beam over the breakwater, low tide and drifting fog",
+                        ),
+                    ),
                     temperature=0.9,
                     seed=5,
                     json_schema=CARD_OUTPUT.schema,

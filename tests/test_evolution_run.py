@@ -425,9 +425,9 @@ async def test_a_round_without_quorum_fails_the_run_with_every_round_so_far_reco
 ) -> None:
     def round_two_judges_break(request: TextRequest) -> str | TextReply:
         # Round 2's variants are M..R: every judge of that round answers garbage.
-        if role(request) == "idea_scores" and request.json_schema is not None:
-            item = request.json_schema.schema["properties"]["scores"]["items"]
-            if "M" in item["properties"]["id"]["enum"]:
+        schema = request.json_schema
+        if role(request) == "idea_scores" and schema is not None:  # noqa: SIM102
+            if "M" in schema.schema["properties"]["scores"]["required"]:
                 return "{not json"
         return evolution_answer(request)
 

@@ -100,7 +100,7 @@ def test_every_run_overlay_names_keys_of_this_checkout_or_the_issue_24_branches(
     pending.add("image.backend")
     overlays = [
         real_model_check.COMMON,
-        *(t["overlay"] for t in real_model_check.TEMPLATES.values()),
+        {"backend.text_model": "m", "backend.timeout_s": 60.0},  # set per server
     ]
     overlays += [r.overlay for r in real_model_check.RUNS]
     unknown = {k for o in overlays for k in o if not real_model_check.has_key(keys, k)} - pending
@@ -276,3 +276,94 @@ def test_a_full_run_against_a_text_only_server_must_be_refused_before_any_call()
     (problem,) = refused(1, 3)
     assert "exit 1 after 3 chat request(s); expected exit 2 before any" in problem
     assert len(refused(2, 1)) == 1
+
+
+# -- what the check derives from the server it measured --------------------------------------
+
+GEMMA_RENDERED = (
+    "<start_of_turn>user\nBe brief, zebra-7c1.\n\nName a colour, walrus-4d2.<end_of_turn>\n"
+)
+
+
+def test_a_server_that_renders_the_word_gemma_fails_loudly() -> None:
+    """Jinja on and ``--chat-template gemma``: /apply-template gives {"prompt": "gemma"} and
+    every request costs 3 prompt tokens; the check says so instead of measuring it."""
+    bad = {"rendered": "gemma", "rendered_tokens": 1, "has_conversation": False}
+    problem = real_model_check.rendering_problem(bad, {"prompt_tokens": 3})
+    assert problem is not None and "does not render the conversation" in problem
+    good = {"rendered": GEMMA_RENDERED, "rendered_tokens": 24, "has_conversation": True}
+    assert real_model_check.rendering_problem(good, {"prompt_tokens": 25}) is None
+    wrong_count = real_model_check.rendering_problem(good, {"prompt_tokens": 3})
+    assert wrong_count is not None and "3 prompt tokens" in wrong_count
+
+
+def test_the_lenient_template_turns_jinja_off() -> None:
+    lenient = real_model_io.MODELS["base"].templates["lenient"]
+    assert lenient[:1] == ["--no-jinja"] and lenient[-2:] == ["--chat-template", "gemma"]
+    assert real_model_io.MODELS["instruct"].templates == {"own": ["--jinja"]}
+
+
+def test_a_row_whose_prompts_were_not_rendered_is_a_problem() -> None:
+    records = [
+        {"run": "r", "method": "POST", "path": "/v1/chat/completions", "roles": ["system", "user"],
+         "message_chars": 2400, "status": 200, "client_gone": False, "seconds": 1.0,
+         "usage": {"prompt_tokens": 3}, "finish_reason": "length"},
+    ]  # fmt: skip
+    summary = real_model_report.proxy_summary(records)
+    assert summary["prompt_not_rendered"] == ["3 tokens for 2400 chars"]
+    row = {
+        "proxy": summary,
+        "transcript": {},
+        "server_log": {"exceptions": 0, "grammar_errors": []},
+        "sets": {"backend.timeout_s": 60.0},
+    }
+    assert any("do not match the conversation" in p for p in real_model_report.wire_problems(row))
+    records[0]["usage"] = {"prompt_tokens": 610}
+    assert real_model_report.proxy_summary(records)["prompt_not_rendered"] == []
+
+
+@pytest.mark.parametrize(
+    ("decode", "timeout"),
+    [(30.0, 93.0), (20.0, 120.0), (3.5, 497.0), (0.6, 2707.0)],
+)
+def test_timeouts_come_from_the_measured_speed(decode: float, timeout: float) -> None:
+    """The largest limit (a judge of 6 cards: 60 + 6 * 40 = 300, under the card's 400) at the
+    measured decoding speed shared by the 4 slots (batched: twice the speed of one answer),
+    plus a 3,000-token prompt, twice over."""
+    sets, _ = real_model_check.overlays_for(
+        {"backend": {"max_output_tokens": {"card": 1, "judge_base": 1, "judge_per_card": 1}}},
+        real_model_check.COMMON,
+    )
+    assert real_model_check.largest_limit(sets) == 400
+    derived = real_model_check.timeouts_for({"decode_tok_s": decode, "prompt_tok_s": 150.0}, 400)
+    assert derived is not None
+    assert derived[0] == pytest.approx(timeout, abs=1.0)
+    assert derived[1] >= 10 * derived[0]
+    assert real_model_check.timeouts_for({"error": "x"}, 400) is None
+
+
+def test_a_server_too_slow_for_the_budget_is_skipped_not_failed(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    ctx = real_model_check.Context(
+        binary=Path("x"),
+        code=REPO,
+        keys={},
+        runs=[],
+        tmp=Path("x"),
+        args=real_model_check.parse_args([]),
+        started=0.0,
+        seeds=[24],
+        servers={"instruct/own": {"too_slow": "decodes 0.6 tokens/s"}},
+    )
+    assert real_model_check.verdict(ctx, [], failed=False, interrupted=False) == 0
+    out = capsys.readouterr().out
+    assert "SKIPPED (too slow, not a code failure): instruct/own decodes 0.6 tokens/s" in out
+    assert real_model_check.verdict(ctx, ["base/lenient: not rendered"], True, False) == 1
+
+
+def test_a_run_stopped_at_the_budget_is_no_failure() -> None:
+    row = {"over_budget": True, "hang": False, "exit": None, "traceback": False,
+           "transcript": {}, "proxy": {"chat_requests": 3}, "cap_s": 60.0}  # fmt: skip
+    assert real_model_report.exit_problems(row) == []
+    assert real_model_report.exit_problems({**row, "over_budget": False, "hang": True}) != []

@@ -41,13 +41,19 @@ def judge_seed(judge_id: str) -> int:
     return derive_seed(SEED, "step", "judge", judge_id)
 
 
+def judge_seeds(judge_id: str) -> set[int]:
+    """A judge's seed and the seeds of its re-asks of a degenerate answer (each its own)."""
+    first = judge_seed(judge_id)
+    return {first, *(derive_seed(first, "reask", k) for k in range(1, 6))}
+
+
 def _score(seed: int | None, card_id: str) -> int:
     return int(hashlib.sha256(f"{seed}:{card_id}".encode()).hexdigest(), 16) % 101
 
 
 def scores_json(request: TextRequest, bump: dict[str, int] | None = None) -> str:
     assert request.json_schema is not None
-    ids = request.json_schema.schema["properties"]["scores"]["items"]["properties"]["id"]["enum"]
+    ids = request.json_schema.schema["properties"]["scores"]["required"]
     bump = bump or {}
     return json.dumps(
         {
@@ -96,7 +102,7 @@ def with_judges(
     overrides: dict[str, Callable[[TextRequest], str | TextReply]],
 ) -> FunctionTextBackend:
     """Scoring answers, except that the judges named in ``overrides`` answer differently."""
-    by_seed = {judge_seed(j): fn for j, fn in overrides.items()}
+    by_seed = {seed: fn for j, fn in overrides.items() for seed in judge_seeds(j)}
 
     def fn(request: TextRequest) -> str | TextReply:
         if role(request) == "idea_scores" and request.seed in by_seed:
@@ -304,8 +310,9 @@ async def test_malformed_card_is_reasked_then_fails_at_its_step(tmp_path: Path) 
         return scoring_answer(request)
 
     text = FunctionTextBackend(fn)
+    every_card = "prompt.scoring.min_ok_cards=6"  # no card may be dropped
     with pytest.raises(RunFailed) as caught:
-        await run_generation(make_cfg(tmp_path, *ENSEMBLE), backends(text))
+        await run_generation(make_cfg(tmp_path, *ENSEMBLE, every_card), backends(text))
     assert caught.value.error.path == "pipeline/blackbox_scoring/ideas/idea_B"
     assert "options" in caught.value.error.message
     assert sum(1 for r in text.requests if r.seed == card_b_seed) == 2  # asked, re-asked once
@@ -503,7 +510,7 @@ async def test_the_configured_aggregation_decides_the_selection(tmp_path: Path) 
         if role(request) != "idea_scores":
             return scoring_answer(request)
         assert request.json_schema is not None
-        ids = request.json_schema.schema["properties"]["scores"]["items"]["properties"]["id"]
+        ids = {"enum": request.json_schema.schema["properties"]["scores"]["required"]}
         judge = next(j for j in prefers if request.seed == judge_seed(j))
         return json.dumps(
             {"scores": [{"id": i, "score": 90 if i == prefers[judge] else 20} for i in ids["enum"]]}
@@ -536,7 +543,7 @@ async def test_the_configured_aggregation_decides_the_selection(tmp_path: Path) 
 def positions_json(request: TextRequest) -> str:
     """A weak model's judge answer: each card scored by its place in the order shown."""
     assert request.json_schema is not None
-    ids = request.json_schema.schema["properties"]["scores"]["items"]["properties"]["id"]["enum"]
+    ids = request.json_schema.schema["properties"]["scores"]["required"]
     return json.dumps({"scores": [{"id": i, "score": n} for n, i in enumerate(ids)]})
 
 
@@ -555,7 +562,7 @@ async def test_a_judge_scoring_by_position_is_degenerate_and_left_out(tmp_path: 
         for r in data["blackbox_scoring"]["score_table"]
     )
     # The re-ask told the judge why.
-    warm_requests = [r for r in text.requests if r.seed == judge_seed("warm")]
+    warm_requests = [r for r in text.requests if r.seed in judge_seeds("warm")]
     assert "gate:judge_degenerate" in last_user_text(warm_requests[1])
     record = RunRecord.model_validate(data)
     counts = gate_counts(record)
@@ -578,3 +585,67 @@ def scoring_lines_of(record: RunRecord) -> list[str]:
     return [
         ln.strip().removeprefix("Judges").strip() for ln in record_lines(record, whole_prompt=False)
     ]
+
+
+async def test_a_card_still_invalid_is_dropped_and_recorded_while_two_remain(
+    tmp_path: Path,
+) -> None:
+    """A small model's card that loops ("tactile, tactile, ...", cut at the 600-character
+    limit) is dropped after its re-ask, recorded, never judged; the run goes on."""
+    card_b_seed = derive_seed(SEED, "step", "idea", "B")
+    tactile = ("The luminous, tactile, tactile, airy, tactile, " * 20)[:600]
+
+    def fn(request: TextRequest) -> str:
+        if role(request) == "idea_card" and request.seed == card_b_seed:
+            data = json.loads(scoring_answer(request))
+            return json.dumps({**data, "narrative": tactile})
+        return scoring_answer(request)
+
+    text = FunctionTextBackend(fn)
+    await run_generation(make_cfg(tmp_path, *ENSEMBLE), backends(text))
+    bbs = transcript(tmp_path)["blackbox_scoring"]
+    (b,) = [c for c in bbs["candidates"] if c["id"] == "B"]
+    assert b["card"] is None and "card_degenerate" in b["invalid"]
+    assert all("invalid" not in c for c in bbs["candidates"] if c["id"] != "B")
+    assert all(set(j["order"]) == set("ACDEF") for j in bbs["judges"])
+    assert [r["id"] for r in bbs["score_table"]] == list("ACDEF")
+    assert bbs["selected_id"] != "B"
+
+
+async def test_too_few_valid_cards_fail_the_run_at_the_first_dropped_card(tmp_path: Path) -> None:
+    bad = {derive_seed(SEED, "step", "idea", c) for c in "BCDEF"}
+
+    def fn(request: TextRequest) -> str:
+        if role(request) == "idea_card" and request.seed in bad:
+            return '{"hook": "no options here", "narrative": "n"}'
+        return scoring_answer(request)
+
+    with pytest.raises(RunFailed) as caught:
+        await run_generation(make_cfg(tmp_path, *ENSEMBLE), backends(FunctionTextBackend(fn)))
+    error = caught.value.error
+    assert error.path == "pipeline/blackbox_scoring/ideas/idea_B"
+    assert "only 1 of 6 card(s) passed their gates, at least 2 required" in error.message
+    assert "prompt.scoring.min_ok_cards" in error.message
+
+
+async def test_an_all_equal_judge_is_not_reasked_and_a_positional_one_gets_its_own_seed(
+    tmp_path: Path,
+) -> None:
+    def equal_json(request: TextRequest) -> str:
+        assert request.json_schema is not None
+        ids = request.json_schema.schema["properties"]["scores"]["required"]
+        return json.dumps({"scores": dict.fromkeys(ids, 75)})
+
+    text = with_judges({"warm": positions_json, "novel": equal_json})
+    cfg = make_cfg(tmp_path, *ENSEMBLE, "prompt.scoring.min_ok_judges=1")
+    await run_generation(cfg, backends(text))
+    data = transcript(tmp_path)
+    steps = {s["name"]: s for s in data["steps"] if s["name"] in ("warm", "novel")}
+    novel = [r for r in text.requests if r.seed in judge_seeds("novel")]
+    assert len(novel) == 1 and len(steps["novel"]["reasks"]) == 1
+    assert "not re-asked" in steps["novel"]["reasks"][0]["error"]
+    warm = [r for r in text.requests if r.seed in judge_seeds("warm")]
+    assert [r.seed == judge_seed("warm") for r in warm] == [True, False]
+    assert warm[1].temperature == 0.3
+    (first, _) = steps["warm"]["reasks"]
+    assert first["seed"] == warm[1].seed and first["temperature"] == 0.3

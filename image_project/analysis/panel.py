@@ -16,7 +16,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import combinations
+from itertools import combinations, pairwise
 
 from image_project.analysis.alpha import krippendorff_alpha
 from image_project.analysis.independence import PanelIndependence, panel_independence
@@ -31,13 +31,16 @@ from image_project.record import (
 )
 
 __all__ = [
+    "MONOTONE_MIN_CARDS",
     "JudgeStats",
+    "Monotone",
     "PairAgreement",
     "PanelAgreement",
     "PanelStats",
     "PositionMean",
     "ScoreSummary",
     "StatusCounts",
+    "monotone_direction",
     "panel_stats",
     "scoring_records",
 ]
@@ -96,12 +99,50 @@ class PositionMean:
 
 
 @dataclass(frozen=True)
+class Monotone:
+    """How many of a judge's ``ok`` answers with :data:`MONOTONE_MIN_CARDS` or more cards
+    rise or fall strictly with the order the cards were shown (``75, 85, 90``;
+    ``75, 60, 50``), of ``answers`` such answers. With three cards one ordering in three
+    does so by chance (2 of the 6 orders of distinct scores); far more than that says the
+    judge scores the order, not the cards. A signal, not a gate."""
+
+    rising: int = 0
+    falling: int = 0
+    answers: int = 0
+
+    @property
+    def count(self) -> int:
+        return self.rising + self.falling
+
+    def cell(self) -> str:
+        return f"{self.count}/{self.answers}" if self.answers else "-"
+
+
+MONOTONE_MIN_CARDS = 3
+
+
+def monotone_direction(scores_in_order: Sequence[int]) -> str | None:
+    """``"rising"`` or ``"falling"`` when ``scores_in_order`` (one answer's scores in the
+    order its cards were shown, 3 or more) move strictly one way; else None."""
+    values = list(scores_in_order)
+    if len(values) < MONOTONE_MIN_CARDS:
+        return None
+    steps = [b - a for a, b in pairwise(values)]
+    if all(d > 0 for d in steps):
+        return "rising"
+    if all(d < 0 for d in steps):
+        return "falling"
+    return None
+
+
+@dataclass(frozen=True)
 class JudgeStats:
     judge: str
     models: tuple[str, ...]
     counts: StatusCounts
     scores: ScoreSummary | None
     positions: tuple[PositionMean, ...]
+    monotone: Monotone = field(default_factory=Monotone)
 
     @property
     def position_bias(self) -> float | None:
@@ -227,6 +268,21 @@ def _judge_stats(judge: str, judged: Sequence[_Judged]) -> JudgeStats:
         counts=StatusCounts(**tally),
         scores=_summary(ok_scores),
         positions=_positions(judged),
+        monotone=_monotone(results),
+    )
+
+
+def _monotone(results: Sequence[JudgeResult]) -> Monotone:
+    directions: list[str | None] = []
+    for r in results:
+        if r.status != "ok" or r.scores is None or len(r.order) < MONOTONE_MIN_CARDS:
+            continue
+        if all(c in r.scores for c in r.order):
+            directions.append(monotone_direction([r.scores[c] for c in r.order]))
+    return Monotone(
+        rising=directions.count("rising"),
+        falling=directions.count("falling"),
+        answers=len(directions),
     )
 
 

@@ -52,6 +52,7 @@ def _judge_row(j: JudgeStats) -> list[str]:
         str(s.minimum) if s else "-",
         str(s.maximum) if s else "-",
         _signed(j.position_bias),
+        j.monotone.cell(),
     ]
 
 
@@ -123,8 +124,14 @@ def format_panel_table(stats: PanelStats) -> str:
         "min",
         "max",
         "bias#1",
+        "monotone",
     ]
     lines += ["", *render_columns(header, [_judge_row(j) for j in stats.judges], left=2)]
+    if any(j.monotone.answers for j in stats.judges):
+        lines += [
+            "monotone: ok answers (3+ cards) whose scores rise or fall strictly with the order",
+            "shown, of such answers (by chance about 1 in 3 with 3 cards, fewer with more)",
+        ]
     lines += _position_lines(stats)
     lines += _pair_lines(stats)
     a = stats.agreement

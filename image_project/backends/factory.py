@@ -329,7 +329,12 @@ def _describe(
             f"text and a drawn preview image, no network.{hint}"
         )
     else:
-        image = cfg.image.model if cfg.image.backend is None else "see below"
+        if not any(need.role == "image" for need, _ in uses):
+            image = "none (prompt only)"
+        elif cfg.image.backend is None:
+            image = cfg.image.model
+        else:
+            image = "see below"
         line = (
             f"Using OpenAI-compatible backend at {main.where} (text model {b.text_model}, "
             f"image model {image}, up to {b.max_concurrency} calls in flight)."

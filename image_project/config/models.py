@@ -442,6 +442,7 @@ class ScoringConfig(_Section):
     generator_temperature: _Float = Field(default=0.9, ge=0.0, le=2.0)
     generator_profile_abstraction: StrictBool = True
     max_reasks: _Int = Field(default=1, ge=0, le=5)
+    min_ok_cards: _Int | None = Field(default=None, ge=2, le=52)
     judges: Annotated[tuple[JudgeConfig, ...] | None, BeforeValidator(_check_judge_count)] = None
     min_ok_judges: _Int | None = Field(default=None, ge=1, le=MAX_JUDGES)
     aggregation: Aggregation = "median"
@@ -462,6 +463,21 @@ class ScoringConfig(_Section):
                 "candidates of round 0",
             )
         return self
+
+    @model_validator(mode="after")
+    def _check_cards(self) -> Self:
+        if self.min_ok_cards is not None and self.min_ok_cards > self.num_ideas:
+            raise _KeyedInvalid(
+                "min_ok_cards",
+                f"got {self.min_ok_cards}, must be an int in 2..num_ideas ({self.num_ideas}) "
+                "or null",
+            )
+        return self
+
+    @property
+    def effective_min_ok_cards(self) -> int:
+        """``min_ok_cards``, or 2 when null: the fewest cards worth judging."""
+        return self.min_ok_cards if self.min_ok_cards is not None else 2
 
     @model_validator(mode="after")
     def _check_judges(self) -> Self:

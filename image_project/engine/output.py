@@ -92,12 +92,19 @@ class ReaskPolicy:
     by the error), so a bad answer cannot anchor the next one. ``prompt`` words the re-ask.
     ``fallback(last_answer, last_error)``, when set, is called once the re-asks are used up
     and its value is accepted instead of failing (a title with a deterministic fallback).
+    ``skip(error)``, when set, may name a reason not to re-ask this error at all (the step
+    then fails at once, the reason in its error: an answer a re-ask would only repeat).
+    ``resample(error, k)``, when set, may give re-ask ``k`` (1-based) its own
+    ``(seed, temperature)`` instead of the step's (a temperature-0 answer re-asked with the
+    same seed comes back byte-identical); the re-ask's record keeps them.
     """
 
     max: int = 0
     style: ReaskStyle = "conversation"
     prompt: Callable[[str], str] = default_reask
     fallback: Callable[[str, Exception], object] | None = None
+    skip: Callable[[Exception], str | None] | None = None
+    resample: Callable[[Exception, int], tuple[int, float] | None] | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.max, bool) or not isinstance(self.max, int) or self.max < 0:

@@ -46,7 +46,14 @@ from image_project.backends.base import (
     Usage,
     conversation_problem,
 )
-from image_project.engine.answers import Call, answer_text, cut_off, reask_messages
+from image_project.engine.answers import (
+    Call,
+    accepted,
+    answer_text,
+    cut_off,
+    reask_messages,
+    reject,
+)
 from image_project.engine.budget import TokenLimits
 from image_project.engine.context import Context
 from image_project.engine.fanout import ordered_fanout
@@ -72,6 +79,7 @@ from image_project.errors import (
     PromptTooLongError,
     RefusalError,
     StepFailedError,
+    attach_rejected,
     locate,
 )
 from image_project.record.events import (
@@ -86,8 +94,6 @@ from image_project.record.events import (
 __all__ = ["ChatRunner", "Conversation", "ExecutionMode", "NodeOutcome", "as_json"]
 
 ExecutionMode: TypeAlias = Literal["concurrent", "sequential"]
-
-_REASK_ERROR_CHARS = 2000
 
 
 def _utc_now() -> str:
@@ -356,6 +362,8 @@ class ChatRunner:
                     step, history, prompt, Call(model, limit, path), replies, reasks
                 )
             except Exception as exc:
+                sent = len(replies) + (1 if isinstance(exc, BackendError) else 0)
+                attach_rejected(exc, sent, tuple(reasks))
                 if step.on_failure is None:
                     raise
                 failure = exc
@@ -438,6 +446,7 @@ class ChatRunner:
         path = call.path
         messages: Conversation = (*history, Message("user", prompt))
         output, policy = step.output, step.reask
+        seed, temperature = step.seed, float(step.temperature)
         while True:
             problem = conversation_problem(messages)
             if problem is not None:
@@ -449,9 +458,9 @@ class ChatRunner:
             reply = await self._complete(
                 TextRequest(
                     messages=messages,
-                    temperature=float(step.temperature),
+                    temperature=temperature,
                     model=call.model,
-                    seed=step.seed,
+                    seed=seed,
                     json_schema=output.schema if output is not None else None,
                     max_output_tokens=call.limit,
                     backend=step.backend,
@@ -461,15 +470,14 @@ class ChatRunner:
             text = answer_text(step, reply, path)
             cut = cut_off(call.limit, reply)
             try:
-                if cut is not None:
-                    raise ModelOutputError("cut_off", cut, output=text)
-                return text, text if output is None else output.parse(text)
+                return text, accepted(output, text, cut, reasks)
             except RefusalError as exc:
                 raise RefusalError(f"{path}: {exc.detail}", output=exc.output) from exc
             except (ModelOutputError, ValueError) as exc:
-                error = str(exc)[:_REASK_ERROR_CHARS]
-                reasks.append(Reask(response=text, error=error))
-                if len(reasks) > policy.max:
+                rejection = reject(policy, exc, text, reasks)
+                reasks.append(rejection.record)
+                error = rejection.record.error
+                if rejection.final:
                     if policy.fallback is not None:
                         return text, policy.fallback(text, exc)
                     reason = exc.reason if isinstance(exc, ModelOutputError) else "invalid_output"
@@ -479,6 +487,8 @@ class ChatRunner:
                         f"attempt(s): {error}",
                         output=text,
                     ) from exc
+                if rejection.sampling is not None:
+                    seed, temperature = rejection.sampling
                 messages = reask_messages(policy, history, messages, prompt, text, error)
 
     def _check_size(self, path: str, messages: Conversation) -> None:

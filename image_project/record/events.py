@@ -46,10 +46,14 @@ class ChatParams(RecordModel):
 
 
 class Reask(RecordModel):
-    """One rejected answer and the validation error it was re-asked with."""
+    """One rejected answer and the validation error it was re-asked with. ``seed`` and
+    ``temperature`` are set when the re-ask that followed was sent with its own (not the
+    step's): a re-ask that must not repeat the answer. Written only when set."""
 
     response: str
     error: str
+    seed: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    temperature: float | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class StepError(RecordModel):

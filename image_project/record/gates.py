@@ -19,10 +19,15 @@ message starts with ``gate:<name>: ``. Every outcome is therefore written the sa
 ``rewrite_meaning``   a rewritten concept shares no content word with its original
 ``card_field``        a card string that is empty, punctuation, a schema field name or a
                       placeholder word
+``card_degenerate``   a card string ended by its length limit, a long string made of few
+                      distinct words, an option equal to the hook, or the same option in
+                      several slots
 ``hints_avoid``       a hints ``avoid`` item made only of the hints' own adjectives
 ``judge_degenerate``  a judge's scores follow its presentation order, are all equal, or
                       span a degenerate range
 ``selector_reason``   an LLM selector's reason that mentions nothing of its card
+``prose_loop``        a prose answer (a stage draft, a critic, the final prompt) caught in a
+                      repetition loop ("the composition of the composition of ...")
 """
 
 from __future__ import annotations
@@ -42,9 +47,11 @@ GateName = Literal[
     "rewrite_dislike",
     "rewrite_meaning",
     "card_field",
+    "card_degenerate",
     "hints_avoid",
     "judge_degenerate",
     "selector_reason",
+    "prose_loop",
 ]
 GATES: tuple[GateName, ...] = get_args(GateName)
 GATE_PREFIX = "gate:"

@@ -14,7 +14,7 @@ from pydantic import Field, model_validator
 
 from image_project.record.base import RecordModel
 from image_project.record.context import ContextOff, ContextSection
-from image_project.record.events import ChatEvent, ImageEvent, StepEvent
+from image_project.record.events import ChatEvent, ImageEvent, Reask, StepEvent
 from image_project.record.scoring import ScoringOff, ScoringRecord, ScoringSection
 from image_project.record.upscale import UpscaleRecord
 
@@ -123,7 +123,9 @@ class RunError(RecordModel):
     ``interrupted`` after Ctrl-C / SIGTERM; ``phase`` the phase it happened in; ``step`` and
     ``path`` the innermost failing step; ``cancelled_paths`` the steps cut off. ``status`` /
     ``attempts`` are set for a transport error, ``reason`` / ``output_preview`` for a bad
-    model answer."""
+    model answer. ``requests`` is how many requests the failing chat step sent, ``reasks``
+    the answers its gates rejected before it failed (each with its error), so a step that
+    re-asked twice and then timed out shows all three requests, not "attempt 1 of 1"."""
 
     type: str
     message: str
@@ -135,6 +137,8 @@ class RunError(RecordModel):
     attempts: int | None = None
     reason: str | None = None
     output_preview: str | None = None
+    requests: int | None = None
+    reasks: tuple[Reask, ...] = ()
 
 
 class RunRecord(RecordModel):

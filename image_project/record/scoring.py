@@ -16,7 +16,9 @@ from pydantic import ConfigDict, Field, JsonValue, StringConstraints, model_vali
 from image_project.record.base import RecordModel
 
 __all__ = [
+    "ITEM_MAX_CHARS",
     "JUDGE_STATUSES",
+    "TEXT_MAX_CHARS",
     "CandidateRecord",
     "CardOptions",
     "EvolutionRecord",
@@ -45,8 +47,16 @@ JUDGE_STATUSES: tuple[JudgeStatus, ...] = ("ok", "parse_error", "degenerate", "r
 SelectionMode = Literal["exploit", "explore"]
 SurvivorCategory = Literal["performance", "diversity", "potential"]
 
-_Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=600)]
-_Item = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+TEXT_MAX_CHARS = 600
+"""The longest hook or narrative of a card."""
+ITEM_MAX_CHARS = 200
+"""The longest option or ``avoid`` item of a card."""
+_Text = Annotated[
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=TEXT_MAX_CHARS)
+]
+_Item = Annotated[
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=ITEM_MAX_CHARS)
+]
 
 
 class _Answer(RecordModel):
@@ -75,12 +85,16 @@ class IdeaCard(_Answer):
 
 
 class CandidateRecord(RecordModel):
-    """A card to generate (id, API seed, diversity direction) and, once generated, the card."""
+    """A card to generate (id, API seed, diversity direction) and, once generated, the card.
+    ``invalid``: the card's answer was still invalid after its re-asks, so it was dropped
+    (never judged) while enough cards remained (``prompt.scoring.min_ok_cards``); the error.
+    Written only when set."""
 
     id: str
     seed: int
     direction: str
     card: IdeaCard | None = None
+    invalid: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class JudgeResult(RecordModel):

@@ -60,10 +60,17 @@ from image_project.backends.factory import Backends
 from image_project.config import AppConfig
 from image_project.config.capabilities import TEXT_MODELS
 from image_project.engine import ChatRunner, Context, DefaultStepRecorder, TokenLimits
-from image_project.errors import BackendError, ModelOutputError, location_of
+from image_project.errors import (
+    BackendError,
+    ModelOutputError,
+    location_of,
+    preview,
+    rejected_of,
+)
 from image_project.preflight import check_upscale
 from image_project.progress import ProgressRecorder
 from image_project.record import RunError, RunRecord
+from image_project.record.events import Reask
 from image_project.run.log import RunLog
 from image_project.run.phases import PhaseFailed, phases_for
 from image_project.run.records import save_to_store
@@ -304,9 +311,18 @@ def run_error(exc: Exception, phase: str) -> RunError:
     """The record's error for ``exc`` in ``phase``: where the engine located it, and what a
     transport error (status, attempts) or a bad answer (reason, preview) adds."""
     loc = location_of(exc)
+    rejected = rejected_of(exc)
+    requests, reasks = rejected if rejected else (None, ())
+    message = str(exc)
+    if reasks:
+        message += (
+            f" (request {requests} of the step; {len(reasks)} earlier answer(s) rejected: "
+            + "; ".join(preview(getattr(r, "error", r), 80) for r in reasks)
+            + ")"
+        )
     return RunError(
         type=type(exc).__name__,
-        message=str(exc),
+        message=message,
         phase=phase,
         step=loc.name if loc else None,
         path=loc.path if loc else None,
@@ -315,6 +331,8 @@ def run_error(exc: Exception, phase: str) -> RunError:
         attempts=exc.attempts if isinstance(exc, BackendError) else None,
         reason=exc.reason if isinstance(exc, ModelOutputError) else None,
         output_preview=exc.output_preview if isinstance(exc, ModelOutputError) else None,
+        requests=requests,
+        reasks=tuple(r for r in reasks if isinstance(r, Reask)),
     )
 
 

@@ -43,11 +43,13 @@ from image_project.engine import (
     PromptFn,
     PromptSource,
     ReaskPolicy,
+    TextOutput,
     TokenBudget,
     fanout_then_reduce,
 )
 from image_project.record.base import RecordModel
 from image_project.record.gates import gate_error
+from image_project.record.textshape import repetition_loop
 from image_project.seeding import derive_seed
 
 __all__ = [
@@ -57,6 +59,7 @@ __all__ = [
     "DALLE_PROMPT_KEY",
     "NO_GUIDANCE",
     "PROSE",
+    "PROSE_OUTPUT",
     "PROSE_REASK",
     "STAGES",
     "SYSTEM_PROMPT",
@@ -233,9 +236,23 @@ CONSENSUS_DRAFTS = 3
 PROSE = TokenBudget("prose")
 PROSE_REASK = ReaskPolicy(max=1, style="restate")
 """A prose answer is re-asked once, restated (the same history and one user message: the prompt
-with the reason, so the cut answer is no assistant turn to continue), when the server cut it at its token limit
-(reason ``cut_off``); still cut off, the run fails with that reason. Nothing else is checked
-in prose, so nothing else is re-asked."""
+with the reason, never the rejected answer, so the cut answer is no assistant turn to
+continue), when the server cut it at its token limit (reason ``cut_off``) or it is caught in a
+repetition loop (:data:`PROSE_OUTPUT`); still bad, the run fails with that reason."""
+
+
+def _checked_prose(text: str) -> str:
+    loop = repetition_loop(text)
+    if loop is not None:
+        raise gate_error(
+            "prose_loop", f"the answer is caught in a repetition loop: {loop}; say each thing once"
+        )
+    return text
+
+
+PROSE_OUTPUT: TextOutput[str] = TextOutput(_checked_prose)
+"""A prose answer: any text that is not caught in a repetition loop (the ``prose_loop``
+gate, :func:`~image_project.record.textshape.repetition_loop`)."""
 """The token limit of every prose step (stage drafts, critics, consensus drafts)."""
 
 
@@ -309,6 +326,7 @@ def tot_enclave(stage: str, *, brief: Brief, run_seed: int, temperature: float) 
             capture_key=f"enclave.{stage}.{name}",
             seed=seed(name),
             max_output_tokens=PROSE,
+            output=PROSE_OUTPUT,
             reask=PROSE_REASK,
         )
         for name, label, persona, sees in CRITICS
@@ -326,6 +344,7 @@ def tot_enclave(stage: str, *, brief: Brief, run_seed: int, temperature: float) 
                 capture_key=f"enclave.{stage}.consensus_{i}",
                 seed=seed(f"consensus_{i}"),
                 max_output_tokens=PROSE,
+                output=PROSE_OUTPUT,
                 reask=PROSE_REASK,
             )
             for i in range(1, CONSENSUS_DRAFTS + 1)
@@ -337,6 +356,7 @@ def tot_enclave(stage: str, *, brief: Brief, run_seed: int, temperature: float) 
         temperature=temperature,
         seed=seed("final_consensus"),
         max_output_tokens=PROSE,
+        output=PROSE_OUTPUT,
         reask=PROSE_REASK,
     )
     return fanout_then_reduce("tot_enclave", fanout=critics, reduce=[consensus, final])
@@ -359,6 +379,7 @@ def stage_block(
         temperature=temperature,
         seed=derive_seed(run_seed, "step", stage, "draft"),
         max_output_tokens=PROSE,
+        output=PROSE_OUTPUT,
         reask=PROSE_REASK,
     )
     nodes: list[Node] = [draft]

@@ -161,6 +161,7 @@ def test_the_table_shows_counts_positions_pairs_and_alpha() -> None:
         "min",
         "max",
         "bias#1",
+        "monotone",
     ]
     strict = next(line for line in lines if line.startswith("strict "))
     assert strict.split()[:8] == ["strict", "m-1", "1", "0", "0", "1", "0", "3"]
@@ -177,3 +178,22 @@ def test_stats_command_without_runs_says_so() -> None:
     out = io.StringIO()
     assert stats_command([], out) == 1
     assert out.getvalue() == "No runs to summarise.\n"
+
+
+def test_answers_monotone_in_the_order_shown_are_counted_per_judge() -> None:
+    """The answers a small real model got through the degeneracy gate: 75, 85, 90 and
+    75, 60, 50 in the order shown. Counted (a signal in ``runs stats`` and the review's
+    panel page), not rejected; two cards, or a non-monotone answer, do not count."""
+    records = [
+        run(1, [judge("j", {"C": 75, "A": 85, "B": 90}), judge("k", {"A": 40, "B": 90})]),
+        run(2, [judge("j", {"B": 75, "C": 60, "A": 50}), judge("k", {"A": 1, "B": 2})]),
+        run(3, [judge("j", {"A": 70, "B": 90, "C": 80})]),
+    ]
+    stats = {j.judge: j for j in panel_stats(records).judges}
+    m = stats["j"].monotone
+    assert (m.rising, m.falling, m.answers, m.cell()) == (1, 1, 3, "2/3")
+    assert stats["k"].monotone.cell() == "-"
+    out = io.StringIO()
+    stats_command(records, out)
+    row = next(line for line in out.getvalue().splitlines() if line.startswith("j "))
+    assert row.split()[-1] == "2/3"

@@ -192,3 +192,30 @@ async def test_a_local_server_gets_the_chosen_key_and_the_configured_models(
     chat, image = server.requests
     assert chat.headers["authorization"] == image.headers["authorization"] == f"Bearer {bearer}"
     assert (chat.body["model"], image.body["model"]) == ("t", "i")
+
+
+@pytest.mark.parametrize(
+    ("mode", "image_backend", "says"),
+    [
+        ("prompt_only", "offline", "image model none (prompt only)"),
+        ("prompt_only", None, "image model none (prompt only)"),
+        ("full", "offline", "image model see below"),
+        ("full", None, "image model gpt-image-2.6-sunburst"),
+    ],
+)
+def test_the_first_line_names_the_image_model_only_when_the_run_makes_an_image(
+    mode: str, image_backend: str | None, says: str
+) -> None:
+    """With image.backend offline and --prompt-only the line used to say "image model see
+    below", and nothing below named one."""
+    config = AppConfig.model_validate(
+        {
+            "backend": {"base_url": LOCAL},
+            "image": {"backend": image_backend},
+            "run": {"mode": mode},
+        }
+    )
+    description = make_backends(config, {}).description
+    assert says in description
+    if mode == "full" and image_backend == "offline":
+        assert "image: offline preview image" in description

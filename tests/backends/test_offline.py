@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import importlib
 import importlib.util
 import io
@@ -365,14 +364,27 @@ async def test_judge_scores_name_every_id_once_in_order_and_vary() -> None:
     seen_scores: set[int] = set()
     for seed in range(5):
         scores = json.loads(await complete(text_request(seed=seed, schema=JUDGE)))["scores"]
-        assert [s["id"] for s in scores] == JUDGE_IDS
-        seen_scores.update(s["score"] for s in scores)
+        assert list(scores) == JUDGE_IDS
+        seen_scores.update(scores.values())
     assert len(seen_scores) > 10
 
 
 def test_id_enum_arrays_shorter_than_the_enum_are_distinct() -> None:
-    schema = copy.deepcopy(dict(JUDGE.schema))
-    schema["properties"]["scores"].update(minItems=3, maxItems=4)
+    item = {
+        "type": "object",
+        "properties": {
+            "id": {"type": "string", "enum": JUDGE_IDS},
+            "score": {"type": "integer", "minimum": 0, "maximum": 100},
+        },
+        "required": ["id", "score"],
+        "additionalProperties": False,
+    }
+    schema = {
+        "type": "object",
+        "properties": {"scores": {"type": "array", "items": item, "minItems": 3, "maxItems": 4}},
+        "required": ["scores"],
+        "additionalProperties": False,
+    }
     for seed in range(20):
         ids = [s["id"] for s in generate_instance(schema, random.Random(seed))["scores"]]
         assert len(ids) == len(set(ids))
@@ -847,7 +859,7 @@ def generic_answer(request: TextRequest) -> str:
 async def judge_scores(request: TextRequest) -> dict[str, int]:
     text = await complete(request)
     assert request.json_schema is not None
-    order = request.json_schema.schema["properties"]["scores"]["items"]["properties"]["id"]["enum"]
+    order = request.json_schema.schema["properties"]["scores"]["required"]
     scores = judge_output(order).parse(text)
     assert isinstance(scores, dict)
     return scores
@@ -910,8 +922,8 @@ async def test_rubric_judge_answers_are_valid_judge_answers(
             text = await complete(request)
             assert text != generic_answer(request)
             value = json.loads(text)
-            assert [s["id"] for s in value["scores"]] == list(PANEL_ORDER)  # enum order
-            assert all(type(s["score"]) is int and 0 <= s["score"] <= 100 for s in value["scores"])
+            assert list(value["scores"]) == list(PANEL_ORDER)  # the schema's order
+            assert all(type(v) is int and 0 <= v <= 100 for v in value["scores"].values())
             assert_valid(value, judge_output(PANEL_ORDER).schema.schema)
             scores = judge_output(PANEL_ORDER).parse(text)
             assert isinstance(scores, dict) and list(scores) == list(PANEL_ORDER)

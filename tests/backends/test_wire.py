@@ -197,7 +197,11 @@ def test_the_offline_answer_to_either_dialect_validates(name: str, seed: int) ->
     """(The selector's offline answer comes from its own rule, which reads the prompt; the
     grammar-dialect runs of tests/test_conversation_shapes.py cover it.)"""
     output = _outputs()[name]
-    words = ["a lantern over the harbour at dusk, seen from a small boat far out"] * 3
+    words = [  # a card repeating one phrase in every slot is degenerate (card_degenerate)
+        f"{thing} {place}"
+        for thing in ("a lantern", "gulls", "a red sail", "wet cobbles")
+        for place in ("over the harbour at dusk", "seen from a small boat", "far out at sea")
+    ]
     for schema in (output.schema.schema, output.schema.grammar):
         assert schema is not None
         answer = generate_instance(schema, random.Random(seed), words)

@@ -149,8 +149,9 @@ async def test_a_card_that_stays_broken_fails_at_its_step_with_a_short_preview(
 ) -> None:
     with OpenAIServer(offline=True) as server:
         server.rule(idea("B"), said(GARBAGE), said(GARBAGE), said(GARBAGE))
+        every_card = "prompt.scoring.min_ok_cards=3"  # no card may be dropped
         with pytest.raises(RunFailed):
-            await run(tmp_path, server)
+            await run(tmp_path, server, every_card)
         assert len(calls(server, idea("B"))) == 2  # asked, re-asked once (max_reasks=1)
         assert not calls(server, lambda r: r.schema_name == "idea_scores")
     (t,) = transcripts(tmp_path)

@@ -36,6 +36,7 @@ from image_project.stages.scoring.cards import (
     CARD_OUTPUT,
     card_ids,
     check_card_fields,
+    check_card_shape,
     parse_card,
 )
 from image_project.stages.scoring.hints import parse_hints
@@ -272,8 +273,10 @@ def test_valid_scores_parse_back_exactly(case: tuple[str, list[str], dict[str, i
 def test_judge_schema_lists_every_id_once(ids: list[str]) -> None:
     schema = judge_output(ids).schema
     scores = json.loads(json.dumps(schema.schema))["properties"]["scores"]
-    assert scores["items"]["properties"]["id"]["enum"] == ids
-    assert scores["minItems"] == scores["maxItems"] == len(ids)
+    # One required integer property per id, in order, and no other: a grammar writes one
+    # score per card.
+    assert list(scores["properties"]) == scores["required"] == ids
+    assert scores["additionalProperties"] is False
     assert schema.strict
 
 
@@ -307,6 +310,12 @@ def test_valid_cards_parse_back_exactly(data: dict[str, Any], fence: tuple[str, 
         with pytest.raises(ModelOutputError) as caught:
             parse_card(fence[0] + json.dumps(data) + fence[1])
         assert caught.value.reason == "gate:card_field"
+        return
+    if check_card_shape(expected):
+        # Well formed, but degenerate (repeated options, a loop): rejected with its reason.
+        with pytest.raises(ModelOutputError) as caught:
+            parse_card(fence[0] + json.dumps(data) + fence[1])
+        assert caught.value.reason == "gate:card_degenerate"
         return
     card = parse_card(fence[0] + json.dumps(data) + fence[1])
     assert card == expected

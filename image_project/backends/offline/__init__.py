@@ -33,8 +33,8 @@ request                            reply
 ``json_schema`` whose root holds   that object with the first JSON array of exactly N strings
 one array of exactly N strings     in the last user message that has one (a re-ask's has
                                    none), unchanged (an offline rewrite keeps everything)
-``json_schema`` named              ``{"scores": [{"id": ..., "score": ...}, ...]}`` with every
-``idea_scores`` (a judge) whose    id of the schema's ``enum`` once, in ``enum`` order, each
+``json_schema`` named              ``{"scores": {"A": ..., "B": ..., ...}}`` with every id of
+``idea_scores`` (a judge) whose    the schema's ``scores`` properties once, in order, each
 system prompt has a ``Rubric       score an integer 0..100 computed from the request by the
 (...):`` section with at least     rubric's points (see "Rubric judges" below); a judge
 one readable points line           without one (the ``default`` rubric, or a rubric with no

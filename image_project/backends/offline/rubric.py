@@ -157,15 +157,16 @@ def _read_rubric(system_text: str) -> _Rubric | None:
 
 
 def _judge_ids(schema: Mapping[str, Any]) -> list[str] | None:
-    """The card ids of a judge schema (its ``enum``, in order) when every one must be scored."""
+    """The card ids of a judge schema (the properties of ``scores``, in order) when every
+    one must be scored."""
     try:
         node = schema["properties"]["scores"]
-        ids = node["items"]["properties"]["id"]["enum"]
+        ids = list(node["properties"])
     except (KeyError, TypeError):
         return None
-    if not isinstance(ids, list) or not ids or not all(isinstance(i, str) for i in ids):
+    if not ids or not all(isinstance(i, str) for i in ids):
         return None
-    return list(ids) if node.get("minItems") == len(ids) else None
+    return ids if node.get("required") == ids else None
 
 
 def _strings(value: Any) -> list[str]:
@@ -415,10 +416,9 @@ def _rubric_judge_reply(
         return None
     view = _judge_view(_last_user_text(request.messages))
     jitter = 1.0 + 2.0 * min(max(request.temperature, 0.0), 1.0)
-    scores = []
+    scores: dict[str, int] = {}
     for card_id in ids:
         card = view.cards.get(card_id, _CardView())
         shared = _model_error(model, card, model_error)
-        score = _card_score(rubric, _features(view, card_id, card), rng, jitter, shared)
-        scores.append({"id": card_id, "score": score})
+        scores[card_id] = _card_score(rubric, _features(view, card_id, card), rng, jitter, shared)
     return json.dumps({"scores": scores}, ensure_ascii=False)

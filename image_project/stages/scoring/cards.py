@@ -11,7 +11,9 @@ strict JSON schema is what the server is asked for)::
 be omitted from an answer. String lengths are checked in code, not in the schema. The gate
 ``card_field`` (:func:`check_card_fields`) re-asks a card with a string that is empty,
 punctuation only, or nothing but a schema field name or a placeholder word
-(:data:`PLACEHOLDER_WORDS`). Ids ``A, B,
+(:data:`PLACEHOLDER_WORDS`); the gate ``card_degenerate`` (:func:`check_card_shape`) one
+that stopped saying anything (cut at its length limit, a few words over and over, an option
+that is the hook or repeats another). Ids ``A, B,
 C, ...`` are assigned by code in declared order, so the model never invents or duplicates one;
 an ``id`` key in the answer is rejected like any other unexpected key.
 """
@@ -25,16 +27,22 @@ from collections.abc import Sequence
 from image_project import markers
 from image_project.engine import JsonOutput
 from image_project.record.gates import gate_error
-from image_project.record.scoring import CandidateRecord, IdeaCard
+from image_project.record.scoring import ITEM_MAX_CHARS, TEXT_MAX_CHARS, CandidateRecord, IdeaCard
+from image_project.record.textshape import cut_at_limit, distinct_share, repetition_loop
 from image_project.seeding import derive_seed, rng_for
 
 __all__ = [
     "CARD_OUTPUT",
     "DIRECTIONS",
+    "HOOK_COPIES",
+    "HOOK_COPY_MIN_WORDS",
+    "MIN_DISTINCT_SHARE",
     "PLACEHOLDER_WORDS",
+    "REPEATED_OPTION_SLOTS",
     "card_ids",
     "card_text",
     "check_card_fields",
+    "check_card_shape",
     "directions_for",
     "parse_card",
 ]
@@ -95,12 +103,87 @@ def check_card_fields(card: IdeaCard) -> list[str]:
     return problems
 
 
+MIN_DISTINCT_SHARE = 0.5
+"""A card string of many words (:data:`~image_project.record.textshape.DISTINCT_MIN_WORDS`
+or more) with fewer distinct words than this share of them repeats itself."""
+
+
+HOOK_COPY_MIN_WORDS = 3
+HOOK_COPIES = 3
+"""Options equal to the hook are copies when there are at least :data:`HOOK_COPIES` of
+them and the hook is a phrase of at least :data:`HOOK_COPY_MIN_WORDS` words (one short
+hook may honestly name a medium too)."""
+REPEATED_OPTION_SLOTS = 4
+"""The same option in this many slots (any lists) repeats itself; twice in one list too.
+The same word as a composition and a mood ("baroque") is a choice, not a loop."""
+
+
+def _norm(text: str) -> str:
+    return " ".join(_WORD.findall(text.lower()))
+
+
+def check_card_shape(card: IdeaCard) -> list[str]:
+    """Every sign that a card was written by a model that stopped saying anything (the
+    ``card_degenerate`` gate), as ``"<where> <problem>"`` (empty = the card is fine): a
+    string ended by its length limit, a long string with a low share of distinct words or a
+    repetition loop, an option equal to the hook, the same option in several slots."""
+    o = card.options
+    fields: list[tuple[str, str, int]] = [
+        ("hook", card.hook, TEXT_MAX_CHARS),
+        ("narrative", card.narrative, TEXT_MAX_CHARS),
+    ]
+    options: list[tuple[str, str]] = []
+    for name, items in (
+        ("options.composition", o.composition),
+        ("options.palette", o.palette),
+        ("options.medium", o.medium),
+        ("options.mood", o.mood),
+    ):
+        options += [(f"{name}[{i}]", item) for i, item in enumerate(items)]
+    fields += [(where, text, ITEM_MAX_CHARS) for where, text in options]
+    fields += [(f"avoid[{i}]", item, ITEM_MAX_CHARS) for i, item in enumerate(card.avoid)]
+    problems: list[str] = []
+    for where, text, limit in fields:
+        if cut_at_limit(text, limit):
+            problems.append(f"{where} was cut off at its {limit}-character limit")
+        share = distinct_share(text)
+        if share is not None and share < MIN_DISTINCT_SHARE:
+            problems.append(f"{where} repeats itself (only {share:.0%} of its words distinct)")
+        elif (loop := repetition_loop(text)) is not None:
+            problems.append(f"{where} loops: {loop}")
+    hook = _norm(card.hook)
+    copies = [where for where, text in options if _norm(text) == hook]
+    if len(copies) >= HOOK_COPIES and len(hook.split()) >= HOOK_COPY_MIN_WORDS:
+        problems.append(f"{', '.join(copies)} {_quoted(card.hook)}: the hook again")
+    slots: dict[str, list[str]] = {}
+    for where, text in options:
+        key = _norm(text)
+        if key == hook and len(copies) >= HOOK_COPIES:
+            continue
+        earlier = slots.setdefault(key, [])
+        same_list = [w for w in earlier if w.split("[")[0] == where.split("[")[0]]
+        if same_list or len(earlier) + 1 >= REPEATED_OPTION_SLOTS:
+            problems.append(f"{where} {_quoted(text)} repeats {(same_list or earlier)[0]}")
+        earlier.append(where)
+    return problems
+
+
+def _quoted(text: str) -> str:
+    return repr(text if len(text) <= 60 else text[:59] + "…")
+
+
 def _checked_card(card: IdeaCard) -> IdeaCard:
     problems = check_card_fields(card)
     if problems:
         raise gate_error(
             "card_field",
             "; ".join(problems[:6]) + "; write what the image shows in every field",
+        )
+    shape = check_card_shape(card)
+    if shape:
+        raise gate_error(
+            "card_degenerate",
+            "; ".join(shape[:6]) + "; write short, complete, distinct phrases in every field",
         )
     return card
 

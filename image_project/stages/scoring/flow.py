@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from image_project.config import EffectiveJudge, ScoringConfig
 from image_project.engine import Answer, ChatRunner, ChatStep, Context, ReaskPolicy, Scope
 from image_project.engine.budget import TokenBudget
+from image_project.errors import EmptyResponseError, ModelOutputError, locate
 from image_project.record.scoring import IdeaCard, ScoreRow, ScoringRecord, Survivor
 from image_project.seeding import derive_seed
 from image_project.stages.scoring.cards import CARD_OUTPUT, card_ids, directions_for
@@ -141,6 +142,8 @@ class ScoringRun:
         self.first = directions_for(setup.run_seed, card_ids(s.num_ideas))
         self.log = ScoringLog(s, setup.judges, setup.novelty, self.first)
         self.reask = ReaskPolicy(max=s.max_reasks, style="restate")
+        self._dropped: dict[str, tuple[str, Exception]] = {}
+        """Each dropped card's step path and error, in the order they failed."""
 
     def record(self) -> ScoringRecord:
         """The scoring record from whatever the run got to."""
@@ -184,11 +187,13 @@ class ScoringRun:
         hints = None
         if setup.scoring.generator_profile_abstraction:
             hints = (await scope.ask(self._hints_step())).value
+        first = log.rounds[0]
         await scope.gather(
             "ideas",
             [self._idea_step(c.id, c.direction, c.seed, hints) for c in self.first],
-            each=_CardSink(log, tuple(c.id for c in self.first)),
+            each=_CardSink(log, first, tuple(c.id for c in self.first)),
         )
+        ids = self._card_quorum()
         panel = Panel(
             setup.judges,
             setup.brief,
@@ -197,8 +202,6 @@ class ScoringRun:
             setup.run_seed,
             setup.scoring.max_reasks,
         )
-        first = log.rounds[0]
-        ids = tuple(c.id for c in self.first)
         await panel.judge(scope, ids, log.cards, 0, first.add_result)
         if setup.scoring.evolution.enabled:
             table = await self._rounds(scope, panel, hints)
@@ -206,6 +209,36 @@ class ScoringRun:
             table = None
         outcome = await scope.act("select", lambda: self._select(table))
         return outcome.card
+
+    def _card_quorum(self) -> tuple[str, ...]:
+        """The ids of the cards that passed their gates, in order (round 0's judged ids), or
+        :class:`ModelOutputError` when fewer than the quorum remain
+        (``prompt.scoring.min_ok_cards``; with rounds, at least ``evolution.survivors``)."""
+        s, log = self.setup.scoring, self.log
+        first = log.rounds[0]
+        kept = tuple(c.id for c in self.first if c.id in log.cards)
+        need = s.effective_min_ok_cards
+        if s.evolution.enabled:
+            need = max(need, s.evolution.survivors)
+        if first.invalid:
+            logger.warning(
+                "%d card(s) dropped as invalid: %s", len(first.invalid), ", ".join(first.invalid)
+            )
+        if len(kept) < need:
+            card_id, (path, exc) = next(iter(self._dropped.items()))
+            others = [i for i in first.invalid if i != card_id]
+            error = ModelOutputError(
+                exc.reason if isinstance(exc, ModelOutputError) else "invalid_output",
+                f"{exc.detail if isinstance(exc, ModelOutputError) else exc}; only {len(kept)} "
+                f"of {len(self.first)} card(s) passed their gates, at least {need} required "
+                "(prompt.scoring.min_ok_cards)"
+                + (f"; also dropped: {', '.join(others)}" if others else ""),
+                output=exc.output if isinstance(exc, ModelOutputError) else "",
+            )
+            locate(error, path=path, name=path.rsplit("/", 1)[-1], node_type="chat")
+            raise error
+        first.judged = Judged(kept, {})
+        return kept
 
     def _hints_step(self) -> ChatStep[ProfileHints]:
         setup = self.setup
@@ -224,7 +257,7 @@ class ScoringRun:
 
     def _idea_step(
         self, card_id: str, direction: str, seed: int, hints: ProfileHints | None
-    ) -> ChatStep[IdeaCard]:
+    ) -> ChatStep[IdeaCard | None]:
         setup = self.setup
         return ChatStep(
             name=f"idea_{card_id}",
@@ -232,11 +265,12 @@ class ScoringRun:
             temperature=setup.scoring.generator_temperature,
             seed=seed,
             max_output_tokens=TokenBudget("card"),
-            output=CARD_OUTPUT,
+            output=CARD_OUTPUT.then(_kept),
             reask=self.reask,
             stateless=True,
             system_prompt=setup.guidance.in_system(IDEA_SYSTEM),
             merge="none",
+            on_failure=functools.partial(_invalid_card, self._dropped, card_id),
             meta={"role": "idea", "card_id": card_id, "direction": direction},
         )
 
@@ -246,7 +280,7 @@ class ScoringRun:
         setup, log = self.setup, self.log
         if table is None:
             first = log.rounds[0]
-            ids = tuple(c.id for c in self.first)
+            ids = first.judged.ids if first.judged else tuple(c.id for c in self.first)
             table = score_table(ids, first.judges, log.cards, setup.scoring, setup.novelty.summary)
         selection = select(
             list(table), exploration_rate=setup.scoring.exploration_rate, run_seed=setup.run_seed
@@ -337,16 +371,40 @@ class ScoringRun:
         current.table = await scope.act("table", table)
 
 
+def _kept(card: IdeaCard) -> IdeaCard | None:
+    return card
+
+
+def _invalid_card(
+    dropped: dict[str, tuple[str, Exception]], card_id: str, exc: Exception
+) -> IdeaCard | None:
+    """A card whose answer stayed invalid (or was refused, or empty) is dropped (None), its
+    error kept for the run's should too few cards remain; any other error (a transport
+    failure) still fails the run."""
+    if isinstance(exc, ModelOutputError | EmptyResponseError):
+        path = exc.detail.split(": ", 1)[0] if isinstance(exc, ModelOutputError) else ""
+        dropped[card_id] = (path if "/" in path else f"idea_{card_id}", exc)
+        return None
+    raise exc
+
+
 @dataclass(frozen=True)
 class _CardSink:
     """Puts each generated card into the run's log as its step answers, so a failed block
-    still records the cards that arrived."""
+    still records the cards that arrived; a card whose answer stayed invalid goes into round
+    0's ``invalid`` with its error (dropped, never judged)."""
 
     log: ScoringLog
+    first: RoundResult
     ids: tuple[str, ...]
 
-    def __call__(self, i: int, answer: Answer[IdeaCard]) -> None:
-        self.log.cards[self.ids[i]] = answer.value
+    def __call__(self, i: int, answer: Answer[IdeaCard | None]) -> None:
+        card_id = self.ids[i]
+        if answer.value is not None:
+            self.log.cards[card_id] = answer.value
+            return
+        error = answer.event.error
+        self.first.invalid[card_id] = error.message if error is not None else "no card"
 
 
 @dataclass(frozen=True)

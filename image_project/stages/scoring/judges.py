@@ -1,7 +1,8 @@
 """The judge ensemble: numeric-only scores, strict parsing, structured per-judge results.
 
-A judge answers ``{"scores": [{"id": "A", "score": 0..100}, ...]}``: every card id exactly
-once, integer scores, no other keys, no prose (see :func:`parse_scores`). Each judge ends in
+A judge answers ``{"scores": {"A": 0..100, "B": 0..100, ...}}``: one integer score per card
+id (the schema makes every id a required property, so a grammar enforces it), no other keys,
+no prose (see :func:`parse_scores`). Each judge ends in
 a :class:`JudgeResult` whose ``status`` is one of
 
 ``ok``           the answer (possibly after re-asks) parsed; ``scores`` holds it
@@ -9,7 +10,9 @@ a :class:`JudgeResult` whose ``status`` is one of
 ``degenerate``   the answer was well formed but its scores carry no judgement, still after
                  the re-asks (:func:`degeneracy`: the cards' positions, all equal, ranks
                  instead of the 0-100 scale); re-asked with reason
-                 ``gate:judge_degenerate``
+                 ``gate:judge_degenerate`` with its own seed and at least
+                 :data:`REASK_TEMPERATURE` (:func:`degenerate_reask_sampling`), or not at
+                 all when every score is equal (:func:`degenerate_reask_skip`)
 ``refused``      the API reported a refusal, or the answer holds no JSON object at all and
                  reads like one (:data:`~image_project.engine.output.REFUSAL_PATTERNS`);
                  never re-asked
@@ -22,13 +25,12 @@ the quorum (``min_ok_judges``) decides whether the run can go on (:func:`require
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
-from typing import Any, ClassVar
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any, ClassVar
 
 from pydantic import ConfigDict, Field, create_model, model_validator
 
 from image_project.engine import JsonOutput
-from image_project.engine.output import list_of, literal_of
 from image_project.errors import (
     EmptyResponseError,
     ModelOutputError,
@@ -39,9 +41,12 @@ from image_project.errors import (
 from image_project.record.base import RecordModel
 from image_project.record.gates import GATE_PREFIX, gate_error
 from image_project.record.scoring import JUDGE_STATUSES, JudgeResult, JudgeStatus
+from image_project.seeding import derive_seed
 
 __all__ = [
+    "ALL_EQUAL",
     "JUDGE_STATUSES",
+    "REASK_TEMPERATURE",
     "SCORE_MAX",
     "SCORE_MIN",
     "JudgeAnswer",
@@ -49,6 +54,8 @@ __all__ = [
     "JudgeScore",
     "JudgeStatus",
     "degeneracy",
+    "degenerate_reask_sampling",
+    "degenerate_reask_skip",
     "judge_output",
     "parse_scores",
     "require_quorum",
@@ -56,6 +63,40 @@ __all__ = [
 ]
 
 SCORE_MIN, SCORE_MAX = 0, 100
+ALL_EQUAL = "every card got the same score"
+"""How :func:`degeneracy` starts for an answer whose scores are all equal."""
+REASK_TEMPERATURE = 0.3
+"""The temperature of a degenerate judge's re-ask when the judge's own is lower: with the
+same seed at temperature 0 a re-ask returns the same answer byte for byte (11 of 11 with
+a small real model), so the re-ask gets its own seed and this small temperature."""
+
+
+def degenerate_reask_skip(exc: Exception) -> str | None:
+    """Why a degenerate judge answer is not re-asked, or None: every card got the same
+    score, a judge that does not tell the cards apart at all (a small model gives every card
+    0, or 75, in nearly every answer); a re-ask costs the whole prompt again for nothing."""
+    if _is_degenerate(exc) and ALL_EQUAL in str(exc):
+        return "not re-asked: a judge that scores every card the same does not tell them apart"
+    return None
+
+
+def degenerate_reask_sampling(
+    seed: int | None, temperature: float
+) -> Callable[[Exception, int], tuple[int, float] | None]:
+    """The sampling of a degenerate judge's re-ask ``k``: a seed derived from the judge's
+    (``seed``, ``k``) and at least :data:`REASK_TEMPERATURE`; None (the step's own) for any
+    other error, and for a judge with no seed."""
+
+    def resample(exc: Exception, k: int) -> tuple[int, float] | None:
+        if seed is None or not _is_degenerate(exc):
+            return None
+        return derive_seed(seed, "reask", k), max(temperature, REASK_TEMPERATURE)
+
+    return resample
+
+
+def _is_degenerate(exc: Exception) -> bool:
+    return isinstance(exc, ModelOutputError) and exc.reason == f"{GATE_PREFIX}judge_degenerate"
 
 
 def degeneracy(scores: Sequence[int]) -> str | None:
@@ -78,7 +119,7 @@ def degeneracy(scores: Sequence[int]) -> str | None:
     if n < 3:
         return None
     if len(set(values)) == 1:
-        return f"every card got the same score {values[0]}"
+        return f"{ALL_EQUAL} {values[0]}"
     if max(values) <= n:
         return f"the scores {values} are ranks (all at most {n}), not the 0-100 scale"
     return None
@@ -94,33 +135,35 @@ class JudgeScore(RecordModel):
 
 
 class JudgeAnswer(RecordModel):
-    """A judge's answer: ``{"scores": [{"id": ..., "score": 0..100}, ...]}``, every card id
-    exactly once. The model for one run's ids is built by :func:`judge_output` (the ids
-    become an ``enum`` in the schema, the count ``minItems``/``maxItems``); its validator
-    checks what a schema cannot say (each id once, none missing) and words every problem
-    for the re-ask."""
+    """A judge's answer: ``{"scores": {"A": 0..100, "B": 0..100, ...}}``, one integer per
+    card id. The model for one run's ids is built by :func:`judge_output`: ``scores`` is an
+    object with one required property per id (in the order shown) and no other, so a
+    grammar-constrained server can only write one score per card. The validator checks the
+    same in words for the re-ask, and also reads the list form
+    ``{"scores": [{"id": ..., "score": ...}, ...]}`` (every id exactly once) a model may
+    still write when the server does not enforce the schema."""
 
     model_config = ConfigDict(title="idea_scores", strict=True)
     ids: ClassVar[tuple[str, ...]] = ()
 
-    scores: list[JudgeScore]
+    scores: Any
 
     @model_validator(mode="before")
     @classmethod
     def _check(cls, data: Any) -> Any:
         if cls.ids:
-            _check_answer(data, cls.ids)
+            return {"scores": _check_answer(data, cls.ids)}
         return data
 
     def as_dict(self) -> dict[str, int]:
         """The scores keyed by id, in the order the ids were given."""
-        found = {item.id: item.score for item in self.scores}
-        return {i: found[i] for i in type(self).ids}
+        found = self.scores.model_dump(by_alias=True)
+        return {i: int(found[i]) for i in type(self).ids}
 
 
-def _check_answer(data: Any, ids: Sequence[str]) -> None:
-    """Raise ``ValueError`` naming the first problem of a judge answer (already a JSON
-    object), worded for the re-ask."""
+def _check_answer(data: Any, ids: Sequence[str]) -> dict[str, int]:
+    """The scores of a judge answer (already a JSON object) by id, or ``ValueError`` naming
+    the first problem, worded for the re-ask."""
     if not isinstance(data, dict):
         raise ValueError(f"expected a JSON object at the top level, got {type(data).__name__}")
     extra = sorted(set(data) - {"scores"})
@@ -129,14 +172,47 @@ def _check_answer(data: Any, ids: Sequence[str]) -> None:
             f"unexpected top-level key(s) {short_repr(extra)}; only 'scores' is allowed"
         )
     items = data.get("scores")
+    if isinstance(items, dict):
+        return _check_keyed(items, ids)
     if not isinstance(items, list):
-        raise ValueError('\'scores\' must be a list of {"id": ..., "score": ...} objects')
-    found: set[str] = set()
+        raise ValueError(
+            "'scores' must be an object with one integer score per card id, "
+            f"{{{', '.join(f'{i!r}: ...' for i in ids)}}}"
+        )
+    found: dict[str, int] = {}
     for index, item in enumerate(items):
-        found.add(_check_item(f"scores[{index}]", item, ids, found))
+        card_id = _check_item(f"scores[{index}]", item, ids, set(found))
+        found[card_id] = item["score"]
     missing_ids = [i for i in ids if i not in found]
     if missing_ids:
         raise ValueError(f"no score for id(s) {missing_ids}; score every id exactly once")
+    return found
+
+
+def _check_keyed(items: dict[str, Any], ids: Sequence[str]) -> dict[str, int]:
+    """``{"A": 80, ...}``: every id once (a JSON object cannot repeat a key: the parser
+    rejects duplicates), integer scores in range, no other key."""
+    unknown = [k for k in items if k not in ids]
+    if unknown:
+        raise ValueError(f"scores: unknown id(s) {short_repr(unknown)}; the ids are {list(ids)}")
+    missing_ids = [i for i in ids if i not in items]
+    if missing_ids:
+        raise ValueError(f"no score for id(s) {missing_ids}; score every id exactly once")
+    for card_id in ids:
+        _check_score(f"scores.{card_id}", card_id, items[card_id])
+    return {i: items[i] for i in ids}
+
+
+def _check_score(where: str, card_id: str, score: Any) -> None:
+    if isinstance(score, bool) or not isinstance(score, int):
+        raise ValueError(
+            f"{where}: score for {card_id!r} must be an integer, got {short_repr(score)}"
+        )
+    if not SCORE_MIN <= score <= SCORE_MAX:
+        raise ValueError(
+            f"{where}: score for {card_id!r} must be in {SCORE_MIN}..{SCORE_MAX}, "
+            f"got {short_repr(score)}"
+        )
 
 
 def _check_item(where: str, item: Any, ids: Sequence[str], found: set[str]) -> str:
@@ -156,27 +232,20 @@ def _check_item(where: str, item: Any, ids: Sequence[str], found: set[str]) -> s
         raise ValueError(f"{where}: unknown id {short_repr(card_id)}; the ids are {list(ids)}")
     if card_id in found:
         raise ValueError(f"{where}: id {card_id!r} is scored twice")
-    if isinstance(score, bool) or not isinstance(score, int):
-        raise ValueError(
-            f"{where}: score for {card_id!r} must be an integer, got {short_repr(score)}"
-        )
-    if not SCORE_MIN <= score <= SCORE_MAX:
-        raise ValueError(
-            f"{where}: score for {card_id!r} must be in {SCORE_MIN}..{SCORE_MAX}, "
-            f"got {short_repr(score)}"
-        )
+    _check_score(where, card_id, score)
     return card_id
+
+
+_Score = Annotated[int, Field(ge=SCORE_MIN, le=SCORE_MAX)]
 
 
 @functools.lru_cache(maxsize=1024)
 def _answer_model(ids: tuple[str, ...]) -> type[JudgeAnswer]:
-    item = create_model("JudgeScore", __base__=JudgeScore, id=(literal_of(ids), ...))
-    count = len(ids)
-    model = create_model(
-        "JudgeAnswer",
-        __base__=JudgeAnswer,
-        scores=(list_of(item), Field(min_length=count, max_length=count)),
-    )
+    fields: dict[str, Any] = {
+        f"card_{n}": (_Score, Field(alias=card_id)) for n, card_id in enumerate(ids)
+    }
+    keyed = create_model("IdeaScores", __config__=ConfigDict(strict=True, extra="forbid"), **fields)
+    model = create_model("JudgeAnswer", __base__=JudgeAnswer, scores=(keyed, ...))
     model.ids = ids
     return model
 

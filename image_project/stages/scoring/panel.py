@@ -22,7 +22,13 @@ from image_project.record.scoring import IdeaCard, JudgeResult, JudgeStatus, Sco
 from image_project.seeding import derive_seed, rng_for
 from image_project.stages.scoring.cards import card_text
 from image_project.stages.scoring.hints import ProfileHints
-from image_project.stages.scoring.judges import judge_output, require_quorum, status_of
+from image_project.stages.scoring.judges import (
+    degenerate_reask_sampling,
+    degenerate_reask_skip,
+    judge_output,
+    require_quorum,
+    status_of,
+)
 from image_project.stages.scoring.novelty import NoveltySummary, novelty_penalty
 from image_project.stages.scoring.prompts import judge_prompt
 from image_project.stages.scoring.rubrics import judge_system_prompt
@@ -88,16 +94,22 @@ class Panel:
         """One judge's step for cards shown in ``order``."""
         labels: tuple[str | int, ...] = (judge.id,) if round_index == 0 else (round_index, judge.id)
         extra: dict[str, object] = {} if round_index == 0 else {"round": round_index}
+        seed = derive_seed(self.run_seed, "step", "judge", *labels)
         return ChatStep(
             name=judge.id,
             prompt=judge_prompt(order, cards, self.brief, self.history, judge.profile, self.hints),
             temperature=judge.temperature,
             model=judge.model,
             backend=judge.backend,
-            seed=derive_seed(self.run_seed, "step", "judge", *labels),
+            seed=seed,
             max_output_tokens=TokenBudget("judge", items=len(order)),
             output=judge_output(order).then(_scored),
-            reask=ReaskPolicy(max=self.max_reasks, style="restate"),
+            reask=ReaskPolicy(
+                max=self.max_reasks,
+                style="restate",
+                skip=degenerate_reask_skip,
+                resample=degenerate_reask_sampling(seed, judge.temperature),
+            ),
             stateless=True,
             system_prompt=judge_system_prompt(judge.rubric),
             merge="none",

@@ -172,8 +172,14 @@ def judge_prompt(
         f"{recent}\n"
         f"{markers.IDEA_CARDS}\n{shown}\n\n"
         f"{markers.SCORE_EVERY}{', '.join(order)}), integers 0-100. "
-        'Output ONLY {"scores": [{"id": ..., "score": ...}, ...]}.'
+        f"Output ONLY {_keyed_example(order)}."
     )
+
+
+def _keyed_example(order: Sequence[str]) -> str:
+    """``{"scores": {"A": ..., "B": ...}}`` for the ids in ``order``."""
+    keys = ", ".join(f'"{i}": ...' for i in order)
+    return '{"scores": {' + keys + "}}"
 
 
 def selector_prompt(

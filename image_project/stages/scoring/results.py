@@ -77,7 +77,8 @@ class RoundResult:
     table: tuple[ScoreRow, ...] = ()
     choice: Choice | None = None
     invalid: dict[str, str] = field(default_factory=dict)
-    """The variants whose answers stayed invalid, by id: the error (no card, never judged)."""
+    """The cards or variants whose answers stayed invalid, by id: the error (no card, never
+    judged)."""
 
     def add_result(self, result: JudgeResult) -> None:
         self.results[result.id] = result
@@ -192,7 +193,11 @@ class ScoringLog:
         s = self.scoring
         outcome = self.outcome
         selection = outcome.selection if outcome else None
-        candidates = tuple(c.model_copy(update={"card": self.cards.get(c.id)}) for c in self.first)
+        dropped = self.rounds[0].invalid
+        candidates = tuple(
+            c.model_copy(update={"card": self.cards.get(c.id), "invalid": dropped.get(c.id)})
+            for c in self.first
+        )
         judges = self.rounds[0].judges
         evolution = None
         if s.evolution.enabled:

@@ -67,7 +67,7 @@ BUILTIN_RUBRIC_TEXTS: Mapping[str, str | None] = {
 _INSTRUCTION = (
     "You are a judge. You score idea cards for one specific viewer, numbers only: for each "
     "card an integer from 0 to 100 {criterion}. Reply with ONLY the JSON object "
-    '{{"scores": [{{"id": "<card id>", "score": <0-100>}}, ...]}}: every card id exactly '
+    '{{"scores": {{"<card id>": <0-100>, ...}}}}: every card id exactly '
     "once, no other keys, no explanation."
 )
 

@@ -239,9 +239,10 @@ def test_card_schema_is_generated_from_the_idea_card_model() -> None:
 @pytest.mark.parametrize("field", list(OPTION_BOUNDS))
 def test_option_bounds_of_the_schema_are_what_the_parser_enforces(field: str) -> None:
     low, high = OPTION_BOUNDS[field]
-    at_max = parse_card(_card(lambda d: d["options"].__setitem__(field, ["x"] * high)))
+    distinct = [f"{field} choice {i}" for i in range(high)]  # the same option twice is a gate
+    at_max = parse_card(_card(lambda d: d["options"].__setitem__(field, distinct)))
     assert len(getattr(at_max.options, field)) == high
-    at_min = parse_card(_card(lambda d: d["options"].__setitem__(field, ["x"] * low)))
+    at_min = parse_card(_card(lambda d: d["options"].__setitem__(field, distinct[:low])))
     assert len(getattr(at_min.options, field)) == low
     with pytest.raises(ValueError, match=f"options\\.{field}: List should have at most {high}"):
         parse_card(_card(lambda d: d["options"].__setitem__(field, ["x"] * (high + 1))))

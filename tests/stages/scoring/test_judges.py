@@ -29,7 +29,7 @@ from image_project.stages.scoring.judges import (
     require_quorum,
     status_of,
 )
-from tests.stages.scoring.schema_checks import array_bounds, assert_strict
+from tests.stages.scoring.schema_checks import assert_strict
 
 IDS = ("A", "B", "C")
 
@@ -142,14 +142,14 @@ def test_extra_top_level_key_is_rejected() -> None:
         parse_scores(text, IDS)
 
 
-@pytest.mark.parametrize("value", [{"A": 1, "B": 2, "C": 3}, "A=1", None, 3])
-def test_scores_must_be_a_list(value: object) -> None:
-    with pytest.raises(ValueError, match="'scores' must be a list"):
+@pytest.mark.parametrize("value", ["A=1", None, 3])
+def test_scores_must_be_keyed_by_id_or_a_list(value: object) -> None:
+    with pytest.raises(ValueError, match="'scores' must be an object with one integer score"):
         parse_scores(json.dumps({"scores": value}), IDS)
 
 
 def test_scores_key_missing_is_rejected() -> None:
-    with pytest.raises(ValueError, match="'scores' must be a list"):
+    with pytest.raises(ValueError, match="'scores' must be an object with one integer score"):
         parse_scores("{}", IDS)
 
 
@@ -332,12 +332,12 @@ def test_judge_schema(ids: tuple[str, ...]) -> None:
     assert schema["additionalProperties"] is False
     assert schema["required"] == ["scores"]
     scores = schema["properties"]["scores"]
-    assert scores["minItems"] == scores["maxItems"] == len(ids)
-    item = scores["items"]
-    assert item["properties"]["id"]["enum"] == list(ids)
-    assert item["additionalProperties"] is False
-    assert item["required"] == ["id", "score"]
-    assert item["properties"]["score"] == {"type": "integer", "minimum": 0, "maximum": 100}
+    # Keyed by card id: every id a required property, no other, so a grammar writes one
+    # score per card (an id list item admitted [{"id": "C"}, {"id": "C"}, {"id": "C"}]).
+    assert list(scores["properties"]) == scores["required"] == list(ids)
+    assert scores["additionalProperties"] is False
+    for card_id in ids:
+        assert scores["properties"][card_id] == {"type": "integer", "minimum": 0, "maximum": 100}
 
 
 def test_judge_result_is_the_record_model() -> None:
@@ -354,9 +354,9 @@ def test_judge_schema_is_generated_from_the_answer_model(ids: tuple[str, ...]) -
     schema = js.schema
     assert_strict(schema)
     scores = schema["properties"]["scores"]
-    assert array_bounds(scores) == (len(ids), len(ids))
+    assert scores["required"] == list(ids)
     # The score bounds are the answer model's own field constraints.
-    score = scores["items"]["properties"]["score"]
+    score = scores["properties"][ids[0]]
     metadata = JudgeScore.model_fields["score"].metadata
     ge = next(m.ge for m in metadata if isinstance(m, annotated_types.Ge))
     le = next(m.le for m in metadata if isinstance(m, annotated_types.Le))
@@ -369,3 +369,7 @@ def test_judge_schema_is_generated_from_the_answer_model(ids: tuple[str, ...]) -
     too_many = json.dumps({"scores": [{"id": i, "score": 1} for i in (*ids, "Z")]})
     with pytest.raises(ValueError, match="unknown id 'Z'"):
         parse_scores(too_many, ids)
+    keyed = json.dumps({"scores": {i: SCORE_MAX - 37 * (n % 2) for n, i in enumerate(ids)}})
+    assert parse_scores(keyed, ids) == parse_scores(answer, ids)
+    with pytest.raises(ValueError, match="unknown id"):
+        parse_scores(json.dumps({"scores": {**json.loads(keyed)["scores"], "Z": 1}}), ids)
