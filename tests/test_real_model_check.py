@@ -1,6 +1,6 @@
 """scripts/real-model-check without llama-server: its recording proxy (in front of the
 in-process StrictLocalServer), the config-key filter that lets it run an older checkout, and
-how it reads transcripts and judges a run (issue 24)."""
+how it reads transcripts and judges a run."""
 
 from __future__ import annotations
 
@@ -89,7 +89,7 @@ def test_keys_the_checkout_lacks_are_not_set() -> None:
     assert not_set == ["backend.no_such_key"]
 
 
-def test_every_run_overlay_names_keys_of_this_checkout_or_the_issue_24_branches() -> None:
+def test_every_run_overlay_names_keys_of_this_checkout() -> None:
     """A typo in the tables at the top of the script would silently not be set."""
     keys = yaml.safe_load((REPO / "config" / "config.yaml").read_text(encoding="utf-8"))
     pending = {

@@ -1,12 +1,12 @@
-"""The strict local server (image_project.testing.StrictLocalServer) and the wire facts it pins
-(issue 24): what llama.cpp's llama-server does with a base model and a strict chat template,
+"""The strict local server (image_project.testing.StrictLocalServer) and the wire facts it pins:
+what llama.cpp's llama-server does with a base model and a strict chat template,
 in-process on 127.0.0.1. scripts/real-model-check runs the real server; these tests pin the
 same facts without it.
 
 The first group tests the fake itself. The second is the contract a run must meet against such
 a server: alternating conversations and a token limit on every request, the pre-flight probe
 refusing full mode against a text-only server, and real text with the offline preview image.
-(Each of these failed before issue 24.)
+(Each of these failed before runs sent token limits and alternating conversations.)
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ REFUSED = [
     [],
     ["system"],
     ["assistant", "user"],
-    ["system", "assistant", "user"],  # a stage block's shape before issue 24
+    ["system", "assistant", "user"],  # a stage block's shape before merged stages sent their prompt
     ["system", "assistant", "assistant", "user"],
     ["system", "user", "user"],
     ["system", "system", "user"],
