@@ -129,6 +129,7 @@ def format_panel_table(stats: PanelStats) -> str:
     lines += ["", *render_columns(header, [_judge_row(j) for j in stats.judges], left=2)]
     if any(j.monotone.answers for j in stats.judges):
         lines += [
+            "",
             "monotone: ok answers (3+ cards) whose scores rise or fall strictly with the order",
             "shown, of such answers (by chance about 1 in 3 with 3 cards, fewer with more)",
         ]
