@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, TypeVar, cast
 
 import anyio
 from pydantic import JsonValue
@@ -84,6 +84,8 @@ from image_project.record.events import (
 )
 
 __all__ = ["ChatRunner", "Conversation", "ExecutionMode", "NodeOutcome", "as_json"]
+
+T = TypeVar("T")
 
 ExecutionMode: TypeAlias = Literal["concurrent", "sequential"]
 
@@ -168,6 +170,12 @@ class ChatRunner:
         with runner.scope(ctx, "pipeline") as pipeline: ...``; merged into ``ctx.messages``
         when it closes without an error."""
         return root_scope(self, ctx, name, merge)
+
+    async def ask(self, ctx: Context, step: ChatStep[T]) -> T:
+        """Run one step as the root and return its typed value (what its ``output`` parsed;
+        its response text without one)."""
+        outcome = await self.run(ctx, step)
+        return cast(T, outcome.value)
 
     async def run_step(self, ctx: Context, step: ChatStep[Any]) -> str:
         """Run one step as the root and return its response text."""
