@@ -94,8 +94,13 @@ class ChatStep(Generic[T]):
     (:class:`~image_project.engine.output.ReaskPolicy`: how many times, in which style, with
     which wording, and an optional fallback once they are used up); a ``RefusalError`` is
     never re-asked. The parsed value (a ``T``) is what the step hands back (``Scope.ask``)
-    and what ``capture_key`` stores; the conversation gets the answer's text. Without
-    ``output`` the answer text itself is the value.
+    and what ``keep`` receives; the conversation gets the answer's text. Without ``output``
+    the answer text itself is the value.
+
+    ``keep(value)``, when set, hands the step's value to the code that built the tree as soon
+    as the step has it (before the next sequential sibling starts; parallel siblings call
+    theirs as each finishes): how a later step's prompt function reads an earlier step's
+    typed result in a tree fixed before the run.
 
     ``on_failure(exc)``, when set, makes the step *recoverable*: any error of the step (a
     transport error after the retries, a refusal, an answer still invalid after the re-asks)
@@ -122,6 +127,7 @@ class ChatStep(Generic[T]):
     stateless: bool = False
     system_prompt: str | None = None
     on_failure: Callable[[Exception], T] | None = None
+    keep: Callable[[T], object] | None = None
     allow_empty_prompt: bool = False
     allow_empty_response: bool = False
     meta: Mapping[str, Any] = field(default_factory=dict)
@@ -161,12 +167,17 @@ class ChatStep(Generic[T]):
                 f"{where}: a fallback needs an output to validate the answer"
             )
         _check_limit(self.max_output_tokens, where)
-        if self.on_failure is not None and not callable(self.on_failure):
-            raise PipelineDefinitionError(f"{where}: on_failure must be callable")
+        _check_hooks(where, on_failure=self.on_failure, keep=self.keep)
         if self.system_prompt is not None and not self.stateless:
             raise PipelineDefinitionError(
                 f"{where}: system_prompt is only used by stateless steps; set stateless=True"
             )
+
+
+def _check_hooks(where: str, **hooks: object) -> None:
+    for hook, fn in hooks.items():
+        if fn is not None and not callable(fn):
+            raise PipelineDefinitionError(f"{where}: {hook} must be callable")
 
 
 def _check_limit(limit: object, where: str) -> None:

@@ -410,6 +410,8 @@ class ChatRunner:
             raise
         if step.capture_key is not None:
             ctx.outputs[step.capture_key] = value
+        if step.keep is not None:
+            step.keep(value)
         if failure is not None or text is None:
             return NodeOutcome((), None, value, record)
         return NodeOutcome(

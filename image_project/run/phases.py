@@ -27,6 +27,7 @@ from image_project.engine import ImageStep
 from image_project.errors import (
     ImageProjectError,
     ModelOutputError,
+    StepFailedError,
     add_cancelled_paths,
 )
 from image_project.progress import counted
@@ -50,7 +51,6 @@ from image_project.seeding import derive_seed
 from image_project.stages.concepts import select_concepts
 from image_project.stages.profile import avoid_list, render_guidance
 from image_project.stages.standard import (
-    DALLE_PROMPT_KEY,
     NO_GUIDANCE,
     SYSTEM_PROMPT,
     Brief,
@@ -130,16 +130,17 @@ async def _pipeline(run: RunState, inputs: Inputs, brief: Brief, guidance: Guida
     cfg, scoring = run.cfg, run.cfg.prompt.scoring
     if not scoring.enabled:
         run.announce(f"prompt pipeline (refinement: {cfg.prompt.refinement})")
-        await run.run_tree(
+        outcome = await run.runner.run(
+            run.ctx,
             prompt_pipeline(
                 brief=brief,
                 run_seed=run.seed,
                 refinement=cfg.prompt.refinement,
                 temperature=cfg.prompt.text_temperature,
                 guidance=guidance,
-            )
+            ),
         )
-        return Prompted(str(run.ctx.outputs[DALLE_PROMPT_KEY]))
+        return Prompted(_answered(outcome.last_response))
     # Imported here: a run without scoring (the default) never needs it, and its import
     # is about 0.03 s of the command line's start-up (bench/startup.py).
     from image_project.stages.scoring import (
@@ -181,7 +182,16 @@ async def _pipeline(run: RunState, inputs: Inputs, brief: Brief, guidance: Guida
     )
     run.produced.scoring = scoring_run  # recorded also when the scoring run fails
     await scoring_run.run(run.runner, run.ctx)
-    return Prompted(str(run.ctx.outputs[DALLE_PROMPT_KEY]), scoring_run)
+    # The scoring pipeline merges all its messages into the run's conversation: its last
+    # answer, the last stage's, is the final prompt.
+    last = run.ctx.messages[-1]
+    return Prompted(_answered(last.content if last.role == "assistant" else None), scoring_run)
+
+
+def _answered(final_prompt: str | None) -> str:
+    if not final_prompt:
+        raise StepFailedError("pipeline: the prompt pipeline produced no final prompt")
+    return final_prompt
 
 
 def _decode(data: bytes) -> Image:

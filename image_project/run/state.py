@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from image_project.backends.base import ImageReply, Usage
 from image_project.backends.factory import Backends
 from image_project.config import AppConfig
-from image_project.engine import ChatRunner, Context, DefaultStepRecorder, Node
+from image_project.engine import ChatRunner, Context, DefaultStepRecorder
 from image_project.errors import (
     ImageProjectError,
 )
@@ -281,9 +281,6 @@ class RunState:
     store: StoreWriter | None = None
     produced: Produced = field(default_factory=Produced)
     ledger: Ledger = field(default_factory=Ledger)
-
-    async def run_tree(self, node: Node) -> None:
-        await self.runner.run(self.ctx, node)
 
     def cut_off(self) -> list[str]:
         """The paths of the steps an interrupt or a failing sibling cut off: those still in
