@@ -552,7 +552,7 @@ def check_rewrite(
 def concept_rewrite_output(
     count: int, *, concepts: Sequence[str] = (), dislikes: Sequence[str] = ()
 ) -> JsonOutput[tuple[str, ...]]:
-    """The rewrite's output: ``count`` non-empty concepts, captured as a tuple. Given the
+    """The rewrite's output: ``count`` non-empty concepts, as a tuple. Given the
     original ``concepts`` (and the ``dislikes``), the gates of :func:`check_rewrite` follow:
     ``gate:rewrite_dislike`` first, then ``gate:rewrite_meaning``, each re-asked with its
     reason; a rewrite still failing after the re-asks fails the run (the concepts are the
