@@ -14,7 +14,6 @@ from image_project.engine.nodes import (
     Node,
     PromptFn,
     PromptSource,
-    capture_keys,
     default_name,
     walk,
 )
@@ -57,7 +56,6 @@ __all__ = [
     "TokenKind",
     "TokenLimits",
     "as_json",
-    "capture_keys",
     "check_recorder",
     "default_name",
     "fanout_then_reduce",

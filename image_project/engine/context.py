@@ -6,11 +6,8 @@ The step records it collects are the record's typed events
 
 from __future__ import annotations
 
-import copy
-from collections import ChainMap
-from collections.abc import MutableMapping
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from typing import TypeAlias
 
 from image_project.backends.base import Message
 from image_project.record.events import ActionEvent, ChatEvent, ImageEvent
@@ -25,28 +22,17 @@ EngineEvent: TypeAlias = ChatEvent | ActionEvent | ImageEvent
 class Context:
     """What a pipeline run shares between its steps.
 
-    ``messages`` is the root conversation (changed only by the runner's merges), ``outputs``
-    the captured values (keyed by the steps' ``capture_key``), ``steps`` the step events in
-    declared (pre-order) order;
+    ``messages`` is the root conversation (changed only by the runner's merges), ``steps``
+    the step events in declared (pre-order) order;
     successive root runs on one context (``roots_run`` counts them) record after each other.
     Applications subclass it to carry their own run fields; prompt functions and actions
     receive it.
     """
 
     messages: tuple[Message, ...] = ()
-    outputs: MutableMapping[str, Any] = field(default_factory=dict)
     steps: list[EngineEvent] = field(default_factory=list)
     roots_run: int = 0
 
     @classmethod
     def with_system(cls, system_prompt: str) -> Context:
         return cls(messages=(Message("system", system_prompt),))
-
-    def fork(self) -> tuple[Context, dict[str, Any]]:
-        """A view for one parallel child: reads fall through to this context's outputs,
-        writes land in the returned overlay, which the runner applies in declared order.
-        ``steps`` stays shared (records are inserted by their declared position)."""
-        overlay: dict[str, Any] = {}
-        child = copy.copy(self)
-        child.outputs = ChainMap(overlay, self.outputs)
-        return child, overlay

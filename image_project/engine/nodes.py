@@ -5,8 +5,8 @@ as a whole tree (:meth:`~image_project.engine.runner.ChatRunner.run`) or one at 
 code that decides the next step on the typed values of the last
 (:class:`~image_project.engine.scope.Scope`: ``ask``, ``gather``, ``act``).
 Everything that can be checked without running (merge modes, names, sibling collisions,
-capture keys shared by parallel siblings, temperature as a field) is checked when the node is
-constructed, so a broken tree fails before any model call.
+temperature as a field) is checked when the node is constructed, so a broken tree fails
+before any model call.
 
 Naming: an unnamed child gets ``step_NN`` / ``action_NN`` / ``block_NN`` from its 1-based index
 among its siblings; an unnamed root block is ``pipeline``. Two siblings with the same effective
@@ -39,7 +39,6 @@ __all__ = [
     "Node",
     "PromptFn",
     "PromptSource",
-    "capture_keys",
     "default_name",
     "walk",
 ]
@@ -94,8 +93,13 @@ class ChatStep(Generic[T]):
     (:class:`~image_project.engine.output.ReaskPolicy`: how many times, in which style, with
     which wording, and an optional fallback once they are used up); a ``RefusalError`` is
     never re-asked. The parsed value (a ``T``) is what the step hands back (``Scope.ask``)
-    and what ``capture_key`` stores; the conversation gets the answer's text. Without
-    ``output`` the answer text itself is the value.
+    and what ``keep`` receives; the conversation gets the answer's text. Without ``output``
+    the answer text itself is the value.
+
+    ``keep(value)``, when set, hands the step's value to the code that built the tree as soon
+    as the step has it (before the next sequential sibling starts; parallel siblings call
+    theirs as each finishes): how a later step's prompt function reads an earlier step's
+    typed result in a tree fixed before the run.
 
     ``on_failure(exc)``, when set, makes the step *recoverable*: any error of the step (a
     transport error after the retries, a refusal, an answer still invalid after the re-asks)
@@ -113,7 +117,6 @@ class ChatStep(Generic[T]):
     temperature: float
     name: str | None = None
     merge: MergeMode = "all_messages"
-    capture_key: str | None = None
     model: str | None = None
     seed: int | None = None
     output: Output[T] | None = None
@@ -122,6 +125,7 @@ class ChatStep(Generic[T]):
     stateless: bool = False
     system_prompt: str | None = None
     on_failure: Callable[[Exception], T] | None = None
+    keep: Callable[[T], object] | None = None
     allow_empty_prompt: bool = False
     allow_empty_response: bool = False
     meta: Mapping[str, Any] = field(default_factory=dict)
@@ -129,9 +133,6 @@ class ChatStep(Generic[T]):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "name", _check_name(self.name, "ChatStep.name"))
-        object.__setattr__(
-            self, "capture_key", _check_name(self.capture_key, "ChatStep.capture_key")
-        )
         where = f"ChatStep {self.name or '(unnamed)'}"
         _check_merge(self.merge, where)
         if not (isinstance(self.prompt, str) or callable(self.prompt)):
@@ -161,12 +162,17 @@ class ChatStep(Generic[T]):
                 f"{where}: a fallback needs an output to validate the answer"
             )
         _check_limit(self.max_output_tokens, where)
-        if self.on_failure is not None and not callable(self.on_failure):
-            raise PipelineDefinitionError(f"{where}: on_failure must be callable")
+        _check_hooks(where, on_failure=self.on_failure, keep=self.keep)
         if self.system_prompt is not None and not self.stateless:
             raise PipelineDefinitionError(
                 f"{where}: system_prompt is only used by stateless steps; set stateless=True"
             )
+
+
+def _check_hooks(where: str, **hooks: object) -> None:
+    for hook, fn in hooks.items():
+        if fn is not None and not callable(fn):
+            raise PipelineDefinitionError(f"{where}: {hook} must be callable")
 
 
 def _check_limit(limit: object, where: str) -> None:
@@ -201,10 +207,6 @@ class ImageStep(Generic[T]):
     meta: Mapping[str, Any] = field(default_factory=dict)
 
     @property
-    def capture_key(self) -> None:
-        return None
-
-    @property
     def merge(self) -> MergeMode:
         return "none"
 
@@ -218,19 +220,16 @@ class ImageStep(Generic[T]):
 
 @dataclass(frozen=True, kw_only=True)
 class ActionStep:
-    """Pure Python glue (sync or async). Produces no messages; ``capture_key`` stores its
-    return value, which is also recorded in the transcript (as JSON, in full)."""
+    """Pure Python glue (sync or async). Produces no messages; its return value is its value
+    (the outcome's, :meth:`Scope.act <image_project.engine.scope.Scope.act>`'s), also
+    recorded in the transcript (as JSON, in full)."""
 
     fn: ActionFn
     name: str | None = None
-    capture_key: str | None = None
     meta: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "name", _check_name(self.name, "ActionStep.name"))
-        object.__setattr__(
-            self, "capture_key", _check_name(self.capture_key, "ActionStep.capture_key")
-        )
         if not callable(self.fn):
             raise PipelineDefinitionError(f"ActionStep {self.name}: fn must be callable")
 
@@ -241,22 +240,20 @@ class Block:
 
     Sequential by default: each child sees the conversation as its previous siblings left it.
     ``parallel=True`` runs the children concurrently, each from the block's starting
-    conversation; when all have finished their merges and captures are applied in declared
-    order, so the result never depends on which call finished first. Parallel siblings may
-    not share a capture key. ``capture_key`` stores the block's last assistant response.
+    conversation; when all have finished their merges are applied in declared order, so the
+    result never depends on which call finished first. The block's value is its last
+    assistant response (the outcome's ``last_response``).
     """
 
     nodes: Sequence[Node]
     name: str | None = None
     merge: MergeMode = "all_messages"
-    capture_key: str | None = None
     parallel: bool = False
     meta: Mapping[str, Any] = field(default_factory=dict)
     child_names: tuple[str, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "name", _check_name(self.name, "Block.name"))
-        object.__setattr__(self, "capture_key", _check_name(self.capture_key, "Block.capture_key"))
         where = f"Block {self.name or '(unnamed)'}"
         _check_merge(self.merge, where)
         nodes = tuple(self.nodes)
@@ -274,16 +271,6 @@ class Block:
                 raise PipelineDefinitionError(f"{where}: two children are named {n!r}")
             seen.add(n)
         object.__setattr__(self, "child_names", names)
-        if self.parallel:
-            owner: dict[str, str] = {}
-            for child_name, node in zip(names, nodes, strict=True):
-                for key in capture_keys(node):
-                    if key in owner and owner[key] != child_name:
-                        raise PipelineDefinitionError(
-                            f"{where}: parallel children {owner[key]!r} and {child_name!r} "
-                            f"both capture {key!r}"
-                        )
-                    owner[key] = child_name
 
 
 Node: TypeAlias = "ChatStep[Any] | ImageStep[Any] | ActionStep | Block"
@@ -303,15 +290,6 @@ def default_name(node: Node, index: int) -> str:
         else "block"
     )
     return f"{prefix}_{index:02d}"
-
-
-def capture_keys(node: Node) -> set[str]:
-    """Every capture key written anywhere in ``node``'s subtree."""
-    keys = {node.capture_key} if node.capture_key else set()
-    if isinstance(node, Block):
-        for child in node.nodes:
-            keys |= capture_keys(child)
-    return keys
 
 
 def walk(node: Node, path: str | None = None) -> Iterator[tuple[str, Node]]:

@@ -331,7 +331,7 @@ class JsonOutput(Generic[T]):
     request (:attr:`schema`) and the validation of the answer (:meth:`parse`).
 
     ``check(value)`` runs after the model validated; it may return a different value to
-    capture, or raise ``ValueError`` to have the answer re-asked with that message.
+    hand back, or raise ``ValueError`` to have the answer re-asked with that message.
     ``what`` names the answer in messages (default: the schema name with spaces).
     ``T`` is what :meth:`parse` returns: the model instance, or what ``check`` returns
     (annotate the output, e.g. ``JsonOutput[IdeaCard]``, so steps built on it are typed).
@@ -382,7 +382,7 @@ class JsonOutput(Generic[T]):
 
 @dataclass(frozen=True)
 class TextOutput(Generic[T]):
-    """A free-text answer read by ``parse(text)``, which returns the value to capture or
+    """A free-text answer read by ``parse(text)``, which returns the value to hand back or
     raises ``ValueError`` / ``ModelOutputError`` (re-asked) or ``RefusalError`` (not)."""
 
     parse: Callable[[str], T]

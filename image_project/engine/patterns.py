@@ -20,7 +20,8 @@ def _require_name(value: object, what: str) -> str:
 
 
 def _isolated(name: str, what: str, nodes: Sequence[Node], parallel: bool) -> Block:
-    """A block whose children write only captures (merge ``none``), concurrently by default."""
+    """A block whose children add nothing to the conversation (merge ``none``), concurrently by
+    default; their values go on through ``ChatStep.keep``."""
     return Block(name=_require_name(name, what), merge="none", nodes=list(nodes), parallel=parallel)
 
 
@@ -35,8 +36,8 @@ def fanout_then_reduce(
     parallel: bool = True,
 ) -> Block:
     """``name/{fanout_name}`` runs ``fanout`` concurrently (merge ``none``: each thread sees
-    the same baseline and writes only captures), then ``name/{reduce_name}`` runs ``reduce``
-    in order, reading the captures; only the reduce part reaches the conversation."""
+    the same baseline and hands its value on through ``keep``), then ``name/{reduce_name}``
+    runs ``reduce`` in order, reading them; only the reduce part reaches the conversation."""
     return Block(
         name=_require_name(name, "fanout_then_reduce name"),
         merge=merge,
@@ -61,7 +62,7 @@ def generate_then_select(
     merge: MergeMode = "all_messages",
     parallel: bool = True,
 ) -> Block:
-    """Candidates are generated concurrently into captures (merge ``none``), then ``select``
+    """Candidates are generated concurrently (merge ``none``, values kept), then ``select``
     (a node or block) chooses among them. A non-block ``select`` is wrapped as
     ``Block(select_name, [select])``."""
     select_block = (
@@ -88,7 +89,7 @@ def iterate(
     merge: MergeMode = "none",
 ) -> Block:
     """One sequential child block per item (``iter_01``, ... unless ``iteration_name`` says
-    otherwise), each with merge ``none``: iterations communicate through captures only.
+    otherwise), each with merge ``none``: iterations communicate through kept values only.
     ``build(item, idx)`` gets a 1-based index."""
     children: list[Node] = []
     for idx, item in enumerate(items, start=1):
@@ -100,7 +101,6 @@ def iterate(
         if isinstance(built, Block):
             kwargs.update(
                 nodes=built.nodes,
-                capture_key=built.capture_key,
                 parallel=built.parallel,
                 meta=built.meta,
             )

@@ -10,11 +10,14 @@ Semantics (the contract every stage relies on):
   ``none`` leaves the parent unchanged. A failing node therefore never leaves half-applied
   messages behind.
 * **Parallel blocks** run their children concurrently through :func:`ordered_fanout`, each
-  child from the block's starting conversation and with its own view of ``ctx.outputs``;
-  merges and captures are applied in declared order once all children have finished.
+  child from the block's starting conversation; merges are applied in declared order once
+  all children have finished.
   Records are placed by declared position, so the transcript never depends on completion
   order. ``mode="sequential"`` runs the identical tree one call at a time; for the same
-  answers both modes produce the same conversation, outputs and records (timing aside).
+  answers both modes produce the same conversation, values and records (timing aside).
+* **Values** are typed step results: a node's :class:`NodeOutcome` carries its value
+  (:meth:`ChatRunner.ask`, :class:`~image_project.engine.scope.Scope`), and a step in a
+  fixed tree hands its value on through ``ChatStep.keep``.
 * **Errors** carry the innermost failing node's path, name and type
   (:func:`image_project.errors.location_of`); a failing child cancels its running siblings,
   whose paths are attached as cancelled; completed siblings stay recorded.
@@ -29,7 +32,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, TypeVar, cast
 
 import anyio
 from pydantic import JsonValue
@@ -78,7 +81,6 @@ from image_project.errors import (
     PipelineDefinitionError,
     PromptTooLongError,
     RefusalError,
-    StepFailedError,
     attach_rejected,
     locate,
 )
@@ -92,6 +94,8 @@ from image_project.record.events import (
 )
 
 __all__ = ["ChatRunner", "Conversation", "ExecutionMode", "NodeOutcome", "as_json"]
+
+T = TypeVar("T")
 
 ExecutionMode: TypeAlias = Literal["concurrent", "sequential"]
 
@@ -175,6 +179,12 @@ class ChatRunner:
         when it closes without an error."""
         return root_scope(self, ctx, name, merge)
 
+    async def ask(self, ctx: Context, step: ChatStep[T]) -> T:
+        """Run one step as the root and return its typed value (what its ``output`` parsed;
+        its response text without one)."""
+        outcome = await self.run(ctx, step)
+        return cast(T, outcome.value)
+
     async def run_step(self, ctx: Context, step: ChatStep[Any]) -> str:
         """Run one step as the root and return its response text."""
         outcome = await self.run(ctx, step)
@@ -220,12 +230,11 @@ class ChatRunner:
         working = base
         if block.parallel:
             self.announce_group(path, block)
-            forks = [ctx.fork() for _ in children]
             fns: list[Callable[[], Awaitable[NodeOutcome]]] = [
                 functools.partial(
                     self.run_node,
                     child,
-                    forks[i][0],
+                    ctx,
                     base,
                     path=f"{path}/{child_name}",
                     name=child_name,
@@ -238,10 +247,7 @@ class ChatRunner:
                 sequential=self.mode == "sequential",
                 labels=[f"{path}/{child_name}" for child_name, _ in children],
             )
-            for (child_name, child), (_, overlay), outcome in zip(
-                children, forks, outcomes, strict=True
-            ):
-                ctx.outputs.update(overlay)
+            for (child_name, child), outcome in zip(children, outcomes, strict=True):
                 working = self.merge(working, child, outcome, f"{path}/{child_name}")
         else:
             for i, (child_name, child) in enumerate(children):
@@ -252,13 +258,6 @@ class ChatRunner:
                 working = self.merge(working, child, outcome, child_path)
         produced = working[len(base) :]
         last = next((m.content for m in reversed(produced) if m.role == "assistant"), None)
-        if block.capture_key is not None:
-            if last is None:
-                raise StepFailedError(
-                    f"{path}: capture_key {block.capture_key!r} set but the block produced "
-                    "no assistant output"
-                )
-            ctx.outputs[block.capture_key] = last
         return NodeOutcome(produced, last)
 
     # -- actions ------------------------------------------------------------------------
@@ -286,8 +285,6 @@ class ChatRunner:
         except Exception as exc:
             self._report_error(ctx, path, name, exc)
             raise
-        if step.capture_key is not None:
-            ctx.outputs[step.capture_key] = result
         return NodeOutcome((), None, result, record)
 
     # -- image --------------------------------------------------------------------------
@@ -408,8 +405,8 @@ class ChatRunner:
         except Exception as exc:
             self._report_error(ctx, path, name, exc)
             raise
-        if step.capture_key is not None:
-            ctx.outputs[step.capture_key] = value
+        if step.keep is not None:
+            step.keep(value)
         if failure is not None or text is None:
             return NodeOutcome((), None, value, record)
         return NodeOutcome(

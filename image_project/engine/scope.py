@@ -16,7 +16,7 @@ path is ``<scope path>/<child name>``, its records sort by that position whateve
 concurrent calls finish in), children see the conversation as the previous ones left it,
 and the scope's merge mode says what reaches its parent when it closes (``none`` by
 default: a scoring flow's prompts and answers never reach the conversation). Values pass
-from step to step as Python values, never through ``ctx.outputs``.
+from step to step as Python values.
 """
 
 from __future__ import annotations
@@ -153,15 +153,8 @@ class Scope:
         """Run ``steps`` concurrently as a parallel block named ``name`` (merge ``none``),
         each from this scope's conversation; their answers in declared order. ``each(i,
         answer)`` is called as each step finishes, so a caller keeps the answers that
-        arrived even when a sibling fails. Steps here hand their values back and capture
-        nothing (``capture_key`` must be None)."""
+        arrived even when a sibling fails."""
         block = Block(name=name, nodes=steps, parallel=True, merge="none")
-        for step in steps:
-            if step.capture_key is not None:
-                raise PipelineDefinitionError(
-                    f"{self.path}/{name}: gathered steps hand their values back; "
-                    f"{step.name!r} must not set capture_key"
-                )
         path, order = self._child(name)
         self.runner.announce_group(path, block)
 

@@ -1,7 +1,7 @@
 """One generation, end to end: :func:`run_generation`, the run driver.
 
-The run is a sequence of phases, each one ``async def`` over the run's typed state
-(:class:`RunState`); a short driver owns the phase names, their timing, error attribution,
+The run is a sequence of phases (:func:`~.phases.run_phases`), each one ``async def`` over
+the run (:class:`RunState`) and the typed results of the phases before it; a short driver owns the phase names, their timing, error attribution,
 interruption and writing the record::
 
     data_load -> [context] -> concept_selection -> concept_filter -> pipeline -> image | title
@@ -72,10 +72,11 @@ from image_project.progress import ProgressRecorder
 from image_project.record import RunError, RunRecord
 from image_project.record.events import Reask
 from image_project.run.log import RunLog
-from image_project.run.phases import PhaseFailed, phases_for
+from image_project.run.phases import PhaseFailed, run_phases
 from image_project.run.records import save_to_store
 from image_project.run.state import (
     Inputs,
+    Loaded,
     RunFailed,
     RunResult,
     RunState,
@@ -136,12 +137,15 @@ async def run_generation(
         recorder=recorder,
     )
     try:
-        run.state.inputs = inputs or load_inputs(cfg)
-        if cfg.upscale.enabled and not run.state.prompt_only:
-            run.state.upscale = upscale or check_upscale(cfg, os.environ)
-        for name, phase in phases_for(run.state.prompt_only, cfg.context.enabled):
-            run.enter(name)
-            await phase(run.state)
+        loaded = Loaded(
+            inputs=inputs or load_inputs(cfg),
+            upscale=(
+                upscale or check_upscale(cfg, os.environ)
+                if cfg.upscale.enabled and not run.state.prompt_only
+                else None
+            ),
+        )
+        await run_phases(run.state, loaded, run.enter)
         run.enter("done")
     except Exception as caught:
         raise run.failed(caught) from (caught.cause if isinstance(caught, PhaseFailed) else caught)
@@ -218,7 +222,7 @@ class _Run:
     def enter(self, phase: str) -> None:
         """The current phase has ended (its time is recorded); ``phase`` starts."""
         now = time.perf_counter()
-        self.state.phase_times[self.phase] = round(now - self.phase_start, 3)
+        self.state.ledger.phase_times[self.phase] = round(now - self.phase_start, 3)
         self.phase, self.phase_start = phase, now
 
     def failed(self, caught: Exception) -> RunFailed:
@@ -250,8 +254,9 @@ class _Run:
         but this transcript and its store row (the records phase is shielded). Record what
         is known; the caller lets the cancellation propagate."""
         state = self.state
-        if self.phase == "image" and state.unfinished:  # image and title go together: the
-            self.phase = state.unfinished[0]  # first still going (the title once the image is)
+        unfinished = state.ledger.unfinished
+        if self.phase == "image" and unfinished:  # image and title go together: the first
+            self.phase = unfinished[0]  # still going (the title once the image is done)
         cut_off = state.cut_off()
         self._finish(
             RunError(
@@ -276,7 +281,7 @@ class _Run:
         )
 
     def _time_phase(self) -> None:
-        self.state.phase_times.setdefault(
+        self.state.ledger.phase_times.setdefault(
             self.phase, round(time.perf_counter() - self.phase_start, 3)
         )
 
@@ -286,7 +291,7 @@ class _Run:
         state = self.state
         self._time_phase()
         record = state.to_record(error, round(time.perf_counter() - state.started, 3))
-        pending, state.pending = state.pending, None
+        pending, state.ledger.pending = state.ledger.pending, None
         try:
             write_transcript(self.transcript, record)
             if pending is not None:  # the records were written: see image_project.artifacts.pending

@@ -1,7 +1,9 @@
-"""The phases of a run, each ``async def`` over the run's :class:`~.state.RunState`:
-the context injectors (with ``context.enabled``), concept selection, the concept filter, the prompt pipeline (standard or scoring), the image
-and title (together), and the records phase. The driver (:mod:`.driver`) times them and
-attributes failures.
+"""The phases of a run (:func:`run_phases`): the context injectors (with
+``context.enabled``), concept selection, the concept filter, the prompt pipeline (standard
+or scoring), the image and title (together), and the records phase. Each is an ``async def``
+over the run (:class:`~.state.RunState`) and the typed results of the phases before it
+(:class:`~.state.Loaded`, :class:`~.state.Filtered`, :class:`~.state.Prompted`, ...), and
+returns its own. The driver (:mod:`.driver`) times them and attributes failures.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -25,6 +27,7 @@ from image_project.engine import ImageStep
 from image_project.errors import (
     ImageProjectError,
     ModelOutputError,
+    StepFailedError,
     add_cancelled_paths,
 )
 from image_project.progress import counted
@@ -33,26 +36,37 @@ from image_project.record import (
     ImageEvent,
 )
 from image_project.run.records import write_records
-from image_project.run.state import RunState
+from image_project.run.state import (
+    Contexted,
+    Filtered,
+    Inputs,
+    Loaded,
+    Pictured,
+    Prompted,
+    RunState,
+    Saved,
+    ToRecord,
+)
 from image_project.seeding import derive_seed
 from image_project.stages.concepts import select_concepts
 from image_project.stages.profile import avoid_list, render_guidance
 from image_project.stages.standard import (
-    CONCEPTS_KEY,
-    DALLE_PROMPT_KEY,
+    NO_GUIDANCE,
     SYSTEM_PROMPT,
     Brief,
     Guidance,
     dislike_rewrite_step,
     prompt_pipeline,
 )
-from image_project.stages.title import run_title
+from image_project.stages.title import TitleResult, run_title
 
 if TYPE_CHECKING:
     from PIL.Image import Image
 
+    from image_project.artifacts.upscale import Upscaled, UpscaleSettings
 
-__all__ = ["PhaseFailed", "phases_for", "say_done"]
+
+__all__ = ["PhaseFailed", "run_phases", "say_done"]
 
 logger = logging.getLogger("image_project.run")
 
@@ -62,114 +76,122 @@ def _today() -> date:
     return date.today()
 
 
-async def _context(run: RunState) -> None:
+async def _context(run: RunState, inputs: Inputs) -> Contexted:
     """The context injectors: their record, and where their guidance goes. First
     of the phases, before any model call: a plugin that fails here costs nothing. With
     ``system`` (or ``both``), the run's conversation starts from the system prompt with the
     guidance appended."""
     from image_project.context import load_injectors, run_injectors
 
-    assert run.inputs is not None
     cfg = run.cfg.context
-    run.context = run_injectors(
+    record = run_injectors(
         load_injectors(cfg),
         run_seed=run.seed,
         today=cfg.date or _today(),
         date_source="fixed" if cfg.date else "today",
         location=cfg.injection_location,
-        preferences=render_guidance(run.inputs.profile),
-        dislikes=avoid_list(run.inputs.profile),
+        preferences=render_guidance(inputs.profile),
+        dislikes=avoid_list(inputs.profile),
     )
-    run.guidance = Guidance.placed(run.context.guidance, cfg.injection_location)
-    if run.guidance.system:
-        system_prompt = run.guidance.in_system(SYSTEM_PROMPT)
+    guidance = Guidance.placed(record.guidance, cfg.injection_location)
+    if guidance.system:
+        system_prompt = guidance.in_system(SYSTEM_PROMPT)
         run.ctx.messages = (Message("system", system_prompt),)
-        run.context = run.context.model_copy(update={"system_prompt": system_prompt})
-    applied = [i.name for i in run.context.injectors if i.applied]
+        record = record.model_copy(update={"system_prompt": system_prompt})
+    applied = [i.name for i in record.injectors if i.applied]
     say_done(
         run,
-        f"context {run.context.date_used}: "
+        f"context {record.date_used}: "
         + (f"{', '.join(applied)} applied" if applied else "no guidance")
         + f" ({cfg.injection_location})",
     )
+    return Contexted(record, guidance)
 
 
-async def _concept_selection(run: RunState) -> None:
-    assert run.inputs is not None
-    run.concepts = select_concepts(run.inputs.categories, run.seed)
+async def _concept_selection(run: RunState, inputs: Inputs) -> tuple[str, ...]:
+    return select_concepts(inputs.categories, run.seed)
 
 
-async def _concept_filter(run: RunState) -> None:
-    assert run.inputs is not None
-    dislikes = avoid_list(run.inputs.profile)
-    concepts = run.concepts
+async def _concept_filter(run: RunState, inputs: Inputs, selected: tuple[str, ...]) -> Filtered:
+    dislikes = avoid_list(inputs.profile)
+    concepts = selected
     if dislikes:
         run.announce("concept filter")
-        await run.run_tree(dislike_rewrite_step(concepts, dislikes, run_seed=run.seed))
-        concepts = tuple(run.ctx.outputs[CONCEPTS_KEY])
-    run.concept_filter = ConceptFilter(input=run.concepts, output=concepts, dislikes=dislikes)
-    run.concepts = concepts
-    run.brief = Brief(concepts, render_guidance(run.inputs.profile), tuple(dislikes))
+        concepts = await run.runner.ask(
+            run.ctx, dislike_rewrite_step(selected, dislikes, run_seed=run.seed)
+        )
+    return Filtered(
+        ConceptFilter(input=selected, output=concepts, dislikes=dislikes),
+        Brief(concepts, render_guidance(inputs.profile), tuple(dislikes)),
+    )
 
 
-async def _pipeline(run: RunState) -> None:
-    assert run.inputs is not None and run.brief is not None
+async def _pipeline(run: RunState, inputs: Inputs, brief: Brief, guidance: Guidance) -> Prompted:
     cfg, scoring = run.cfg, run.cfg.prompt.scoring
     if not scoring.enabled:
         run.announce(f"prompt pipeline (refinement: {cfg.prompt.refinement})")
-        await run.run_tree(
+        outcome = await run.runner.run(
+            run.ctx,
             prompt_pipeline(
-                brief=run.brief,
+                brief=brief,
                 run_seed=run.seed,
                 refinement=cfg.prompt.refinement,
                 temperature=cfg.prompt.text_temperature,
-                guidance=run.guidance,
-            )
+                guidance=guidance,
+            ),
         )
-    else:
-        # Imported here: a run without scoring (the default) never needs it, and its import
-        # is about 0.03 s of the command line's start-up (bench/startup.py).
-        from image_project.stages.scoring import (
-            ScoringRun,
-            ScoringSetup,
-            describe_ensemble,
-            load_novelty,
-        )
+        return Prompted(_answered(outcome.last_response))
+    # Imported here: a run without scoring (the default) never needs it, and its import
+    # is about 0.03 s of the command line's start-up (bench/startup.py).
+    from image_project.stages.scoring import (
+        ScoringRun,
+        ScoringSetup,
+        describe_ensemble,
+        load_novelty,
+    )
 
-        text_model = run.backends.text.default_model
-        judges = scoring.effective_judges(text_model, run.backends.text_models)
-        run.announce(
-            f"black-box scoring ({scoring.num_ideas} ideas x {counted(len(judges), 'judge')}), "
-            f"then the final prompt (refinement: {cfg.prompt.refinement})"
+    text_model = run.backends.text.default_model
+    judges = scoring.effective_judges(text_model, run.backends.text_models)
+    run.announce(
+        f"black-box scoring ({scoring.num_ideas} ideas x {counted(len(judges), 'judge')}), "
+        f"then the final prompt (refinement: {cfg.prompt.refinement})"
+    )
+    novelty = inputs.novelty
+    if novelty is None:
+        novelty = await anyio.to_thread.run_sync(
+            load_novelty,
+            scoring.novelty.enabled,
+            scoring.novelty.window,
+            Path(cfg.prompt.generations_path),
         )
-        novelty = run.inputs.novelty
-        if novelty is None:
-            novelty = await anyio.to_thread.run_sync(
-                load_novelty,
-                scoring.novelty.enabled,
-                scoring.novelty.window,
-                Path(cfg.prompt.generations_path),
-            )
-        logger.info("%s", describe_ensemble(scoring, judges, novelty))
-        run.scoring = ScoringRun(
-            ScoringSetup(
-                brief=run.brief,
-                run_seed=run.seed,
-                scoring=scoring,
-                judges=judges,
-                selector_model=scoring.effective_selector_model(
-                    text_model, run.backends.text_models
-                ),
-                selector_backend=scoring.selector_backend,
-                likes=tuple(run.inputs.profile.taste),
-                novelty=novelty,
-                refinement=cfg.prompt.refinement,
-                temperature=cfg.prompt.text_temperature,
-                guidance=run.guidance,
-            )
+    logger.info("%s", describe_ensemble(scoring, judges, novelty))
+    scoring_run = ScoringRun(
+        ScoringSetup(
+            brief=brief,
+            run_seed=run.seed,
+            scoring=scoring,
+            judges=judges,
+            selector_model=scoring.effective_selector_model(text_model, run.backends.text_models),
+            selector_backend=scoring.selector_backend,
+            likes=tuple(inputs.profile.taste),
+            novelty=novelty,
+            refinement=cfg.prompt.refinement,
+            temperature=cfg.prompt.text_temperature,
+            guidance=guidance,
         )
-        await run.scoring.run(run.runner, run.ctx)
-    run.final_prompt = str(run.ctx.outputs[DALLE_PROMPT_KEY])
+    )
+    run.produced.scoring = scoring_run  # recorded also when the scoring run fails
+    await scoring_run.run(run.runner, run.ctx)
+    # The scoring pipeline merges all its messages into the run's conversation: its last
+    # answer, the last stage's, is the final prompt.
+    last = run.ctx.messages[-1]
+    return Prompted(_answered(last.content if last.role == "assistant" else None), scoring_run)
+
+
+def _answered(final_prompt: str | None) -> str:
+    if not final_prompt:
+        raise StepFailedError("pipeline: the prompt pipeline produced no final prompt")
+    return final_prompt
 
 
 def _decode(data: bytes) -> Image:
@@ -208,14 +230,13 @@ async def _checked(reply: ImageReply) -> _Checked:
     return _Checked(reply, await _verified(reply))
 
 
-async def _image(run: RunState) -> None:
+async def _image(run: RunState, final_prompt: str) -> Pictured:
     """The image call, and the check that its answer is a whole image: an engine
     :class:`~image_project.engine.ImageStep` at path ``image``, recorded however it ends
     (with its reply, failed, or cut off with ``error.type == "cancelled"``)."""
-    assert run.final_prompt is not None
     cfg, image_backend = run.cfg, run.backends.image
     request = ImageRequest(
-        prompt=run.final_prompt,
+        prompt=final_prompt,
         model=image_backend.default_model,
         size=cfg.image.size,
         quality=cfg.image.quality,
@@ -223,22 +244,22 @@ async def _image(run: RunState) -> None:
     )
     run.announce(f"image ({request.model}, {request.size})")
     step: ImageStep[_Checked] = ImageStep(
-        name="image", request=request, check=_checked, cancelled=lambda: run.cancel_reason
+        name="image", request=request, check=_checked, cancelled=lambda: run.ledger.cancel_reason
     )
     outcome = await run.runner.run_node(
-        step, run.ctx, (), path="image", name="image", order=run.image_order
+        step, run.ctx, (), path="image", name="image", order=run.ledger.image_order
     )
-    checked = outcome.value
-    assert isinstance(checked, _Checked) and isinstance(outcome.event, ImageEvent)
-    run.image, run.frame, run.image_event = checked.reply, checked.frame, outcome.event
+    checked, event = outcome.value, outcome.event
+    if not isinstance(checked, _Checked) or not isinstance(event, ImageEvent):
+        raise TypeError(f"the image step returned {type(checked).__name__}, {type(event).__name__}")
     say_done(run, f"image from {checked.reply.model} ({checked.reply.format}, {request.size})")
+    return Pictured(checked.reply, checked.frame, event)
 
 
-async def _title(run: RunState) -> None:
-    assert run.final_prompt is not None
+async def _title(run: RunState, inputs: Inputs, final_prompt: str) -> TitleResult:
     started = time.perf_counter()
     run.announce("title")
-    snapshot = run.inputs.known_titles if run.inputs is not None else None
+    snapshot = inputs.known_titles
     if snapshot is None:
         manifest = run.cfg.effective_titles_manifest_path
         known: Sequence[str] = existing_titles(
@@ -246,10 +267,11 @@ async def _title(run: RunState) -> None:
         )
     else:
         known = snapshot
-    run.title = await run_title(
-        run.runner, run.ctx, run.final_prompt, known, seed=derive_seed(run.seed, "title")
+    title = await run_title(
+        run.runner, run.ctx, final_prompt, known, seed=derive_seed(run.seed, "title")
     )
-    run.phase_times["title"] = round(time.perf_counter() - started, 3)
+    run.ledger.phase_times["title"] = round(time.perf_counter() - started, 3)
+    return title
 
 
 class PhaseFailed(Exception):
@@ -262,101 +284,150 @@ class PhaseFailed(Exception):
         self.cause = cause
 
 
-async def _image_and_title(run: RunState) -> None:
+async def _image_and_title(
+    run: RunState, inputs: Inputs, final_prompt: str
+) -> tuple[Pictured, TitleResult]:
     """The ``image`` and ``title`` phases, concurrently (in order in the sequential mode).
 
     The image's place in the record is reserved first, so it is recorded between the prompt
     trees and the title whatever finishes first. The first to fail cancels the other; its
     error leaves as :class:`PhaseFailed` naming its phase, with the other's cut-off steps
-    as cancelled paths. ``run.unfinished`` lists the two until each is done, so that an
-    interrupt is attributed to the first still going (the title, once the image is done)."""
-    run.image_order = (run.ctx.roots_run,)
+    as cancelled paths. ``run.ledger.unfinished`` lists the two until each is done, so that
+    an interrupt is attributed to the first still going (the title, once the image is
+    done)."""
+    ledger = run.ledger
+    ledger.image_order = (run.ctx.roots_run,)
     run.ctx.roots_run += 1
-    run.unfinished = ["image", "title"]
+    ledger.unfinished = ["image", "title"]
+    pictures: list[Pictured] = []
+    titles: list[TitleResult] = []
+
+    async def image() -> None:
+        pictures.append(await _image(run, final_prompt))
+
+    async def title() -> None:
+        titles.append(await _title(run, inputs, final_prompt))
+
+    both: tuple[tuple[str, _Step], ...] = (("image", image), ("title", title))
     if run.cfg.run.concurrency == "sequential":
-        for phase, step in (("image", _image), ("title", _title)):
-            try:
-                await step(run)
-            except Exception as exc:
-                raise PhaseFailed(phase, exc) from exc
-            run.unfinished.remove(phase)
-        return
+        await _in_order(run, both)
+    else:
+        await _together(run, both)
+    return pictures[0], titles[0]
+
+
+_Step = Callable[[], Awaitable[None]]
+
+
+async def _in_order(run: RunState, steps: Sequence[tuple[str, _Step]]) -> None:
+    for phase, step in steps:
+        try:
+            await step()
+        except Exception as exc:
+            raise PhaseFailed(phase, exc) from exc
+        run.ledger.unfinished.remove(phase)
+
+
+async def _together(run: RunState, steps: Sequence[tuple[str, _Step]]) -> None:
+    ledger = run.ledger
     failed: list[PhaseFailed] = []
     async with anyio.create_task_group() as tg:
 
-        async def guarded(phase: str, step: _Phase) -> None:
+        async def guarded(phase: str, step: _Step) -> None:
             try:
-                await step(run)
+                await step()
             except Exception as exc:  # kept, not raised: no ExceptionGroup to unwrap
                 failed.append(PhaseFailed(phase, exc))
-                run.cancel_reason = f"the {phase} call failed, so the run stopped"
+                ledger.cancel_reason = f"the {phase} call failed, so the run stopped"
                 tg.cancel_scope.cancel()
             else:
-                run.unfinished.remove(phase)
+                ledger.unfinished.remove(phase)
 
-        tg.start_soon(guarded, "image", _image)
-        tg.start_soon(guarded, "title", _title)
+        for phase, step in steps:
+            tg.start_soon(guarded, phase, step)
     if failed:
         first = failed[0]
         add_cancelled_paths(first.cause, run.cut_off())
         raise first from first.cause
 
 
-def _upscale(run: RunState) -> float:
-    """The image at its 4K size (``run.upscaled``), in a worker thread; its seconds. An
-    upscaler binary is killed when the run is cancelled meanwhile (nothing is written yet)."""
+def _upscale(frame: Image, settings: UpscaleSettings) -> tuple[Upscaled, float]:
+    """The image at its 4K size, in a worker thread, and its seconds. An upscaler binary is
+    killed when the run is cancelled meanwhile (nothing is written yet)."""
     from image_project.artifacts.upscale import upscale_frame
 
-    assert run.frame is not None and run.upscale is not None
     started = time.perf_counter()
-    run.upscaled = upscale_frame(run.frame, run.upscale, anyio.from_thread.check_cancelled)
-    return time.perf_counter() - started
+    upscaled = upscale_frame(frame, settings, anyio.from_thread.check_cancelled)
+    return upscaled, time.perf_counter() - started
 
 
-async def _records(run: RunState) -> None:
+async def _records(run: RunState, made: ToRecord) -> Saved:
     """The records: first the 4K image's resize (``upscale.enabled``; before the manifest
     lock, so a slow upscaler holds up no other run, and cancellable: nothing is written yet),
     then every write, all or nothing (:func:`~.records.write_records`). ``phases_s.upscale``
     is the 4K image's own time within ``records``: its resize, caption and encoding."""
-    assert run.image is not None and run.title is not None and run.final_prompt is not None
-    assert run.image_event is not None
     run.announce("records")
     image_path = Path(run.cfg.image.generation_path) / f"{run.generation_id}_image.jpg"
     resize_s = 0.0
-    if run.upscale is not None:
-        resize_s = await anyio.to_thread.run_sync(_upscale, run)
-        assert run.upscaled is not None
-        (w, h), (sw, sh) = run.upscaled.size, run.upscaled.source_size
-        say_done(run, f"upscale: {sw}x{sh} -> {w}x{h} by {run.upscaled.method} ({resize_s:.1f} s)")
+    if made.upscale is not None:
+        upscaled, resize_s = await anyio.to_thread.run_sync(
+            _upscale, made.picture.frame, made.upscale
+        )
+        made = replace(made, upscaled=upscaled)
+        (w, h), (sw, sh) = upscaled.size, upscaled.source_size
+        say_done(run, f"upscale: {sw}x{sh} -> {w}x{h} by {upscaled.method} ({resize_s:.1f} s)")
     # Shielded: a Ctrl-C that arrives now waits for the local writes (milliseconds; a second
     # or so with a 4K image) instead of leaving an image without its rows; the run then
     # counts as finished.
     with anyio.CancelScope(shield=True):
-        saved = await anyio.to_thread.run_sync(write_records, run, image_path)
-    run.saved, run.upscaled = saved, None  # the 4K pixels are on disk now
+        saved = await anyio.to_thread.run_sync(write_records, run, made, image_path)
     line = f"records: image #{saved.seq:03d}, {saved.bytes:,} bytes"
     if saved.upscale is not None:
         upscale_s = round(resize_s + saved.upscale_s, 3)
-        run.phase_times["upscale"] = upscale_s
+        run.ledger.phase_times["upscale"] = upscale_s
         line += f"; 4K image {saved.upscale.bytes:,} bytes (upscale {upscale_s:.1f} s)"
     say_done(run, line)
+    return saved
 
 
 def say_done(run: RunState, what: str) -> None:
     run.say(f"[{time.perf_counter() - run.started:6.1f}s] ✓ {what}")
 
 
-_Phase = Callable[[RunState], Awaitable[None]]
-
-
-def phases_for(prompt_only: bool, context: bool = False) -> list[tuple[str, _Phase]]:
-    """The phases after ``data_load``: ``context`` first when ``context`` (enabled)."""
-    phases: list[tuple[str, _Phase]] = [("context", _context)] if context else []
-    phases += [
-        ("concept_selection", _concept_selection),
-        ("concept_filter", _concept_filter),
-        ("pipeline", _pipeline),
-    ]
-    if not prompt_only:
-        phases += [("image", _image_and_title), ("records", _records)]
-    return phases
+async def run_phases(run: RunState, loaded: Loaded, enter: Callable[[str], None]) -> None:
+    """The phases after ``data_load``, in order, each handed what the ones before it
+    produced; ``enter`` is told each phase's name as it starts (the driver times them and
+    attributes failures). ``context`` runs first with ``context.enabled``; a prompt-only run
+    stops after ``pipeline``. What the record holds is kept in ``run.produced`` as each
+    phase ends."""
+    produced, inputs = run.produced, loaded.inputs
+    produced.upscale = loaded.upscale
+    guidance = NO_GUIDANCE
+    if run.cfg.context.enabled:
+        enter("context")
+        contexted = await _context(run, inputs)
+        produced.context, guidance = contexted.record, contexted.guidance
+    enter("concept_selection")
+    produced.concepts = await _concept_selection(run, inputs)
+    enter("concept_filter")
+    filtered = await _concept_filter(run, inputs, produced.concepts)
+    produced.concept_filter = filtered.concept_filter
+    produced.concepts = filtered.concept_filter.output
+    enter("pipeline")
+    prompted = await _pipeline(run, inputs, filtered.brief, guidance)
+    produced.final_prompt = prompted.final_prompt
+    if run.prompt_only:
+        return
+    enter("image")
+    picture, title = await _image_and_title(run, inputs, prompted.final_prompt)
+    enter("records")
+    produced.saved = await _records(
+        run,
+        ToRecord(
+            final_prompt=prompted.final_prompt,
+            concepts=produced.concepts,
+            picture=picture,
+            title=title,
+            upscale=loaded.upscale,
+        ),
+    )

@@ -32,7 +32,7 @@ from image_project.config.store_url import import_command
 from image_project.record import (
     RunRecord,
 )
-from image_project.run.state import RunState, Saved
+from image_project.run.state import RunState, Saved, ToRecord
 from image_project.stages.title import TitleResult, resolve_collision
 from image_project.store.writer import StoreOutcome, StoreWriter
 
@@ -101,22 +101,27 @@ def _name_unstored(run: RunState, store: StoreWriter, folder: Path) -> None:
 
 
 def _rows(
-    run: RunState, seq: int, title: TitleResult, image_path: Path, upscaled_file: Path | None
+    run: RunState,
+    made: ToRecord,
+    seq: int,
+    title: TitleResult,
+    image_path: Path,
+    upscaled_file: Path | None,
 ) -> tuple[dict[str, str], dict[str, object]]:
     """The manifest row and the generations row of the run (the 4K image's size and method
     are known before it is written: the resize is done)."""
-    assert run.image_event is not None and run.final_prompt is not None
-    up = run.upscaled if upscaled_file is not None else None
+    event = made.picture.event
+    up = made.upscaled if upscaled_file is not None else None
     manifest_row = {
         "seq": str(seq),
         "title": title.title,
         "generation_id": run.generation_id,
-        "image_prompt": run.final_prompt,
+        "image_prompt": made.final_prompt,
         "image_path": str(image_path),
         "created_at": utc_now_iso(),
-        "model": run.image_event.model,
-        "size": run.image_event.size,
-        "quality": run.image_event.quality,
+        "model": event.model,
+        "size": event.size,
+        "quality": event.quality,
         "seed": str(run.seed),
         "title_source": title.source,
         "title_raw": title.raw,
@@ -126,8 +131,8 @@ def _rows(
     }
     generations_row: dict[str, object] = {
         "generation_id": run.generation_id,
-        "selected_concepts": list(run.concepts),
-        "final_image_prompt": run.final_prompt,
+        "selected_concepts": list(made.concepts),
+        "final_image_prompt": made.final_prompt,
         "image_path": str(image_path),
         "created_at": run.created_at,
         "seed": str(run.seed),
@@ -137,6 +142,7 @@ def _rows(
 
 def _write_pending(
     run: RunState,
+    made: ToRecord,
     seq: int,
     title: TitleResult,
     caption: str,
@@ -150,8 +156,8 @@ def _write_pending(
     where everything goes."""
     from image_project.artifacts.upscale import SavedUpscale
 
-    up = run.upscaled if upscaled_file is not None else None
-    run.saved = Saved(
+    up = made.upscaled if upscaled_file is not None else None
+    run.produced.saved = Saved(
         path=image_path,
         bytes=0,
         seq=seq,
@@ -166,7 +172,7 @@ def _write_pending(
     try:
         record = run.to_record(None, round(time.perf_counter() - run.started, 3))
     finally:
-        run.saved = None
+        run.produced.saved = None
     record = record.model_copy(update={"image_bytes": None})
     log_dir = Path(run.cfg.image.log_path)
     where = PendingRecords(
@@ -183,21 +189,19 @@ def _write_pending(
     return PendingTranscript.write(pending_path(log_dir, run.generation_id), where, record)
 
 
-def write_records(run: RunState, image_path: Path) -> Saved:
+def write_records(run: RunState, made: ToRecord, image_path: Path) -> Saved:
     """The records phase in one call (one thread, so a cancellation cannot split it).
 
     All or nothing, under the manifest lock: allocate seq, settle the title against the
     freshest manifest, write the pending transcript (:mod:`image_project.artifacts.pending`:
     the record from which everything after it is found or rebuilt if the process is killed),
     write the captioned
-    image, write the captioned 4K image (when the run made one: ``run.upscaled``), append
+    image, write the captioned 4K image (when the run made one: ``made.upscaled``), append
     the manifest row (the commit point), append the generations row. If anything after the
     pending transcript fails, the images and it are removed and the manifest is put back as
     it was before this run (safe: the lock is still held), so a failed records phase leaves
     neither an image nor a row behind. The driver then writes the transcript, removes the
-    pending transcript (``run.pending``) and writes the store row."""
-    assert run.image is not None and run.image_event is not None and run.title is not None
-    assert run.final_prompt is not None and run.frame is not None
+    pending transcript (``run.ledger.pending``) and writes the store row."""
     from image_project.artifacts.image import caption_text, save_captioned_frame
 
     cfg, manifest = run.cfg, run.cfg.effective_titles_manifest_path
@@ -207,31 +211,31 @@ def write_records(run: RunState, image_path: Path) -> Saved:
         seq = next_seq(rows)
         if run.store is not None:
             seq = store_seq(run, run.store, seq)
-        title = resolve_collision(run.title, existing_titles(rows))
+        title = resolve_collision(made.title, existing_titles(rows))
         at_point("locked")
         before = mark_manifest(manifest)
         caption = caption_text(seq, title.title)
         upscaled_file: Path | None = None
-        if run.upscaled is not None and run.upscale is not None:
+        upscaled = made.upscaled if made.upscale is not None else None
+        if upscaled is not None and made.upscale is not None:
             from image_project.artifacts.upscale import upscaled_path
 
-            upscaled_file = upscaled_path(run.upscale.directory, run.generation_id)
-        manifest_row, generations_row = _rows(run, seq, title, image_path, upscaled_file)
-        run.pending = _write_pending(
-            run, seq, title, caption, image_path, upscaled_file, manifest_row, generations_row
+            upscaled_file = upscaled_path(made.upscale.directory, run.generation_id)
+        manifest_row, generations_row = _rows(run, made, seq, title, image_path, upscaled_file)
+        pending = run.ledger.pending = _write_pending(
+            run, made, seq, title, caption, image_path, upscaled_file, manifest_row, generations_row
         )
         at_point("pending")
         try:
-            save_captioned_frame(run.frame, image_path, caption, font_path=font)
+            save_captioned_frame(made.picture.frame, image_path, caption, font_path=font)
             at_point("image")
             up, up_s = None, 0.0
-            if upscaled_file is not None:
+            if upscaled_file is not None and upscaled is not None:
                 from image_project.artifacts.upscale import save_upscaled
 
-                assert run.upscaled is not None
                 started = time.perf_counter()
                 up = save_upscaled(
-                    run.upscaled,
+                    upscaled,
                     upscaled_file,
                     base_image=image_path,
                     caption=caption,
@@ -250,8 +254,8 @@ def write_records(run: RunState, image_path: Path) -> Saved:
                 if upscaled_file is not None:
                     upscaled_file.unlink(missing_ok=True)
                 restore_manifest(manifest, before)
-                run.pending.remove()
-                run.pending = None
+                pending.remove()
+                run.ledger.pending = None
             except OSError as undo:
                 logger.error(
                     "could not undo this run's records after a failure (%s: %s); check %s, "

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from image_project.backends.base import ImageReply, Usage
 from image_project.backends.factory import Backends
 from image_project.config import AppConfig
-from image_project.engine import ChatRunner, Context, DefaultStepRecorder, Node
+from image_project.engine import ChatRunner, Context, DefaultStepRecorder
 from image_project.errors import (
     ImageProjectError,
 )
@@ -39,11 +39,7 @@ from image_project.record import (
 )
 from image_project.stages.concepts import Categories, load_categories
 from image_project.stages.profile import Profile, check_profile_size, load_profile
-from image_project.stages.standard import (
-    NO_GUIDANCE,
-    Brief,
-    Guidance,
-)
+from image_project.stages.standard import Brief, Guidance
 from image_project.stages.title import TitleResult
 from image_project.store.writer import StoreOutcome, StoreWriter
 
@@ -57,11 +53,19 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PHASES",
+    "Contexted",
+    "Filtered",
     "Inputs",
+    "Ledger",
+    "Loaded",
+    "Pictured",
+    "Produced",
+    "Prompted",
     "RunFailed",
     "RunResult",
     "RunState",
     "Saved",
+    "ToRecord",
     "load_inputs",
     "new_generation_id",
     "utc_iso",
@@ -165,11 +169,103 @@ class Saved:
     upscale_s: float = 0.0
 
 
+@dataclass(frozen=True)
+class Loaded:
+    """Phase ``data_load``: the run's checked input files, and the 4K image's checked
+    settings (``upscale.enabled``, a full run; else None)."""
+
+    inputs: Inputs
+    upscale: UpscaleSettings | None = None
+
+
+@dataclass(frozen=True)
+class Contexted:
+    """Phase ``context``: the injectors' record and where their guidance goes."""
+
+    record: ContextRecord
+    guidance: Guidance
+
+
+@dataclass(frozen=True)
+class Filtered:
+    """Phase ``concept_filter``: its record (the concepts before and after) and the brief
+    the prompt pipeline works from."""
+
+    concept_filter: ConceptFilter
+    brief: Brief
+
+
+@dataclass(frozen=True)
+class Prompted:
+    """Phase ``pipeline``: the final image prompt, and the scoring run (with scoring)."""
+
+    final_prompt: str
+    scoring: ScoringRun | None = None
+
+
+@dataclass(frozen=True)
+class Pictured:
+    """Phase ``image``: the image call's answer, its decoded pixels and its record."""
+
+    reply: ImageReply
+    frame: Image
+    event: ImageEvent
+
+
+@dataclass(frozen=True)
+class ToRecord:
+    """What the records phase writes: the final prompt, the concepts, the image, the title,
+    and the 4K image (its settings and its pixels, when the run made one)."""
+
+    final_prompt: str
+    concepts: tuple[str, ...]
+    picture: Pictured
+    title: TitleResult
+    upscale: UpscaleSettings | None = None
+    upscaled: Upscaled | None = None
+
+
 @dataclass
+class Produced:
+    """What the phases produced that the record holds, each set by the phase chain
+    (:func:`image_project.run.phases.run_phases`) once its phase is done; read only by
+    :meth:`RunState.to_record`, which records whatever the run got to. A phase never reads
+    these: it is handed its inputs as typed values."""
+
+    context: ContextRecord | None = None
+    """The context injectors' record (``context.enabled`` only)."""
+    concepts: tuple[str, ...] = ()
+    concept_filter: ConceptFilter | None = None
+    scoring: ScoringRun | None = None
+    final_prompt: str | None = None
+    upscale: UpscaleSettings | None = None
+    """The 4K image's checked settings (``upscale.enabled``, a full run), else None."""
+    saved: Saved | None = None
+
+
+@dataclass
+class Ledger:
+    """Where the run is: phase times, the image and title phases not done yet, what a
+    cut-off image call records, the image step's reserved place, and the pending transcript
+    (:mod:`image_project.artifacts.pending`) from the records phase's first write until the
+    transcript is written."""
+
+    phase_times: dict[str, float] = field(default_factory=dict)
+    unfinished: list[str] = field(default_factory=list)
+    """Of the ``image`` and ``title`` phases (run together), those not done yet."""
+    cancel_reason: str = "the run was interrupted during the image call"
+    """What a cut-off image call records as its error message."""
+    image_order: tuple[int, ...] = ()
+    """The image step's declared position, reserved before it and the title start."""
+    pending: PendingTranscript | None = None
+
+
+@dataclass(frozen=True)
 class RunState:
-    """The typed state of one run, filled in phase by phase. Steps that capture values for
-    later steps do so in ``ctx.outputs`` (the engine's captures); everything a phase hands to
-    a later phase is a field here."""
+    """One run: what it is given (config, backends, store, seed, ids, where its progress
+    lines go, the engine context and runner), what its phases produced for the record
+    (:class:`Produced`) and its ledger (:class:`Ledger`). What a phase hands to the next
+    is a typed value (:mod:`image_project.run.phases`), never a field here."""
 
     cfg: AppConfig
     backends: Backends
@@ -183,39 +279,8 @@ class RunState:
     say: Callable[[str], None]
     started: float
     store: StoreWriter | None = None
-    inputs: Inputs | None = None
-    context: ContextRecord | None = None
-    """The context injectors' record (``context.enabled`` only)."""
-    guidance: Guidance = NO_GUIDANCE
-    """Where the context guidance goes in the prompts (nowhere without context)."""
-    concepts: tuple[str, ...] = ()
-    concept_filter: ConceptFilter | None = None
-    brief: Brief | None = None
-    scoring: ScoringRun | None = None
-    final_prompt: str | None = None
-    image: ImageReply | None = None
-    image_event: ImageEvent | None = None
-    frame: Image | None = None
-    """The image's decoded pixels (checked in phase ``image``), for the records phase."""
-    title: TitleResult | None = None
-    upscale: UpscaleSettings | None = None
-    """The 4K image's checked settings (``upscale.enabled``, a full run), else None."""
-    upscaled: Upscaled | None = None
-    """The image at its 4K size, before the caption (records phase, before the lock)."""
-    saved: Saved | None = None
-    pending: PendingTranscript | None = None
-    """The pending transcript, from the records phase's first write until the transcript is
-    written (:mod:`image_project.artifacts.pending`)."""
-    image_order: tuple[int, ...] = ()
-    """The image step's declared position, reserved before it and the title start."""
-    cancel_reason: str = "the run was interrupted during the image call"
-    """What a cut-off image call records as its error message."""
-    unfinished: list[str] = field(default_factory=list)
-    """Of the ``image`` and ``title`` phases (run together), those not done yet."""
-    phase_times: dict[str, float] = field(default_factory=dict)
-
-    async def run_tree(self, node: Node) -> None:
-        await self.runner.run(self.ctx, node)
+    produced: Produced = field(default_factory=Produced)
+    ledger: Ledger = field(default_factory=Ledger)
 
     def cut_off(self) -> list[str]:
         """The paths of the steps an interrupt or a failing sibling cut off: those still in
@@ -228,12 +293,12 @@ class RunState:
 
     def _upscale_record(self) -> UpscaleRecord | None:
         """The 4K image's record, once the records phase wrote it."""
-        up = self.saved.upscale if self.saved is not None else None
+        up = self.produced.saved.upscale if self.produced.saved is not None else None
         if up is None:
             return None
         upscaler = (
-            self.upscale.upscaler
-            if self.upscale is not None and up.method == "realesrgan"
+            self.produced.upscale.upscaler
+            if self.produced.upscale is not None and up.method == "realesrgan"
             else None
         )
         return UpscaleRecord(
@@ -251,7 +316,7 @@ class RunState:
         steps = self.ctx.steps  # in declared order (the recorder inserts by position)
         chats = [e for e in self.ctx.steps if isinstance(e, ChatEvent)]
         usage = Usage.total(e.usage for e in chats)
-        saved = self.saved
+        saved = self.produced.saved
         return RunRecord(
             schema_version=SCHEMA_VERSION,
             generation_id=self.generation_id,
@@ -266,10 +331,10 @@ class RunState:
                 execution_mode=self.cfg.run.concurrency,
                 preflight=self.backends.preflight,
             ),
-            selected_concepts=self.concepts,
-            concept_filter=self.concept_filter,
+            selected_concepts=self.produced.concepts,
+            concept_filter=self.produced.concept_filter,
             steps=tuple(steps),
-            final_image_prompt=self.final_prompt,
+            final_image_prompt=self.produced.final_prompt,
             image_path=str(saved.path) if saved else None,
             image_bytes=saved.bytes if saved else None,
             upscale=self._upscale_record(),
@@ -285,8 +350,10 @@ class RunState:
                 if saved
                 else None
             ),
-            blackbox_scoring=self.scoring.record() if self.scoring else ScoringOff(),
-            context=self.context or ContextOff(),
+            blackbox_scoring=self.produced.scoring.record()
+            if self.produced.scoring
+            else ScoringOff(),
+            context=self.produced.context or ContextOff(),
             usage=RunUsage(
                 prompt_tokens=usage.prompt_tokens,
                 completion_tokens=usage.completion_tokens,
@@ -300,6 +367,6 @@ class RunState:
                     else 0
                 ),
             ),
-            timing=Timing(wall_s=wall_s, phases_s=dict(self.phase_times)),
+            timing=Timing(wall_s=wall_s, phases_s=dict(self.ledger.phase_times)),
             error=error,
         )

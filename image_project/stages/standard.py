@@ -2,8 +2,9 @@
 
 Builds engine trees; knows prompts and policy, not transport or files. The run's inputs
 reach the prompts as one typed :class:`Brief` (the concepts after the dislike rewrite, the
-rendered profile, the dislikes); ``ctx.outputs`` carries only what steps capture for later
-steps (the enclave's threads and drafts, each stage's output).
+rendered profile, the dislikes). Values pass as typed step results: the dislike rewrite's
+concepts and the pipeline's last response come back from the runner; the enclave's
+critiques and drafts reach the steps after them through each step's ``keep``.
 
 Shape (refinement ``final``)::
 
@@ -13,10 +14,10 @@ Shape (refinement ``final``)::
       section_2b_title_and_story/draft
       section_3_message_focus/draft
       section_4_concise_description/draft
-      dalle_prompt_creation/                   capture dalle_prompt
+      dalle_prompt_creation/                   its last response: the final prompt
         draft
-        tot_enclave/fanout/{5 critics}         concurrent, merge none, captured
-        tot_enclave/reduce/consensus/{3}       concurrent, merge none, captured
+        tot_enclave/fanout/{5 critics}         concurrent, merge none, kept
+        tot_enclave/reduce/consensus/{3}       concurrent, merge none, kept
         tot_enclave/reduce/final_consensus     the stage's only output
 
 ``per_stage`` wraps every stage in the enclave (as the original project did); ``none`` keeps
@@ -82,7 +83,7 @@ __all__ = [
 Refinement = Literal["final", "per_stage", "none"]
 DALLE_PROMPT_KEY = "dalle_prompt"
 CONCEPTS_KEY = "concepts"
-"""The dislike rewrite's capture: the rewritten concepts."""
+"""The dislike rewrite's value: the rewritten concepts (its JSON answer's key)."""
 
 SYSTEM_PROMPT = (
     "You are an enclave of artists who together design one meaningful, striking image. You "
@@ -269,38 +270,50 @@ def _critic_prompt(label: str, persona: str, sees: str | None, brief: Brief) -> 
     )
 
 
-def _critiques(ctx: Context, stage: str) -> str:
-    parts = []
-    for name, label, _, _ in CRITICS:
-        key = f"enclave.{stage}.{name}"
-        text = ctx.outputs.get(key)
+class _Voices:
+    """What one enclave's critics and consensus drafts answered, handed over by each step's
+    ``keep`` as it finishes, for the steps after them to read."""
+
+    def __init__(self, stage: str) -> None:
+        self.stage = stage
+        self.texts: dict[str, str] = {}
+
+    def keep(self, name: str) -> Callable[[str], None]:
+        def store(text: str) -> None:
+            self.texts[name] = text
+
+        return store
+
+    def text(self, name: str, what: str) -> str:
+        text = self.texts.get(name)
         if not isinstance(text, str) or not text.strip():
-            raise ValueError(f"missing enclave thread output: {key}")
-        parts.append(f"### {label}\n{text}")
-    return "\n\n".join(parts)
+            raise ValueError(f"missing enclave {what}: enclave.{self.stage}.{name}")
+        return text
+
+    def critiques(self) -> str:
+        return "\n\n".join(
+            f"### {label}\n{self.text(name, 'thread output')}" for name, label, _, _ in CRITICS
+        )
 
 
-def _consensus_prompt(stage: str) -> PromptFn:
+def _consensus_prompt(voices: _Voices) -> PromptFn:
     def render(ctx: Context) -> str:
         return (
             "Five critics reviewed the last assistant response. Weigh them: the "
             "Representative counts most and may veto; the Chameleon counts second.\n\n"
-            f"{_critiques(ctx, stage)}\n\n"
+            f"{voices.critiques()}\n\n"
             "Output ONLY the revised version of the last assistant response, in the same form."
         )
 
     return render
 
 
-def _final_prompt(stage: str) -> PromptFn:
+def _final_prompt(voices: _Voices) -> PromptFn:
     def render(ctx: Context) -> str:
-        drafts = []
-        for i in range(1, CONSENSUS_DRAFTS + 1):
-            key = f"enclave.{stage}.consensus_{i}"
-            text = ctx.outputs.get(key)
-            if not isinstance(text, str) or not text.strip():
-                raise ValueError(f"missing enclave consensus draft: {key}")
-            drafts.append(f"### Draft {i}\n{text}")
+        drafts = [
+            f"### Draft {i}\n{voices.text(f'consensus_{i}', 'consensus draft')}"
+            for i in range(1, CONSENSUS_DRAFTS + 1)
+        ]
         return (
             "Synthesise these revised drafts into one final version of the last assistant "
             "response. Prefer what they agree on, clarity, the viewer's preferences and the "
@@ -312,7 +325,9 @@ def _final_prompt(stage: str) -> PromptFn:
 
 
 def tot_enclave(stage: str, *, brief: Brief, run_seed: int, temperature: float) -> Block:
-    """Five critics concurrently, three consensus drafts concurrently, one synthesis."""
+    """Five critics concurrently, three consensus drafts concurrently, one synthesis. The
+    critiques and drafts reach the steps after them through each step's ``keep``."""
+    voices = _Voices(stage)
 
     def seed(*labels: str) -> int:
         return derive_seed(run_seed, "step", stage, "tot_enclave", *labels)
@@ -323,7 +338,7 @@ def tot_enclave(stage: str, *, brief: Brief, run_seed: int, temperature: float) 
             prompt=_critic_prompt(label, persona, sees, brief),
             temperature=temperature,
             merge="none",
-            capture_key=f"enclave.{stage}.{name}",
+            keep=voices.keep(name),
             seed=seed(name),
             max_output_tokens=PROSE,
             output=PROSE_OUTPUT,
@@ -338,10 +353,10 @@ def tot_enclave(stage: str, *, brief: Brief, run_seed: int, temperature: float) 
         nodes=[
             ChatStep(
                 name=f"consensus_{i}",
-                prompt=_consensus_prompt(stage),
+                prompt=_consensus_prompt(voices),
                 temperature=temperature,
                 merge="none",
-                capture_key=f"enclave.{stage}.consensus_{i}",
+                keep=voices.keep(f"consensus_{i}"),
                 seed=seed(f"consensus_{i}"),
                 max_output_tokens=PROSE,
                 output=PROSE_OUTPUT,
@@ -352,7 +367,7 @@ def tot_enclave(stage: str, *, brief: Brief, run_seed: int, temperature: float) 
     )
     final: ChatStep[str] = ChatStep(
         name="final_consensus",
-        prompt=_final_prompt(stage),
+        prompt=_final_prompt(voices),
         temperature=temperature,
         seed=seed("final_consensus"),
         max_output_tokens=PROSE,
@@ -371,8 +386,8 @@ def stage_block(
     run_seed: int,
     temperature: float,
 ) -> Block:
-    """One stage: a draft, then (``refine``) the ToT enclave; merges its last response and
-    captures it as ``stage.<stage>`` (``dalle_prompt`` for the last stage)."""
+    """One stage: a draft, then (``refine``) the ToT enclave; merges its last response (the
+    block's last response: the final prompt for the last stage)."""
     draft: ChatStep[str] = ChatStep(
         name="draft",
         prompt=prompt,
@@ -385,8 +400,7 @@ def stage_block(
     nodes: list[Node] = [draft]
     if refine:
         nodes.append(tot_enclave(stage, brief=brief, run_seed=run_seed, temperature=temperature))
-    capture = DALLE_PROMPT_KEY if stage == "dalle_prompt_creation" else f"stage.{stage}"
-    return Block(name=stage, merge="last_response", capture_key=capture, nodes=nodes)
+    return Block(name=stage, merge="last_response", nodes=nodes)
 
 
 def prompt_pipeline(
@@ -397,7 +411,8 @@ def prompt_pipeline(
     temperature: float,
     guidance: Guidance = NO_GUIDANCE,
 ) -> Block:
-    """The six prompt stages; the last captures ``dalle_prompt``. ``guidance.prompt`` is
+    """The six prompt stages; the last one's answer (the block's last response) is the final
+    image prompt. ``guidance.prompt`` is
     embedded in the first stage's prompt (its ``system`` part is the caller's, who owns the
     conversation's system prompt)."""
     last = len(STAGES) - 1
@@ -558,7 +573,7 @@ def check_rewrite(
 def concept_rewrite_output(
     count: int, *, concepts: Sequence[str] = (), dislikes: Sequence[str] = ()
 ) -> JsonOutput[tuple[str, ...]]:
-    """The rewrite's output: ``count`` non-empty concepts, captured as a tuple. Given the
+    """The rewrite's output: ``count`` non-empty concepts, as a tuple. Given the
     original ``concepts`` (and the ``dislikes``), the gates of :func:`check_rewrite` follow:
     ``gate:rewrite_dislike`` first, then ``gate:rewrite_meaning``, each re-asked with its
     reason; a rewrite still failing after the re-asks fails the run (the concepts are the
@@ -591,7 +606,7 @@ def dislike_rewrite_step(
     concepts: Sequence[str], dislikes: Sequence[str], *, run_seed: int, max_reasks: int = 2
 ) -> ChatStep[tuple[str, ...]]:
     """One stateless call that rewrites only the concepts that conflict with a dislike; it
-    captures the concepts as ``concepts`` (:data:`CONCEPTS_KEY`). The answer passes the
+    hands back the concepts as its typed value. The answer passes the
     gates of :func:`check_rewrite` or is re-asked (then fails the run)."""
     return ChatStep(
         name="dislike_rewrite",
@@ -607,7 +622,6 @@ def dislike_rewrite_step(
         merge="none",
         output=concept_rewrite_output(len(concepts), concepts=concepts, dislikes=dislikes),
         reask=ReaskPolicy(max=max_reasks),
-        capture_key=CONCEPTS_KEY,
         seed=derive_seed(run_seed, "step", "dislike_rewrite"),
         max_output_tokens=TokenBudget("rewrite"),
     )

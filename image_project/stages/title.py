@@ -63,7 +63,7 @@ __all__ = [
 
 FALLBACK_TITLE = "Untitled Work"
 TITLE_KEY = "title"
-"""The title step's capture: a :class:`TitleResult`."""
+"""The title step's name; its value is a :class:`TitleResult`."""
 MAX_AVOID_TITLES_IN_PROMPT = 25
 
 TITLE_SYSTEM_PROMPT = (
@@ -335,7 +335,7 @@ def title_step(
     max_attempts: int = 3,
     seed: int | None = None,
 ) -> ChatStep[TitleResult]:
-    """The ``title`` step: its capture ``ctx.outputs["title"]`` is a :class:`TitleResult`.
+    """The ``title`` step: its value is a :class:`TitleResult`.
 
     Stateless (system prompt :data:`TITLE_SYSTEM_PROMPT` + one user message, see
     :func:`build_title_prompt`), ``merge="none"``, so the pipeline conversation is unchanged.
@@ -392,7 +392,6 @@ def title_step(
         prompt=prompt,
         temperature=temperature,
         merge="none",
-        capture_key=TITLE_KEY,
         seed=seed,
         max_output_tokens=TokenBudget("title"),
         stateless=True,
@@ -419,13 +418,10 @@ async def run_title(
     ``raw``; bad answers already end in the step's own fallback. Transport errors propagate.
     """
     try:
-        await runner.run(ctx, title_step(image_prompt, existing, seed=seed))
+        result = await runner.ask(ctx, title_step(image_prompt, existing, seed=seed))
     except RefusalError as refusal:
         logger.warning("Title step refused (%s); using a deterministic fallback title", refusal)
         return TitleResult(
             disambiguate(FALLBACK_TITLE, existing), "fallback", refusal.output_preview, 1
         )
-    result = ctx.outputs[TITLE_KEY]
-    if not isinstance(result, TitleResult):
-        raise TypeError(f"the title step captured {type(result).__name__}, not a TitleResult")
     return result

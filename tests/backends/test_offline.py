@@ -53,7 +53,6 @@ from image_project.stages.scoring.novelty import NoveltyState, recent_motifs
 from image_project.stages.scoring.prompts import judge_prompt
 from image_project.stages.scoring.rubrics import judge_system_prompt
 from image_project.stages.standard import (
-    CONCEPTS_KEY,
     Brief,
     concept_rewrite_output,
     dislike_rewrite_step,
@@ -464,8 +463,7 @@ async def test_offline_dislike_rewrite_keeps_the_concepts() -> None:
     concepts = ["Baroque", "Bird's-Eye View", "Harbour at dusk"]
     step = dislike_rewrite_step(concepts, ["gore", "clowns", "neon signs"], run_seed=1)
     ctx = Context.with_system("s")
-    await ChatRunner(OfflineTextBackend()).run(ctx, step)
-    assert ctx.outputs[CONCEPTS_KEY] == tuple(concepts)
+    assert await ChatRunner(OfflineTextBackend()).ask(ctx, step) == tuple(concepts)
 
 
 # --------------------------------------------------------------------------- unsupported schemas

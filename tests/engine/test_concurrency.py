@@ -7,16 +7,18 @@ when all N calls are in flight at once (a sequential runner would never get past
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import random
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 import anyio.lowlevel
 import pytest
 
-from image_project.backends.base import TextRequest
+from image_project.backends.base import Message, TextRequest
 from image_project.engine import (
     ActionStep,
     Block,
@@ -55,8 +57,15 @@ def shuffled_backend(
     return FunctionTextBackend(answer)
 
 
-def build_tree() -> Block:
-    """Nested parallel groups, captures read by later prompts, all three merge modes."""
+@dataclass
+class KeptContext(Context):
+    """A run's context with the values its steps kept (``ChatStep.keep``)."""
+
+    kept: dict[str, object] = field(default_factory=dict)
+
+
+def build_tree(kept: dict[str, object]) -> Block:
+    """Nested parallel groups, kept values read by later prompts, all three merge modes."""
 
     def critic(stage: str, i: int) -> ChatStep[str]:
         return ChatStep(
@@ -64,11 +73,11 @@ def build_tree() -> Block:
             prompt=f"critique {stage} as critic {i}",
             temperature=0.8,
             merge="none",
-            capture_key=f"{stage}.critic_{i}",
+            keep=functools.partial(kept.__setitem__, f"{stage}.critic_{i}"),
         )
 
     def polish(k: str) -> Callable[[Context], str]:
-        return lambda c: f"polish {c.outputs[f'idea.{k}']}"
+        return lambda c: f"polish {kept[f'idea.{k}']}"
 
     def stage(stage_name: str) -> Block:
         enclave = fanout_then_reduce(
@@ -79,7 +88,7 @@ def build_tree() -> Block:
                     name="consensus",
                     prompt=lambda c: (
                         "merge: "
-                        + " | ".join(c.outputs[f"{stage_name}.critic_{i}"] for i in range(5))
+                        + " | ".join(str(kept[f"{stage_name}.critic_{i}"]) for i in range(5))
                     ),
                     temperature=0.8,
                 )
@@ -88,7 +97,6 @@ def build_tree() -> Block:
         return Block(
             name=stage_name,
             merge="last_response",
-            capture_key=f"{stage_name}.out",
             nodes=[ChatStep(name="draft", prompt=f"draft {stage_name}", temperature=0.8), enclave],
         )
 
@@ -102,7 +110,10 @@ def build_tree() -> Block:
                 merge="last_response",
                 nodes=[
                     ChatStep(
-                        name="gen", prompt=f"idea {k}", temperature=0.9, capture_key=f"idea.{k}"
+                        name="gen",
+                        prompt=f"idea {k}",
+                        temperature=0.9,
+                        keep=functools.partial(kept.__setitem__, f"idea.{k}"),
                     ),
                     ChatStep(
                         name="polish",
@@ -120,8 +131,7 @@ def build_tree() -> Block:
             ideas,
             ActionStep(
                 name="count",
-                fn=lambda c: sorted(k for k in c.outputs if k.startswith("idea.")),
-                capture_key="ideas",
+                fn=lambda c: sorted(k for k in kept if k.startswith("idea.")),
             ),
             stage("s2"),
         ]
@@ -130,20 +140,20 @@ def build_tree() -> Block:
 
 async def run_once(
     mode: ExecutionMode, rng: random.Random, completions: list[str] | None = None
-) -> Context:
-    ctx = Context.with_system("system")
-    await ChatRunner(shuffled_backend(rng, completions), mode=mode).run(ctx, build_tree())
+) -> KeptContext:
+    ctx = KeptContext(messages=(Message("system", "system"),))
+    await ChatRunner(shuffled_backend(rng, completions), mode=mode).run(ctx, build_tree(ctx.kept))
     return ctx
 
 
-def comparable(ctx: Context) -> dict[str, Any]:
+def comparable(ctx: KeptContext) -> dict[str, Any]:
     steps = []
     for record in ctx.steps:
         data = record.model_dump(mode="json")
         for key in TIMING_FIELDS:
             data.pop(key, None)  # pacing_wait_ms: model calls only
         steps.append(data)
-    return {"steps": steps, "messages": ctx.messages, "outputs": dict(ctx.outputs)}
+    return {"steps": steps, "messages": ctx.messages, "kept": dict(ctx.kept)}
 
 
 async def test_concurrent_runs_equal_the_sequential_run_under_many_shuffles() -> None:
@@ -348,20 +358,3 @@ async def test_sequential_mode_reports_the_same_failure() -> None:
     assert loc is not None and loc.path == "group/bad"
     assert loc.cancelled_paths == ("group/c",)
     assert [r.path for r in ctx.steps] == ["group/a"]
-
-
-async def test_parallel_children_see_outputs_from_before_the_block_only() -> None:
-    seen: dict[str, object] = {}
-
-    def snapshot(name: str) -> ActionStep:
-        return ActionStep(
-            name=name,
-            fn=lambda c: seen.__setitem__(name, sorted(c.outputs)),
-            capture_key=f"k_{name}",
-        )
-
-    block = Block(name="p", parallel=True, nodes=[snapshot("a"), snapshot("b")])
-    ctx = Context(outputs={"before": 1})
-    await ChatRunner(FunctionTextBackend(lambda r: "x"), mode="sequential").run(ctx, block)
-    assert seen == {"a": ["before"], "b": ["before"]}
-    assert set(ctx.outputs) == {"before", "k_a", "k_b"}

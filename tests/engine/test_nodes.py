@@ -1,4 +1,4 @@
-"""Build-time checks of the step tree: naming, collisions, merge modes, capture keys."""
+"""Build-time checks of the step tree: naming, collisions, merge modes, hooks."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from image_project.engine import (
     ChatStep,
     ReaskPolicy,
     TextOutput,
-    capture_keys,
 )
 from image_project.errors import PipelineDefinitionError
 
@@ -72,27 +71,11 @@ def test_prompt_must_be_string_or_callable() -> None:
         ChatStep(prompt=42, temperature=0.0)  # type: ignore[arg-type]
 
 
-def test_parallel_siblings_may_not_share_a_capture_key() -> None:
-    nested = Block(name="inner", nodes=[chat("deep", capture_key="k")])
-    with pytest.raises(PipelineDefinitionError, match="'k'"):
-        Block(name="p", parallel=True, nodes=[chat("a", capture_key="k"), nested])
-
-
-def test_sequential_siblings_may_share_a_capture_key() -> None:
-    Block(name="s", nodes=[chat("a", capture_key="k"), chat("b", capture_key="k")])
-
-
-def test_one_parallel_child_may_reuse_a_key_inside_its_own_subtree() -> None:
-    child = Block(name="c", nodes=[chat("a", capture_key="k"), chat("b", capture_key="k")])
-    Block(name="p", parallel=True, nodes=[child, chat("d", capture_key="other")])
-
-
-def test_capture_keys_collects_the_whole_subtree() -> None:
-    tree = Block(
-        capture_key="top",
-        nodes=[chat(capture_key="a"), Block(nodes=[ActionStep(fn=lambda c: 1, capture_key="b")])],
-    )
-    assert capture_keys(tree) == {"top", "a", "b"}
+def test_keep_and_on_failure_must_be_callable() -> None:
+    with pytest.raises(PipelineDefinitionError, match="keep must be callable"):
+        chat("a", keep="k")
+    with pytest.raises(PipelineDefinitionError, match="on_failure must be callable"):
+        chat("a", on_failure="k")
 
 
 def test_a_fallback_needs_an_output_and_system_prompt_needs_stateless() -> None:

@@ -496,11 +496,11 @@ async def test_json_output_schema_is_sent_and_the_model_is_captured() -> None:
     output = JsonOutput[Palette](Palette)
     backend = ScriptedTextBackend([GOOD_TEXT])
     ctx = Context()
-    await ChatRunner(backend).run(
-        ctx, ChatStep(name="p", prompt="a palette", temperature=0, output=output, capture_key="p")
+    value = await ChatRunner(backend).ask(
+        ctx, ChatStep(name="p", prompt="a palette", temperature=0, output=output)
     )
     assert backend.requests[0].json_schema == strict_json_schema(Palette)
-    assert ctx.outputs["p"] == Palette.model_validate(GOOD)
+    assert value == Palette.model_validate(GOOD)
     assert _chat(ctx).response == GOOD_TEXT  # the record keeps the answer's text
     assert ctx.messages[-1].content == GOOD_TEXT
 
@@ -524,11 +524,10 @@ async def test_an_invalid_json_answer_is_reasked_with_the_validation_error() -> 
         temperature=0,
         output=JsonOutput(Palette),
         reask=ReaskPolicy(max=1),
-        capture_key="p",
     )
-    await ChatRunner(backend).run(ctx, step)
+    value = await ChatRunner(backend).ask(ctx, step)
     backend.assert_all_used()
-    assert isinstance(ctx.outputs["p"], Palette)
+    assert isinstance(value, Palette)
     reask: TextRequest = backend.requests[1]
     assert reask.json_schema == strict_json_schema(Palette)
     assert "invalid test palette: mood: Input should be 'calm' or 'loud'" in last_user_text(reask)

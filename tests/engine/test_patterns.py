@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 from image_project.engine import (
@@ -13,14 +15,19 @@ from image_project.engine import (
     iterate,
 )
 from image_project.errors import PipelineDefinitionError
+from image_project.record.events import ActionEvent
 from image_project.testing import FunctionTextBackend, last_user_text
 
 pytestmark = pytest.mark.anyio
 
 
-def thread(i: int) -> ChatStep[str]:
+def thread(i: int, kept: dict[str, object] | None = None) -> ChatStep[str]:
     return ChatStep(
-        name=f"t{i}", prompt=f"thread {i}", temperature=0.8, merge="none", capture_key=f"t{i}"
+        name=f"t{i}",
+        prompt=f"thread {i}",
+        temperature=0.8,
+        merge="none",
+        keep=None if kept is None else functools.partial(kept.__setitem__, f"t{i}"),
     )
 
 
@@ -37,13 +44,14 @@ def test_fanout_then_reduce_shape() -> None:
 
 async def test_fanout_then_reduce_runs_threads_from_one_baseline_and_reduces() -> None:
     backend = FunctionTextBackend(lambda r: f"<{last_user_text(r)}>")
+    kept: dict[str, object] = {}
     block = fanout_then_reduce(
         "enclave",
-        fanout=[thread(1), thread(2), thread(3)],
+        fanout=[thread(1, kept), thread(2, kept), thread(3, kept)],
         reduce=[
             ChatStep(
                 name="consensus",
-                prompt=lambda c: ",".join(c.outputs[f"t{i}"] for i in (1, 2, 3)),
+                prompt=lambda c: ",".join(str(kept[f"t{i}"]) for i in (1, 2, 3)),
                 temperature=0,
             )
         ],
@@ -59,17 +67,17 @@ async def test_fanout_then_reduce_runs_threads_from_one_baseline_and_reduces() -
 
 
 async def test_generate_then_select_wraps_a_single_select_node() -> None:
+    kept: dict[str, object] = {}
     block = generate_then_select(
         "pick",
-        generate=[thread(1), thread(2)],
-        select=ActionStep(
-            name="choose", fn=lambda c: max(c.outputs["t1"], c.outputs["t2"]), capture_key="best"
-        ),
+        generate=[thread(1, kept), thread(2, kept)],
+        select=ActionStep(name="choose", fn=lambda c: max(str(kept["t1"]), str(kept["t2"]))),
     )
     assert [n.name for n in block.nodes] == ["generate", "select"]
     ctx = Context()
     await ChatRunner(FunctionTextBackend(lambda r: last_user_text(r)[-1])).run(ctx, block)
-    assert ctx.outputs["best"] == "2"
+    choose = ctx.steps[-1]
+    assert isinstance(choose, ActionEvent) and choose.result == "2"
     assert [r.path for r in ctx.steps] == [
         "pick/generate/t1",
         "pick/generate/t2",
@@ -78,22 +86,26 @@ async def test_generate_then_select_wraps_a_single_select_node() -> None:
 
 
 async def test_iterate_builds_named_isolated_iterations() -> None:
+    kept: dict[str, object] = {}
     block = iterate(
         "loop",
         items=["a", "b"],
         build=lambda item, idx: ChatStep(
-            name="gen", prompt=f"{item}{idx}", temperature=0, capture_key=f"out.{idx}"
+            name="gen",
+            prompt=f"{item}{idx}",
+            temperature=0,
+            keep=functools.partial(kept.__setitem__, f"out.{idx}"),
         ),
     )
     assert [n.name for n in block.nodes] == ["iter_01", "iter_02"]
     assert all(isinstance(n, Block) and n.merge == "none" for n in block.nodes)
     ctx = Context()
     await ChatRunner(FunctionTextBackend(lambda r: last_user_text(r).upper())).run(ctx, block)
-    assert ctx.outputs == {"out.1": "A1", "out.2": "B2"}
+    assert kept == {"out.1": "A1", "out.2": "B2"}
 
 
 def test_iterate_custom_names_and_block_children_keep_their_settings() -> None:
-    inner = Block(nodes=[thread(1)], parallel=True, capture_key=None)
+    inner = Block(nodes=[thread(1)], parallel=True)
     block = iterate(
         "loop", items=[1], build=lambda i, idx: inner, iteration_name=lambda i, idx: f"round_{i}"
     )

@@ -1,7 +1,8 @@
-"""Runner semantics: merge modes, capture, fail-fast, re-asks, error attribution, recorders."""
+"""Runner semantics: merge modes, values, fail-fast, re-asks, error attribution, recorders."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import pytest
@@ -72,13 +73,10 @@ async def test_last_response_appends_one_exchange() -> None:
 
 async def test_merge_none_leaves_conversation_but_records_step() -> None:
     ctx = ctx0()
-    step: ChatStep[str] = ChatStep(
-        name="s", prompt="p1", temperature=0.2, merge="none", capture_key="k"
-    )
-    await ChatRunner(echo_backend()).run(ctx, step)
+    step: ChatStep[str] = ChatStep(name="s", prompt="p1", temperature=0.2, merge="none")
+    assert await ChatRunner(echo_backend()).ask(ctx, step) == "re:p1"
     assert roles(ctx) == [("system", "sys")]
     assert [r.path for r in ctx.steps] == ["s"]
-    assert ctx.outputs["k"] == "re:p1"
 
 
 async def test_block_last_response_hides_internal_messages() -> None:
@@ -124,17 +122,22 @@ async def test_last_response_without_output_is_an_error(nodes: list[Any]) -> Non
     assert roles(ctx) == [("system", "sys")]
 
 
-async def test_merge_none_threads_are_independent_and_consensus_sees_captures() -> None:
+async def test_merge_none_threads_are_independent_and_consensus_sees_kept_values() -> None:
     backend = echo_backend()
+    kept: dict[str, str] = {}
     threads: list[ChatStep[str]] = [
         ChatStep(
-            name=f"t{i}", prompt=f"thread {i}", temperature=0.8, merge="none", capture_key=f"t{i}"
+            name=f"t{i}",
+            prompt=f"thread {i}",
+            temperature=0.8,
+            merge="none",
+            keep=functools.partial(kept.__setitem__, f"t{i}"),
         )
         for i in (1, 2)
     ]
     consensus: ChatStep[str] = ChatStep(
         name="consensus",
-        prompt=lambda c: f"merge {c.outputs['t1']} + {c.outputs['t2']}",
+        prompt=lambda c: f"merge {kept['t1']} + {kept['t2']}",
         temperature=0.8,
     )
     ctx = ctx0()
@@ -143,28 +146,21 @@ async def test_merge_none_threads_are_independent_and_consensus_sees_captures() 
     assert last_user_text(backend.requests[2]) == "merge re:thread 1 + re:thread 2"
 
 
-# -- capture --------------------------------------------------------------------------
+# -- values -----------------------------------------------------------------------
 
 
-async def test_capture_keys_for_step_block_and_action() -> None:
+async def test_values_of_a_block_and_of_actions() -> None:
     ctx = ctx0()
+    runner = ChatRunner(echo_backend())
+    stage = await runner.run(ctx, Block(name="stage", nodes=[ChatStep(prompt="x", temperature=0)]))
+    assert stage.last_response == "re:x"
 
     async def async_action(c: Context) -> dict[str, int]:
-        return {"n": len(c.outputs)}
+        return {"n": len(c.steps)}
 
-    tree = Block(
-        nodes=[
-            Block(
-                name="stage", capture_key="stage_out", nodes=[ChatStep(prompt="x", temperature=0)]
-            ),
-            ActionStep(
-                name="sync", fn=lambda c: c.outputs["stage_out"].upper(), capture_key="upper"
-            ),
-            ActionStep(name="async", fn=async_action, capture_key="count"),
-        ]
-    )
-    await ChatRunner(echo_backend()).run(ctx, tree)
-    assert ctx.outputs == {"stage_out": "re:x", "upper": "RE:X", "count": {"n": 2}}
+    upper = await runner.run(ctx, ActionStep(name="sync", fn=lambda c: "re:x".upper()))
+    count = await runner.run(ctx, ActionStep(name="async", fn=async_action))
+    assert (upper.value, count.value) == ("RE:X", {"n": 2})
     action_records = [r.model_dump(mode="json") for r in ctx.steps if r.type == "action"]
     assert action_records[1]["result"] == {"n": 2}
     assert "prompt" not in action_records[0]
@@ -201,12 +197,6 @@ async def test_action_result_json_cannot_hold_is_recorded_as_its_repr() -> None:
     (event,) = ctx.steps
     assert isinstance(event, ActionEvent)
     assert event.result == {"x": "<opaque>", "b": "YWI=", "s": [3]}
-
-
-async def test_block_capture_without_output_is_an_error() -> None:
-    block = Block(name="b", capture_key="k", nodes=[ActionStep(fn=lambda c: 1)])
-    with pytest.raises(StepFailedError, match="capture_key"):
-        await ChatRunner(echo_backend()).run(ctx0(), Block(nodes=[block]))
 
 
 # -- fail fast ------------------------------------------------------------------------
@@ -266,11 +256,9 @@ async def test_bad_answer_is_reasked_with_the_error_then_accepted() -> None:
         temperature=0,
         output=TextOutput(parse_int),
         reask=ReaskPolicy(max=1),
-        capture_key="n",
     )
-    await ChatRunner(backend).run(ctx, step)
+    assert await ChatRunner(backend).ask(ctx, step) == 7
     backend.assert_all_used()
-    assert ctx.outputs["n"] == 7
     reask = backend.requests[1].messages
     assert [m.role for m in reask[-3:]] == ["user", "assistant", "user"]
     assert "seven" in reask[-2].content and "invalid literal" in reask[-1].content
@@ -625,16 +613,14 @@ async def test_recorder_exception_fails_the_step_and_keeps_the_path() -> None:
 async def test_fallback_is_accepted_after_reasks_and_everything_is_recorded() -> None:
     backend = ScriptedTextBackend(["one", "two"])
     ctx = ctx0()
-    step = ChatStep(
+    step: ChatStep[Any] = ChatStep(
         name="n",
         prompt="a number",
         temperature=0,
         output=TextOutput(parse_int),
         reask=ReaskPolicy(max=1, fallback=lambda text, exc: f"fallback({text})"),
-        capture_key="n",
     )
-    await ChatRunner(backend).run(ctx, step)
-    assert ctx.outputs["n"] == "fallback(two)"
+    assert await ChatRunner(backend).ask(ctx, step) == "fallback(two)"
     record = chats(ctx)[0]
     assert [r.response for r in record.reasks] == ["one", "two"]
     assert record.attempts == 2
@@ -667,6 +653,7 @@ async def test_recoverable_step_failure_is_recorded_and_siblings_continue() -> N
         return "7"
 
     ctx = ctx0()
+    kept: dict[str, object] = {}
     block = Block(
         name="judges",
         parallel=True,
@@ -678,14 +665,13 @@ async def test_recoverable_step_failure_is_recorded_and_siblings_continue() -> N
                 temperature=0,
                 output=TextOutput(parse_int),
                 on_failure=lambda exc: ("failed", type(exc).__name__),
-                capture_key=f"out.{name}",
+                keep=functools.partial(kept.__setitem__, name),
             )
             for name in ("good", "bad")
         ],
     )
     await ChatRunner(FunctionTextBackend(fn)).run(ctx, block)
-    assert ctx.outputs["out.good"] == 7
-    assert ctx.outputs["out.bad"] == ("failed", "ServerError")
+    assert kept == {"good": 7, "bad": ("failed", "ServerError")}
     good, bad = chats(ctx)
     assert good.error is None and bad.response is None
     assert bad.error == StepError(type="ServerError", message="503 upstream", status=503)
@@ -704,11 +690,10 @@ async def test_recoverable_step_keeps_the_last_bad_answer_and_reasks() -> None:
         output=TextOutput(parse_int),
         reask=ReaskPolicy(max=1),
         on_failure=lambda exc: None,
-        capture_key="n",
     )
     outcome = await ChatRunner(backend).run(ctx, step)
     record = chats(ctx)[0]
-    assert ctx.outputs["n"] is None and outcome.last_response is None
+    assert outcome.value is None and outcome.last_response is None
     assert record.response == "two" and [r.response for r in record.reasks] == ["one", "two"]
     assert record.error is not None and record.error.reason == "invalid_output"
     assert "two" in str(record.error.output_preview)
@@ -725,10 +710,8 @@ async def test_recoverable_refusal_is_recorded_without_reask() -> None:
         output=TextOutput(parse_int),
         reask=ReaskPolicy(max=3),
         on_failure=lambda exc: "recovered",
-        capture_key="n",
     )
-    await ChatRunner(backend).run(ctx, step)
-    assert ctx.outputs["n"] == "recovered"
+    assert await ChatRunner(backend).ask(ctx, step) == "recovered"
     error = chats(ctx)[0].error
     assert error is not None and error.type == "RefusalError"
     assert len(backend.requests) == 1
@@ -755,10 +738,8 @@ async def test_restate_reask_sends_one_fresh_user_message() -> None:
         system_prompt="judge",
         output=TextOutput(parse_int),
         reask=ReaskPolicy(max=1, style="restate"),
-        capture_key="n",
     )
-    await ChatRunner(backend).run(ctx, step)
-    assert ctx.outputs["n"] == 2
+    assert await ChatRunner(backend).ask(ctx, step) == 2
     second = backend.requests[1].messages
     assert [m.role for m in second] == ["system", "user"]
     assert second[1].content.startswith("give a number\n\n")

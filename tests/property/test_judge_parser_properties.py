@@ -375,20 +375,17 @@ def test_judge_step_ends_in_scores_or_model_output_error(text: str) -> None:
         output=judge_output(ids),
         reask=ReaskPolicy(max=1, style="restate"),
         allow_empty_response=True,
-        capture_key="scores",
         merge="none",
     )
     backend = FunctionTextBackend(lambda _request: text)
 
-    async def run() -> Context:
-        ctx = Context.with_system("sys")
-        await ChatRunner(backend).run(ctx, step)
-        return ctx
+    async def run() -> object:
+        return await ChatRunner(backend).ask(Context.with_system("sys"), step)
 
     try:
-        ctx = anyio.run(run)
+        scores = anyio.run(run)
     except ModelOutputError as exc:
         assert len(exc.output_preview) <= PREVIEW_CHARS
         assert len(backend.requests) == (1 if isinstance(exc, RefusalError) else 2)
     else:
-        assert set(ctx.outputs["scores"]) == set(ids)
+        assert isinstance(scores, dict) and set(scores) == set(ids)

@@ -12,9 +12,7 @@ from image_project.backends.base import TextRequest
 from image_project.engine import ChatRunner, ChatStep, Context, JsonOutput, walk
 from image_project.errors import ModelOutputError
 from image_project.stages.standard import (
-    CONCEPTS_KEY,
     CRITICS,
-    DALLE_PROMPT_KEY,
     STAGES,
     SYSTEM_PROMPT,
     Brief,
@@ -79,16 +77,17 @@ def test_every_step_has_a_distinct_seed_derived_from_the_run_seed() -> None:
     assert seeds(5) != seeds(6)
 
 
-async def test_context_holds_only_stage_outputs_and_prompt_is_captured() -> None:
+async def test_context_holds_only_stage_outputs_and_prompt_is_the_last_response() -> None:
     backend = FunctionTextBackend(lambda r: f"answer to: {last_user_text(r)[:30]}")
     ctx = run_ctx()
-    await ChatRunner(backend).run(
+    outcome = await ChatRunner(backend).run(
         ctx, prompt_pipeline(brief=BRIEF, run_seed=1, refinement="final", temperature=0.8)
     )
     # Each stage is one exchange: its prompt, then its (refined) output.
     assert [m.role for m in ctx.messages] == ["system"] + ["user", "assistant"] * len(STAGES)
-    assert ctx.outputs[DALLE_PROMPT_KEY] == ctx.messages[-1].content
-    assert ctx.outputs[DALLE_PROMPT_KEY].startswith("answer to: Synthesise")
+    assert outcome.last_response == ctx.messages[-1].content
+    assert outcome.last_response is not None
+    assert outcome.last_response.startswith("answer to: Synthesise")
     assert ctx.messages[-2].content.startswith("Write the final prompt")
     # Later stages never see enclave chatter: only system + previous stages + prompt.
     last_draft = next(r for r in backend.requests if "Write the final prompt" in last_user_text(r))
@@ -187,8 +186,7 @@ async def test_dislike_rewrite_sends_a_strict_schema_for_exactly_n_concepts(coun
     step = dislike_rewrite_step(concepts, ("clowns",), run_seed=3)
     assert isinstance(step.output, JsonOutput)
     ctx = run_ctx()
-    await ChatRunner(backend).run(ctx, step)
-    assert ctx.outputs[CONCEPTS_KEY] == concepts
+    assert await ChatRunner(backend).ask(ctx, step) == concepts
     [request] = backend.requests
     schema = request.json_schema
     assert schema is not None
@@ -203,8 +201,8 @@ async def test_dislike_rewrite_sends_a_strict_schema_for_exactly_n_concepts(coun
 async def test_dislike_rewrite_reasks_then_captures_concepts() -> None:
     backend = ScriptedTextBackend([rewrite_answer("only one"), rewrite_answer(*CONCEPTS)])
     ctx = run_ctx()
-    await ChatRunner(backend).run(ctx, dislike_rewrite_step(CONCEPTS, ("clowns",), run_seed=3))
-    assert ctx.outputs["concepts"] == CONCEPTS
+    step = dislike_rewrite_step(CONCEPTS, ("clowns",), run_seed=3)
+    assert await ChatRunner(backend).ask(ctx, step) == CONCEPTS
     first = backend.requests[0]
     assert [m.role for m in first.messages] == ["system", "user"]
     assert "clowns" in last_user_text(first)

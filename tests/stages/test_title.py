@@ -195,9 +195,8 @@ async def run_title_step(
     backend = ScriptedTextBackend(answers)
     ctx = Context.with_system("pipeline system prompt")
     step = title_step(IMAGE_PROMPT, existing, **kw)
-    await ChatRunner(backend).run(ctx, step)
+    result = await ChatRunner(backend).ask(ctx, step)
     backend.assert_all_used()
-    result = ctx.outputs["title"]
     assert isinstance(result, TitleResult)
     return result, ctx, backend
 
@@ -303,11 +302,10 @@ async def test_step_attempt_count_restarts_when_the_step_is_run_again() -> None:
     step = title_step(IMAGE_PROMPT, [])
     backend = ScriptedTextBackend(["bad", "Salt Moon", "Turquoise Citadel"])
     runner = ChatRunner(backend)
-    first, second = Context(), Context()
-    await runner.run(first, step)
-    await runner.run(second, step)
-    assert first.outputs["title"].attempts == 2
-    assert second.outputs["title"].attempts == 1
+    first = await runner.ask(Context(), step)
+    second = await runner.ask(Context(), step)
+    assert first.attempts == 2
+    assert second.attempts == 1
 
 
 @pytest.mark.anyio
@@ -322,7 +320,7 @@ async def test_step_blank_image_prompt_fails_before_any_call() -> None:
 
 def test_step_shape() -> None:
     step = title_step(IMAGE_PROMPT, ["A B"], temperature=0.4, max_attempts=4, seed=3)
-    assert (step.name, step.merge, step.capture_key) == ("title", "none", "title")
+    assert (step.name, step.merge, step.keep) == (TITLE_KEY, "none", None)
     assert step.stateless and step.system_prompt == TITLE_SYSTEM_PROMPT
     assert (step.temperature, step.reask.max, step.seed) == (0.4, 3, 3)
     assert isinstance(step.output, TextOutput) and step.reask.fallback is not None
@@ -343,7 +341,6 @@ async def test_run_title_returns_the_steps_title() -> None:
     ctx = Context.with_system("pipeline system prompt")
     result = await run_title(ChatRunner(backend), ctx, IMAGE_PROMPT, ["Salt Moon"], seed=11)
     assert result == TitleResult("Turquoise Citadel", "llm", '"Turquoise Citadel"', 1)
-    assert ctx.outputs[TITLE_KEY] is result
     assert backend.requests[0].seed == 11
     assert chat_event(ctx).path == "title"
     backend.assert_all_used()
@@ -389,5 +386,5 @@ async def test_run_title_transport_error_propagates() -> None:
         await run_title(ChatRunner(backend), ctx, IMAGE_PROMPT, [])
     location = location_of(info.value)
     assert location is not None and location.path == "title"
-    assert TITLE_KEY not in ctx.outputs
+    assert ctx.messages == ()
     assert len(backend.requests) == 1
