@@ -68,6 +68,8 @@ def test_runs_stats_says_what_the_effective_judges_estimate_knows(tmp_path: Path
     interval and its assumptions; with both references, the scale-free estimate."""
     anyio.run(_runs, tmp_path, 30, MIXED_TWO_REFERENCES)
     records = records_from_transcripts(sorted((tmp_path / "logs").glob("*_transcript.json")))
+    # In the order they ran: generation ids made in one second sort by their random part.
+    records.sort(key=lambda r: r.seed)
     assert len(records) == 30
     one_reference = _without(records, "ref2")
 
