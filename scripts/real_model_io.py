@@ -369,6 +369,13 @@ class _ProxyHandler(http.server.BaseHTTPRequestHandler):
         body = self.rfile.read(length) if length else b""
         started = time.monotonic()
         rec: dict[str, Any] = {"run": proxy.label, "method": method, "path": self.path}
+        if len(body) < length:
+            # The client hung up while it sent the body (a call cancelled because its run
+            # stopped): a server would see a broken request, so nothing goes upstream.
+            rec.update(seconds=0.0, client_gone=True, status=None, body_cut=True)
+            proxy.record(rec)
+            self.close_connection = True
+            return
         rec.update(describe_request(body))
         if proxy.token_limit is not None and "roles" in rec and rec["token_limit"] is None:
             body = json.dumps({**json.loads(body), "max_tokens": proxy.token_limit}).encode()

@@ -5,6 +5,7 @@ how it reads transcripts and judges a run."""
 from __future__ import annotations
 
 import json
+import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,27 @@ def test_the_proxy_records_status_roles_limit_and_finish() -> None:
     assert summary["finish"] == {"length": 1}
     assert summary["client_gone"] == 0
     assert "Conversation roles must alternate" in summary["http_400"][0]
+
+
+def test_a_body_cut_by_a_client_that_hung_up_is_not_sent_upstream() -> None:
+    """A call cancelled while it sent its body reaches the proxy with less than its
+    Content-Length: recorded as gone, never forwarded (llama-server would answer 400)."""
+    with StrictLocalServer() as server:
+        proxy = real_model_io.Proxy(server.port)
+        try:
+            with socket.create_connection(("127.0.0.1", proxy.port)) as sock:
+                sock.sendall(
+                    b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                    b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n"
+                    b'{"model": "m"'
+                )
+                sock.shutdown(socket.SHUT_WR)
+                assert sock.recv(1) == b""  # the proxy closes without an answer
+        finally:
+            proxy.stop()
+    assert server.chat_requests == []
+    (rec,) = proxy.records
+    assert rec["client_gone"] is True and rec["status"] is None and rec["body_cut"] is True
 
 
 def test_the_proxy_token_limit_is_added_only_where_none_was_sent() -> None:
