@@ -11,11 +11,12 @@ sends and records exactly what it did before rounds existed.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from image_project.config import EffectiveJudge, ScoringConfig
-from image_project.engine import Answer, ChatStep, ReaskPolicy, Scope
+from image_project.engine import Answer, ChatStep, JsonOutput, ReaskPolicy, Scope
 from image_project.engine.budget import TokenBudget
 from image_project.errors import ModelOutputError, preview
 from image_project.record.scoring import IdeaCard, JudgeResult, JudgeStatus, ScoreRow
@@ -23,9 +24,12 @@ from image_project.seeding import derive_seed, rng_for
 from image_project.stages.scoring.cards import card_text
 from image_project.stages.scoring.hints import ProfileHints
 from image_project.stages.scoring.judges import (
+    ReasonedScores,
+    degeneracy,
     degenerate_reask_sampling,
     degenerate_reask_skip,
     judge_output,
+    reasoned_output,
     require_quorum,
     status_of,
 )
@@ -47,9 +51,31 @@ class Verdict:
     scores: dict[str, int] | None = None
     error: str | None = None
     output_preview: str | None = None
+    rationales: dict[str, str] | None = None
 
 
 def _scored(scores: dict[str, int]) -> Verdict:
+    return Verdict("ok", scores)
+
+
+def _reasoned(answer: ReasonedScores) -> Verdict:
+    return Verdict("ok", answer.scores, rationales=answer.rationales)
+
+
+def _pointwise(order: tuple[str, ...], verdicts: Sequence[Verdict]) -> Verdict:
+    """One verdict from a ``pointwise`` judge's per-card verdicts (in ``order``): the first
+    failed card's status and error, else the scores, through the degeneracy gate across
+    every card (not re-asked: each card was its own call)."""
+    failed = next((v for v in verdicts if v.status != "ok"), None)
+    if failed is not None:
+        return failed
+    scores = {
+        card_id: (v.scores or {})[card_id] for card_id, v in zip(order, verdicts, strict=True)
+    }
+    why = degeneracy(list(scores.values()))
+    if why is not None:
+        error = f"gate:judge_degenerate: {why} (across the per-card answers; not re-asked)"
+        return Verdict("degenerate", None, error, preview(json.dumps(scores), 300))
     return Verdict("ok", scores)
 
 
@@ -84,26 +110,59 @@ class Panel:
     run_seed: int
     max_reasks: int
 
+    def steps(
+        self,
+        judge: EffectiveJudge,
+        order: tuple[str, ...],
+        cards: Mapping[str, IdeaCard],
+        round_index: int,
+    ) -> list[ChatStep[Verdict]]:
+        """A judge's steps for cards shown in ``order``: one, or one per card for a
+        ``pointwise`` judge."""
+        if judge.protocol != "pointwise":
+            return [self.step(judge, order, cards, round_index)]
+        return [self.step(judge, (card_id,), cards, round_index, card_id) for card_id in order]
+
     def step(
         self,
         judge: EffectiveJudge,
         order: tuple[str, ...],
         cards: Mapping[str, IdeaCard],
         round_index: int,
+        card: str | None = None,
     ) -> ChatStep[Verdict]:
-        """One judge's step for cards shown in ``order``."""
+        """One judge's step for cards shown in ``order`` (``card``: the one card of a
+        ``pointwise`` call, which gets its own step name and seed)."""
         labels: tuple[str | int, ...] = (judge.id,) if round_index == 0 else (round_index, judge.id)
         extra: dict[str, object] = {} if round_index == 0 else {"round": round_index}
-        seed = derive_seed(self.run_seed, "step", "judge", *labels)
+        if judge.protocol != "list":
+            extra["protocol"] = judge.protocol
+        own = () if card is None else (card,)
+        seed = derive_seed(self.run_seed, "step", "judge", *labels, *own)
+        output: JsonOutput[Verdict]
+        if judge.protocol == "reasoned":
+            output = reasoned_output(order).then(_reasoned)
+            budget = TokenBudget("judge_reasoned", items=len(order))
+        else:
+            output = judge_output(order).then(_scored)
+            budget = TokenBudget("judge", items=len(order))
         return ChatStep(
-            name=judge.id,
-            prompt=judge_prompt(order, cards, self.brief, self.history, judge.profile, self.hints),
+            name=judge.id if card is None else f"{judge.id}.{card}",
+            prompt=judge_prompt(
+                order,
+                cards,
+                self.brief,
+                self.history,
+                judge.profile,
+                self.hints,
+                reasoned=judge.protocol == "reasoned",
+            ),
             temperature=judge.temperature,
             model=judge.model,
             backend=judge.backend,
             seed=seed,
-            max_output_tokens=TokenBudget("judge", items=len(order)),
-            output=judge_output(order).then(_scored),
+            max_output_tokens=budget,
+            output=output,
             reask=ReaskPolicy(
                 max=self.max_reasks,
                 style="restate",
@@ -136,22 +195,39 @@ class Panel:
         """Run every judge of one round at once (the ``judges`` block of ``scope``), each
         shown ``ids`` in its own order; ``each`` gets every result as it arrives."""
         orders = judge_orders(self.run_seed, self.judges, ids, round_index)
-        steps = [self.step(j, orders[j.id], cards, round_index) for j in self.judges]
+        steps: list[ChatStep[Verdict]] = []
+        owner: list[int] = []
+        for index, judge in enumerate(self.judges):
+            own = self.steps(judge, orders[judge.id], cards, round_index)
+            steps += own
+            owner += [index] * len(own)
+        waiting = [owner.count(i) for i in range(len(self.judges))]
+        got: dict[int, dict[int, Answer[Verdict]]] = {i: {} for i in range(len(self.judges))}
+
+        def answers_of(index: int) -> list[Answer[Verdict]]:
+            return [got[index][k] for k in sorted(got[index])]
 
         def arrived(i: int, answer: Answer[Verdict]) -> None:
-            each(self.result(self.judges[i], orders[self.judges[i].id], answer))
+            index = owner[i]
+            got[index][i] = answer
+            if len(got[index]) == waiting[index]:
+                judge = self.judges[index]
+                each(self.result(judge, orders[judge.id], answers_of(index)))
 
-        answers = await scope.gather("judges", steps, each=arrived)
-        return tuple(
-            self.result(j, orders[j.id], a) for j, a in zip(self.judges, answers, strict=True)
-        )
+        await scope.gather("judges", steps, each=arrived)
+        return tuple(self.result(j, orders[j.id], answers_of(i)) for i, j in enumerate(self.judges))
 
     @staticmethod
     def result(
-        judge: EffectiveJudge, order: tuple[str, ...], answer: Answer[Verdict]
+        judge: EffectiveJudge, order: tuple[str, ...], answers: Sequence[Answer[Verdict]]
     ) -> JudgeResult:
-        """The record of one judge's answer (``attempts``: the answers its step received)."""
-        verdict = answer.value
+        """The record of one judge's answers (one, or one per card for a ``pointwise``
+        judge; ``attempts``: the answers its steps received, ``path``: its first step's)."""
+        if judge.protocol == "pointwise":
+            verdict = _pointwise(order, [a.value for a in answers])
+        else:
+            verdict = answers[0].value
+        answer = answers[0]
         return JudgeResult(
             id=judge.id,
             model=judge.model,
@@ -160,12 +236,14 @@ class Panel:
             profile=judge.profile,
             weight=judge.weight,
             status=verdict.status,
-            attempts=max(1, answer.event.answers),
+            attempts=sum(max(1, a.event.answers) for a in answers),
             order=order,
             path=answer.event.path,
             scores=verdict.scores,
             error=verdict.error,
             output_preview=verdict.output_preview,
+            protocol=judge.protocol,
+            rationales=verdict.rationales,
         )
 
 

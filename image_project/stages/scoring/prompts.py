@@ -19,6 +19,7 @@ from image_project import markers
 from image_project.config import ProfileView, SurvivorCategory
 from image_project.record.scoring import IdeaCard, ScoreRow
 from image_project.stages.scoring.hints import ProfileHints, render_hints
+from image_project.stages.scoring.judges import RATIONALE_MAX_CHARS
 from image_project.stages.scoring.novelty import NoveltySummary
 from image_project.stages.standard import Brief, concept_lines
 
@@ -156,9 +157,12 @@ def judge_prompt(
     history: NoveltySummary | None,
     view: ProfileView,
     hints: ProfileHints | None,
+    *,
+    reasoned: bool = False,
 ) -> str:
     """One judge's request: the concepts, its view of the person, the recent history (when
-    novelty is used), the cards in the judge's own order, and the answer's form."""
+    novelty is used), the cards in the judge's own order, and the answer's form (for a
+    ``reasoned`` judge: a short rationale before each score)."""
     shown = "\n".join(card_line(card_id, cards[card_id]) for card_id in order)
     recent = ""
     if history is not None:
@@ -172,7 +176,18 @@ def judge_prompt(
         f"{recent}\n"
         f"{markers.IDEA_CARDS}\n{shown}\n\n"
         f"{markers.SCORE_EVERY}{', '.join(order)}), integers 0-100. "
-        f"Output ONLY {_keyed_example(order)}."
+        + (_reasoned_form(order) if reasoned else f"Output ONLY {_keyed_example(order)}.")
+    )
+
+
+def _reasoned_form(order: Sequence[str]) -> str:
+    """The answer form of a ``reasoned`` judge: per card, first what the card does well or
+    badly against the rubric, then the score."""
+    keys = ", ".join(f'"{i}": {{"rationale": "...", "score": ...}}' for i in order)
+    return (
+        f"For each card first write a rationale (one or two sentences, at most "
+        f"{RATIONALE_MAX_CHARS} characters: what it does well or badly against the rubric), "
+        f'then its score. Output ONLY {{"scores": {{{keys}}}}}.'
     )
 
 

@@ -135,6 +135,7 @@ def _judge_snapshot(judge: EffectiveJudge) -> dict[str, JsonValue]:
         "weight": judge.weight,
         "profile": judge.profile,
         **({"backend": judge.backend} if judge.backend is not None else {}),
+        **({"protocol": judge.protocol} if judge.protocol != "list" else {}),
     }
 
 
