@@ -1,0 +1,282 @@
+"""The judging protocols (``judges[i].protocol``): config validation, offline runs, the
+degeneracy gate and the quorum under each, their token limits, and the isolation of a
+``reasoned`` judge's rationales from every later request (generators, the LLM selector,
+later rounds' judges, the final-prompt stages)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from image_project.app import RunFailed, run_generation
+from image_project.backends.base import TextReply, TextRequest
+from image_project.cli import main
+from image_project.errors import ConfigError
+from image_project.seeding import derive_seed
+from image_project.stages.scoring.judges import RATIONALE_MAX_CHARS, reasoned_output
+from image_project.testing import FunctionTextBackend
+from tests.test_app import backends, make_cfg, transcript
+from tests.test_cli import write_config
+from tests.test_evolution_run import EVOLUTION, LLM, evolution_answer
+from tests.test_scoring_run import ENSEMBLE, SEED, role, scoring_answer
+
+pytestmark = pytest.mark.anyio
+
+PANEL = (
+    "prompt.scoring.enabled=true",
+    "prompt.scoring.judges=[{id: strict, protocol: reasoned}, {id: warm, protocol: pointwise},"
+    " {id: novel}]",
+)
+
+
+def card_ids(request: TextRequest) -> list[str]:
+    assert request.json_schema is not None
+    ids: list[str] = request.json_schema.schema["properties"]["scores"]["required"]
+    return ids
+
+
+def is_reasoned(request: TextRequest) -> bool:
+    assert request.json_schema is not None
+    first = request.json_schema.schema["properties"]["scores"]["properties"]
+    return bool(first[card_ids(request)[0]].get("type") == "object")
+
+
+def marked_rationales(request: TextRequest) -> str:
+    """A reasoned answer whose rationales carry a marker no other request may contain."""
+    ids = card_ids(request)
+    return json.dumps(
+        {
+            "scores": {
+                i: {
+                    "rationale": f"RATIONALE-MARK {request.seed} {i}",
+                    "score": (37 * n + (request.seed or 0)) % 101,
+                }
+                for n, i in enumerate(ids)
+            }
+        }
+    )
+
+
+def protocol_answer(request: TextRequest) -> str | TextReply:
+    if role(request) == "idea_scores" and is_reasoned(request):
+        return marked_rationales(request)
+    return evolution_answer(request)
+
+
+# ------------------------------------------------------------------------------ config
+
+
+def test_a_bad_protocol_is_named_at_load(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        make_cfg(tmp_path, "prompt.scoring.judges=[{id: a, protocol: resoned}]")
+    message = str(caught.value)
+    assert "prompt.scoring.judges[0].protocol" in message and "'resoned'" in message
+    assert "'reasoned'" in message
+    with pytest.raises(ConfigError) as caught:
+        make_cfg(tmp_path, "prompt.scoring.judge_protocol=votes")
+    assert "prompt.scoring.judge_protocol" in str(caught.value) and "'votes'" in str(caught.value)
+
+
+def test_a_judge_without_a_protocol_takes_the_panel_default(tmp_path: Path) -> None:
+    cfg = make_cfg(
+        tmp_path,
+        "prompt.scoring.judge_protocol=reasoned",
+        "prompt.scoring.judges=[{id: a}, {id: b, protocol: pointwise}]",
+    )
+    judges = cfg.prompt.scoring.effective_judges("m")
+    assert [(j.id, j.protocol) for j in judges] == [("a", "reasoned"), ("b", "pointwise")]
+    default = make_cfg(tmp_path).prompt.scoring.effective_judges("m")
+    assert [j.protocol for j in default] == ["list"]
+
+
+# ------------------------------------------------------------------------------ schema
+
+
+def test_the_reasoned_schema_puts_a_bounded_rationale_before_each_score() -> None:
+    output = reasoned_output(["B", "A"])
+    scores = output.schema.schema["properties"]["scores"]
+    assert scores["required"] == ["B", "A"]
+    card = scores["properties"]["B"]
+    assert list(card["properties"]) == ["rationale", "score"]
+    assert card["required"] == ["rationale", "score"]
+    grammar = output.schema.grammar
+    assert grammar is not None
+    assert grammar["properties"]["scores"]["properties"]["B"]["properties"]["rationale"][
+        "maxLength"
+    ] == (RATIONALE_MAX_CHARS)
+    good = {
+        "scores": {"B": {"rationale": "fits", "score": 70}, "A": {"rationale": "no", "score": 20}}
+    }
+    parsed = output.parse(json.dumps(good))
+    assert parsed.scores == {"B": 70, "A": 20} and parsed.rationales == {"B": "fits", "A": "no"}
+    too_long = {
+        "scores": {
+            "B": {"rationale": "x" * (RATIONALE_MAX_CHARS + 1), "score": 70},
+            "A": {"rationale": "no", "score": 20},
+        }
+    }
+    with pytest.raises(ValueError, match="rationale"):
+        output.parse(json.dumps(too_long))
+    with pytest.raises(ValueError, match="score"):
+        output.parse(json.dumps({"scores": {"B": {"rationale": "ok"}, "A": {"rationale": "ok"}}}))
+
+
+# ------------------------------------------------------------------------------ offline runs
+
+
+def test_an_offline_run_with_every_protocol_exits_0(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_config(tmp_path)
+    code = main(
+        [
+            "--config",
+            str(config),
+            "--offline",
+            "--prompt-only",
+            "--seed",
+            "7",
+            "--set",
+            "prompt.scoring.enabled=true",
+            "--set",
+            "prompt.scoring.judges=[{id: strict, rubric: strict, protocol: reasoned},"
+            " {id: warm, rubric: profile_fit, protocol: pointwise}, {id: novel, rubric: novelty_heavy}]",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "protocol reasoned" in out and "protocol pointwise" in out
+    (path,) = (tmp_path / "out" / "logs").glob("*_transcript.json")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    judges = {j["id"]: j for j in data["blackbox_scoring"]["judges"]}
+    assert {j["status"] for j in judges.values()} == {"ok"}
+    strict, warm, novel = judges["strict"], judges["warm"], judges["novel"]
+    assert strict["protocol"] == "reasoned" and set(strict["rationales"]) == set(strict["order"])
+    assert all(0 < len(r) <= RATIONALE_MAX_CHARS for r in strict["rationales"].values())
+    assert warm["protocol"] == "pointwise" and "rationales" not in warm
+    assert warm["attempts"] == len(warm["order"])
+    assert "protocol" not in novel and "rationales" not in novel
+    pointwise_steps = [s for s in data["steps"] if s.get("meta", {}).get("judge_id") == "warm"]
+    assert sorted(s["meta"]["order"][0] for s in pointwise_steps) == sorted(warm["order"])
+    assert all(len(s["meta"]["order"]) == 1 for s in pointwise_steps)
+    snapshot = {j["id"]: j for j in data["blackbox_scoring"]["config_snapshot"]["judges"]}
+    assert snapshot["strict"]["protocol"] == "reasoned" and "protocol" not in snapshot["novel"]
+
+
+async def test_each_protocol_sends_its_own_token_limit(tmp_path: Path) -> None:
+    text = FunctionTextBackend(protocol_answer)
+    cfg = make_cfg(
+        tmp_path,
+        *PANEL,
+        "backend.max_output_tokens.judge_base=100",
+        "backend.max_output_tokens.judge_per_card=10",
+        "backend.max_output_tokens.judge_reasoned_per_card=50",
+    )
+    await run_generation(cfg, backends(text))
+    judges = [r for r in text.requests if role(r) == "idea_scores"]
+    n = len(card_ids(next(r for r in judges if is_reasoned(r))))
+    limits = sorted(
+        {(is_reasoned(r), len(card_ids(r)), r.max_output_tokens) for r in judges},
+        key=str,
+    )
+    assert limits == sorted(
+        {(True, n, 100 + 50 * n), (False, 1, 110), (False, n, 100 + 10 * n)}, key=str
+    )
+    # One call per card for the pointwise judge, one each for the others.
+    assert sum(1 for r in judges if len(card_ids(r)) == 1) == n
+    assert len(judges) == n + 2
+
+
+# ------------------------------------------------------------------------------ gate, quorum
+
+
+def pointwise_seeds(judge_id: str, ids: str = "ABCDEFGH") -> dict[int, str]:
+    return {derive_seed(SEED, "step", "judge", judge_id, i): i for i in ids}
+
+
+async def test_a_pointwise_judge_is_gated_across_its_per_card_answers(tmp_path: Path) -> None:
+    seeds = pointwise_seeds("warm")
+
+    def fn(request: TextRequest) -> str | TextReply:
+        if role(request) == "idea_scores" and request.seed in seeds:
+            return json.dumps({"scores": {seeds[request.seed]: 50}})
+        return scoring_answer(request)
+
+    text = FunctionTextBackend(fn)
+    cfg = make_cfg(
+        tmp_path,
+        *ENSEMBLE[:1],
+        "prompt.scoring.judges=[{id: strict}, {id: warm, protocol: pointwise}, {id: novel}]",
+        "prompt.scoring.min_ok_judges=2",
+    )
+    await run_generation(cfg, backends(text))
+    data = transcript(tmp_path)
+    judges = {j["id"]: j for j in data["blackbox_scoring"]["judges"]}
+    warm = judges["warm"]
+    n = len(warm["order"])
+    assert (warm["status"], warm["attempts"]) == ("degenerate", n)
+    assert (
+        "gate:judge_degenerate" in warm["error"]
+        and "every card got the same score" in (warm["error"])
+    )
+    assert judges["strict"]["status"] == judges["novel"]["status"] == "ok"
+    assert all(
+        set(r["judge_scores"]) == {"strict", "novel"}
+        for r in data["blackbox_scoring"]["score_table"]
+    )
+    # Each card was its own call, none re-asked.
+    assert sum(1 for r in text.requests if r.seed in seeds) == n
+
+
+async def test_degenerate_reasoned_judges_fail_the_quorum(tmp_path: Path) -> None:
+    def fn(request: TextRequest) -> str | TextReply:
+        if role(request) == "idea_scores" and is_reasoned(request):
+            return json.dumps(
+                {"scores": {i: {"rationale": "fine", "score": 0} for i in card_ids(request)}}
+            )
+        return scoring_answer(request)
+
+    text = FunctionTextBackend(fn)
+    cfg = make_cfg(
+        tmp_path,
+        "prompt.scoring.enabled=true",
+        "prompt.scoring.judge_protocol=reasoned",
+        "prompt.scoring.judges=[{id: strict}, {id: warm}, {id: novel, protocol: list}]",
+    )
+    with pytest.raises(RunFailed) as caught:
+        await run_generation(cfg, backends(text))
+    message = caught.value.error.message
+    assert "strict=degenerate" in message and "warm=degenerate" in message
+    assert "novel=ok" in message
+    # All-equal answers are not re-asked (one call each).
+    assert sum(1 for r in text.requests if role(r) == "idea_scores" and is_reasoned(r)) == 2
+
+
+# ------------------------------------------------------------------------------ isolation
+
+
+async def test_no_rationale_reaches_a_generator_the_selector_or_a_later_round(
+    tmp_path: Path,
+) -> None:
+    text = FunctionTextBackend(protocol_answer)
+    cfg = make_cfg(tmp_path, *EVOLUTION, LLM, "prompt.scoring.judge_protocol=reasoned")
+    await run_generation(cfg, backends(text))
+    data = transcript(tmp_path)
+    rounds = data["blackbox_scoring"]["evolution"]["rounds"]
+    recorded = [
+        r for rnd in rounds for j in rnd["judges"] for r in (j.get("rationales") or {}).values()
+    ]
+    # Every round's judges were reasoned, and their rationales are in the record.
+    assert len(rounds) == 3 and all(
+        j["protocol"] == "reasoned" and j["status"] == "ok" for rnd in rounds for j in rnd["judges"]
+    )
+    assert recorded and all(r.startswith("RATIONALE-MARK") for r in recorded)
+    selectors = [r for r in text.requests if role(r) == "survivor_selection"]
+    later_judges = [r for r in text.requests if role(r) == "idea_scores"]
+    assert selectors and later_judges
+    for request in text.requests:
+        sent = "\n".join(m.content for m in request.messages)
+        assert "RATIONALE-MARK" not in sent, role(request)
+        assert "rationale" not in sent.lower() or role(request) == "idea_scores"
