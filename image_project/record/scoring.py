@@ -104,7 +104,8 @@ class JudgeResult(RecordModel):
     were checked (at least 1, also for a refusal or a transport error); ``order`` = the card
     ids in the order this judge was shown them; ``scores`` only when ``status`` is ``ok``.
     ``protocol`` says how it was asked (absent for ``list``); ``rationales`` holds a
-    ``reasoned`` judge's rationale per card (absent otherwise). Like every judge text, a
+    ``reasoned`` judge's rationale per card, ``comparisons`` a ``pairwise`` judge's
+    outcomes as ``(shown first, shown second, winner)`` (each absent otherwise). Like every judge text, a
     rationale is recorded here and sent to no later request."""
 
     id: str
@@ -122,6 +123,9 @@ class JudgeResult(RecordModel):
     output_preview: str | None = None
     protocol: str = Field(default="list", exclude_if=lambda v: v == "list")
     rationales: dict[str, str] | None = Field(default=None, exclude_if=lambda v: v is None)
+    comparisons: tuple[tuple[str, str, str], ...] | None = Field(
+        default=None, exclude_if=lambda v: v is None
+    )
 
 
 class ScoreRow(RecordModel):

@@ -41,7 +41,9 @@ one readable points line           without one (the ``default`` rubric, or a rub
                                    readable points) gets the next row's answer, unchanged;
                                    a ``reasoned`` judge's schema (each id an object) gets
                                    ``{"rationale": ..., "score": ...}`` per id, the
-                                   rationale naming the rubric features it scored
+                                   rationale naming the rubric features it scored;
+                                   a ``pairwise`` judge's (named ``idea_comparison``)
+                                   ``{"better": <id>}``, the card its rubric scores higher
 ``json_schema`` named              ``{"selections": [...], "summary": ...}``: one candidate
 ``survivor_selection`` (the        per slot named after "in any order:", chosen from the
 multi-round survivor selector)     candidates' JSON lines: performance = best effective

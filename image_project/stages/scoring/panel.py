@@ -34,6 +34,13 @@ from image_project.stages.scoring.judges import (
     status_of,
 )
 from image_project.stages.scoring.novelty import NoveltySummary, novelty_penalty
+from image_project.stages.scoring.pairwise import (
+    Outcome,
+    fitted_scores,
+    pair_output,
+    pair_schedule,
+    position_bias,
+)
 from image_project.stages.scoring.prompts import judge_prompt
 from image_project.stages.scoring.rubrics import judge_system_prompt
 from image_project.stages.scoring.selection import aggregate
@@ -52,6 +59,7 @@ class Verdict:
     error: str | None = None
     output_preview: str | None = None
     rationales: dict[str, str] | None = None
+    winner: str | None = None
 
 
 def _scored(scores: dict[str, int]) -> Verdict:
@@ -60,6 +68,30 @@ def _scored(scores: dict[str, int]) -> Verdict:
 
 def _reasoned(answer: ReasonedScores) -> Verdict:
     return Verdict("ok", answer.scores, rationales=answer.rationales)
+
+
+def _won(winner: str) -> Verdict:
+    return Verdict("ok", winner=winner)
+
+
+def _pairwise(
+    order: tuple[str, ...], pairs: Sequence[tuple[str, str]], verdicts: Sequence[Verdict]
+) -> tuple[Verdict, tuple[Outcome, ...]]:
+    """One verdict from a ``pairwise`` judge's comparisons (``pairs``, as shown): the first
+    failed comparison's status, else the Bradley-Terry scores through the position-bias and
+    degeneracy gates (not re-asked: each comparison was its own call); and the outcomes."""
+    outcomes = tuple(
+        (a, b, v.winner) for (a, b), v in zip(pairs, verdicts, strict=True) if v.winner
+    )
+    failed = next((v for v in verdicts if v.status != "ok"), None)
+    if failed is not None:
+        return failed, outcomes
+    scores = fitted_scores(order, outcomes)
+    why = position_bias(outcomes) or degeneracy(list(scores.values()))
+    if why is not None:
+        error = f"gate:judge_degenerate: {why} (across the comparisons; not re-asked)"
+        return Verdict("degenerate", None, error, preview(json.dumps(scores), 300)), outcomes
+    return Verdict("ok", scores), outcomes
 
 
 def _pointwise(order: tuple[str, ...], verdicts: Sequence[Verdict]) -> Verdict:
@@ -119,9 +151,21 @@ class Panel:
     ) -> list[ChatStep[Verdict]]:
         """A judge's steps for cards shown in ``order``: one, or one per card for a
         ``pointwise`` judge."""
-        if judge.protocol != "pointwise":
-            return [self.step(judge, order, cards, round_index)]
-        return [self.step(judge, (card_id,), cards, round_index, card_id) for card_id in order]
+        if judge.protocol == "pointwise":
+            return [self.step(judge, (c,), cards, round_index, (c,)) for c in order]
+        if judge.protocol == "pairwise":
+            return [
+                self.step(judge, pair, cards, round_index, pair)
+                for pair in self.pairs(judge, order, round_index)
+            ]
+        return [self.step(judge, order, cards, round_index)]
+
+    def pairs(
+        self, judge: EffectiveJudge, order: tuple[str, ...], round_index: int
+    ) -> list[tuple[str, str]]:
+        """A ``pairwise`` judge's comparisons in round ``round_index``, as shown."""
+        labels: tuple[str | int, ...] = (judge.id,) if round_index == 0 else (round_index, judge.id)
+        return pair_schedule(self.run_seed, order, *labels)
 
     def step(
         self,
@@ -129,25 +173,28 @@ class Panel:
         order: tuple[str, ...],
         cards: Mapping[str, IdeaCard],
         round_index: int,
-        card: str | None = None,
+        part: tuple[str, ...] = (),
     ) -> ChatStep[Verdict]:
-        """One judge's step for cards shown in ``order`` (``card``: the one card of a
-        ``pointwise`` call, which gets its own step name and seed)."""
+        """One judge's step for cards shown in ``order`` (``part``: the card of a
+        ``pointwise`` call or the pair of a ``pairwise`` one, which name the step and add to
+        its seed)."""
         labels: tuple[str | int, ...] = (judge.id,) if round_index == 0 else (round_index, judge.id)
         extra: dict[str, object] = {} if round_index == 0 else {"round": round_index}
         if judge.protocol != "list":
             extra["protocol"] = judge.protocol
-        own = () if card is None else (card,)
-        seed = derive_seed(self.run_seed, "step", "judge", *labels, *own)
+        seed = derive_seed(self.run_seed, "step", "judge", *labels, *part)
         output: JsonOutput[Verdict]
-        if judge.protocol == "reasoned":
+        if judge.protocol == "pairwise":
+            output = pair_output(*order).then(_won)
+            budget = TokenBudget("judge")
+        elif judge.protocol == "reasoned":
             output = reasoned_output(order).then(_reasoned)
             budget = TokenBudget("judge_reasoned", items=len(order))
         else:
             output = judge_output(order).then(_scored)
             budget = TokenBudget("judge", items=len(order))
         return ChatStep(
-            name=judge.id if card is None else f"{judge.id}.{card}",
+            name=".".join((judge.id, "-".join(part))) if part else judge.id,
             prompt=judge_prompt(
                 order,
                 cards,
@@ -155,7 +202,7 @@ class Panel:
                 self.history,
                 judge.profile,
                 self.hints,
-                reasoned=judge.protocol == "reasoned",
+                protocol=judge.protocol,
             ),
             temperature=judge.temperature,
             model=judge.model,
@@ -170,7 +217,7 @@ class Panel:
                 resample=degenerate_reask_sampling(seed, judge.temperature),
             ),
             stateless=True,
-            system_prompt=judge_system_prompt(judge.rubric),
+            system_prompt=judge_system_prompt(judge.rubric, judge.protocol),
             merge="none",
             allow_empty_response=True,
             on_failure=_failed,
@@ -212,19 +259,30 @@ class Panel:
             got[index][i] = answer
             if len(got[index]) == waiting[index]:
                 judge = self.judges[index]
-                each(self.result(judge, orders[judge.id], answers_of(index)))
+                each(self.result(judge, orders[judge.id], answers_of(index), round_index))
 
         await scope.gather("judges", steps, each=arrived)
-        return tuple(self.result(j, orders[j.id], answers_of(i)) for i, j in enumerate(self.judges))
+        return tuple(
+            self.result(j, orders[j.id], answers_of(i), round_index)
+            for i, j in enumerate(self.judges)
+        )
 
-    @staticmethod
     def result(
-        judge: EffectiveJudge, order: tuple[str, ...], answers: Sequence[Answer[Verdict]]
+        self,
+        judge: EffectiveJudge,
+        order: tuple[str, ...],
+        answers: Sequence[Answer[Verdict]],
+        round_index: int,
     ) -> JudgeResult:
-        """The record of one judge's answers (one, or one per card for a ``pointwise``
-        judge; ``attempts``: the answers its steps received, ``path``: its first step's)."""
+        """The record of one judge's answers (one, or one per card or pair for a
+        ``pointwise`` or ``pairwise`` judge; ``attempts``: the answers its steps received,
+        ``path``: its first step's)."""
+        outcomes: tuple[Outcome, ...] | None = None
         if judge.protocol == "pointwise":
             verdict = _pointwise(order, [a.value for a in answers])
+        elif judge.protocol == "pairwise":
+            pairs = self.pairs(judge, order, round_index)
+            verdict, outcomes = _pairwise(order, pairs, [a.value for a in answers])
         else:
             verdict = answers[0].value
         answer = answers[0]
@@ -244,6 +302,7 @@ class Panel:
             output_preview=verdict.output_preview,
             protocol=judge.protocol,
             rationales=verdict.rationales,
+            comparisons=outcomes,
         )
 
 

@@ -16,7 +16,7 @@ import json
 from collections.abc import Mapping, Sequence
 
 from image_project import markers
-from image_project.config import ProfileView, SurvivorCategory
+from image_project.config import JudgeProtocol, ProfileView, SurvivorCategory
 from image_project.record.scoring import IdeaCard, ScoreRow
 from image_project.stages.scoring.hints import ProfileHints, render_hints
 from image_project.stages.scoring.judges import RATIONALE_MAX_CHARS
@@ -158,11 +158,11 @@ def judge_prompt(
     view: ProfileView,
     hints: ProfileHints | None,
     *,
-    reasoned: bool = False,
+    protocol: JudgeProtocol = "list",
 ) -> str:
     """One judge's request: the concepts, its view of the person, the recent history (when
-    novelty is used), the cards in the judge's own order, and the answer's form (for a
-    ``reasoned`` judge: a short rationale before each score)."""
+    novelty is used), the cards in the judge's own order (a ``pairwise`` judge: the two
+    cards compared), and the answer's form under its ``protocol``."""
     shown = "\n".join(card_line(card_id, cards[card_id]) for card_id in order)
     recent = ""
     if history is not None:
@@ -175,9 +175,22 @@ def judge_prompt(
         f"{_profile_view(view, brief, hints)}"
         f"{recent}\n"
         f"{markers.IDEA_CARDS}\n{shown}\n\n"
-        f"{markers.SCORE_EVERY}{', '.join(order)}), integers 0-100. "
-        + (_reasoned_form(order) if reasoned else f"Output ONLY {_keyed_example(order)}.")
+        f"{_answer_form(order, protocol)}"
     )
+
+
+def _answer_form(order: Sequence[str], protocol: JudgeProtocol) -> str:
+    """The closing instruction: the answer's form under ``protocol``."""
+    if protocol == "pairwise":
+        first, second = order
+        return (
+            f"Which card is better by the rubric, {first} or {second}? "
+            f'Output ONLY {{"better": "{first}"}} or {{"better": "{second}"}}.'
+        )
+    lead = f"{markers.SCORE_EVERY}{', '.join(order)}), integers 0-100. "
+    if protocol == "reasoned":
+        return lead + _reasoned_form(order)
+    return lead + f"Output ONLY {_keyed_example(order)}."
 
 
 def _reasoned_form(order: Sequence[str]) -> str:
