@@ -6,16 +6,25 @@ later rounds' judges, the final-prompt stages)."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from image_project.app import RunFailed, run_generation
 from image_project.backends.base import TextReply, TextRequest
+from image_project.backends.offline import OfflineTextBackend
 from image_project.cli import main
 from image_project.errors import ConfigError
 from image_project.seeding import derive_seed
 from image_project.stages.scoring.judges import RATIONALE_MAX_CHARS, reasoned_output
+from image_project.stages.scoring.pairwise import (
+    bradley_terry,
+    fitted_scores,
+    pair_schedule,
+    position_bias,
+)
 from image_project.testing import FunctionTextBackend
 from tests.test_app import backends, make_cfg, transcript
 from tests.test_cli import write_config
@@ -280,3 +289,99 @@ async def test_no_rationale_reaches_a_generator_the_selector_or_a_later_round(
         sent = "\n".join(m.content for m in request.messages)
         assert "RATIONALE-MARK" not in sent, role(request)
         assert "rationale" not in sent.lower() or role(request) == "idea_scores"
+
+
+# ------------------------------------------------------------------------------ pairwise
+
+
+def test_the_schedule_compares_every_pair_once_in_a_seeded_order() -> None:
+    ids = list("ABCDEF")
+    pairs = pair_schedule(SEED, ids, "warm")
+    assert len(pairs) == 15 == len({frozenset(p) for p in pairs})
+    assert pairs == pair_schedule(SEED, ids, "warm")
+    assert pairs != pair_schedule(SEED, ids, "novel")
+    # Both orientations occur: the position shown is not tied to the id's place.
+    assert {p[0] < p[1] for p in pairs} == {True, False}
+
+
+def test_bradley_terry_recovers_a_consistent_order_and_ties_a_cycle() -> None:
+    outcomes = [
+        ("A", "B", "A"),
+        ("C", "A", "A"),
+        ("A", "D", "A"),
+        ("B", "C", "B"),
+        ("D", "B", "B"),
+        ("C", "D", "C"),
+    ]
+    scores = fitted_scores("ABCD", outcomes)
+    assert scores["A"] > scores["B"] > scores["C"] > scores["D"]
+    assert all(0 < s < 100 for s in scores.values())  # the prior keeps every card finite
+    strength = bradley_terry("ABCD", outcomes)
+    assert abs(sum(math.log(v) for v in strength.values())) < 1e-9
+    cycle = fitted_scores("ABC", [("A", "B", "A"), ("B", "C", "B"), ("C", "A", "C")])
+    assert len(set(cycle.values())) == 1
+
+
+def test_position_bias_is_degenerate() -> None:
+    first = [("A", "B", "A"), ("C", "A", "C"), ("B", "C", "B")]
+    assert position_bias(first) == "every comparison chose the card shown first"
+    second = [(a, b, b) for a, b, _ in first]
+    assert position_bias(second) == "every comparison chose the card shown second"
+    assert position_bias([("A", "B", "A"), ("C", "A", "A"), ("B", "C", "B")]) is None
+    assert position_bias(first[:2]) is None
+
+
+async def test_an_offline_pairwise_judge_orders_cards_like_its_list_self(
+    tmp_path: Path,
+) -> None:
+    """The offline rubric judge picks the card its rubric scores higher, so its fitted
+    order agrees with its own list scores on every clear difference."""
+
+    async def go(protocol: str, where: Path) -> dict[str, Any]:
+        cfg = make_cfg(
+            where,
+            "prompt.scoring.enabled=true",
+            f"prompt.scoring.judges=[{{id: warm, rubric: profile_fit, protocol: {protocol}}}]",
+        )
+        await run_generation(cfg, backends(OfflineTextBackend()))
+        judge: dict[str, Any] = transcript(where)["blackbox_scoring"]["judges"][0]
+        return judge
+
+    pairwise = await go("pairwise", tmp_path / "p")
+    listed = await go("list", tmp_path / "l")
+    assert pairwise["status"] == "ok" and pairwise["protocol"] == "pairwise"
+    n = len(pairwise["order"])
+    assert pairwise["attempts"] == len(pairwise["comparisons"]) == n * (n - 1) // 2
+    for first, second, winner in pairwise["comparisons"]:
+        assert winner in (first, second)
+    a, b = pairwise["scores"], listed["scores"]
+    for x in a:
+        for y in a:
+            if b[x] >= b[y] + 10:
+                assert a[x] > a[y], (x, y, a, b)
+
+
+async def test_pairwise_comparisons_that_follow_the_position_are_degenerate(
+    tmp_path: Path,
+) -> None:
+    def fn(request: TextRequest) -> str | TextReply:
+        if role(request) == "idea_comparison":
+            assert request.json_schema is not None
+            first = request.json_schema.schema["properties"]["better"]["enum"][0]
+            return json.dumps({"better": first})
+        return scoring_answer(request)
+
+    text = FunctionTextBackend(fn)
+    cfg = make_cfg(
+        tmp_path,
+        "prompt.scoring.enabled=true",
+        "prompt.scoring.judges=[{id: strict}, {id: warm, protocol: pairwise}, {id: novel}]",
+    )
+    await run_generation(cfg, backends(text))
+    judges = {j["id"]: j for j in transcript(tmp_path)["blackbox_scoring"]["judges"]}
+    warm = judges["warm"]
+    assert warm["status"] == "degenerate" and "card shown first" in warm["error"]
+    pairs = [r for r in text.requests if role(r) == "idea_comparison"]
+    n = len(warm["order"])
+    assert len(pairs) == n * (n - 1) // 2
+    assert {r.max_output_tokens for r in pairs} == {200}
