@@ -16,6 +16,7 @@ from image_project.app import RunFailed, run_generation
 from image_project.backends.base import TextReply, TextRequest
 from image_project.backends.offline import OfflineTextBackend
 from image_project.cli import main
+from image_project.config import RubricSpec
 from image_project.errors import ConfigError
 from image_project.seeding import derive_seed
 from image_project.stages.scoring.judges import RATIONALE_MAX_CHARS, reasoned_output
@@ -25,6 +26,7 @@ from image_project.stages.scoring.pairwise import (
     pair_schedule,
     position_bias,
 )
+from image_project.stages.scoring.rubrics import judge_system_prompt
 from image_project.testing import FunctionTextBackend
 from tests.test_app import backends, make_cfg, transcript
 from tests.test_cli import write_config
@@ -385,3 +387,15 @@ async def test_pairwise_comparisons_that_follow_the_position_are_degenerate(
     n = len(warm["order"])
     assert len(pairs) == n * (n - 1) // 2
     assert {r.max_output_tokens for r in pairs} == {200}
+
+
+def test_each_protocol_has_its_own_instruction_and_list_keeps_the_old_one() -> None:
+    strict = RubricSpec(name="strict")
+    listed = judge_system_prompt(strict)
+    assert judge_system_prompt(strict, "list") == listed == judge_system_prompt(strict, "pointwise")
+    reasoned = judge_system_prompt(strict, "reasoned")
+    assert "rationale" in reasoned and "no explanation" not in reasoned
+    assert '"better"' in judge_system_prompt(strict, "pairwise")
+    # The rubric itself is the same under every protocol.
+    rubric = listed.split("\n\n", 1)[1]
+    assert all(judge_system_prompt(strict, p).endswith(rubric) for p in ("reasoned", "pairwise"))
