@@ -92,6 +92,8 @@ def summarize_transcript(t: dict[str, Any] | None) -> dict[str, Any]:
     error = t.get("error")
     if isinstance(error, dict):
         timeouts += is_timeout(error)
+        for r in error.get("reasks") or []:  # the failing step's rejected answers
+            reasks[reask_reason(r)] += 1
     return {
         "transcript": True,
         "calls": usage.get("model_calls"),
@@ -251,8 +253,9 @@ def markdown(result: dict[str, Any]) -> str:
     lines = [
         "| model / template | run | exit | chat steps done | tokens prompt / completion | re-asks by reason "
         "| judge / selector / variant statuses | requests: HTTP status (gone = the client hung up: its timeout, or the run stopped) "
-        "| no token limit | finish reasons | prompt tokens per 100 chars (least) | wall s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| no token limit | finish reasons | prompt tokens per 100 chars (least) "
+        "| judge requests | wall s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in result["rows"]:
         t = r["transcript"]
@@ -263,7 +266,8 @@ def markdown(result: dict[str, Any]) -> str:
             f"| {fmt_counts(t.get('reasks') or {})} | {fmt_counts(t.get('statuses') or {})} "
             f"| {fmt_counts(r['proxy']['http'])} | {r['proxy']['no_token_limit']} "
             f"| {fmt_counts(r['proxy']['finish'])} "
-            f"| {r['proxy'].get('prompt_tokens_per_100_chars', '-')} | {r['wall_s']} |"
+            f"| {r['proxy'].get('prompt_tokens_per_100_chars', '-')} "
+            f"| {(r['proxy'].get('schemas') or {}).get('idea_scores', 0)} | {r['wall_s']} |"
         )
     lines.append("")
     lines.append("Message roles of the chat requests (s system, u user, a assistant), per run:")
@@ -287,6 +291,13 @@ def markdown(result: dict[str, Any]) -> str:
         if r["problems"]:
             lines.append(f"- {where}: ASSERTION FAILED: " + "; ".join(r["problems"]))
     return "\n".join(lines) + "\n"
+
+
+def reached_judges(result: dict[str, Any]) -> str:
+    """How many runs sent at least one judge request, of how many ran."""
+    rows = result["rows"]
+    reached = sum(1 for r in rows if (r["proxy"].get("schemas") or {}).get("idea_scores"))
+    return f"{reached} of {len(rows)} run(s) reached the judges"
 
 
 def render_md(result: dict[str, Any]) -> str:
@@ -328,4 +339,5 @@ def render_md(result: dict[str, Any]) -> str:
             f"**DIAGNOSTIC**: the proxy added `max_tokens={result['proxy_token_limit']}` to every "
             "chat request that sent no limit; this is not what the code sends."
         )
+    lines.append(f"{reached_judges(result)}.")
     return "\n".join(lines) + "\n\n" + str(result["markdown"])
