@@ -246,7 +246,8 @@ def _panel_lines(scoring: ScoringRecord) -> list[str]:
             f"  profile {j.profile:<{width['profile']}}  weight {j.weight:g}  {j.model}"
             + (f"  protocol {j.protocol}" if j.protocol != "list" else "")
         )
-    return lines + _one_model_warning(judges)
+    warned = [f"  WARNING     judge {j.id}: {j.warning}" for j in judges if j.warning]
+    return lines + warned + _one_model_warning(judges)
 
 
 def _one_model_warning(judges: Sequence[JudgeResult]) -> list[str]:

@@ -241,11 +241,12 @@ class NoveltyConfig(_Section):
 BUILTIN_RUBRICS: tuple[str, ...] = ("default", "strict", "novelty_heavy", "profile_fit")
 """The built-in judge rubrics (their texts: ``image_project.stages.scoring.rubrics``)."""
 ProfileView = Literal["raw", "dislikes_only", "hints"]
-JudgeProtocol = Literal["list", "reasoned", "pointwise", "pairwise"]
+JudgeProtocol = Literal["list", "reasoned", "pointwise", "pairwise", "logprobs"]
 """How a judge is asked (docs/scoring.md "Judging protocols"): ``list`` every card in one
 call, a bare score each; ``reasoned`` every card in one call, a short rationale before each
 score; ``pointwise`` one call per card; ``pairwise`` one call per pair of cards, scores
-fitted from the outcomes (Bradley-Terry)."""
+fitted from the outcomes (Bradley-Terry); ``logprobs`` as ``list``, each score weighted by
+its digit tokens' probabilities where the endpoint returns them."""
 JUDGE_PROTOCOLS: tuple[str, ...] = get_args(JudgeProtocol)
 Aggregation = Literal["median", "weighted_median", "mean", "trimmed_mean"]
 Normalise = Literal["none", "ranks", "zscores"]

@@ -105,7 +105,8 @@ class JudgeResult(RecordModel):
     ids in the order this judge was shown them; ``scores`` only when ``status`` is ``ok``.
     ``protocol`` says how it was asked (absent for ``list``); ``rationales`` holds a
     ``reasoned`` judge's rationale per card, ``comparisons`` a ``pairwise`` judge's
-    outcomes as ``(shown first, shown second, winner)`` (each absent otherwise). Like every judge text, a
+    outcomes as ``(shown first, shown second, winner)``, ``warning`` a ``logprobs`` judge's
+    fallback to its sampled scores (each absent otherwise). Like every judge text, a
     rationale is recorded here and sent to no later request."""
 
     id: str
@@ -126,6 +127,7 @@ class JudgeResult(RecordModel):
     comparisons: tuple[tuple[str, str, str], ...] | None = Field(
         default=None, exclude_if=lambda v: v is None
     )
+    warning: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class ScoreRow(RecordModel):

@@ -12,8 +12,9 @@ sends and records exactly what it did before rounds existed.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from image_project.config import EffectiveJudge, ScoringConfig
 from image_project.engine import Answer, ChatStep, JsonOutput, ReaskPolicy, Scope
@@ -33,6 +34,7 @@ from image_project.stages.scoring.judges import (
     require_quorum,
     status_of,
 )
+from image_project.stages.scoring.logprobs import TOP_LOGPROBS, expected_scores
 from image_project.stages.scoring.novelty import NoveltySummary, novelty_penalty
 from image_project.stages.scoring.pairwise import (
     Outcome,
@@ -48,6 +50,8 @@ from image_project.stages.standard import Brief
 
 __all__ = ["Panel", "Verdict", "judge_orders", "score_table"]
 
+_log = logging.getLogger("image_project.scoring")
+
 
 @dataclass(frozen=True)
 class Verdict:
@@ -60,6 +64,7 @@ class Verdict:
     output_preview: str | None = None
     rationales: dict[str, str] | None = None
     winner: str | None = None
+    warning: str | None = None
 
 
 def _scored(scores: dict[str, int]) -> Verdict:
@@ -92,6 +97,24 @@ def _pairwise(
         error = f"gate:judge_degenerate: {why} (across the comparisons; not re-asked)"
         return Verdict("degenerate", None, error, preview(json.dumps(scores), 300)), outcomes
     return Verdict("ok", scores), outcomes
+
+
+def _weighted(verdict: Verdict, answer: Answer[Verdict]) -> Verdict:
+    """A ``logprobs`` judge's verdict with its scores weighted by their digit tokens'
+    probabilities (:func:`expected_scores`), through the degeneracy gate again; or the
+    sampled scores with a warning where the endpoint gave no log-probabilities."""
+    assert verdict.scores is not None
+    weighted = expected_scores(answer.event.response or "", answer.event.logprobs, verdict.scores)
+    if isinstance(weighted, str):
+        return replace(verdict, warning=f"logprobs: {weighted}")
+    why = degeneracy(list(weighted.scores.values()))
+    if why is not None:
+        error = f"gate:judge_degenerate: {why} (the probability-weighted scores)"
+        return Verdict("degenerate", None, error, preview(json.dumps(weighted.scores), 300))
+    warning = None
+    if weighted.kept:
+        warning = f"logprobs: no usable digit alternatives for {', '.join(weighted.kept)}; sampled"
+    return replace(verdict, scores=weighted.scores, warning=warning)
 
 
 def _pointwise(order: tuple[str, ...], verdicts: Sequence[Verdict]) -> Verdict:
@@ -221,6 +244,7 @@ class Panel:
             merge="none",
             allow_empty_response=True,
             on_failure=_failed,
+            top_logprobs=TOP_LOGPROBS if judge.protocol == "logprobs" else None,
             meta={
                 "role": "judge",
                 "judge_id": judge.id,
@@ -262,10 +286,14 @@ class Panel:
                 each(self.result(judge, orders[judge.id], answers_of(index), round_index))
 
         await scope.gather("judges", steps, each=arrived)
-        return tuple(
+        results = tuple(
             self.result(j, orders[j.id], answers_of(i), round_index)
             for i, j in enumerate(self.judges)
         )
+        for r in results:
+            if r.warning:
+                _log.warning("judge %r (%s): %s", r.id, r.path, r.warning)
+        return results
 
     def result(
         self,
@@ -286,6 +314,8 @@ class Panel:
         else:
             verdict = answers[0].value
         answer = answers[0]
+        if judge.protocol == "logprobs" and verdict.scores is not None:
+            verdict = _weighted(verdict, answer)
         return JudgeResult(
             id=judge.id,
             model=judge.model,
@@ -303,6 +333,7 @@ class Panel:
             protocol=judge.protocol,
             rationales=verdict.rationales,
             comparisons=outcomes,
+            warning=verdict.warning,
         )
 
 

@@ -96,6 +96,7 @@ _INSTRUCTIONS = {
     "pointwise": _INSTRUCTION,
     "reasoned": _REASONED_INSTRUCTION,
     "pairwise": _PAIRWISE_INSTRUCTION,
+    "logprobs": _INSTRUCTION,
 }
 
 
