@@ -47,7 +47,7 @@ def _score_span(text: str, card_id: str) -> tuple[int, int] | None:
 
 
 def _lead_digits(text: str) -> str:
-    return re.match(r"\d*", text)[0]  # type: ignore[index]
+    return text[: len(text) - len(text.lstrip("0123456789"))]
 
 
 def expected_scores(
