@@ -13,13 +13,15 @@ from typing import Any
 import pytest
 
 from image_project.app import RunFailed, run_generation
-from image_project.backends.base import TextReply, TextRequest
+from image_project.backends.base import TextReply, TextRequest, TokenLogprob
 from image_project.backends.offline import OfflineTextBackend
 from image_project.cli import main
 from image_project.config import RubricSpec
 from image_project.errors import ConfigError
+from image_project.record.events import TokenLogprobs
 from image_project.seeding import derive_seed
 from image_project.stages.scoring.judges import RATIONALE_MAX_CHARS, reasoned_output
+from image_project.stages.scoring.logprobs import NO_LOGPROBS, Weighted, expected_scores
 from image_project.stages.scoring.pairwise import (
     bradley_terry,
     fitted_scores,
@@ -399,3 +401,110 @@ def test_each_protocol_has_its_own_instruction_and_list_keeps_the_old_one() -> N
     # The rubric itself is the same under every protocol.
     rubric = listed.split("\n\n", 1)[1]
     assert all(judge_system_prompt(strict, p).endswith(rubric) for p in ("reasoned", "pairwise"))
+
+
+# ------------------------------------------------------------------------------ logprobs
+
+
+Part = tuple[str, float, tuple[tuple[str, float], ...]]
+
+
+def tokens(*parts: Part) -> tuple[TokenLogprobs, ...]:
+    return tuple(TokenLogprobs(token=t, logprob=lp, top=top) for t, lp, top in parts)
+
+
+def test_the_expected_score_weighs_the_first_digit_tokens_alternatives() -> None:
+    text = '{"scores": {"A": 85, "B": 7}}'
+    # One digit per token (Qwen, Llama 3): the tens digit's alternatives are weighed, the
+    # units digit kept as sampled ("85": 8 -> 85, 9 -> 95; "x" is not a digit).
+    split = tokens(
+        ('{"scores": {"A": ', 0.0, ()),
+        ("8", math.log(0.5), (("8", math.log(0.5)), ("9", math.log(0.25)), ("x", math.log(0.25)))),
+        ("5", 0.0, ()),
+        (', "B": ', 0.0, ()),
+        ("7", math.log(0.6), (("7", math.log(0.6)), ("3", math.log(0.2)))),
+        ("}}", 0.0, ()),
+    )
+    weighted = expected_scores(text, split, {"A": 85, "B": 7})
+    assert isinstance(weighted, Weighted) and weighted.kept == ()
+    assert weighted.scores == {"A": round((85 * 0.5 + 95 * 0.25) / 0.75), "B": 6}
+    # A score in one token (OpenAI's tokenizers), with a leading space inside the token.
+    whole = tokens(
+        ('{"scores": {"A":', 0.0, ()),
+        (" 85", math.log(0.7), ((" 85", math.log(0.7)), (" 60", math.log(0.3)), ("85", -1.0))),
+        (', "B": 7}}', 0.0, ()),
+    )
+    weighted = expected_scores('{"scores": {"A": 85, "B": 7}}', whole, {"A": 85, "B": 7})
+    assert isinstance(weighted, Weighted)
+    # B's digit shares a token with the closing braces and has no alternatives: as sampled.
+    assert weighted.scores == {"A": round(85 * 0.7 + 60 * 0.3), "B": 7}
+
+
+def test_without_usable_logprobs_the_sampled_scores_stay_and_it_says_why() -> None:
+    assert expected_scores('{"scores": {"A": 85}}', None, {"A": 85}) == NO_LOGPROBS
+    wrong = tokens(("something else", 0.0, ()))
+    assert "do not spell" in str(expected_scores('{"scores": {"A": 85}}', wrong, {"A": 85}))
+
+
+async def test_a_logprobs_judge_asks_for_them_and_records_the_weighted_scores(
+    tmp_path: Path,
+) -> None:
+    def fn(request: TextRequest) -> str | TextReply:
+        if role(request) == "idea_scores" and request.top_logprobs is not None:
+            ids = card_ids(request)
+            parts: list[Part] = [('{"scores": {', 0.0, ())]
+            for n, i in enumerate(ids):
+                tens = str(2 + n)
+                top = ((tens, math.log(0.5)), (str(3 + n), math.log(0.5)))
+                parts += [(f'"{i}": ', 0.0, ()), (tens, math.log(0.5), top), ("0", 0.0, ())]
+                parts += [(", " if n < len(ids) - 1 else "", 0.0, ())]
+            parts.append(("}}", 0.0, ()))
+            text = "".join(p[0] for p in parts)
+            wire = tuple(TokenLogprob(t, lp, top) for t, lp, top in parts)
+            return TextReply(text=text, model="fake", logprobs=wire)
+        return scoring_answer(request)
+
+    text = FunctionTextBackend(fn)
+    cfg = make_cfg(
+        tmp_path,
+        "prompt.scoring.enabled=true",
+        "prompt.scoring.judges=[{id: strict, protocol: logprobs}, {id: warm}, {id: novel}]",
+    )
+    await run_generation(cfg, backends(text))
+    judges = [r for r in text.requests if role(r) == "idea_scores"]
+    assert sorted(str(r.top_logprobs) for r in judges) == ["10", "None", "None"]
+    data = transcript(tmp_path)
+    strict = data["blackbox_scoring"]["judges"][0]
+    assert strict["protocol"] == "logprobs" and "warning" not in strict
+    # 20 or 30 at even odds for the first card: 25; the next: 35, ...
+    assert [strict["scores"][i] for i in strict["order"]] == [
+        25 + 10 * n for n in range(len(strict["order"]))
+    ]
+    step = next(s for s in data["steps"] if s["name"] == "strict")
+    assert step["params"]["top_logprobs"] == 10 and step["logprobs"]
+    others = [s for s in data["steps"] if s["name"] != "strict"]
+    assert all("logprobs" not in s and "top_logprobs" not in s.get("params", {}) for s in others)
+
+
+def test_an_offline_logprobs_judge_falls_back_loudly(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_config(tmp_path)
+    code = main(
+        [
+            "--config",
+            str(config),
+            "--offline",
+            "--prompt-only",
+            "--set",
+            "prompt.scoring.enabled=true",
+            "--set",
+            "prompt.scoring.judges=[{id: strict, rubric: strict, protocol: logprobs}]",
+        ]
+    )
+    captured = capsys.readouterr()
+    assert code == 0
+    assert f"judge strict: logprobs: {NO_LOGPROBS}" in captured.out
+    (path,) = (tmp_path / "out" / "logs").glob("*_transcript.json")
+    judge = json.loads(path.read_text(encoding="utf-8"))["blackbox_scoring"]["judges"][0]
+    assert judge["status"] == "ok" and judge["warning"] == f"logprobs: {NO_LOGPROBS}"
