@@ -28,6 +28,7 @@ __all__ = [
     "Reask",
     "StepError",
     "StepEvent",
+    "TokenLogprobs",
 ]
 
 TIMING_FIELDS: tuple[str, ...] = ("created_at", "latency_ms", "pacing_wait_ms")

@@ -31,6 +31,7 @@ from image_project.engine.output import literal_of
 from image_project.seeding import rng_for
 
 __all__ = [
+    "ITERATIONS",
     "PRIOR",
     "Outcome",
     "bradley_terry",
