@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -508,3 +509,43 @@ def test_an_offline_logprobs_judge_falls_back_loudly(
     (path,) = (tmp_path / "out" / "logs").glob("*_transcript.json")
     judge = json.loads(path.read_text(encoding="utf-8"))["blackbox_scoring"]["judges"][0]
     assert judge["status"] == "ok" and judge["warning"] == f"logprobs: {NO_LOGPROBS}"
+
+
+async def test_a_logprobs_judge_is_gated_on_its_weighted_scores(tmp_path: Path) -> None:
+    """Every card sampled 80, but the tens digit's alternatives differ per card: the weighted
+    scores tell the cards apart (ok). Without logprobs the same answer is degenerate, and
+    not re-asked (the gate runs after the call)."""
+
+    def answer(with_logprobs: bool) -> Callable[[TextRequest], str | TextReply]:
+        def fn(request: TextRequest) -> str | TextReply:
+            if role(request) != "idea_scores" or request.top_logprobs is None:
+                return scoring_answer(request)
+            ids = card_ids(request)
+            parts: list[Part] = [('{"scores": {', 0.0, ())]
+            for n, i in enumerate(ids):
+                top = (("8", math.log(0.5)), (str(n + 1), math.log(0.5)))
+                parts += [(f'"{i}": ', 0.0, ()), ("8", math.log(0.5), top), ("0", 0.0, ())]
+                parts += [(", " if n < len(ids) - 1 else "", 0.0, ())]
+            parts.append(("}}", 0.0, ()))
+            text = "".join(p[0] for p in parts)
+            wire = tuple(TokenLogprob(t, lp, top) for t, lp, top in parts)
+            return TextReply(text=text, model="fake", logprobs=wire if with_logprobs else None)
+
+        return fn
+
+    panel = "prompt.scoring.judges=[{id: strict, protocol: logprobs}, {id: warm}, {id: novel}]"
+    for with_logprobs, where in ((True, tmp_path / "with"), (False, tmp_path / "without")):
+        text = FunctionTextBackend(answer(with_logprobs))
+        cfg = make_cfg(where, "prompt.scoring.enabled=true", panel)
+        await run_generation(cfg, backends(text))
+        strict = transcript(where)["blackbox_scoring"]["judges"][0]
+        asked = [r for r in text.requests if r.top_logprobs is not None]
+        assert len(asked) == 1
+        if with_logprobs:
+            assert strict["status"] == "ok"
+            expected = [round((80 + 10 * (n + 1)) / 2) for n in range(len(strict["order"]))]
+            assert [strict["scores"][i] for i in strict["order"]] == expected
+        else:
+            assert strict["status"] == "degenerate"
+            assert "every card got the same score 80" in strict["error"]
+            assert NO_LOGPROBS in strict["error"]

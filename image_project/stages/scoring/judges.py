@@ -323,12 +323,18 @@ def reasoned_output(ids: Sequence[str]) -> JsonOutput[ReasonedScores]:
     return JsonOutput(_reasoned_model(order), check=check, refusals=True)
 
 
-def judge_output(ids: Sequence[str]) -> JsonOutput[dict[str, int]]:
+def judge_output(ids: Sequence[str], *, gate: bool = True) -> JsonOutput[dict[str, int]]:
     """A judge's output for cards shown in the order ``ids``: the schema lists the ids in that
     order, the captured value is ``{id: score}`` in that order. An answer with no JSON object
     that reads like a refusal is a refusal (never re-asked); degenerate scores
-    (:func:`degeneracy`) are re-asked with reason ``gate:judge_degenerate``."""
-    return JsonOutput(_answer_model(tuple(ids)), check=_scores, refusals=True)
+    (:func:`degeneracy`) are re-asked with reason ``gate:judge_degenerate``, unless ``gate``
+    is False (a ``logprobs`` judge: its weighted scores are gated instead)."""
+    check = _scores if gate else _plain
+    return JsonOutput(_answer_model(tuple(ids)), check=check, refusals=True)
+
+
+def _plain(answer: JudgeAnswer) -> dict[str, int]:
+    return answer.as_dict()
 
 
 def parse_scores(text: str, ids: Sequence[str]) -> dict[str, int]:

@@ -101,11 +101,17 @@ def _pairwise(
 
 def _weighted(verdict: Verdict, answer: Answer[Verdict]) -> Verdict:
     """A ``logprobs`` judge's verdict with its scores weighted by their digit tokens'
-    probabilities (:func:`expected_scores`), through the degeneracy gate again; or the
-    sampled scores with a warning where the endpoint gave no log-probabilities."""
+    probabilities (:func:`expected_scores`), through the degeneracy gate; or, where the
+    endpoint gave no log-probabilities, the sampled scores through the gate, with a warning.
+    The sampled answer is not gated before (an all-equal answer whose digits were uncertain
+    can still tell the cards apart), so a degenerate one is not re-asked."""
     assert verdict.scores is not None
     weighted = expected_scores(answer.event.response or "", answer.event.logprobs, verdict.scores)
     if isinstance(weighted, str):
+        why = degeneracy(list(verdict.scores.values()))
+        if why is not None:
+            error = f"gate:judge_degenerate: {why} (the sampled scores; logprobs: {weighted})"
+            return Verdict("degenerate", None, error, preview(json.dumps(verdict.scores), 300))
         return replace(verdict, warning=f"logprobs: {weighted}")
     why = degeneracy(list(weighted.scores.values()))
     if why is not None:
@@ -214,7 +220,8 @@ class Panel:
             output = reasoned_output(order).then(_reasoned)
             budget = TokenBudget("judge_reasoned", items=len(order))
         else:
-            output = judge_output(order).then(_scored)
+            gate = judge.protocol != "logprobs"  # its weighted scores are gated instead
+            output = judge_output(order, gate=gate).then(_scored)
             budget = TokenBudget("judge", items=len(order))
         return ChatStep(
             name=".".join((judge.id, "-".join(part))) if part else judge.id,
