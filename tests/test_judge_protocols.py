@@ -549,3 +549,39 @@ async def test_a_logprobs_judge_is_gated_on_its_weighted_scores(tmp_path: Path) 
             assert strict["status"] == "degenerate"
             assert "every card got the same score 80" in strict["error"]
             assert NO_LOGPROBS in strict["error"]
+
+
+@pytest.mark.parametrize("protocol", ["list", "reasoned", "pointwise", "pairwise", "logprobs"])
+async def test_under_every_protocol_degenerate_judges_count_against_the_quorum(
+    tmp_path: Path, protocol: str
+) -> None:
+    """Two of three judges answer without judgement (every card 50; every comparison the
+    card shown first): under each protocol they end ``degenerate`` and the run fails at the
+    quorum, naming every judge's status."""
+    novel = derive_seed(SEED, "step", "judge", "novel")
+
+    def fn(request: TextRequest) -> str | TextReply:
+        kind = role(request)
+        if request.seed == novel or kind not in ("idea_scores", "idea_comparison"):
+            return scoring_answer(request)
+        assert request.json_schema is not None
+        if kind == "idea_comparison":
+            return json.dumps(
+                {"better": request.json_schema.schema["properties"]["better"]["enum"][0]}
+            )
+        if is_reasoned(request):
+            return json.dumps(
+                {"scores": {i: {"rationale": "fine", "score": 50} for i in card_ids(request)}}
+            )
+        return json.dumps({"scores": dict.fromkeys(card_ids(request), 50)})
+
+    cfg = make_cfg(
+        tmp_path,
+        "prompt.scoring.enabled=true",
+        f"prompt.scoring.judge_protocol={protocol}",
+        "prompt.scoring.judges=[{id: strict}, {id: warm}, {id: novel, protocol: list}]",
+    )
+    with pytest.raises(RunFailed) as caught:
+        await run_generation(cfg, backends(FunctionTextBackend(fn)))
+    message = caught.value.error.message
+    assert "strict=degenerate, warm=degenerate, novel=ok" in message, message
