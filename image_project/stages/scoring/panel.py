@@ -56,7 +56,9 @@ _log = logging.getLogger("image_project.scoring")
 @dataclass(frozen=True)
 class Verdict:
     """What one judge's step hands back: ``ok`` with its scores (by id, in its order), or the
-    status it failed with, the error and a preview of its last answer."""
+    status it failed with, the error and a preview of its last answer; a ``reasoned`` judge's
+    ``rationales``, a ``pairwise`` comparison's ``winner``, a ``logprobs`` judge's fallback
+    ``warning``."""
 
     status: JudgeStatus
     scores: dict[str, int] | None = None
