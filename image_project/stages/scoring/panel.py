@@ -7,6 +7,11 @@ that status instead of failing the run, and :func:`score_table` applies the quor
 (``prompt.scoring.min_ok_judges``) before aggregating the judges that answered well, with
 the novelty penalty. Round 0 keeps the first wave's seed labels and meta, so a one-round run
 sends and records exactly what it did before rounds existed.
+
+A judge's ``protocol`` decides its steps: one (``list``, ``reasoned``, ``logprobs``), one per
+card (``pointwise``) or one per pair of cards (``pairwise``, :mod:`.pairwise`); all of a
+round's steps run in its one ``judges`` block, and :meth:`Panel.result` turns a judge's
+answers into its one result (the gates that need all of them applied there).
 """
 
 from __future__ import annotations
