@@ -299,14 +299,13 @@ async def test_no_rationale_reaches_a_generator_the_selector_or_a_later_round(
 # ------------------------------------------------------------------------------ pairwise
 
 
-def test_the_schedule_compares_every_pair_once_in_a_seeded_order() -> None:
+def test_the_schedule_compares_every_pair_both_ways_in_a_seeded_order() -> None:
     ids = list("ABCDEF")
     pairs = pair_schedule(SEED, ids, "warm")
-    assert len(pairs) == 15 == len({frozenset(p) for p in pairs})
+    assert len(pairs) == 30 == len(set(pairs))
+    assert {(b, a) for a, b in pairs} == set(pairs)  # each card of a pair once shown first
     assert pairs == pair_schedule(SEED, ids, "warm")
     assert pairs != pair_schedule(SEED, ids, "novel")
-    # Both orientations occur: the position shown is not tied to the id's place.
-    assert {p[0] < p[1] for p in pairs} == {True, False}
 
 
 def test_bradley_terry_recovers_a_consistent_order_and_ties_a_cycle() -> None:
@@ -333,7 +332,7 @@ def test_position_bias_is_degenerate() -> None:
     second = [(a, b, b) for a, b, _ in first]
     assert position_bias(second) == "every comparison chose the card shown second"
     assert position_bias([("A", "B", "A"), ("C", "A", "A"), ("B", "C", "B")]) is None
-    assert position_bias(first[:2]) is None
+    assert position_bias(first[:1]) is None
 
 
 async def test_an_offline_pairwise_judge_orders_cards_like_its_list_self(
@@ -356,7 +355,7 @@ async def test_an_offline_pairwise_judge_orders_cards_like_its_list_self(
     listed = await go("list", tmp_path / "l")
     assert pairwise["status"] == "ok" and pairwise["protocol"] == "pairwise"
     n = len(pairwise["order"])
-    assert pairwise["attempts"] == len(pairwise["comparisons"]) == n * (n - 1) // 2
+    assert pairwise["attempts"] == len(pairwise["comparisons"]) == n * (n - 1)
     for first, second, winner in pairwise["comparisons"]:
         assert winner in (first, second)
     a, b = pairwise["scores"], listed["scores"]
@@ -388,7 +387,7 @@ async def test_pairwise_comparisons_that_follow_the_position_are_degenerate(
     assert warm["status"] == "degenerate" and "card shown first" in warm["error"]
     pairs = [r for r in text.requests if role(r) == "idea_comparison"]
     n = len(warm["order"])
-    assert len(pairs) == n * (n - 1) // 2
+    assert len(pairs) == n * (n - 1)
     assert {r.max_output_tokens for r in pairs} == {200}
 
 
