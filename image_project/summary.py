@@ -254,7 +254,7 @@ def _score_table(scoring: ScoringRecord, label: str) -> list[str]:
 
 def _panel_lines(scoring: ScoringRecord) -> list[str]:
     """One line per judge: its status and what it judged by (rubric, profile view, weight,
-    model)."""
+    model, and how it was asked when that is not ``list``)."""
     judges = scoring.judges
     if not judges:
         return []
@@ -269,8 +269,10 @@ def _panel_lines(scoring: ScoringRecord) -> list[str]:
         lines.append(
             f"{lead}{j.id:<{width['id']}}  {j.status:<11} rubric {j.rubric:<{width['rubric']}}"
             f"  profile {j.profile:<{width['profile']}}  weight {j.weight:g}  {j.model}"
+            + (f"  protocol {j.protocol}" if j.protocol != "list" else "")
         )
-    return lines + _one_model_warning(judges)
+    warned = [f"  WARNING     judge {j.id}: {j.warning}" for j in judges if j.warning]
+    return lines + warned + _one_model_warning(judges)
 
 
 def _one_model_warning(judges: Sequence[JudgeResult]) -> list[str]:

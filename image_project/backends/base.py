@@ -23,6 +23,7 @@ __all__ = [
     "TextBackend",
     "TextReply",
     "TextRequest",
+    "TokenLogprob",
     "Usage",
     "conversation_problem",
 ]
@@ -118,6 +119,18 @@ class TextRequest:
     json_schema: JsonSchema | None = None
     max_output_tokens: int | None = None
     backend: str | None = None
+    top_logprobs: int | None = None
+    """Ask for the log-probabilities of the answer's tokens and of this many alternatives at
+    each (``logprobs`` / ``top_logprobs`` on the wire); None: not asked (nothing sent)."""
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """One answer token's log-probability and its ``top`` alternatives ``(token, logprob)``."""
+
+    token: str
+    logprob: float
+    top: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -175,6 +188,9 @@ class TextReply:
     max_output_tokens: int | None = None
     """The token limit the answered attempt was sent with, when the backend sent another one
     than the request's (a retry after a timeout sends a smaller one); None: the request's."""
+    logprobs: tuple[TokenLogprob, ...] | None = None
+    """The answer's tokens with their log-probabilities, when the request asked for them and
+    the server returned them (None otherwise)."""
     notes: tuple[str, ...] = ()
     """How the backend sent the request differently from the request's messages and limit
     (the system text folded into the first user message, the schema spelled out in the last

@@ -82,6 +82,7 @@ from image_project.backends.base import (
     ImageRequest,
     TextReply,
     TextRequest,
+    TokenLogprob,
     Usage,
 )
 from image_project.backends.pacing import CallPacing, Pacer, Slot
@@ -637,6 +638,9 @@ class OpenAITextBackend(_OpenAIBackend):
         if request.seed is not None:
             body["seed"] = request.seed
         body["temperature"] = request.temperature
+        if request.top_logprobs is not None:
+            body["logprobs"] = True
+            body["top_logprobs"] = request.top_logprobs
         return body
 
     async def complete(self, request: TextRequest) -> TextReply:
@@ -688,8 +692,23 @@ class OpenAITextBackend(_OpenAIBackend):
             attempts=sent.attempts,
             pacing_wait_ms=sent.pacing_wait_ms,
             max_output_tokens=budget.limit if budget.notes else None,
+            logprobs=_logprobs(choice) if request.top_logprobs is not None else None,
             notes=(*notes, *budget.notes),
         )
+
+
+def _logprobs(choice: Choice) -> tuple[TokenLogprob, ...] | None:
+    """The answer's token log-probabilities (``choices[0].logprobs.content``), or None when
+    the server returned none."""
+    content = choice.logprobs.content if choice.logprobs is not None else None
+    if not content:
+        return None
+    return tuple(
+        TokenLogprob(
+            t.token, float(t.logprob), tuple((a.token, float(a.logprob)) for a in t.top_logprobs)
+        )
+        for t in content
+    )
 
 
 class _Budget:

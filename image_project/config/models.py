@@ -33,7 +33,7 @@ import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal, Self
+from typing import Annotated, Literal, Self, get_args
 
 from pydantic import (
     AfterValidator,
@@ -106,6 +106,7 @@ __all__ = [
     "HOLIDAY_KEYS",
     "IMAGE_SIDE_MAX",
     "IMAGE_SIDE_MIN",
+    "JUDGE_PROTOCOLS",
     "MAX_BACKENDS",
     "MAX_JUDGES",
     "MAX_NAME_CHARS",
@@ -130,6 +131,7 @@ __all__ = [
     "InjectionLocation",
     "InjectorName",
     "JudgeConfig",
+    "JudgeProtocol",
     "Normalise",
     "NoveltyConfig",
     "ProfileView",
@@ -253,6 +255,13 @@ class NoveltyConfig(_Section):
 BUILTIN_RUBRICS: tuple[str, ...] = ("default", "strict", "novelty_heavy", "profile_fit")
 """The built-in judge rubrics (their texts: ``image_project.stages.scoring.rubrics``)."""
 ProfileView = Literal["raw", "dislikes_only", "hints"]
+JudgeProtocol = Literal["list", "reasoned", "pointwise", "pairwise", "logprobs"]
+"""How a judge is asked (docs/scoring.md "Judging protocols"): ``list`` every card in one
+call, a bare score each; ``reasoned`` every card in one call, a short rationale before each
+score; ``pointwise`` one call per card; ``pairwise`` one call per pair of cards, scores
+fitted from the outcomes (Bradley-Terry); ``logprobs`` as ``list``, each score weighted by
+its digit tokens' probabilities where the endpoint returns them."""
+JUDGE_PROTOCOLS: tuple[str, ...] = get_args(JudgeProtocol)
 Aggregation = Literal["median", "weighted_median", "mean", "trimmed_mean"]
 Normalise = Literal["none", "ranks", "zscores", "robust"]
 MAX_RUBRIC_CHARS = 20_000
@@ -352,6 +361,7 @@ class JudgeConfig(_Section):
     rubric: Annotated[RubricSpec | None, BeforeValidator(_parse_rubric)] = None
     weight: _Float = Field(default=1.0, ge=0.0, le=1000.0)
     profile: ProfileView = "raw"
+    protocol: JudgeProtocol | None = None
 
 
 MAX_JUDGES = 16
@@ -378,6 +388,7 @@ class EffectiveJudge:
     backend: str | None = None
     """The backend that serves it: None = the main ``backend:``, ``offline``, or a name in
     ``backends``."""
+    protocol: JudgeProtocol = "list"
 
 
 SurvivorCategory = Literal["performance", "diversity", "potential"]
@@ -437,6 +448,7 @@ class ScoringConfig(_Section):
     num_ideas: _Int = Field(default=6, ge=2, le=52)
     exploration_rate: _Float = Field(default=0.15, ge=0.0, le=0.5)
     judge_temperature: _Float = Field(default=0.0, ge=0.0, le=2.0)
+    judge_protocol: JudgeProtocol = "list"
     judge_model: _Text | None = None
     judge_backend: _BackendRef = None
     generator_temperature: _Float = Field(default=0.9, ge=0.0, le=2.0)
@@ -566,7 +578,15 @@ class ScoringConfig(_Section):
         if self.judges is None:
             backend = self.judge_backend
             model = self.judge_model or model_of(backend)
-            return (EffectiveJudge("judge", model, self.judge_temperature, backend=backend),)
+            return (
+                EffectiveJudge(
+                    "judge",
+                    model,
+                    self.judge_temperature,
+                    backend=backend,
+                    protocol=self.judge_protocol,
+                ),
+            )
         out = []
         for judge, (_, _, temperature) in zip(self.judges, self._judge_settings(), strict=True):
             backend = judge.backend or self.judge_backend
@@ -579,6 +599,7 @@ class ScoringConfig(_Section):
                     judge.weight,
                     judge.profile,
                     backend,
+                    judge.protocol or self.judge_protocol,
                 )
             )
         return tuple(out)

@@ -36,6 +36,7 @@ class TokenLimitsConfig(_Section):
     card: _Int = Field(default=1600, ge=16, le=MAX_TOKEN_LIMIT)
     judge_base: _Int = Field(default=200, ge=16, le=MAX_TOKEN_LIMIT)
     judge_per_card: _Int = Field(default=60, ge=1, le=10_000)
+    judge_reasoned_per_card: _Int = Field(default=120, ge=1, le=10_000)
     selector_base: _Int = Field(default=300, ge=16, le=MAX_TOKEN_LIMIT)
     selector_per_pick: _Int = Field(default=150, ge=1, le=10_000)
     title: _Int = Field(default=60, ge=16, le=MAX_TOKEN_LIMIT)

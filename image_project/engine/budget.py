@@ -5,7 +5,9 @@ A step names the *kind* of its answer (``ChatStep(max_output_tokens=TokenBudget(
 the runner turns it into a number from its :class:`TokenLimits` (the configuration's
 ``backend.max_output_tokens``, built by the run driver) and sends it with every request of the
 step. A plain int on a step is sent as it is. A judge's answer grows with the cards it scores:
-``TokenBudget("judge", items=n)`` is ``judge_base + n * judge_per_card``; the selector's with
+``TokenBudget("judge", items=n)`` is ``judge_base + n * judge_per_card``, and a ``reasoned``
+judge's, which writes a short rationale before every score, ``TokenBudget("judge_reasoned",
+items=n)`` is ``judge_base + n * judge_reasoned_per_card``; the selector's with
 the survivors it picks: ``TokenBudget("selector", items=n)`` is ``selector_base + n *
 selector_per_pick``.
 
@@ -24,7 +26,9 @@ from image_project.errors import PipelineDefinitionError
 
 __all__ = ["TOKEN_KINDS", "TokenBudget", "TokenKind", "TokenLimits"]
 
-TokenKind: TypeAlias = Literal["prose", "rewrite", "hints", "card", "judge", "selector", "title"]
+TokenKind: TypeAlias = Literal[
+    "prose", "rewrite", "hints", "card", "judge", "judge_reasoned", "selector", "title"
+]
 TOKEN_KINDS: tuple[str, ...] = get_args(TokenKind)
 
 
@@ -58,6 +62,7 @@ class TokenLimits:
     card: int = 1600
     judge_base: int = 200
     judge_per_card: int = 60
+    judge_reasoned_per_card: int = 120
     selector_base: int = 300
     selector_per_pick: int = 150
     title: int = 60
@@ -83,6 +88,8 @@ class TokenLimits:
             return limit
         if limit.kind == "judge":
             tokens = self.judge_base + limit.items * self.judge_per_card
+        elif limit.kind == "judge_reasoned":
+            tokens = self.judge_base + limit.items * self.judge_reasoned_per_card
         elif limit.kind == "selector":
             tokens = self.selector_base + limit.items * self.selector_per_pick
         else:

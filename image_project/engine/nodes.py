@@ -108,6 +108,9 @@ class ChatStep(Generic[T]):
     the judge ensemble, whose quorum rule decides later whether the run can continue.
     Cancellation is never recovered.
 
+    ``top_logprobs``, when set, asks for the answer tokens' log-probabilities and that many
+    alternatives at each; the step's record keeps the last answer's (``logprobs``).
+
     ``max_output_tokens`` is the answer's token limit, sent with every request of the step:
     a :class:`~image_project.engine.budget.TokenBudget` (the kind of answer, resolved by the
     runner's :class:`~image_project.engine.budget.TokenLimits`) or a plain int.
@@ -130,6 +133,7 @@ class ChatStep(Generic[T]):
     allow_empty_response: bool = False
     meta: Mapping[str, Any] = field(default_factory=dict)
     backend: str | None = None
+    top_logprobs: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "name", _check_name(self.name, "ChatStep.name"))

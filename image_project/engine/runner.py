@@ -91,6 +91,7 @@ from image_project.record.events import (
     ImageEvent,
     Reask,
     StepError,
+    TokenLogprobs,
 )
 
 __all__ = ["ChatRunner", "Conversation", "ExecutionMode", "NodeOutcome", "as_json"]
@@ -386,6 +387,7 @@ class ChatRunner:
                     seed=step.seed,
                     max_output_tokens=limit,
                     backend=step.backend,
+                    top_logprobs=step.top_logprobs,
                 ),
                 context_messages=len(history),
                 created_at=created_at,
@@ -400,6 +402,7 @@ class ChatRunner:
                 wire_notes=tuple(dict.fromkeys(n for r in replies for n in r.notes)),
                 error=None if failure is None else StepError.of(failure),
                 meta=_meta(step.meta),
+                logprobs=_token_logprobs(last),
             )
             self.recorder.on_step_end(ctx, record)
         except Exception as exc:
@@ -461,6 +464,7 @@ class ChatRunner:
                     json_schema=output.schema if output is not None else None,
                     max_output_tokens=call.limit,
                     backend=step.backend,
+                    top_logprobs=step.top_logprobs,
                 )
             )
             replies.append(reply)
@@ -578,3 +582,10 @@ def as_json(value: object) -> JsonValue:
 
 def _meta(meta: Mapping[str, object]) -> dict[str, JsonValue]:
     return {str(key): as_json(value) for key, value in meta.items()}
+
+
+def _token_logprobs(reply: TextReply | None) -> tuple[TokenLogprobs, ...] | None:
+    """The record of a reply's token log-probabilities (None when it has none)."""
+    if reply is None or reply.logprobs is None:
+        return None
+    return tuple(TokenLogprobs(token=t.token, logprob=t.logprob, top=t.top) for t in reply.logprobs)

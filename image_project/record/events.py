@@ -28,6 +28,7 @@ __all__ = [
     "Reask",
     "StepError",
     "StepEvent",
+    "TokenLogprobs",
 ]
 
 TIMING_FIELDS: tuple[str, ...] = ("created_at", "latency_ms", "pacing_wait_ms")
@@ -43,6 +44,15 @@ class ChatParams(RecordModel):
     seed: int | None
     max_output_tokens: int | None = None
     backend: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    top_logprobs: int | None = Field(default=None, exclude_if=lambda v: v is None)
+
+
+class TokenLogprobs(RecordModel):
+    """One answer token's log-probability and its ``top`` alternatives ``[token, logprob]``."""
+
+    token: str
+    logprob: float
+    top: tuple[tuple[str, float], ...] = ()
 
 
 class Reask(RecordModel):
@@ -111,6 +121,9 @@ class ChatEvent(RecordModel):
     wire_notes: tuple[str, ...] = ()
     error: StepError | None = None
     meta: dict[str, JsonValue] = Field(default_factory=dict)
+    logprobs: tuple[TokenLogprobs, ...] | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The last answer's token log-probabilities, for a step that asked for them
+    (``params.top_logprobs``) and got them; absent otherwise."""
     order: tuple[int, ...] = Field(default=(), exclude=True)
 
 

@@ -102,7 +102,12 @@ class JudgeResult(RecordModel):
     ``profile`` the view of the profile it was shown (``raw``, ``dislikes_only``, ``hints``),
     ``weight`` its weight in a weighted aggregation. ``attempts`` = the judge's answers that
     were checked (at least 1, also for a refusal or a transport error); ``order`` = the card
-    ids in the order this judge was shown them; ``scores`` only when ``status`` is ``ok``."""
+    ids in the order this judge was shown them; ``scores`` only when ``status`` is ``ok``.
+    ``protocol`` says how it was asked (absent for ``list``); ``rationales`` holds a
+    ``reasoned`` judge's rationale per card, ``comparisons`` a ``pairwise`` judge's
+    outcomes as ``(shown first, shown second, winner)``, ``warning`` a ``logprobs`` judge's
+    fallback to its sampled scores (each absent otherwise). Like every judge text, a
+    rationale is recorded here and sent to no later request."""
 
     id: str
     model: str
@@ -117,6 +122,12 @@ class JudgeResult(RecordModel):
     scores: dict[str, int] | None = None
     error: str | None = None
     output_preview: str | None = None
+    protocol: str = Field(default="list", exclude_if=lambda v: v == "list")
+    rationales: dict[str, str] | None = Field(default=None, exclude_if=lambda v: v is None)
+    comparisons: tuple[tuple[str, str, str], ...] | None = Field(
+        default=None, exclude_if=lambda v: v is None
+    )
+    warning: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class ScoreRow(RecordModel):

@@ -865,3 +865,49 @@ def test_usage_keeps_cached_tokens_when_the_server_reports_them() -> None:
     assert silent is not None and silent.cached_tokens is None
     assert (reported + silent).cached_tokens == 1024
     assert (silent + silent).cached_tokens is None
+
+
+async def test_top_logprobs_are_asked_for_only_when_the_request_sets_them(
+    server: OpenAIServer, allow_loopback: None
+) -> None:
+    async with open_backends(server) as backends:
+        assert isinstance(backends.text, openai_backend.OpenAITextBackend)
+        plain = backends.text.body(text_request(), TEXT_MODEL)
+        asked = backends.text.body(text_request(top_logprobs=5), TEXT_MODEL)
+        reply = await backends.text.complete(text_request(top_logprobs=5))
+    assert "logprobs" not in plain and "top_logprobs" not in plain
+    assert asked["logprobs"] is True and asked["top_logprobs"] == 5
+    assert reply.logprobs is None  # this server returns none: the judge falls back loudly
+
+
+def test_the_answer_token_logprobs_are_read_from_the_choice() -> None:
+    from openai.types.chat.chat_completion import Choice
+
+    choice = Choice.model_validate(
+        {
+            "index": 0,
+            "finish_reason": "stop",
+            "message": {"role": "assistant", "content": "85"},
+            "logprobs": {
+                "content": [
+                    {
+                        "token": "8",
+                        "logprob": -0.1,
+                        "bytes": None,
+                        "top_logprobs": [
+                            {"token": "8", "logprob": -0.1, "bytes": None},
+                            {"token": "9", "logprob": -2.5, "bytes": None},
+                        ],
+                    },
+                    {"token": "5", "logprob": 0.0, "bytes": None, "top_logprobs": []},
+                ]
+            },
+        }
+    )
+    got = openai_backend._logprobs(choice)
+    assert got is not None and [t.token for t in got] == ["8", "5"]
+    assert got[0].top == (("8", -0.1), ("9", -2.5)) and got[1].top == ()
+    empty = Choice.model_validate(
+        {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "x"}}
+    )
+    assert openai_backend._logprobs(empty) is None

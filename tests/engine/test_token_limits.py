@@ -27,7 +27,7 @@ from image_project.run.driver import token_limits
 from image_project.stages.scoring.cards import CARD_OUTPUT
 from image_project.stages.scoring.evolution import selector_output
 from image_project.stages.scoring.hints import hints_output
-from image_project.stages.scoring.judges import judge_output
+from image_project.stages.scoring.judges import judge_output, reasoned_output
 from image_project.stages.standard import concept_rewrite_output
 from image_project.testing import ScriptedTextBackend
 from tests.test_app import make_cfg
@@ -172,7 +172,9 @@ CHARS_PER_TOKEN = 4
 """OpenAI's rule of thumb for English text (an estimate: the tokenizer decides)."""
 
 
-@pytest.mark.parametrize("kind", ["card", "rewrite", "hints", "judge", "selector"])
+@pytest.mark.parametrize(
+    "kind", ["card", "rewrite", "hints", "judge", "judge_reasoned", "selector"]
+)
 def test_the_default_limits_fit_the_longest_valid_answer(kind: str) -> None:
     """A default that cut off a valid answer would re-ask a model for doing what it was
     told; each JSON kind's default fits its longest valid answer (rule of thumb: 4
@@ -183,6 +185,7 @@ def test_the_default_limits_fit_the_longest_valid_answer(kind: str) -> None:
         "rewrite": (concept_rewrite_output(3), TokenBudget("rewrite")),
         "hints": (hints_output(["light"]), TokenBudget("hints")),
         "judge": (judge_output(ids), TokenBudget("judge", items=len(ids))),
+        "judge_reasoned": (reasoned_output(ids), TokenBudget("judge_reasoned", items=len(ids))),
         "selector": (
             selector_output(ids, ("performance", "diversity", "potential")),
             TokenBudget("selector", items=3),

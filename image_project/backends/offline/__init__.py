@@ -38,7 +38,12 @@ one array of exactly N strings     in the last user message that has one (a re-a
 system prompt has a ``Rubric       score an integer 0..100 computed from the request by the
 (...):`` section with at least     rubric's points (see "Rubric judges" below); a judge
 one readable points line           without one (the ``default`` rubric, or a rubric with no
-                                   readable points) gets the next row's answer, unchanged
+                                   readable points) gets the next row's answer, unchanged;
+                                   a ``reasoned`` judge's schema (each id an object) gets
+                                   ``{"rationale": ..., "score": ...}`` per id, the
+                                   rationale naming the rubric features it scored;
+                                   a ``pairwise`` judge's (named ``idea_comparison``)
+                                   ``{"better": <id>}``, the card its rubric scores higher
 ``json_schema`` named              ``{"selections": [...], "summary": ...}``: one candidate
 ``survivor_selection`` (the        per slot named after "in any order:", chosen from the
 multi-round survivor selector)     candidates' JSON lines: performance = best effective

@@ -21,6 +21,7 @@ __all__ = ["MODEL_ERROR"]
 
 
 _JUDGE_SCHEMA = "idea_scores"
+_PAIR_SCHEMA = "idea_comparison"
 _RUBRIC_HEADER_RE = re.compile(rf"^{re.escape(markers.RUBRIC)}[^\n]*\):[ \t]*$", re.MULTILINE)
 _START_RE = re.compile(r"\bstart (?:every|each) card at (\d{1,3})\b", re.IGNORECASE)
 _AXIS_RE = re.compile(
@@ -156,9 +157,10 @@ def _read_rubric(system_text: str) -> _Rubric | None:
     return _Rubric(min(100, int(start[1])) if start else _DEFAULT_START, readable)
 
 
-def _judge_ids(schema: Mapping[str, Any]) -> list[str] | None:
+def _judge_ids(schema: Mapping[str, Any]) -> tuple[list[str], bool] | None:
     """The card ids of a judge schema (the properties of ``scores``, in order) when every
-    one must be scored."""
+    one must be scored, and whether each card's answer is a ``{"rationale", "score"}``
+    object (a ``reasoned`` judge) rather than a bare integer."""
     try:
         node = schema["properties"]["scores"]
         ids = list(node["properties"])
@@ -166,7 +168,24 @@ def _judge_ids(schema: Mapping[str, Any]) -> list[str] | None:
         return None
     if not ids or not all(isinstance(i, str) for i in ids):
         return None
-    return ids if node.get("required") == ids else None
+    first = node["properties"][ids[0]]
+    reasoned = isinstance(first, Mapping) and first.get("type") == "object"
+    return (ids, reasoned) if node.get("required") == ids else None
+
+
+def _pair_ids(schema: Mapping[str, Any]) -> list[str] | None:
+    """The two card ids of a ``pairwise`` judge's schema (``better``'s enum), as shown."""
+    try:
+        ids = list(schema["properties"]["better"]["enum"])
+    except (KeyError, TypeError):
+        return None
+    return ids if len(ids) == 2 and all(isinstance(i, str) for i in ids) else None
+
+
+def _rationale(features: Mapping[str, tuple[float, float]]) -> str:
+    """A reasoned rubric judge's rationale: what the card's features came to, in words."""
+    parts = [f"{name} {round(100 * reward)}%" for name, (reward, _) in features.items()]
+    return f"Against the rubric: {', '.join(parts)}."
 
 
 def _strings(value: Any) -> list[str]:
@@ -408,17 +427,23 @@ def _rubric_judge_reply(
     """A judge's scores by its rubric (see the package docstring) as ``model`` gives them
     (its shared error within +-``model_error``), or None when the request is not a rubric
     judge's (then nothing is drawn from ``rng``)."""
-    if schema.name != _JUDGE_SCHEMA:
+    if schema.name not in (_JUDGE_SCHEMA, _PAIR_SCHEMA):
         return None
     rubric = _read_rubric("\n".join(m.content for m in request.messages if m.role == "system"))
-    ids = _judge_ids(schema.schema)
-    if rubric is None or ids is None:
+    pair = _pair_ids(schema.schema) if schema.name == _PAIR_SCHEMA else None
+    found = _judge_ids(schema.schema) if pair is None else (pair, False)
+    if rubric is None or found is None:
         return None
+    ids, reasoned = found
     view = _judge_view(_last_user_text(request.messages))
     jitter = 1.0 + 2.0 * min(max(request.temperature, 0.0), 1.0)
-    scores: dict[str, int] = {}
+    scores: dict[str, Any] = {}
     for card_id in ids:
         card = view.cards.get(card_id, _CardView())
         shared = _model_error(model, card, model_error)
-        scores[card_id] = _card_score(rubric, _features(view, card_id, card), rng, jitter, shared)
+        features = _features(view, card_id, card)
+        score = _card_score(rubric, features, rng, jitter, shared)
+        scores[card_id] = {"rationale": _rationale(features), "score": score} if reasoned else score
+    if pair is not None:
+        return json.dumps({"better": max(pair, key=lambda i: scores[i])}, ensure_ascii=False)
     return json.dumps({"scores": scores}, ensure_ascii=False)

@@ -76,7 +76,8 @@ def describe_ensemble(
     """The run log's one line about the scoring setup, with the judges' effective models."""
     described = ", ".join(
         f"{j.id}(model={j.model}, t={j.temperature:g}, rubric={j.rubric.label}, "
-        f"profile={j.profile}, weight={j.weight:g})"
+        f"profile={j.profile}, weight={j.weight:g}"
+        + (f", protocol={j.protocol})" if j.protocol != "list" else ")")
         for j in judges
     )
     if novelty.used:

@@ -2,7 +2,9 @@
 
 A judge answers ``{"scores": {"A": 0..100, "B": 0..100, ...}}``: one integer score per card
 id (the schema makes every id a required property, so a grammar enforces it), no other keys,
-no prose (see :func:`parse_scores`). Each judge ends in
+no prose (see :func:`parse_scores`); a ``reasoned`` judge answers
+``{"scores": {"A": {"rationale": "...", "score": 0..100}, ...}}`` (:func:`reasoned_output`;
+the other protocols: docs/scoring.md "Judging protocols"). Each judge ends in
 a :class:`JudgeResult` whose ``status`` is one of
 
 ``ok``           the answer (possibly after re-asks) parsed; ``scores`` holds it
@@ -26,9 +28,10 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar
 
-from pydantic import ConfigDict, Field, create_model, model_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from image_project.engine import JsonOutput
 from image_project.errors import (
@@ -46,6 +49,7 @@ from image_project.seeding import derive_seed
 __all__ = [
     "ALL_EQUAL",
     "JUDGE_STATUSES",
+    "RATIONALE_MAX_CHARS",
     "REASK_TEMPERATURE",
     "SCORE_MAX",
     "SCORE_MIN",
@@ -53,16 +57,21 @@ __all__ = [
     "JudgeResult",
     "JudgeScore",
     "JudgeStatus",
+    "ReasonedScores",
     "degeneracy",
     "degenerate_reask_sampling",
     "degenerate_reask_skip",
     "judge_output",
     "parse_scores",
+    "reasoned_output",
     "require_quorum",
     "status_of",
 ]
 
 SCORE_MIN, SCORE_MAX = 0, 100
+RATIONALE_MAX_CHARS = 240
+"""The longest rationale a ``reasoned`` judge may write per card (the schema's
+``maxLength``: a grammar-constrained server stops it there)."""
 ALL_EQUAL = "every card got the same score"
 """How :func:`degeneracy` starts for an answer whose scores are all equal."""
 REASK_TEMPERATURE = 0.3
@@ -251,7 +260,11 @@ def _answer_model(ids: tuple[str, ...]) -> type[JudgeAnswer]:
 
 
 def _scores(answer: JudgeAnswer) -> dict[str, int]:
-    scores = answer.as_dict()
+    return _gate(answer.as_dict())
+
+
+def _gate(scores: dict[str, int]) -> dict[str, int]:
+    """``scores``, or the ``gate:judge_degenerate`` error of :func:`degeneracy`."""
     why = degeneracy(list(scores.values()))
     if why is not None:
         raise gate_error(
@@ -262,12 +275,68 @@ def _scores(answer: JudgeAnswer) -> dict[str, int]:
     return scores
 
 
-def judge_output(ids: Sequence[str]) -> JsonOutput[dict[str, int]]:
+@dataclass(frozen=True)
+class ReasonedScores:
+    """A ``reasoned`` judge's answer: the scores and each card's rationale, by id."""
+
+    scores: dict[str, int]
+    rationales: dict[str, str]
+
+
+class _Reasoned(RecordModel):
+    """One card in a ``reasoned`` answer: the rationale first, so a model that writes the
+    JSON in schema order reads the card before it commits to a number."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    rationale: str = Field(min_length=1, max_length=RATIONALE_MAX_CHARS)
+    score: _Score
+
+
+@functools.lru_cache(maxsize=1024)
+def _reasoned_model(ids: tuple[str, ...]) -> type[BaseModel]:
+    fields: dict[str, Any] = {
+        f"card_{n}": (_Reasoned, Field(alias=card_id)) for n, card_id in enumerate(ids)
+    }
+    keyed = create_model(
+        "ReasonedIdeaScores", __config__=ConfigDict(strict=True, extra="forbid"), **fields
+    )
+    return create_model(
+        "ReasonedJudgeAnswer",
+        __config__=ConfigDict(title="idea_scores", strict=True, extra="forbid"),
+        scores=(keyed, ...),
+    )
+
+
+def reasoned_output(ids: Sequence[str]) -> JsonOutput[ReasonedScores]:
+    """A ``reasoned`` judge's output for cards shown in the order ``ids``:
+    ``{"scores": {"A": {"rationale": "...", "score": 0..100}, ...}}``, every id a required
+    property in that order, each rationale at most :data:`RATIONALE_MAX_CHARS` characters
+    and written before its score. The same degeneracy gate and refusal reading as
+    :func:`judge_output`."""
+    order = tuple(ids)
+
+    def check(answer: BaseModel) -> ReasonedScores:
+        found = answer.model_dump(by_alias=True)["scores"]
+        scores = {i: int(found[i]["score"]) for i in order}
+        _gate(scores)
+        return ReasonedScores(scores, {i: str(found[i]["rationale"]) for i in order})
+
+    return JsonOutput(_reasoned_model(order), check=check, refusals=True)
+
+
+def judge_output(ids: Sequence[str], *, gate: bool = True) -> JsonOutput[dict[str, int]]:
     """A judge's output for cards shown in the order ``ids``: the schema lists the ids in that
     order, the captured value is ``{id: score}`` in that order. An answer with no JSON object
     that reads like a refusal is a refusal (never re-asked); degenerate scores
-    (:func:`degeneracy`) are re-asked with reason ``gate:judge_degenerate``."""
-    return JsonOutput(_answer_model(tuple(ids)), check=_scores, refusals=True)
+    (:func:`degeneracy`) are re-asked with reason ``gate:judge_degenerate``, unless ``gate``
+    is False (a ``logprobs`` judge: its weighted scores are gated instead)."""
+    check = _scores if gate else _plain
+    return JsonOutput(_answer_model(tuple(ids)), check=check, refusals=True)
+
+
+def _plain(answer: JudgeAnswer) -> dict[str, int]:
+    return answer.as_dict()
 
 
 def parse_scores(text: str, ids: Sequence[str]) -> dict[str, int]:

@@ -135,6 +135,7 @@ def _judge_snapshot(judge: EffectiveJudge) -> dict[str, JsonValue]:
         "weight": judge.weight,
         "profile": judge.profile,
         **({"backend": judge.backend} if judge.backend is not None else {}),
+        **({"protocol": judge.protocol} if judge.protocol != "list" else {}),
     }
 
 
@@ -210,10 +211,7 @@ class ScoringLog:
             aggregation=s.aggregation,
             normalise=s.normalise,
             config_snapshot={
-                **s.model_dump(
-                    mode="json",
-                    exclude={"judges"} if s.evolution.enabled else {"judges", "evolution"},
-                ),
+                **s.model_dump(mode="json", exclude=self._unsnapshotted()),
                 "judges": [_judge_snapshot(j) for j in self.judges],
                 "min_ok_judges": s.effective_min_ok_judges,
             },
@@ -229,6 +227,19 @@ class ScoringLog:
             selection=selection.detail if selection else None,
             novelty=self.novelty.to_record(),
         )
+
+    def _unsnapshotted(self) -> set[str]:
+        """The scoring keys the config snapshot leaves out: the judges (snapshotted one by
+        one, every fallback applied), evolution when it is off and the judge protocol when
+        it is the default ``list`` (so a run that uses neither records what it did before
+        they existed)."""
+        s = self.scoring
+        out = {"judges"}
+        if not s.evolution.enabled:
+            out.add("evolution")
+        if s.judge_protocol == "list":
+            out.add("judge_protocol")
+        return out
 
     def _evolution(self) -> EvolutionRecord:
         evo = self.scoring.evolution

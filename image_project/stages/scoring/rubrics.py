@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from image_project import markers
-from image_project.config import RubricSpec
+from image_project.config import JudgeProtocol, RubricSpec
 
 __all__ = ["BUILTIN_RUBRIC_TEXTS", "DEFAULT_CRITERION", "judge_system_prompt", "rubric_text"]
 
@@ -79,15 +79,38 @@ def rubric_text(rubric: RubricSpec) -> str | None:
     return rubric.text
 
 
-def judge_system_prompt(rubric: RubricSpec) -> str:
-    """The judge's system prompt: the judging instruction with the rubric in it. For the
-    ``default`` rubric it is exactly the first wave's judge system prompt."""
+_REASONED_INSTRUCTION = (
+    "You are a judge. You score idea cards for one specific viewer: for each card first a "
+    "brief rationale (one or two sentences on what the card does well or badly), then an "
+    "integer score from 0 to 100 {criterion}. Reply with ONLY the JSON object "
+    '{{"scores": {{"<card id>": {{"rationale": "...", "score": <0-100>}}, ...}}}}: every '
+    "card id exactly once, no other keys."
+)
+_PAIRWISE_INSTRUCTION = (
+    "You are a judge. You compare two idea cards for one specific viewer: which of the two "
+    "deserves the higher score from 0 to 100 {criterion}. Reply with ONLY the JSON object "
+    '{{"better": "<card id>"}}: the id of the better card, no other keys, no explanation.'
+)
+_INSTRUCTIONS = {
+    "list": _INSTRUCTION,
+    "pointwise": _INSTRUCTION,
+    "reasoned": _REASONED_INSTRUCTION,
+    "pairwise": _PAIRWISE_INSTRUCTION,
+    "logprobs": _INSTRUCTION,
+}
+
+
+def judge_system_prompt(rubric: RubricSpec, protocol: JudgeProtocol = "list") -> str:
+    """The judge's system prompt: the judging instruction of its ``protocol`` with the
+    rubric in it. For the ``default`` rubric and the ``list`` protocol it is exactly the
+    first wave's judge system prompt."""
+    instruction = _INSTRUCTIONS[protocol]
     text = rubric_text(rubric)
     if text is None:
-        return _INSTRUCTION.format(criterion=DEFAULT_CRITERION)
+        return instruction.format(criterion=DEFAULT_CRITERION)
     if rubric.source == "builtin" or rubric.label == "custom":
         label = rubric.label
     else:
         label = f"{rubric.label}, custom"
     header = f"{markers.RUBRIC}{label}):"
-    return _INSTRUCTION.format(criterion="by the rubric below") + f"\n\n{header}\n{text}"
+    return instruction.format(criterion="by the rubric below") + f"\n\n{header}\n{text}"

@@ -1,0 +1,120 @@
+"""The ``pairwise`` judging protocol: comparisons in a seeded schedule, scores fitted from
+the outcomes with Bradley-Terry.
+
+A pairwise judge is asked, for every pair of the round's cards in both orientations (each
+card once shown first), which of the two is better by its rubric (``{"better": <id>}``, the
+id an enum of the two), the comparisons in a seeded order (:func:`pair_schedule`). Asking
+both ways cancels the position a small model tends to pick (Qwen2.5-Coder 0.5B chose the card
+shown first in 9 of 9 comparisons of one run): a judge that follows the position splits
+every pair 1-1 and its cards tie. The
+outcomes are fitted with the Bradley-Terry model by Hunter's MM iteration
+(:func:`bradley_terry`), each pair given ``PRIOR`` of a win either way so that a card that
+never won keeps a finite strength, and turned into 0-100 scores: the fitted probability that
+the card beats a card of average strength (:func:`fitted_scores`). The degeneracy gate reads
+those scores like any judge's; a judge that always picks the card shown first (or always
+the second) is degenerate too (:func:`position_bias`).
+
+Cost: ``n (n - 1)`` calls per judge per round for ``n`` cards (3 cards: 6; 6 cards: 30),
+each with two cards in its prompt and a one-id answer.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, create_model
+
+from image_project.engine import JsonOutput
+from image_project.engine.output import literal_of
+from image_project.seeding import rng_for
+
+__all__ = [
+    "ITERATIONS",
+    "PRIOR",
+    "Outcome",
+    "bradley_terry",
+    "fitted_scores",
+    "pair_output",
+    "pair_schedule",
+    "position_bias",
+]
+
+PRIOR = 0.5
+"""Virtual wins each card of a pair gets against the other before the outcomes count."""
+ITERATIONS = 200
+Outcome = tuple[str, str, str]
+"""One comparison: (the card shown first, the card shown second, the winner)."""
+
+
+def pair_schedule(run_seed: int, ids: Sequence[str], *labels: str | int) -> list[tuple[str, str]]:
+    """Every pair of ``ids`` in both orientations, in a seeded order (the seed path
+    ``"pairwise", *labels``: the judge's labels)."""
+    pairs = list(itertools.permutations(ids, 2))
+    rng_for(run_seed, "pairwise", *labels).shuffle(pairs)
+    return pairs
+
+
+@functools.lru_cache(maxsize=1024)
+def _pair_model(first: str, second: str) -> type[BaseModel]:
+    return create_model(
+        "PairAnswer",
+        __config__=ConfigDict(title="idea_comparison", strict=True, extra="forbid"),
+        better=(literal_of([first, second]), ...),
+    )
+
+
+def pair_output(first: str, second: str) -> JsonOutput[str]:
+    """A comparison's output: ``{"better": "<first>" | "<second>"}``; the value is the id."""
+
+    def check(answer: Any) -> str:
+        return str(answer.better)
+
+    return JsonOutput(_pair_model(first, second), check=check, refusals=True)
+
+
+def bradley_terry(ids: Sequence[str], outcomes: Sequence[Outcome]) -> dict[str, float]:
+    """Each card's Bradley-Terry strength (geometric mean 1) fitted from ``outcomes`` by
+    Hunter's MM iteration, every compared pair given :data:`PRIOR` wins each way."""
+    wins = {(a, b): 0.0 for a in ids for b in ids if a != b}
+    for first, second, winner in outcomes:
+        loser = second if winner == first else first
+        wins[winner, loser] += 1.0
+    for pair in {frozenset((first, second)) for first, second, _ in outcomes}:
+        a, b = sorted(pair)
+        wins[a, b] += PRIOR
+        wins[b, a] += PRIOR
+    strength = dict.fromkeys(ids, 1.0)
+    for _ in range(ITERATIONS):
+        new = {}
+        for i in ids:
+            total = sum(wins[i, j] for j in ids if j != i)
+            denominator = sum(
+                (wins[i, j] + wins[j, i]) / (strength[i] + strength[j]) for j in ids if j != i
+            )
+            new[i] = total / denominator if denominator > 0 else strength[i]
+        centre = math.exp(sum(math.log(v) for v in new.values() if v > 0) / len(new))
+        strength = {i: v / centre for i, v in new.items()}
+    return strength
+
+
+def fitted_scores(ids: Sequence[str], outcomes: Sequence[Outcome]) -> dict[str, int]:
+    """0-100 scores in ``ids`` order: the fitted probability (in percent) that each card
+    beats a card of average strength."""
+    strength = bradley_terry(ids, outcomes)
+    return {i: round(100 * strength[i] / (strength[i] + 1.0)) for i in ids}
+
+
+def position_bias(outcomes: Sequence[Outcome]) -> str | None:
+    """Why the outcomes follow the position shown rather than the cards, or None: with 2 or
+    more comparisons, every winner the card shown first (or every one the second). Asked
+    both ways, that is every pair contradicted."""
+    if len(outcomes) < 2:
+        return None
+    for place, name in ((0, "first"), (1, "second")):
+        if all(o[2] == o[place] for o in outcomes):
+            return f"every comparison chose the card shown {name}"
+    return None
