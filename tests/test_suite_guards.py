@@ -3,6 +3,7 @@ time limit (pytest-timeout, configured in pyproject.toml and tests/conftest.py).
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -53,3 +54,30 @@ def test_a_hanging_test_fails_with_its_stack(
 def test_an_in_process_test_keeps_the_global_guard(request: pytest.FixtureRequest) -> None:
     assert request.node.get_closest_marker("timeout") is None
     assert int(request.config.getini("timeout")) < conftest.SPAWNED_TIMEOUT_S
+
+
+SUBJECTS_RULE_SINCE = "3a5ec560eb7c8fdc80118da50e3d513ee38eb42b"
+"""The commit from which every commit subject is at most 72 characters (details go in the
+body). Older subjects are left as they are: bench JSON files and docs name those commits."""
+
+
+def test_commit_subjects_since_the_rule_are_at_most_72_characters() -> None:
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    known = subprocess.run(
+        ["git", "cat-file", "-e", f"{SUBJECTS_RULE_SINCE}^{{commit}}"],
+        cwd=REPO,
+        capture_output=True,
+        check=False,
+    )
+    if known.returncode != 0:
+        pytest.skip("a shallow clone without the commit the rule starts from")
+    subjects = subprocess.run(
+        ["git", "log", "--format=%s", f"{SUBJECTS_RULE_SINCE}..HEAD"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    long = [s for s in subjects if len(s) > 72]
+    assert long == [], f"commit subjects over 72 characters (put details in the body): {long}"
