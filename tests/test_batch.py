@@ -21,34 +21,16 @@ from image_project.errors import AuthenticationError, ConfigError
 from image_project.run.batch import Batch, fatal_cause, run_batch
 from image_project.testing import FunctionTextBackend
 from tests.faults.common import images, make_cfg, read_rows, transcripts
+from tests.support.transcripts import RUN_VOLATILE, without_keys
 from tests.test_app import backends
 
 pytestmark = pytest.mark.anyio
 
 RUNS = 8
 
-# What may differ between the same runs made one after another and together: ids, clocks,
-# where the files went, and seq with the caption that shows it (so the captioned image's size),
-# allocated in completion order.
-VOLATILE = {
-    "generation_id",
-    "created_at",
-    "timing",
-    "latency_ms",
-    "pacing_wait_ms",
-    "image_path",
-    "seq",
-    "caption",
-    "image_bytes",
-}
-
 
 def _normal(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _normal(v) for k, v in value.items() if k not in VOLATILE}
-    if isinstance(value, list):
-        return [_normal(v) for v in value]
-    return value
+    return without_keys(value, RUN_VOLATILE)
 
 
 class Interleaving:

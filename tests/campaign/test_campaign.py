@@ -34,6 +34,7 @@ from image_project.campaign.queue import (
 from image_project.cli import main
 from image_project.errors import ConfigError
 from tests.store.conftest import PostgresServer, in_ci
+from tests.support.transcripts import RUN_VOLATILE, without_keys
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench"))
@@ -47,20 +48,10 @@ LIMIT, WINDOW_S = 30, 1.0  # the simulator's rate limit: 30 requests per 1 s win
 STALLED_AFTER = "5"  # seconds without a heartbeat before a worker is taken for dead
 ENV = {**os.environ, "OPENAI_API_KEY": "sk-campaign-test", "PYTHONPATH": str(REPO)}
 
-# What may differ between the same run made by a batch and by a campaign worker: ids,
-# clocks, where the files went, seq (allocated in completion order) with the caption that
-# shows it, and a call's attempts (a 429 in the first window, before any answer told the
-# workers the limit, retries the same request once more).
-VOLATILE = {
-    "generation_id",
-    "created_at",
-    "timing",
-    "latency_ms",
-    "pacing_wait_ms",
-    "image_path",
-    "seq",
-    "caption",
-    "image_bytes",
+# What may differ between the same run made by a batch and by a campaign worker: what differs
+# between a batch's runs (RUN_VOLATILE), and a call's attempts (a 429 in the first window,
+# before any answer told the workers the limit, retries the same request once more).
+VOLATILE = RUN_VOLATILE | {
     "attempts",
     # The pre-flight model check is the process's, made once per worker or batch: how many
     # tries it took is no part of a run's requests or picks.
@@ -69,11 +60,7 @@ VOLATILE = {
 
 
 def _normal(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _normal(v) for k, v in value.items() if k not in VOLATILE}
-    if isinstance(value, list):
-        return [_normal(v) for v in value]
-    return value
+    return without_keys(value, VOLATILE)
 
 
 def _by_seed(logs: Path) -> dict[int, dict[str, Any]]:
