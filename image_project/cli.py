@@ -137,9 +137,11 @@ def _add_campaign_parsers(commands: Any, prog: str, common: argparse.ArgumentPar
         help="take campaign runs from the PostgreSQL store and make them",
         description=(
             "Take queued campaign runs and write them to the store, up to --parallel at once, "
-            "until stopped (Ctrl-C / SIGTERM let the runs in flight finish). --set applies on "
-            "top of each campaign's configuration: use it for what is this machine's own, "
-            "like backend.base_url of a local server or the output folders."
+            "until stopped (Ctrl-C / SIGTERM: no new run, the runs in flight finish; a second "
+            "one quits at once). --set applies on top of each campaign's configuration: use it "
+            "for what is this machine's own, like backend.base_url of a local server or the "
+            "output folders. Exit 1 when this machine cannot set up a campaign's runs (the run "
+            "goes back to the queue for another worker) or reach the store."
         ),
     )
     worker.set_defaults(verbose=0, quiet=False)
