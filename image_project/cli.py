@@ -50,7 +50,7 @@ import anyio
 from image_project.backends.factory import Backends, make_backends
 from image_project.config import AppConfig, load_config
 from image_project.config.defaults import BUILTIN_CONFIG, builtin_note, init_command
-from image_project.errors import AuthenticationError, ConfigError, InputFileError
+from image_project.errors import AuthenticationError, ConfigError, InputFileError, StoreError
 from image_project.preflight import check_upscale
 from image_project.run.batch import run_batch
 
@@ -568,16 +568,24 @@ def _campaign_command(
             flush=True,
         )
         return anyio.run(worker.run)
+    import psycopg
+    from procrastinate.exceptions import ConnectorException
+
     from image_project.campaign.queue import campaign_status, submit_campaign
 
-    if args.campaign_command == "status":
-        counts = campaign_status(url, args.campaign)
-        if not counts:
-            print(f"no campaign in {redact_url(url)}")
-        for line in counts:
-            print(line.line())
-        return EXIT_OK
-    campaign, runs, seed = anyio.run(submit_campaign, cfg, url)
+    try:
+        if args.campaign_command == "status":
+            counts = campaign_status(url, args.campaign)
+            if not counts:
+                print(f"no campaign in {redact_url(url)}")
+            for line in counts:
+                print(line.line())
+            return EXIT_OK
+        campaign, runs, seed = anyio.run(submit_campaign, cfg, url)
+    except (psycopg.Error, ConnectorException, StoreError) as exc:  # unreachable, refused
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        print(f"error: cannot reach the store {redact_url(url)}: {detail}", file=sys.stderr)
+        return EXIT_RUN_FAILED
     print(
         f"campaign {campaign}: {runs} runs queued (seed {seed}) in {redact_url(url)}\n"
         f"  start workers on any machine: {prog} worker --store '{redact_url(url)}' "

@@ -134,6 +134,7 @@ class Worker:
     async def run(self) -> int:
         """Take runs until stopped; the exit code (0, or :data:`EXIT_SETUP_FAILED` when this
         machine could not set up a campaign or reach the store)."""
+        import psycopg
         from procrastinate import RetryStrategy
         from procrastinate.worker import Worker as ProcrastinateWorker
 
@@ -141,7 +142,7 @@ class Worker:
 
         try:
             await anyio.to_thread.run_sync(ensure_schema, self.url)
-        except Exception as exc:  # psycopg's errors: the store is unreachable or refuses us
+        except psycopg.Error as exc:  # the store is unreachable or refuses us
             self._say(
                 f"worker: cannot reach the store {redact_url(self.url)}: {_first_line(exc)}",
                 error=True,

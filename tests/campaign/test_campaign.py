@@ -486,18 +486,31 @@ def test_a_worker_that_cannot_set_up_puts_the_run_back_and_exits_1(
     assert {j[2] for j in _jobs(store)} == {2} | ({1} if len(taken) == 1 else set())
 
 
-def test_a_worker_that_cannot_reach_the_store_exits_1_before_taking_a_run(
-    capsys: pytest.CaptureFixture[str],
+@pytest.mark.parametrize(
+    ("command", "said"),
+    [
+        (["worker", "--store", "{url}"], "worker: cannot reach the store"),
+        (["campaign", "status", "--store", "{url}"], "error: cannot reach the store"),
+        (
+            ["campaign", "submit", "--runs", "2", "--offline", "--set", "store.url={url}"],
+            "error: cannot reach the store",
+        ),
+    ],
+    ids=["worker", "status", "submit"],
+)
+def test_a_store_that_cannot_be_reached_exits_1_before_any_run(
+    command: list[str], said: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     if importlib.util.find_spec("procrastinate") is None:
         pytest.skip("the campaign extra is not installed")
     from tests.store.conftest import free_port
 
     url = f"postgresql+psycopg://me:s3cret@127.0.0.1:{free_port()}/runs"
-    assert main(["worker", "--store", url]) == 1
+    assert main([arg.format(url=url) for arg in command]) == 1
     err = capsys.readouterr().err
-    assert "worker: cannot reach the store postgresql+psycopg://me:***@127.0.0.1:" in err
+    assert f"{said} postgresql+psycopg://me:***@127.0.0.1:" in err
     assert "s3cret" not in err
+    assert "Traceback" not in err
 
 
 def test_every_worker_reads_the_history_of_the_store_not_its_own_files(
