@@ -5,8 +5,11 @@ loop. Each job is one run, made by the same :func:`~image_project.run.run_genera
 batch uses, with the job's seed and a generation id fixed by the campaign and the run's
 index (:func:`~image_project.campaign.queue.generation_id_for`). What the runs of one
 campaign share in this worker is what a batch's runs share: the backends (one transport, one
-pacer), the inputs and the history read once, one store writer. The pacer also spends the
-key's shared budget (:mod:`.limiter`), so every worker of a key paces against one limit.
+pacer), the inputs and the history read once, one store writer. The history (titles to
+avoid, novelty) is the shared store's as it was at submit (the job's ``history``: the
+highest image ``seq`` then), not this machine's files, so every worker asks the same. The
+pacer also spends the key's shared budget (:mod:`.limiter`), so every worker of a key paces
+against one limit.
 
 A worker that dies (kill -9, a machine gone) stops sending procrastinate's heartbeat; after
 ``--stalled-after`` seconds any other worker puts its runs back in the queue (procrastinate's
