@@ -50,7 +50,7 @@ import anyio
 from image_project.backends.factory import Backends, make_backends
 from image_project.config import AppConfig, load_config
 from image_project.config.defaults import BUILTIN_CONFIG, builtin_note, init_command
-from image_project.errors import AuthenticationError, ConfigError, InputFileError
+from image_project.errors import AuthenticationError, ConfigError, InputFileError, StoreError
 from image_project.preflight import check_upscale
 from image_project.run.batch import run_batch
 
@@ -137,9 +137,11 @@ def _add_campaign_parsers(commands: Any, prog: str, common: argparse.ArgumentPar
         help="take campaign runs from the PostgreSQL store and make them",
         description=(
             "Take queued campaign runs and write them to the store, up to --parallel at once, "
-            "until stopped (Ctrl-C / SIGTERM let the runs in flight finish). --set applies on "
-            "top of each campaign's configuration: use it for what is this machine's own, "
-            "like backend.base_url of a local server or the output folders."
+            "until stopped (Ctrl-C / SIGTERM: no new run, the runs in flight finish; a second "
+            "one quits at once). --set applies on top of each campaign's configuration: use it "
+            "for what is this machine's own, like backend.base_url of a local server or the "
+            "output folders. Exit 1 when this machine cannot set up a campaign's runs (the run "
+            "goes back to the queue for another worker) or reach the store."
         ),
     )
     worker.set_defaults(verbose=0, quiet=False)
@@ -566,16 +568,24 @@ def _campaign_command(
             flush=True,
         )
         return anyio.run(worker.run)
+    import psycopg
+    from procrastinate.exceptions import ConnectorException
+
     from image_project.campaign.queue import campaign_status, submit_campaign
 
-    if args.campaign_command == "status":
-        counts = campaign_status(url, args.campaign)
-        if not counts:
-            print(f"no campaign in {redact_url(url)}")
-        for line in counts:
-            print(line.line())
-        return EXIT_OK
-    campaign, runs, seed = anyio.run(submit_campaign, cfg, url)
+    try:
+        if args.campaign_command == "status":
+            counts = campaign_status(url, args.campaign)
+            if not counts:
+                print(f"no campaign in {redact_url(url)}")
+            for line in counts:
+                print(line.line())
+            return EXIT_OK
+        campaign, runs, seed = anyio.run(submit_campaign, cfg, url)
+    except (psycopg.Error, ConnectorException, StoreError) as exc:  # unreachable, refused
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        print(f"error: cannot reach the store {redact_url(url)}: {detail}", file=sys.stderr)
+        return EXIT_RUN_FAILED
     print(
         f"campaign {campaign}: {runs} runs queued (seed {seed}) in {redact_url(url)}\n"
         f"  start workers on any machine: {prog} worker --store '{redact_url(url)}' "

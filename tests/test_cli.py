@@ -297,6 +297,13 @@ def test_offline_scoring_run_shows_the_selection_and_uses_history(tmp_path: Path
     assert "  Novelty     on (1 recent prompt," in second.stdout
     assert len(read_csv(tmp_path / "out" / "generations.csv")) == 2
 
+    # A batch reads the history once: every run's summary shows the same novelty.
+    batch = run_main(tmp_path, *args, "--seed", "13", "--runs", "3")
+    assert batch.returncode == 0, batch.stderr
+    novelty = [line for line in batch.stdout.splitlines() if line.startswith("  Novelty")]
+    assert len(novelty) == 3 and len(set(novelty)) == 1, novelty
+    assert novelty[0].startswith("  Novelty     on (2 recent prompts,")
+
 
 @pytest.mark.parametrize(
     ("argv", "expected"),

@@ -3,8 +3,10 @@ names both sides agree on.
 
 A campaign is ``runs`` jobs of one task (:data:`TASK`) in the store's PostgreSQL database
 (procrastinate's own tables, ``procrastinate_*``, created on first use). Each job's arguments
-carry the campaign id, the run's index and seed, and the campaign's configuration (validated
-once, at submit, without the store URL: each worker uses its own). A job's procrastinate
+carry the campaign id, the run's index and seed, the campaign's configuration (validated
+once, at submit, without the store URL: each worker uses its own) and its history: the
+store's highest image ``seq`` at submit, so that every worker reads the titles to avoid and
+the novelty history of the same stored images, whatever its own files hold. A job's procrastinate
 status is the run's state: ``todo`` queued, ``doing`` running, ``succeeded`` done, ``failed``
 failed (the run's transcript and store row say why).
 """
@@ -122,11 +124,16 @@ async def submit_campaign(cfg: AppConfig, url: str) -> tuple[str, int, int]:
     """Queue ``run.runs`` runs of ``cfg``; ``(campaign id, runs, campaign seed)``. Run ``i``
     gets ``run_seed(seed, i)``, as ``--runs N`` gives it; without ``prompt.random_seed``
     the campaign draws one seed now (recorded in every job), so every run's seed is fixed at
-    submit whichever worker takes it."""
+    submit whichever worker takes it. The history the runs read (titles to avoid, novelty)
+    is the store's as it is now: its images up to the highest ``seq``."""
     seed = cfg.prompt.random_seed if cfg.prompt.random_seed is not None else fresh_seed()
     cfg = cfg.model_copy(update={"prompt": cfg.prompt.model_copy(update={"random_seed": seed})})
     config, campaign, runs = _job_config(cfg), new_campaign_id(), cfg.run.runs
     ensure_schema(url)
+    from image_project.store.db import RunStore
+
+    with RunStore.open(url) as store:
+        history = store.highest_seq()
     app = make_app(url)
     jobs: list[dict[str, Any]] = [
         {
@@ -135,6 +142,7 @@ async def submit_campaign(cfg: AppConfig, url: str) -> tuple[str, int, int]:
             "runs": runs,
             "seed": run_seed(seed, i),
             "config": config,
+            "history": history,
         }
         for i in range(runs)
     ]

@@ -5,8 +5,11 @@ loop. Each job is one run, made by the same :func:`~image_project.run.run_genera
 batch uses, with the job's seed and a generation id fixed by the campaign and the run's
 index (:func:`~image_project.campaign.queue.generation_id_for`). What the runs of one
 campaign share in this worker is what a batch's runs share: the backends (one transport, one
-pacer), the inputs and the history read once, one store writer. The pacer also spends the
-key's shared budget (:mod:`.limiter`), so every worker of a key paces against one limit.
+pacer), the inputs and the history read once, one store writer. The history (titles to
+avoid, novelty) is the shared store's as it was at submit (the job's ``history``: the
+highest image ``seq`` then), not this machine's files, so every worker asks the same. The
+pacer also spends the key's shared budget (:mod:`.limiter`), so every worker of a key paces
+against one limit.
 
 A worker that dies (kill -9, a machine gone) stops sending procrastinate's heartbeat; after
 ``--stalled-after`` seconds any other worker puts its runs back in the queue (procrastinate's
@@ -15,8 +18,16 @@ once: its generation id is the store's primary key, a run found in the store is 
 again, and the titles ``seq`` is allocated in the store transaction that records the run (a
 dead worker's transaction is rolled back with its connection).
 
-Stopping: SIGINT / SIGTERM is procrastinate's graceful stop (no new run; the runs in flight
-finish). A worker killed instead leaves its runs to the others, as a dead one does.
+A worker that cannot set up a campaign's runs (this machine's configuration, a backend whose
+pre-flight fails, a history it cannot read) does not fail them: it stops taking runs, puts
+the run back in the queue (procrastinate's retry, :class:`WorkerSetupFailed`) for another
+worker, says why and exits 1. A store it cannot reach at start ends it before it takes any
+run (exit 1).
+
+Stopping: the first SIGINT / SIGTERM is procrastinate's graceful stop (one line says so; no
+new run; the runs in flight finish; exit 0). A second one quits at once
+(:class:`~image_project.run.interrupts.Interrupts`), and a worker killed leaves its runs to
+the others, as a dead one does.
 """
 
 from __future__ import annotations
@@ -26,7 +37,7 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -43,24 +54,38 @@ from image_project.campaign.queue import (
     make_app,
 )
 from image_project.config import AppConfig, load_config
+from image_project.config.store_url import redact_url
 from image_project.errors import ImageProjectError
 from image_project.preflight import check_upscale
 from image_project.run.batch import with_history
 from image_project.run.driver import run_generation
 from image_project.run.state import Inputs, RunFailed, load_inputs
+from image_project.store.db import RunStore
 from image_project.store.writer import StoreWriter
 
 if TYPE_CHECKING:
     import procrastinate
+    from procrastinate.worker import Worker as ProcrastinateWorker
 
     from image_project.artifacts.upscale import UpscaleSettings
-    from image_project.store.db import RunStore
 
-__all__ = ["CampaignRunFailed", "Worker"]
+__all__ = ["EXIT_SETUP_FAILED", "CampaignRunFailed", "Worker", "WorkerSetupFailed"]
+
+EXIT_SETUP_FAILED = 1
 
 
 class CampaignRunFailed(ImageProjectError):
     """A campaign run failed (its transcript and store row say why): the job fails."""
+
+
+class WorkerSetupFailed(ImageProjectError):
+    """This worker could not set up a campaign's runs: the job goes back to the queue (the
+    task's retry strategy retries this exception only) and the worker stops."""
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _preload() -> None:
@@ -97,6 +122,7 @@ class Worker:
     quiet: bool = False
     out: TextIO = field(default_factory=lambda: sys.stderr)
     campaigns: dict[str, _Campaign] = field(default_factory=dict)
+    refused: dict[str, str] = field(default_factory=dict)  # campaign -> why its set-up failed
     made: int = 0
 
     def __post_init__(self) -> None:
@@ -104,33 +130,73 @@ class Worker:
         self._setup = anyio.Lock()
         self._reader: RunStore | None = None
         self._reader_lock = threading.Lock()
+        self._procrastinate: ProcrastinateWorker | None = None
 
     # -- running --------------------------------------------------------------------------
 
     async def run(self) -> int:
-        await anyio.to_thread.run_sync(ensure_schema, self.url)
+        """Take runs until stopped; the exit code (0, or :data:`EXIT_SETUP_FAILED` when this
+        machine could not set up a campaign or reach the store)."""
+        import psycopg
+        from procrastinate import RetryStrategy
+        from procrastinate.worker import Worker as ProcrastinateWorker
+
+        from image_project.run.interrupts import Interrupts
+
+        try:
+            await anyio.to_thread.run_sync(ensure_schema, self.url)
+        except psycopg.Error as exc:  # the store is unreachable or refuses us
+            self._say(
+                f"worker: cannot reach the store {redact_url(self.url)}: {_first_line(exc)}",
+                error=True,
+            )
+            return EXIT_SETUP_FAILED
         await anyio.to_thread.run_sync(_preload)
         app = make_app(self.url)
-        app.task(name=TASK, queue=QUEUE)(self._job)
+        retry = RetryStrategy(retry_exceptions=[WorkerSetupFailed])
+        app.task(name=TASK, queue=QUEUE, retry=retry)(self._job)
         heartbeat = max(0.2, self.stalled_after_s / 3)
+        interrupts = Interrupts(self._on_signal)
         try:
             async with app.open_async(), anyio.create_task_group() as tg:
-                tg.start_soon(self._sweep, app, tg.cancel_scope)
-                await app.run_worker_async(
+                self._procrastinate = ProcrastinateWorker(
+                    app,
                     queues=[QUEUE],
                     concurrency=self.parallel,
                     wait=True,
+                    install_signal_handlers=False,
                     update_heartbeat_interval=heartbeat,
                     stalled_worker_timeout=self.stalled_after_s,
                     fetch_job_polling_interval=min(5.0, heartbeat),
                 )
+                tg.start_soon(self._sweep, app)
+                interrupts.install()
+                try:
+                    await self._procrastinate.run()  # type: ignore[no-untyped-call]
+                finally:
+                    interrupts.restore()
                 tg.cancel_scope.cancel()
         finally:
             await self._close()
         self._say(f"worker: {self.made} run(s) made")
-        return 0
+        return EXIT_SETUP_FAILED if self.refused else 0
 
-    async def _sweep(self, app: procrastinate.App, worker_scope: anyio.CancelScope) -> None:
+    def _stop(self) -> None:
+        """No new run; the runs in flight finish (procrastinate's graceful stop)."""
+        if self._procrastinate is not None:
+            self._procrastinate.stop()  # type: ignore[no-untyped-call]
+
+    def _on_signal(self, signum: int) -> None:
+        import signal
+
+        name = signal.Signals(signum).name
+        self._say(
+            f"worker: {name}: taking no new run; the runs in flight finish "
+            f"({name} again quits at once)"
+        )
+        self._stop()
+
+    async def _sweep(self, app: procrastinate.App) -> None:
         """Put the runs of workers that stopped sending heartbeats back in the queue; with
         ``until_done``, stop the worker once nothing is queued or running. Checks every
         third of ``stalled_after_s``, at most a second apart."""
@@ -150,7 +216,7 @@ class Worker:
                     "left by a worker that stopped answering; queued again"
                 )
             if self.until_done and not await self._active(app):
-                worker_scope.cancel()
+                self._stop()
                 return
             await anyio.sleep(check)
 
@@ -163,12 +229,22 @@ class Worker:
         return int(row["n"]) > 0
 
     async def _job(
-        self, campaign: str, index: int, runs: int, seed: int, config: dict[str, Any]
+        self,
+        campaign: str,
+        index: int,
+        runs: int,
+        seed: int,
+        config: dict[str, Any],
+        history: int | None = None,
     ) -> None:
         """One run of ``campaign`` (see the module docstring)."""
         gid = generation_id_for(campaign, index)
         prefix = f"[{campaign} run {index + 1}/{runs}] "
-        state = await self._campaign(campaign, config)
+        try:
+            state = await self._campaign(campaign, config, history)
+        except WorkerSetupFailed:
+            self._say(prefix + "put back in the queue for another worker")
+            raise
         stored = await anyio.to_thread.run_sync(self._stored, gid)
         if stored == "ok":
             self._say(prefix + f"already recorded as {gid}")
@@ -197,40 +273,89 @@ class Worker:
 
     def _stored(self, gid: str) -> str | None:
         """The stored status of run ``gid`` (None: not stored)."""
-        from image_project.store.db import RunStore
-
         with self._reader_lock:
             if self._reader is None:
                 self._reader = RunStore.open(self.url)
             return self._reader.status_of(gid)
 
-    async def _campaign(self, campaign: str, config: dict[str, Any]) -> _Campaign:
-        """The shared state of ``campaign``'s runs in this worker, built at its first run."""
+    async def _campaign(
+        self, campaign: str, config: dict[str, Any], history: int | None
+    ) -> _Campaign:
+        """The shared state of ``campaign``'s runs in this worker, built at its first run.
+        When that fails, this worker takes no new run and raises :class:`WorkerSetupFailed`
+        (for this run and every other of its runs in flight)."""
         async with self._setup:
+            if campaign in self.refused:
+                raise WorkerSetupFailed(self.refused[campaign])
             if campaign not in self.campaigns:
-                self.campaigns[campaign] = await self._build(config)
+                try:
+                    self.campaigns[campaign] = await self._build(config, history)
+                except Exception as exc:
+                    why = f"{type(exc).__name__}: {_first_line(exc)}"
+                    self.refused[campaign] = why
+                    self._stop()
+                    self._say(
+                        f"worker: cannot make the runs of {campaign} on this machine ({why}); "
+                        "taking no new run: fix this machine and start the worker again",
+                        error=True,
+                    )
+                    raise WorkerSetupFailed(why) from exc
             return self.campaigns[campaign]
 
-    async def _build(self, config: dict[str, Any]) -> _Campaign:
+    async def _build(self, config: dict[str, Any], history: int | None) -> _Campaign:
         """Configuration, backends, the key's shared budget, inputs and history, in a thread
         (imports, file reads and the database would otherwise hold the event loop, and with
         it the worker's heartbeat); then the backends' probe."""
-        state = await anyio.to_thread.run_sync(self._prepare, config)
-        await state.backends.probe()
+        state = await anyio.to_thread.run_sync(self._prepare, config, history)
+        try:
+            await state.backends.probe()  # closes the backends when it fails
+        except BaseException:
+            if state.budget is not None:
+                state.budget.close()
+            raise
         return state
 
-    def _prepare(self, config: dict[str, Any]) -> _Campaign:
+    def _prepare(self, config: dict[str, Any], history: int | None) -> _Campaign:
         overrides = [*self.overrides, "store.enabled=true", f"store.url={self.url}"]
         cfg = load_config(root=self.root, base=config, overrides=overrides, env=self.env)
         upscale = check_upscale(cfg, self.env) if cfg.run.mode != "prompt_only" else None
+        inputs = load_inputs(cfg)
+        if history is None:  # a job queued without the store's history: this machine's files
+            inputs = with_history(cfg, inputs)
+        else:
+            inputs = self._store_history(cfg, inputs, history)
         backends = make_backends(cfg, self.env)
         budget = None
         if backends.pacer is not None:
             name = budget_name(cfg.backend.base_url, self.env.get(cfg.backend.api_key_env))
             budget = PostgresBudget(conninfo(self.url), name)
             backends.pacer.share(budget)
-        inputs = with_history(cfg, load_inputs(cfg))
         return _Campaign(cfg, backends, inputs, upscale, budget)
+
+    def _store_history(self, cfg: AppConfig, inputs: Inputs, up_to_seq: int) -> Inputs:
+        """``inputs`` with the titles to avoid and the novelty history of the shared store as
+        it was when the campaign was submitted (its images up to ``seq`` ``up_to_seq``), the
+        same on every machine whatever its own files hold: the titles most recent first,
+        as the titles manifest gives them; the final prompts of those runs, oldest first,
+        as the generations CSV gives them (both are written for a run with an image)."""
+        with self._reader_lock:
+            if self._reader is None:
+                self._reader = RunStore.open(self.url)
+            rows = self._reader.image_history(up_to_seq)
+        titles = tuple(title.strip() for title, _ in reversed(rows) if title.strip())
+        novelty = None
+        scoring = cfg.prompt.scoring
+        if scoring.enabled:
+            from image_project.stages.scoring.novelty import novelty_from
+
+            novelty = novelty_from(
+                scoring.novelty.enabled,
+                scoring.novelty.window,
+                [prompt for _, prompt in rows if prompt and prompt.strip()],
+                f"the store's images up to seq {up_to_seq}",
+                scoring.novelty.min_share,
+            )
+        return replace(inputs, known_titles=titles, novelty=novelty)
 
     async def _close(self) -> None:
         with anyio.CancelScope(shield=True):
@@ -242,6 +367,6 @@ class Worker:
             if self._reader is not None:
                 self._reader.close()
 
-    def _say(self, line: str) -> None:
-        if not self.quiet:
+    def _say(self, line: str, *, error: bool = False) -> None:
+        if error or not self.quiet:
             print(line, file=self.out, flush=True)

@@ -412,6 +412,24 @@ class RunStore:
             status = conn.scalar(query)
         return None if status is None else str(status)
 
+    def highest_seq(self) -> int:
+        """The highest image ``seq`` stored (0: none)."""
+        with self._errors("read"), self.engine.connect() as conn:
+            return int(conn.scalar(select(func.max(images.c.seq))) or 0)
+
+    def image_history(self, up_to_seq: int) -> list[tuple[str, str | None]]:
+        """``(title, final prompt)`` of every stored image with ``seq <= up_to_seq``, in
+        ``seq`` order: what the titles manifest and the generations CSV of a machine that made
+        them all would hold (a history shared by every machine on the store)."""
+        query = (
+            select(images.c.title, runs.c.final_image_prompt)
+            .join(runs, runs.c.generation_id == images.c.generation_id)
+            .where(images.c.seq <= up_to_seq)
+            .order_by(images.c.seq)
+        )
+        with self._errors("read"), self.engine.connect() as conn:
+            return [(str(title), prompt) for title, prompt in conn.execute(query)]
+
     def count(self) -> int:
         with self._errors("read"), self.engine.connect() as conn:
             return int(conn.scalar(select(func.count()).select_from(runs)) or 0)

@@ -16,6 +16,8 @@ import signal
 import subprocess
 import sys
 import threading
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -42,7 +44,7 @@ sys.path.insert(0, str(REPO / "bench"))
 from simulator import CallRecord, RemoteSimulator  # noqa: E402
 
 EXTRA_MODULES = ("procrastinate", "pyrate_limiter", "psycopg_pool")
-RUNS = 9
+RUNS = 24
 SEED = 4242
 LIMIT, WINDOW_S = 30, 1.0  # the simulator's rate limit: 30 requests per 1 s window
 STALLED_AFTER = "5"  # seconds without a heartbeat before a worker is taken for dead
@@ -87,26 +89,58 @@ def _outputs(tmp: Path, base_url: str) -> list[str]:
     ]
 
 
-class HangingServer:
-    """A local OpenAI-compatible server that never answers a model call: it lists no models
-    (404, so the probe passes) and holds every POST until released. ``called`` is set when
-    the first model call arrives."""
+class HoldingServer:
+    """A local OpenAI-compatible server that holds every model call (POST) until released:
+    ``called`` is set when the first one arrives. Released, it forwards each call to
+    ``target`` (a server's base URL) and answers with what that answered; without a target
+    it answers 503. Without a target it lists no models (404, so the probe passes); with
+    one, a GET is forwarded at once."""
 
-    def __init__(self) -> None:
+    def __init__(self, target: str | None = None) -> None:
         self.called = threading.Event()
         self.release = threading.Event()
-        hanging = self
+        origin = target.rsplit("/v1", 1)[0] if target is not None else None
+        holding = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self) -> None:
-                self.send_error(404)
+                if origin is None:
+                    self.send_error(404)
+                else:
+                    self._forward(None)
 
             def do_POST(self) -> None:
-                self.rfile.read(int(self.headers.get("content-length", 0)))
-                hanging.called.set()
-                hanging.release.wait(timeout=600)
-                with contextlib.suppress(OSError):  # the client is gone (killed)
-                    self.send_error(503)
+                body = self.rfile.read(int(self.headers.get("content-length", 0)))
+                holding.called.set()
+                holding.release.wait(timeout=600)
+                if origin is None:
+                    with contextlib.suppress(OSError):  # the client is gone (killed)
+                        self.send_error(503)
+                else:
+                    self._forward(body)
+
+            def _forward(self, body: bytes | None) -> None:
+                headers = {
+                    k: v
+                    for k, v in self.headers.items()
+                    if k.lower() in ("content-type", "authorization", "accept")
+                }
+                request = urllib.request.Request(
+                    f"{origin}{self.path}", data=body, headers=headers, method=self.command
+                )
+                try:
+                    with urllib.request.urlopen(request, timeout=600) as answer:
+                        status, head, data = answer.status, answer.headers, answer.read()
+                except urllib.error.HTTPError as refused:
+                    status, head, data = refused.code, refused.headers, refused.read()
+                with contextlib.suppress(OSError):
+                    self.send_response(status)
+                    for key, value in head.items():
+                        if key.lower() not in ("content-length", "transfer-encoding", "connection"):
+                            self.send_header(key, value)
+                    self.send_header("content-length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
 
             def log_message(self, format: str, *args: Any) -> None:
                 return None
@@ -115,7 +149,7 @@ class HangingServer:
         self.server.daemon_threads = True
         self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
 
-    def __enter__(self) -> HangingServer:
+    def __enter__(self) -> HoldingServer:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         return self
 
@@ -123,6 +157,42 @@ class HangingServer:
         self.release.set()
         self.server.shutdown()
         self.server.server_close()
+
+
+class Lines:
+    """A process's output, read line by line in a thread: :meth:`wait_for` waits until a
+    line holding some text has been printed (an event, never a sleep)."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.lines: list[str] = []
+        self._changed = threading.Condition()
+        self._done = False
+        assert process.stdout is not None
+        self._thread = threading.Thread(target=self._read, args=(process.stdout,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream: Any) -> None:
+        with stream:
+            for line in stream:
+                with self._changed:
+                    self.lines.append(line)
+                    self._changed.notify_all()
+        with self._changed:
+            self._done = True
+            self._changed.notify_all()
+
+    def wait_for(self, text: str, timeout: float = 300) -> str:
+        with self._changed:
+            found = self._changed.wait_for(
+                lambda: self._done or any(text in line for line in self.lines), timeout
+            )
+            hits = [line for line in self.lines if text in line]
+        assert found and hits, f"no line with {text!r} in:\n{''.join(self.lines)}"
+        return hits[0]
+
+    def text(self) -> str:
+        self._thread.join(timeout=600)
+        return "".join(self.lines)
 
 
 @pytest.fixture
@@ -180,7 +250,7 @@ def test_three_workers_make_a_batchs_runs_once_each_though_one_is_killed_mid_run
     tmp_path: Path, store: str
 ) -> None:
     sim = RemoteSimulator(chat_median_s=0.02, image_median_s=0.05)
-    with sim.serve() as base_url, HangingServer() as local:
+    with sim.serve() as base_url, HoldingServer() as local:
         # The reference: the same runs, one after another, in one process (no store).
         reference = tmp_path / "batch"
         batch = ["--runs", str(RUNS), "--parallel", "1", "--seed", str(SEED), "-q"]
@@ -330,3 +400,191 @@ def test_a_campaign_on_a_sqlite_store_exits_2_asking_for_postgresql(
     err = capsys.readouterr().err
     assert "store.url" in err and "PostgreSQL" in err
     assert not (tmp_path / "runs.sqlite").exists(), "nothing was written"
+
+
+def _batch(tmp: Path, base_url: str, *extra: str) -> None:
+    """``image-project --parallel 1 -q`` with ``extra`` (runs, seed, store), outputs in
+    ``tmp``."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "image_project",
+            "--parallel",
+            "1",
+            "-q",
+            *extra,
+            *_outputs(tmp, base_url),
+        ],
+        env=ENV,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signalled_worker_takes_no_new_run_and_finishes_the_one_in_flight(
+    tmp_path: Path, store: str, signum: signal.Signals
+) -> None:
+    sim = RemoteSimulator(chat_median_s=0.01, image_median_s=0.01)
+    with sim.serve() as base_url, HoldingServer(base_url) as held:
+        submit = ["campaign", "submit", "--runs", "3", "--seed", str(SEED)]
+        assert main([*submit, "--set", f"store.url={store}", *_outputs(tmp_path, base_url)]) == 0
+        worker = _worker(store, "--parallel", "1", "--set", f"backend.base_url={held.base_url}")
+        try:
+            out = Lines(worker)
+            assert held.called.wait(timeout=300), "the worker never sent a model call"
+            worker.send_signal(signum)
+            out.wait_for(f"{signum.name}: taking no new run")
+            held.release.set()  # the run in flight goes on
+            assert worker.wait(timeout=300) == 0, out.text()
+        finally:
+            worker.kill()
+            worker.wait(timeout=60)
+    text = out.text()
+    assert "worker: 1 run(s) made" in text
+    assert sorted(j[1] for j in _jobs(store)) == ["succeeded", "todo", "todo"]
+    [counts] = campaign_status(store)
+    assert (counts.done, counts.running, counts.failed, counts.queued) == (1, 0, 0, 2)
+    with psycopg.connect(conninfo(store)) as conn:
+        assert conn.execute("SELECT status FROM runs").fetchall() == [("ok",)]
+
+
+@pytest.mark.parametrize(
+    ("machine", "why"),
+    [
+        (["--set", "prompt.categories_path=no/such/categories.csv"], "InputFileError"),
+        (["--set", "backend.base_url=http://127.0.0.1:9/v1"], "cannot be used: GET"),
+    ],
+    ids=["a-missing-local-file", "a-pre-flight-that-fails"],
+)
+def test_a_worker_that_cannot_set_up_puts_the_run_back_and_exits_1(
+    tmp_path: Path, store: str, machine: list[str], why: str
+) -> None:
+    sim = RemoteSimulator(chat_median_s=0.01, image_median_s=0.01)
+    with sim.serve() as base_url:
+        submit = ["campaign", "submit", "--runs", "2", "--seed", str(SEED)]
+        assert main([*submit, "--set", f"store.url={store}", *_outputs(tmp_path, base_url)]) == 0
+        broken = _worker(store, "--parallel", "2", "--until-done", *machine)
+        text = broken.communicate(timeout=300)[0]
+        assert broken.returncode == 1, text
+        assert "cannot make the runs of" in text and why in text
+        assert "put back in the queue for another worker" in text
+        [counts] = campaign_status(store)
+        assert (counts.done, counts.running, counts.failed, counts.queued) == (0, 0, 0, 2)
+        taken = [j for j in _jobs(store) if j[2] == 1]
+        assert taken, "the broken worker took a run"
+
+        good = _worker(store, "--parallel", "2", "--until-done")
+        text = good.communicate(timeout=300)[0]
+        assert good.returncode == 0, text
+    [counts] = campaign_status(store)
+    assert (counts.done, counts.running, counts.failed, counts.queued) == (2, 0, 0, 0)
+    assert {j[2] for j in _jobs(store)} == {2} | ({1} if len(taken) == 1 else set())
+
+
+@pytest.mark.parametrize(
+    ("command", "said"),
+    [
+        (["worker", "--store", "{url}"], "worker: cannot reach the store"),
+        (["campaign", "status", "--store", "{url}"], "error: cannot reach the store"),
+        (
+            ["campaign", "submit", "--runs", "2", "--offline", "--set", "store.url={url}"],
+            "error: cannot reach the store",
+        ),
+    ],
+    ids=["worker", "status", "submit"],
+)
+def test_a_store_that_cannot_be_reached_exits_1_before_any_run(
+    command: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if importlib.util.find_spec("procrastinate") is None:
+        pytest.skip("the campaign extra is not installed")
+    from tests.store.conftest import free_port
+
+    url = f"postgresql+psycopg://me:s3cret@127.0.0.1:{free_port()}/runs"
+    assert main([arg.format(url=url) for arg in command]) == 1
+    err = capsys.readouterr().err
+    assert f"{said} postgresql+psycopg://me:***@127.0.0.1:" in err
+    assert "s3cret" not in err
+    assert "Traceback" not in err
+
+
+def test_every_worker_reads_the_history_of_the_store_not_its_own_files(
+    tmp_path: Path, store: str
+) -> None:
+    """Two workers whose machines hold different histories (one an older run of its own, the
+    other none) make a scoring campaign's runs as a batch on a machine whose files hold
+    what the store held at submit: per seed, the same requests, answers and picks."""
+    scoring = ["--set", "prompt.scoring.enabled=true"]
+    sim = RemoteSimulator(chat_median_s=0.01, image_median_s=0.01)
+    with sim.serve() as base_url, HoldingServer(base_url) as held:
+        # The shared history: two runs recorded in the store (and in this machine's files).
+        shared = tmp_path / "shared"
+        _batch(
+            shared, base_url, "--runs", "2", "--seed", "11", *scoring, "--set", f"store.url={store}"
+        )
+        # The reference: a batch on a machine whose files hold exactly that history.
+        reference = tmp_path / "reference"
+        (reference / "images").mkdir(parents=True)
+        (reference / "generations.csv").write_bytes((shared / "generations.csv").read_bytes())
+        manifest = shared / "images" / "titles_manifest.csv"
+        (reference / "images" / manifest.name).write_bytes(manifest.read_bytes())
+        _batch(
+            reference,
+            base_url,
+            "--runs",
+            "2",
+            "--seed",
+            str(SEED),
+            *scoring,
+            "--set",
+            "store.enabled=false",
+        )
+        # Machine A has a history of its own (one run the store never saw); machine B none.
+        machine_a, machine_b = tmp_path / "a", tmp_path / "b"
+        _batch(machine_a, base_url, "--seed", "12", *scoring, "--set", "store.enabled=false")
+
+        submit = ["campaign", "submit", "--runs", "2", "--seed", str(SEED), *scoring]
+        assert main([*submit, "--set", f"store.url={store}", *_outputs(shared, base_url)]) == 0
+        # A takes one run and is held at its first call until B has taken the other.
+        a = _worker(
+            store,
+            "--until-done",
+            *_outputs(machine_a, held.base_url),
+        )
+        b: subprocess.Popen[str] | None = None
+        try:
+            a_out = Lines(a)
+            assert held.called.wait(timeout=300), "worker A never sent a model call"
+            b = _worker(store, "--until-done", *_outputs(machine_b, base_url))
+            b_out = Lines(b)
+            b_out.wait_for("started (seed")
+            held.release.set()
+            assert [a.wait(timeout=300), b.wait(timeout=300)] == [0, 0]
+        finally:
+            for worker in (a, b):
+                if worker is not None:
+                    worker.kill()
+                    worker.wait(timeout=60)
+    assert "worker: 1 run(s) made" in a_out.text()
+    assert "worker: 1 run(s) made" in b_out.text()
+
+    expected = _by_seed(reference / "logs")
+    made = {**_by_seed(machine_a / "logs"), **_by_seed(machine_b / "logs")}
+    made = {seed: t for seed, t in made.items() if seed in expected}
+    assert len(expected) == 2 and made.keys() == expected.keys()
+    for seed, record in expected.items():
+        novelty = made[seed]["blackbox_scoring"]["novelty"]
+        assert (novelty["used"], novelty["rows"]) == (True, 2), "the store's two runs"
+        # Worker A's backend line names the holding server it was pointed at.
+        assert _normal(_undescribed(made[seed])) == _normal(_undescribed(record)), (
+            f"run with seed {seed} differs"
+        )
+
+
+def _undescribed(transcript: dict[str, Any]) -> dict[str, Any]:
+    return {**transcript, "backend": {**transcript["backend"], "description": None}}

@@ -47,6 +47,7 @@ __all__ = [
     "NoveltyState",
     "NoveltySummary",
     "load_novelty",
+    "novelty_from",
     "novelty_penalty",
     "recent_motifs",
 ]
@@ -203,13 +204,30 @@ def load_novelty(
         return NoveltyState(enabled=enabled and window > 0, window=window)
     try:
         prompts = read_recent_prompts(history_path, window)
-        if not prompts:
-            raise ValueError("the history has no final_image_prompt rows yet")
     except (OSError, ValueError, ImageProjectError) as exc:
-        warning = (
-            f"Novelty enabled but history unavailable; disabling novelty for this run: "
-            f"{history_path} {type(exc).__name__}: {exc}"
+        return _unavailable(window, str(history_path), exc)
+    return novelty_from(enabled, window, prompts, str(history_path), min_share)
+
+
+def novelty_from(
+    enabled: bool, window: int, prompts: Sequence[str], source: str, min_share: float = MIN_SHARE
+) -> NoveltyState:
+    """:func:`load_novelty` on prompts read elsewhere (oldest first; the last ``window``
+    count), ``source`` naming where in the warning: no prompt turns novelty off with it."""
+    if not enabled or window <= 0:
+        return NoveltyState(enabled=enabled and window > 0, window=window)
+    recent = list(prompts)[-window:]
+    if not recent:
+        return _unavailable(
+            window, source, ValueError("the history has no final_image_prompt rows yet")
         )
-        logger.warning("%s", warning)
-        return NoveltyState(enabled=True, window=window, warning=warning)
-    return NoveltyState(enabled=True, window=window, summary=recent_motifs(prompts, min_share))
+    return NoveltyState(enabled=True, window=window, summary=recent_motifs(recent, min_share))
+
+
+def _unavailable(window: int, source: str, exc: Exception) -> NoveltyState:
+    warning = (
+        f"Novelty enabled but history unavailable; disabling novelty for this run: "
+        f"{source} {type(exc).__name__}: {exc}"
+    )
+    logger.warning("%s", warning)
+    return NoveltyState(enabled=True, window=window, warning=warning)
