@@ -126,6 +126,7 @@ def _add_campaign_parsers(commands: Any, prog: str, common: argparse.ArgumentPar
         ),
     )
     _add_generate_options(submit)
+    submit.add_argument("--store", metavar="URL", help="this store instead of store.url")
     status = sub.add_parser(
         "status", parents=[common], help="every campaign's runs: done, running, failed, queued"
     )
@@ -535,14 +536,13 @@ def _campaign_command(
     try:
         if args.command == "campaign" and args.campaign_command == "submit":
             cfg = _generate_config(args, env, root, prog)
-            url = cfg.effective_store_url
         else:
             cfg = load_config(root=root, config_path=args.config, overrides=args.overrides, env=env)
-            url = cfg.effective_store_url
-            if args.store is not None:
-                from image_project.config.store_url import check_store_url
+        url = cfg.effective_store_url
+        if args.store is not None:
+            from image_project.config.store_url import check_store_url
 
-                url = check_store_url(args.store, root)
+            url = check_store_url(args.store, root)
         require_campaign(url, "--store" if getattr(args, "store", None) else "store.url")
     except (ConfigError, ValueError) as exc:
         print(f"configuration error: {exc}", file=sys.stderr)

@@ -402,6 +402,21 @@ def test_a_campaign_on_a_sqlite_store_exits_2_asking_for_postgresql(
     assert not (tmp_path / "runs.sqlite").exists(), "nothing was written"
 
 
+@pytest.mark.parametrize(
+    "command",
+    [["campaign", "submit", "--runs", "2", "--offline"], ["campaign", "status"], ["worker"]],
+)
+def test_every_campaign_command_takes_its_store_from_the_store_option(
+    tmp_path: Path, command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'runs.sqlite'}"
+    code = main([*command, "--store", url])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "--store" in err and "PostgreSQL" in err
+    assert not (tmp_path / "runs.sqlite").exists(), "nothing was written"
+
+
 def _batch(tmp: Path, base_url: str, *extra: str) -> None:
     """``image-project --parallel 1 -q`` with ``extra`` (runs, seed, store), outputs in
     ``tmp``."""
