@@ -156,7 +156,11 @@ class Worker:
         retry = RetryStrategy(retry_exceptions=[WorkerSetupFailed])
         app.task(name=TASK, queue=QUEUE, retry=retry)(self._job)
         heartbeat = max(0.2, self.stalled_after_s / 3)
-        interrupts = Interrupts(self._on_signal)
+        interrupts = Interrupts(
+            self._on_signal,
+            left=f"the runs in flight go back to the queue after --stalled-after "
+            f"({self.stalled_after_s:g} s)",
+        )
         try:
             async with app.open_async(), anyio.create_task_group() as tg:
                 self._procrastinate = ProcrastinateWorker(

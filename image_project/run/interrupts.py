@@ -33,27 +33,30 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-__all__ = ["INTERRUPT_SIGNALS", "Interrupts", "quit_now_line"]
+__all__ = ["INTERRUPT_SIGNALS", "RUNS_LEFT", "Interrupts", "quit_now_line"]
 
 INTERRUPT_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
-def quit_now_line(signum: int) -> str:
-    """The one line a second signal prints before the process ends."""
+RUNS_LEFT = "`image-project runs list` names anything a run in flight left"
+
+
+def quit_now_line(signum: int, left: str = RUNS_LEFT) -> str:
+    """The one line a second signal prints before the process ends; ``left`` says what
+    becomes of the runs in flight."""
     name = signal.Signals(signum).name
-    return (
-        f"{name} again: quitting at once (exit {128 + signum}); `image-project runs list` "
-        "names anything a run in flight left"
-    )
+    return f"{name} again: quitting at once (exit {128 + signum}); {left}"
 
 
 class Interrupts:
     """The process's SIGINT / SIGTERM handlers while a batch runs (main thread only).
 
-    ``stop`` is called in the event loop with the first signal's number."""
+    ``stop`` is called in the event loop with the first signal's number; ``left`` ends the
+    second signal's line (:func:`quit_now_line`)."""
 
-    def __init__(self, stop: Callable[[int], None]) -> None:
+    def __init__(self, stop: Callable[[int], None], left: str = RUNS_LEFT) -> None:
         self._stop = stop
+        self._left = left
         self.first: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._previous: dict[int, Any] = {}
@@ -87,11 +90,11 @@ class Interrupts:
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self.first is not None:
-            _quit_now(signum)
+            _quit_now(signum, self._left)
         self.first = signum
         loop = self._loop
         if loop is None or loop.is_closed():
-            _quit_now(signum)  # no batch left to stop: this one ends the process
+            _quit_now(signum, self._left)  # no batch left to stop: this one ends the process
         else:
             loop.call_soon_threadsafe(self._stop, signum)
 
@@ -101,11 +104,11 @@ def _ignore_late_signals() -> None:
         signal.signal(sig, signal.SIG_IGN)
 
 
-def _quit_now(signum: int) -> None:
+def _quit_now(signum: int, left: str) -> None:
     """One line, what is buffered for stdout, and the end of the process."""
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError, RuntimeError):  # closed, or reentrant
             stream.flush()
     with contextlib.suppress(OSError):
-        os.write(2, (quit_now_line(signum) + "\n").encode())
+        os.write(2, (quit_now_line(signum, left) + "\n").encode())
     os._exit(128 + signum)

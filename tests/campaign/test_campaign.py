@@ -468,6 +468,31 @@ def test_a_signalled_worker_takes_no_new_run_and_finishes_the_one_in_flight(
         assert conn.execute("SELECT status FROM runs").fetchall() == [("ok",)]
 
 
+def test_a_second_signal_quits_a_worker_at_once_and_says_its_run_goes_back(
+    tmp_path: Path, store: str
+) -> None:
+    sim = RemoteSimulator(chat_median_s=0.01, image_median_s=0.01)
+    with sim.serve() as base_url, HoldingServer(base_url) as held:
+        submit = ["campaign", "submit", "--runs", "2", "--seed", str(SEED)]
+        assert main([*submit, "--set", f"store.url={store}", *_outputs(tmp_path, base_url)]) == 0
+        worker = _worker(store, "--parallel", "1", "--set", f"backend.base_url={held.base_url}")
+        try:
+            out = Lines(worker)
+            assert held.called.wait(timeout=300), "the worker never sent a model call"
+            worker.send_signal(signal.SIGTERM)
+            out.wait_for("SIGTERM: taking no new run")
+            worker.send_signal(signal.SIGTERM)  # the run in flight is still held
+            assert worker.wait(timeout=300) == 128 + signal.SIGTERM, out.text()
+        finally:
+            held.release.set()
+            worker.kill()
+            worker.wait(timeout=60)
+    last = out.text().rstrip().splitlines()[-1]
+    assert last.startswith("SIGTERM again: quitting at once (exit 143)"), last
+    assert "go back to the queue after --stalled-after" in last and "runs list" not in last
+    assert sorted(j[1] for j in _jobs(store)) == ["doing", "todo"]
+
+
 @pytest.mark.parametrize(
     ("machine", "why"),
     [
