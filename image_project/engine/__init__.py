@@ -1,5 +1,8 @@
 """The step engine: a tree of chat calls, actions and blocks, run concurrently where the tree
-says so and recorded in declared order. Knows nothing of art, OpenAI or files."""
+says so and recorded in declared order. Knows nothing of art, OpenAI or files.
+
+Internal: import the public names from ``image_project`` (docs/api.md); this package's
+modules may change without notice."""
 
 from image_project.engine.budget import TOKEN_KINDS, TokenBudget, TokenKind, TokenLimits
 from image_project.engine.context import Context, EngineEvent
