@@ -21,7 +21,7 @@ from image_project.engine.nodes import (
     walk,
 )
 from image_project.engine.output import JsonOutput, ReaskPolicy, TextOutput
-from image_project.engine.patterns import fanout_then_reduce, generate_then_select, iterate
+from image_project.engine.patterns import fanout_then_reduce
 from image_project.engine.recorder import (
     DefaultStepRecorder,
     NullStepRecorder,
@@ -62,8 +62,6 @@ __all__ = [
     "check_recorder",
     "default_name",
     "fanout_then_reduce",
-    "generate_then_select",
-    "iterate",
     "ordered_fanout",
     "walk",
 ]
