@@ -999,7 +999,9 @@ class OpenAIServer:
         status: int | None = None
         try:
             if reply is not None and (reply.wait_for is not None or reply.disconnect):
-                raise RuntimeError("wait_for and disconnect need the threaded server")
+                status = 500
+                message = "Reply(wait_for=..., disconnect=True) needs the threaded server"
+                return _json_answer(500, error_body(message, type="fake_server_error"))
             if admitted is None:  # refused by the quota: at once
                 assert reply is not None
                 latency, status = 0.0, reply.status
