@@ -54,19 +54,19 @@ class LatencySimulator(OpenAIServer):
         sigma: float = 0.35,
         latency_key: str = "body",
     ) -> None:
-        self.model = LognormalLatency(chat_median_s, image_median_s, sigma, latency_key)
-        super().__init__(offline=True, latency=self.model)
+        self.latencies = LognormalLatency(chat_median_s, image_median_s, sigma, latency_key)
+        super().__init__(offline=True, latency=self.latencies)
 
     @property
     def latency_key(self) -> str:
-        return self.model.key
+        return self.latencies.key
 
     @latency_key.setter
     def latency_key(self, value: str) -> None:
-        self.model.key = value
+        self.latencies.key = value
 
     def latency_for(self, kind: str, body: bytes) -> float:
-        return self.model(kind, body)
+        return self.latencies(kind, body)
 
     @property
     def window(self) -> FixedWindow | None:

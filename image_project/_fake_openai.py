@@ -75,7 +75,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, MutableMappi
 from dataclasses import asdict, dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, Self
 
 import anyio
 from PIL import Image
@@ -617,9 +617,9 @@ class OpenAIServer:
 
     # lifecycle (threaded, in-process) ----------------------------------------------------
 
-    def start(self) -> OpenAIServer:
+    def start(self) -> Self:
         """Serve on a stdlib threaded HTTP server in a daemon thread."""
-        owner = self
+        owner: OpenAIServer = self
 
         class Handler(_Handler):
             server_owner = owner
@@ -645,7 +645,7 @@ class OpenAIServer:
             self._thread.join(timeout=5)
         self._httpd = self._thread = None
 
-    def __enter__(self) -> OpenAIServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(
@@ -694,7 +694,6 @@ class OpenAIServer:
             server.should_exit = True
             thread.join(timeout=10)
             sock.close()
-            self._base_url = None
 
     # scripting and inspection ------------------------------------------------------------
 
