@@ -8,9 +8,9 @@
     ├── InputFileError                   a categories / profile / record file that cannot be
     │                                    used (missing, empty, wrong header, not UTF-8), or an
     │                                    output directory that cannot be written; exit 2
-    ├── PipelineDefinitionError          a step tree that cannot run (name collision, bad merge
-    │                                    mode, a shared capture key between parallel siblings);
-    │                                    raised when the tree is built or first checked
+    ├── PipelineDefinitionError          a step tree that cannot run (two children with one
+    │                                    name, a bad merge mode, an empty name, a bad answer
+    │                                    schema); raised when the tree is built or first checked
     ├── StoreError                       the run store could not be opened, read or written;
     │                                    names the store's URL without its password
     ├── ContextInjectorError             a context injector (a plugin's) raised or answered in

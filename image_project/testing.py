@@ -8,50 +8,72 @@
   raises :class:`UnexpectedCallError`; :meth:`ScriptedTextBackend.assert_all_used` checks
   that nothing in the script was left over.
 * :class:`FakeImageBackend` — a real PNG of the requested size, no network.
-* :func:`offline_chat_completion` / :func:`offline_images_response` — the offline backend's
-  answers in the OpenAI wire format, for local OpenAI-compatible test servers (the benchmark's
-  latency simulator and the tests' scripted server serve them).
-* :class:`StrictLocalServer` — an OpenAI-compatible HTTP server on 127.0.0.1 that behaves like
-  llama.cpp's ``llama-server`` with a strict chat template and a base model: it
-  refuses a conversation that does not alternate (HTTP 400), never stops unless the request
-  sends a token limit, lists one model and has no image endpoint.
+* :class:`OpenAIServer` — the fake OpenAI-compatible HTTP server on 127.0.0.1 (scripted
+  replies and rules, recorded requests, latencies keyed by the request body's hash, rate
+  limits with ``x-ratelimit-*`` headers and 429s, errors and dropped connections to inject;
+  served in-process, under uvicorn, or in its own process by :class:`OpenAIServerProcess`),
+  with :class:`Reply`, :class:`RateWindow`, :class:`FixedWindow`,
+  :class:`LognormalLatency` and the wire-body helpers (:func:`chat_completion`,
+  :func:`image_response`, :func:`error_body`, ...). :func:`offline_chat_completion` /
+  :func:`offline_images_response` are the offline backend's answers in the wire format.
+* :class:`StrictLocalServer` — that server answering like llama.cpp's ``llama-server`` with a
+  strict chat template and a base model: it refuses a conversation that does not alternate
+  (HTTP 400), never stops unless the request sends a token limit, lists one model and has no
+  image endpoint.
 
 All fakes record every request they received (``.requests``, in arrival order).
 """
 
 from __future__ import annotations
 
-import base64
-import functools
 import inspect
 import io
-import json
-import threading
-import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from typing import Any
 
-import anyio
 from PIL import Image
 
-from image_project.backends.base import (
-    ImageReply,
-    ImageRequest,
-    JsonSchema,
-    Message,
-    TextReply,
-    TextRequest,
-    Usage,
+from image_project._fake_openai import (
+    HTML_PAGE,
+    TINY_PNG,
+    WAIT_BOUND_S,
+    CallRecord,
+    FixedWindow,
+    LognormalLatency,
+    OpenAIServer,
+    OpenAIServerProcess,
+    RateLimit,
+    RateWindow,
+    RecordedRequest,
+    Reply,
+    chat_completion,
+    error_body,
+    image_response,
+    offline_chat_completion,
+    offline_images_response,
+    openai_duration,
+    truncated,
 )
-from image_project.backends.offline import OfflineTextBackend, parse_size
+from image_project.backends.base import ImageReply, ImageRequest, TextReply, TextRequest, Usage
+from image_project.backends.offline import parse_size
 from image_project.errors import preview
 
 __all__ = [
+    "HTML_PAGE",
+    "TINY_PNG",
+    "WAIT_BOUND_S",
+    "CallRecord",
     "FakeImageBackend",
+    "FixedWindow",
     "FunctionTextBackend",
+    "LognormalLatency",
+    "OpenAIServer",
+    "OpenAIServerProcess",
+    "RateLimit",
+    "RateWindow",
+    "RecordedRequest",
+    "Reply",
     "ReplyLike",
     "ScriptEntry",
     "ScriptedTextBackend",
@@ -60,9 +82,14 @@ __all__ = [
     "TextFn",
     "UnexpectedCallError",
     "alternation_error",
+    "chat_completion",
+    "error_body",
+    "image_response",
     "last_user_text",
     "offline_chat_completion",
     "offline_images_response",
+    "openai_duration",
+    "truncated",
 ]
 
 ReplyLike = str | TextReply | None
@@ -219,70 +246,6 @@ class FakeImageBackend:
         return ImageReply(data=buf.getvalue(), model=request.model or self._default_model)
 
 
-_OFFLINE_TEXT = OfflineTextBackend()
-
-
-async def offline_chat_completion(
-    payload: Mapping[str, Any], *, model_error: float | None = None
-) -> dict[str, Any]:
-    """A ``chat.completion`` body answering the request body ``payload`` with the offline
-    backend's deterministic text; a strict ``json_schema`` response format gets
-    schema-valid JSON. ``model_error``: the offline judges' shared per-model error
-    (``OfflineTextBackend(model_error=...)``; None = its default)."""
-    fmt = payload.get("response_format") or {}
-    schema = None
-    if fmt.get("type") == "json_schema":
-        spec = fmt["json_schema"]
-        schema = JsonSchema(spec["name"], spec["schema"], bool(spec.get("strict", True)))
-    backend = _OFFLINE_TEXT if model_error is None else OfflineTextBackend(model_error=model_error)
-    reply = await backend.complete(
-        TextRequest(
-            messages=tuple(Message(m["role"], m["content"]) for m in payload["messages"]),
-            temperature=float(payload.get("temperature", 1.0)),
-            model=payload.get("model"),
-            seed=payload.get("seed"),
-            json_schema=schema,
-        )
-    )
-    usage = reply.usage or Usage()
-    return {
-        "id": "chatcmpl-offline",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": payload.get("model", "offline"),
-        "system_fingerprint": "fp_offline",
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": reply.text, "refusal": None},
-                "finish_reason": "stop",
-                "logprobs": None,
-            }
-        ],
-        "usage": {
-            "prompt_tokens": usage.prompt_tokens,
-            "completion_tokens": usage.completion_tokens,
-            "total_tokens": usage.total_tokens,
-        },
-    }
-
-
-def offline_images_response(payload: Mapping[str, Any]) -> dict[str, Any]:
-    """An ``images.generate`` body: a base64 PNG gradient of the requested size."""
-    return {
-        "created": int(time.time()),
-        "data": [{"b64_json": _gradient_png_b64(parse_size(str(payload.get("size") or "auto")))}],
-        "output_format": "png",
-    }
-
-
-@functools.lru_cache(maxsize=8)
-def _gradient_png_b64(size: tuple[int, int]) -> str:
-    buf = io.BytesIO()
-    Image.linear_gradient("L").resize(size).convert("RGB").save(buf, format="PNG")
-    return base64.b64encode(buf.getvalue()).decode("ascii")
-
-
 def alternation_error(roles: Sequence[str], *, system_role: bool = True) -> str | None:
     """Why a strict chat template refuses a conversation with these message ``roles``, or
     None when it accepts it: one optional leading ``system`` message (none at all with
@@ -312,37 +275,17 @@ def alternation_error(roles: Sequence[str], *, system_role: bool = True) -> str 
     return None
 
 
-@dataclass(frozen=True)
-class StrictRequest:
-    """One request :class:`StrictLocalServer` received, and the status it answered with."""
-
-    method: str
-    path: str
-    body: Any
-    status: int
-
-    @property
-    def roles(self) -> tuple[str, ...]:
-        messages = self.body.get("messages") if isinstance(self.body, dict) else None
-        return tuple(str(m.get("role")) for m in messages or () if isinstance(m, dict))
-
-    @property
-    def token_limit(self) -> int | None:
-        """``max_completion_tokens``, else ``max_tokens``, as sent (None: no limit)."""
-        if not isinstance(self.body, dict):
-            return None
-        limit = self.body.get("max_completion_tokens", self.body.get("max_tokens"))
-        return limit if isinstance(limit, int) else None
-
+StrictRequest = RecordedRequest
+"""One request :class:`StrictLocalServer` received, and the status it answered with."""
 
 _FILLER = ("and", "the", "light", "keeps", "going", "on", "and", "on")
 
 
-class StrictLocalServer:
-    """An OpenAI-compatible server on 127.0.0.1 that behaves like ``llama-server`` serving a
-    base model through a strict chat template (the harness's ``scripts/real-model-check``
-    runs the real one). Start and stop it in the test: ``with StrictLocalServer() as server:``
-    and point the client at ``server.base_url``.
+class StrictLocalServer(OpenAIServer):
+    """The fake OpenAI server answering like ``llama-server`` serving a base model through a
+    strict chat template (the harness's ``scripts/real-model-check`` runs the real one).
+    Start and stop it in the test: ``with StrictLocalServer() as server:`` and point the
+    client at ``server.base_url``.
 
     * ``POST /v1/chat/completions``: a conversation :func:`alternation_error` refuses gets
       HTTP 400 in llama.cpp's error shape (``{"error": {"code": 400, "message": ...,
@@ -355,107 +298,31 @@ class StrictLocalServer:
     * ``GET /v1/models``: the one model, ``model``.
     * Anything else, ``/v1/images/generations`` included: 404 (``not_found_error``).
 
-    Every request is recorded in :attr:`requests` with the status it got, in arrival order.
+    Every request, the model listing included, is recorded in :attr:`requests` with the
+    status it got, in arrival order.
     """
+
+    content_type = "application/json; charset=utf-8"
+    record_model_listings = True
 
     def __init__(
         self, *, model: str = "gemma-3-270m", cap_tokens: int = 256, system_role: bool = True
     ) -> None:
+        super().__init__(offline=True, models=(model,))
         self.model = model
         self.cap_tokens = cap_tokens
         self.system_role = system_role
-        self.requests: list[StrictRequest] = []
-        self._lock = threading.Lock()
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
-    @property
-    def port(self) -> int:
-        if self._httpd is None:
-            raise RuntimeError("StrictLocalServer is not started")
-        return int(self._httpd.server_address[1])
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
-
-    def start(self) -> StrictLocalServer:
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                self._answer(*server.handle("GET", self.path, None))
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                try:
-                    body: Any = json.loads(raw) if raw else None
-                except ValueError:
-                    body = raw.decode("utf-8", "replace")
-                self._answer(*server.handle("POST", self.path, body))
-
-            def _answer(self, status: int, payload: dict[str, Any]) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json; charset=utf-8")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-        if self._thread is not None:
-            self._thread.join()
-        self._httpd = self._thread = None
-
-    def __enter__(self) -> StrictLocalServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    @property
-    def chat_requests(self) -> list[StrictRequest]:
-        with self._lock:
-            return [r for r in self.requests if r.path.endswith("/chat/completions")]
-
-    def handle(self, method: str, path: str, body: Any) -> tuple[int, dict[str, Any]]:
-        """The status and JSON body answering one request (recorded)."""
-        route = path.split("?", 1)[0].rstrip("/")
-        if method == "GET" and route in ("/v1/models", "/models"):
-            status, payload = 200, self._models()
-        elif method == "POST" and route in ("/v1/chat/completions", "/chat/completions"):
-            status, payload = self._chat(body)
-        else:
-            status, payload = 404, _llama_error(404, "File Not Found", "not_found_error")
-        with self._lock:
-            self.requests.append(StrictRequest(method, path, body, status))
-        return status, payload
-
-    def _models(self) -> dict[str, Any]:
+    def model_list(self) -> tuple[int, Any]:
         entry = {"id": self.model, "object": "model", "created": 0, "owned_by": "llamacpp"}
-        return {"object": "list", "data": [entry]}
+        return 200, {"object": "list", "data": [entry]}
 
-    def _chat(self, body: Any) -> tuple[int, dict[str, Any]]:
+    async def default_answer(self, request: RecordedRequest) -> tuple[int, Any]:
+        if request.method == "POST" and request.route.endswith("/chat/completions"):
+            return await self._chat(request.body)
+        return 404, _llama_error(404, "File Not Found", "not_found_error")
+
+    async def _chat(self, body: Any) -> tuple[int, Any]:
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             return 400, _llama_error(400, "'messages' is required", "invalid_request_error")
         roles = [str(m.get("role")) if isinstance(m, dict) else "?" for m in body["messages"]]
@@ -469,7 +336,7 @@ class StrictLocalServer:
         limit = body.get("max_completion_tokens", body.get("max_tokens"))
         if limit is not None and (not isinstance(limit, int) or limit < 1):
             return 400, _llama_error(400, f"invalid token limit {limit!r}", "invalid_request_error")
-        reply = anyio.run(offline_chat_completion, body)
+        reply = await offline_chat_completion(body)
         words = str(reply["choices"][0]["message"]["content"] or "").split()
         budget = min(limit, self.cap_tokens) if limit is not None else self.cap_tokens
         if limit is None:  # a base model does not stop: it runs on to the server's cap

@@ -57,10 +57,10 @@ PACKAGE = "image_project"
 # edge): plain data at the bottom, then the three independent concerns the pipeline is made
 # of, then the parts a run is assembled from, then the commands that assemble them.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    # Import nothing of ours: the package root, the error tree, seeded randomness, the
-    # markers of the scoring prompts (read by the code that writes a prompt and by the code
-    # that reads one, such as the offline backend), and the optional extras' messages.
-    ("foundation", ("__init__", "errors", "extras", "markers", "seeding")),
+    # Import nothing of ours: the error tree, seeded randomness, the markers of the scoring
+    # prompts (read by the code that writes a prompt and by the code that reads one, such as
+    # the offline backend), and the optional extras' messages.
+    ("foundation", ("errors", "extras", "markers", "seeding")),
     # The model I/O seam: the TextBackend / ImageBackend protocols and their plain request and
     # reply types. A module of backends/ but a layer of its own, so that the record can carry
     # its Usage and the engine can call a model without knowing which one.
@@ -89,9 +89,14 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("cli", ("cli",)),
     # The start of every way in (a Ctrl-C during start-up exits 130), which imports the CLI.
     ("launch", ("launch",)),
+    # The fake OpenAI server (tests, image_project.testing and the benchmarks serve it).
+    ("fake server", ("_fake_openai",)),
     # Nothing in the package imports these: `python -m image_project`, app.py (the earlier
     # home of run_generation, re-exporting image_project.run) and the public fakes for tests.
     ("entry", ("__main__", "app", "testing")),
+    # The package root: the public names (docs/api.md), gathered from the layers below on
+    # first use; no module of the package imports it.
+    ("surface", ("__init__",)),
 )
 
 Kind = Literal["module", "function", "type-checking"]

@@ -418,29 +418,14 @@ async def test_the_floor_replays_an_evolution_run_in_its_recorded_shape(
 
 def test_the_simulator_refuses_requests_over_its_window_and_its_headers_say_so() -> None:
     sim = simulator.LatencySimulator(chat_median_s=0.0)
-    assert sim.rate_headers() == [], "no limit, no headers"
+    assert sim.window is None, "no limit, no headers"
     sim.set_rate_limit(2, 3600.0)
-    assert sim._admit() and sim._admit()
-    assert not sim._admit(), "the third request of the window is refused"
-    headers = dict(sim.rate_headers())
-    assert headers[b"x-ratelimit-limit-requests"] == b"2"
-    assert headers[b"x-ratelimit-remaining-requests"] == b"0"
-    reset = float(headers[b"x-ratelimit-reset-requests"].decode().removesuffix("s"))
+    window = sim.window
+    assert window is not None
+    assert window.count() and window.count()
+    assert not window.count(), "the third request of the window is refused"
+    headers = window.headers()
+    assert headers["x-ratelimit-limit-requests"] == "2"
+    assert headers["x-ratelimit-remaining-requests"] == "0"
+    reset = float(headers["x-ratelimit-reset-requests"].removesuffix("s"))
     assert 0 < reset <= 3600
-
-
-def test_the_batch_replay_waits_for_the_next_window_and_for_a_free_run_slot() -> None:
-    """bench/batch_replay.py: calls wait for room in the fixed window, runs for a slot, and a
-    parallel group's calls go together."""
-    replay = pytest.importorskip("batch_replay")
-    one = Shape.of(["a"], {})
-    fan = Shape.of(["g/x", "g/y", "z"], {"g": 2})
-    runs = [replay.RunDag(one, {"a": [1.0]}, 0.0) for _ in range(2)]
-    assert replay.ideal_wall(runs, 2, 10, 1.0) == pytest.approx(1.0)
-    assert replay.ideal_wall(runs, 2, 1, 1.0) == pytest.approx(2.0)  # one call per window
-    assert replay.ideal_wall(runs, 1, 10, 1.0) == pytest.approx(2.0)  # one run at a time
-    lat = {"g/x": [0.5], "g/y": [0.25, 0.25], "z": [1.0]}  # g/y re-asked once
-    fanned = [replay.RunDag(fan, lat, 0.5)]
-    assert replay.ideal_wall(fanned, 1, 10, 1.0) == pytest.approx(0.5 + 1.0 + 0.5)
-    # 2 per window: x and y at 0, y's re-ask at 1 (ends 1.25), z at 1.25, records 0.5.
-    assert replay.ideal_wall(fanned, 1, 2, 1.0) == pytest.approx(1.25 + 1.0 + 0.5)

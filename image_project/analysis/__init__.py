@@ -10,6 +10,9 @@
 * :mod:`.table` — the figures as a terminal table and the ``runs stats`` command.
 
 Pure functions of :class:`~image_project.record.RunRecord` sequences: no files, no store.
+
+Internal: import the public names from ``image_project`` (docs/api.md); this package's
+modules may change without notice.
 """
 
 from image_project.analysis.alpha import AlphaMetric, krippendorff_alpha

@@ -8,6 +8,9 @@ synchronous (the app runs them through ``anyio.to_thread.run_sync``). Nothing is
 half-written: whole files are replaced atomically, CSV rows are appended with one write and
 fsynced, and cross-process sections (allocating a manifest ``seq``) run under a
 :class:`FileLock`.
+
+Internal: import the public names from ``image_project`` (docs/api.md); this package's
+modules may change without notice.
 """
 
 from typing import TYPE_CHECKING, Any

@@ -9,6 +9,9 @@ machines (docs/batches.md, "Across machines").
 Its libraries come with the ``campaign`` extra (``pip install 'image_project[campaign]'``);
 :func:`~.queue.require_campaign` says so when they are missing, and when the store is not
 PostgreSQL. Nothing here is imported by a batch on one machine.
+
+Internal: import the public names from ``image_project`` (docs/api.md); this package's
+modules may change without notice.
 """
 
 __all__: list[str] = []

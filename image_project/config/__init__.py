@@ -17,6 +17,9 @@ which the backend factory applies before any model call (``docs/models.md``).
 :mod:`image_project.config.defaults` the built-in defaults (package data) and ``init``.
 
 Each module's docstring states its part of the contract.
+
+Internal: import the public names from ``image_project`` (docs/api.md); this package's
+modules may change without notice.
 """
 
 from image_project.config.loading import CONFIG_ENV_VAR, MAX_NESTING, deep_merge, load_config

@@ -10,6 +10,9 @@
 
 Where the guidance goes (``context.injection_location``) is the prompt stages' business
 (:class:`image_project.stages.standard.Guidance`); judges never get it.
+
+Internal: import the public names from ``image_project`` (docs/api.md); this package's
+modules may change without notice.
 """
 
 from image_project.context.base import (

@@ -1,5 +1,8 @@
 """The step engine: a tree of chat calls, actions and blocks, run concurrently where the tree
-says so and recorded in declared order. Knows nothing of art, OpenAI or files."""
+says so and recorded in declared order. Knows nothing of art, OpenAI or files.
+
+Internal: import the public names from ``image_project`` (docs/api.md); this package's
+modules may change without notice."""
 
 from image_project.engine.budget import TOKEN_KINDS, TokenBudget, TokenKind, TokenLimits
 from image_project.engine.context import Context, EngineEvent
@@ -18,7 +21,7 @@ from image_project.engine.nodes import (
     walk,
 )
 from image_project.engine.output import JsonOutput, ReaskPolicy, TextOutput
-from image_project.engine.patterns import fanout_then_reduce, generate_then_select, iterate
+from image_project.engine.patterns import fanout_then_reduce
 from image_project.engine.recorder import (
     DefaultStepRecorder,
     NullStepRecorder,
@@ -59,8 +62,6 @@ __all__ = [
     "check_recorder",
     "default_name",
     "fanout_then_reduce",
-    "generate_then_select",
-    "iterate",
     "ordered_fanout",
     "walk",
 ]

@@ -11,6 +11,9 @@
 
 The transcript file is ``RunRecord``'s JSON (``RunRecord.model_validate_json`` reads any
 transcript this version writes back); the CLI summary reads it; the run store writes it.
+
+Internal: import the public names from ``image_project`` (docs/api.md); this package's
+modules may change without notice.
 """
 
 from image_project.record.context import (

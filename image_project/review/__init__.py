@@ -6,6 +6,9 @@ plots (matplotlib).
 * :mod:`.views` — what each page shows, computed from the records;
 * :mod:`.plots` — the panel plots;
 * :mod:`.source` — run records from transcript files (when there is no store).
+
+Internal: import the public names from ``image_project`` (docs/api.md); this package's
+modules may change without notice.
 """
 
 from image_project.review.plots import PLOTS, Plot, write_plots

@@ -7,6 +7,9 @@
 * :mod:`.log`: the per-run log file;
 * :mod:`.driver`: :func:`run_generation`, which times the phases, attributes a failure or an
   interrupt and writes the transcript and the store row however the run ends.
+
+Internal: import the public names from ``image_project`` (docs/api.md); this package's
+modules may change without notice.
 """
 
 from image_project.run.driver import run_generation

@@ -23,6 +23,9 @@ alone, because SQLAlchemy's import was about half of a short run's start-up.
 
 The ``image-project runs …`` and ``review`` commands over the store are
 :mod:`image_project.store_commands`.
+
+Internal: import the public names from ``image_project`` (docs/api.md); this package's
+modules may change without notice.
 """
 
 from __future__ import annotations

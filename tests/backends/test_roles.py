@@ -23,7 +23,7 @@ from image_project.config import AppConfig, load_config
 from image_project.config.capabilities import check_models
 from image_project.errors import ConfigError
 from image_project.testing import FunctionTextBackend
-from tests.support.openai_server import OpenAIServer, error_body
+from tests.support.openai_server import OpenAIServer, Reply, error_body
 from tests.test_cli import REPO, write_config
 
 LOCAL = "http://127.0.0.1:9/v1"
@@ -257,23 +257,14 @@ def test_an_unreachable_endpoint_or_a_refused_key_fails_the_probe() -> None:
     assert info.value.key == "backends.local.base_url"
     assert f"GET http://127.0.0.1:{port}/v1/models failed" in info.value.message
     assert "text" in info.value.message
-    with _RefusingServer() as refusing:
+    with OpenAIServer() as refusing:  # answers GET /models with 401, as for a wrong key
+        refusing.model_list_faults.append(
+            Reply(401, body=error_body("bad key", type="invalid_api_key"))
+        )
         target = ProbeTarget("backend", refusing.base_url, "k", "MY_KEY", 5.0, (TEXT,))
         with pytest.raises(ConfigError) as info:
             anyio.run(probe_backends, [target])
     assert info.value.key == "backend.api_key_env" and "$MY_KEY" in info.value.message
-
-
-class _RefusingServer(OpenAIServer):
-    """Answers ``GET /models`` with 401, as a server does for a wrong key."""
-
-    def _list_models(self, handler: Any) -> None:
-        body = json.dumps(error_body("bad key", type="invalid_api_key")).encode()
-        handler.send_response(401)
-        handler.send_header("Content-Type", "application/json")
-        handler.send_header("Content-Length", str(len(body)))
-        handler.end_headers()
-        handler.wfile.write(body)
 
 
 # --------------------------------------------------------------------------- the CLI

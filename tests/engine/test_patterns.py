@@ -5,17 +5,13 @@ import functools
 import pytest
 
 from image_project.engine import (
-    ActionStep,
     Block,
     ChatRunner,
     ChatStep,
     Context,
     fanout_then_reduce,
-    generate_then_select,
-    iterate,
 )
 from image_project.errors import PipelineDefinitionError
-from image_project.record.events import ActionEvent
 from image_project.testing import FunctionTextBackend, last_user_text
 
 pytestmark = pytest.mark.anyio
@@ -66,58 +62,11 @@ async def test_fanout_then_reduce_runs_threads_from_one_baseline_and_reduces() -
     assert [r.path for r in ctx.steps][-1] == "pipeline/enclave/reduce/consensus"
 
 
-async def test_generate_then_select_wraps_a_single_select_node() -> None:
-    kept: dict[str, object] = {}
-    block = generate_then_select(
-        "pick",
-        generate=[thread(1, kept), thread(2, kept)],
-        select=ActionStep(name="choose", fn=lambda c: max(str(kept["t1"]), str(kept["t2"]))),
-    )
-    assert [n.name for n in block.nodes] == ["generate", "select"]
-    ctx = Context()
-    await ChatRunner(FunctionTextBackend(lambda r: last_user_text(r)[-1])).run(ctx, block)
-    choose = ctx.steps[-1]
-    assert isinstance(choose, ActionEvent) and choose.result == "2"
-    assert [r.path for r in ctx.steps] == [
-        "pick/generate/t1",
-        "pick/generate/t2",
-        "pick/select/choose",
-    ]
-
-
-async def test_iterate_builds_named_isolated_iterations() -> None:
-    kept: dict[str, object] = {}
-    block = iterate(
-        "loop",
-        items=["a", "b"],
-        build=lambda item, idx: ChatStep(
-            name="gen",
-            prompt=f"{item}{idx}",
-            temperature=0,
-            keep=functools.partial(kept.__setitem__, f"out.{idx}"),
-        ),
-    )
-    assert [n.name for n in block.nodes] == ["iter_01", "iter_02"]
-    assert all(isinstance(n, Block) and n.merge == "none" for n in block.nodes)
-    ctx = Context()
-    await ChatRunner(FunctionTextBackend(lambda r: last_user_text(r).upper())).run(ctx, block)
-    assert kept == {"out.1": "A1", "out.2": "B2"}
-
-
-def test_iterate_custom_names_and_block_children_keep_their_settings() -> None:
-    inner = Block(nodes=[thread(1)], parallel=True)
-    block = iterate(
-        "loop", items=[1], build=lambda i, idx: inner, iteration_name=lambda i, idx: f"round_{i}"
-    )
-    child = block.nodes[0]
-    assert isinstance(child, Block) and child.name == "round_1" and child.parallel
-
-
 @pytest.mark.parametrize("bad", ["", "  ", None])
-def test_patterns_reject_empty_names(bad: object) -> None:
+def test_fanout_then_reduce_rejects_empty_names(bad: object) -> None:
     with pytest.raises(PipelineDefinitionError):
         fanout_then_reduce(bad, fanout=[], reduce=[])  # type: ignore[arg-type]
     with pytest.raises(PipelineDefinitionError):
-        generate_then_select("g", generate=[], select=thread(1), generate_name=bad)  # type: ignore[arg-type]
+        fanout_then_reduce("e", fanout=[], reduce=[], fanout_name=bad)  # type: ignore[arg-type]
     with pytest.raises(PipelineDefinitionError):
-        iterate("i", items=[1], build=lambda i, idx: thread(1), iteration_name=lambda i, idx: bad)  # type: ignore[arg-type,return-value]
+        fanout_then_reduce("e", fanout=[], reduce=[], reduce_name=bad)  # type: ignore[arg-type]

@@ -13,7 +13,7 @@ Shape (``pipeline`` is the root; paths are the transcript's)::
         round_0 .. round_G                      with evolution only (below)
         select                                  code: quorum, median, novelty, selector
       final_prompt_from_selected_idea           draft (+ ToT enclave unless refinement none)
-      dalle_prompt_creation                     capture dalle_prompt (+ ToT with per_stage)
+      dalle_prompt_creation                     the final prompt (+ ToT with per_stage)
 
 With ``prompt.scoring.evolution``, ``round_0`` holds round 0's ``table``, ``selector`` (LLM
 selector only) and ``survivors``; every later ``round_<r>`` holds its ``variants`` (parallel),
@@ -152,7 +152,7 @@ class ScoringRun:
 
     async def run(self, runner: ChatRunner, ctx: Context) -> None:
         """The whole prompt pipeline of a scoring run: the scoring block, then the final
-        stages from the selected card (their last captures ``dalle_prompt``)."""
+        stages from the selected card (the last one's answer is the final prompt)."""
         setup = self.setup
         async with runner.scope(ctx, "pipeline") as pipeline:
             async with pipeline.scope("blackbox_scoring") as scoring:

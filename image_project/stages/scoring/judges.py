@@ -327,7 +327,7 @@ def reasoned_output(ids: Sequence[str]) -> JsonOutput[ReasonedScores]:
 
 def judge_output(ids: Sequence[str], *, gate: bool = True) -> JsonOutput[dict[str, int]]:
     """A judge's output for cards shown in the order ``ids``: the schema lists the ids in that
-    order, the captured value is ``{id: score}`` in that order. An answer with no JSON object
+    order, the step's value is ``{id: score}`` in that order. An answer with no JSON object
     that reads like a refusal is a refusal (never re-asked); degenerate scores
     (:func:`degeneracy`) are re-asked with reason ``gate:judge_degenerate``, unless ``gate``
     is False (a ``logprobs`` judge: its weighted scores are gated instead)."""
