@@ -376,6 +376,110 @@ def report(rounds: Sequence[Mapping[str, Any]], defects: Sequence[str]) -> dict[
     return out
 
 
+# --------------------------------------------------------------------------- the tables
+DEFECT_HEADS = {
+    "disliked_motif": "disliked motif",
+    "concept_contradicted": "concept contradicted",
+    "incoherent_narrative": "incoherent",
+    "near_duplicate": "near-duplicate",
+    "off_profile_style": "off-profile style",
+}
+VERDICT_PANEL = "panel of 3"
+"""The panel the default is chosen by: the product's example panel (three rubrics)."""
+
+
+def _rate(r: Mapping[str, Any], interval: bool = True) -> str:
+    if not r["n"]:
+        return "-"
+    text = f"{r['k']}/{r['n']}"
+    return f"{text} ({r['lo']:.2f}-{r['hi']:.2f})" if interval else text
+
+
+def format_table(doc: Mapping[str, Any]) -> str:
+    """The Markdown tables of a result: top-1 and catches per protocol and panel, then each
+    protocol's judge statuses, calls, tokens and wall time."""
+    protocols: Mapping[str, Any] = doc.get("protocols", {})
+    defects = [d for d in DEFECT_HEADS if any(
+        d in f["caught"] for p in protocols.values() for f in p["panels"].values()
+    )]  # fmt: skip
+    lines = [
+        "| protocol | panel | rounds | sound card first (95 % CI) | "
+        + " | ".join(f"{DEFECT_HEADS[d]} caught" for d in defects)
+        + " | below quorum |",
+        "|---|---|---:|---|" + "---:|" * len(defects) + "---:|",
+    ]
+    for protocol, p in protocols.items():
+        for name, f in p["panels"].items():
+            caught = " | ".join(_rate(f["caught"][d], False) for d in defects)
+            lines.append(
+                f"| `{protocol}` | {name} | {f['rounds']} | {_rate(f['top1'])} | {caught} | "
+                f"{f['quorum_failed']} |"
+            )
+    lines += [
+        "",
+        "| protocol | judges (non-ok answers of judge-rounds) | logprobs fallbacks | calls | "
+        "tokens in / out: instruct | base | wall s per round |",
+        "|---|---|---:|---:|---|---|---:|",
+    ]
+    for protocol, p in protocols.items():
+        parts = []
+        for judge, statuses in p["judge_statuses"].items():
+            total = sum(statuses.values())
+            bad = ", ".join(f"{k} {v}" for k, v in sorted(statuses.items()) if k != "ok")
+            parts.append(
+                f"{judge}: {total - statuses.get('ok', 0)}/{total}" + (f" ({bad})" if bad else "")
+            )
+        t = p["tokens"]
+        tok = [
+            f"{t[k]['prompt']:,} / {t[k]['completion']:,}" if k in t else "-"
+            for k in ("instruct", "base")
+        ]
+        lines.append(
+            f"| `{protocol}` | {'; '.join(parts)} | {p['logprobs_fallbacks']} | {p['calls']} | "
+            f"{tok[0]} | {tok[1]} | {p['wall_s_per_round']:.0f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def verdict(doc: Mapping[str, Any]) -> str:
+    """Which protocol the evidence makes the default, by a fixed rule: the one whose top-1
+    interval with :data:`VERDICT_PANEL` lies wholly above every other protocol's and whose
+    judges answered usably in at least 90 % of their judge-rounds; else ``list`` stays."""
+    rows = {
+        protocol: p["panels"][VERDICT_PANEL]
+        for protocol, p in doc.get("protocols", {}).items()
+        if VERDICT_PANEL in p["panels"]
+    }
+    chance = float(doc.get("chance") or 0)
+    above = [p for p, f in rows.items() if f["top1"]["n"] and f["top1"]["lo"] > chance]
+    described = "; ".join(
+        f"`{p}` {_rate(f['top1'])}"
+        for p, f in sorted(rows.items(), key=lambda x: -x[1]["top1"]["k"])
+    )
+    lead = (
+        f"Sound card first with the {VERDICT_PANEL}: {described}; chance {chance:.2f}. "
+        f"Above chance (the interval's lower end over {chance:.2f}): "
+        + (", ".join(f"`{p}`" for p in above) or "none")
+        + ". "
+    )
+    for protocol, f in rows.items():
+        others = [g for q, g in rows.items() if q != protocol]
+        statuses = doc["protocols"][protocol]["judge_statuses"]
+        total = sum(sum(s.values()) for s in statuses.values())
+        ok = sum(s.get("ok", 0) for s in statuses.values())
+        reliable = total > 0 and ok / total >= 0.9
+        if others and reliable and all(f["top1"]["lo"] > g["top1"]["hi"] for g in others):
+            return lead + (
+                f"**Recommendation: `{protocol}`**: its interval lies above every other "
+                f"protocol's and its judges answered usably in {ok} of {total} judge-rounds."
+            )
+    return lead + (
+        "**Recommendation: keep `list`**: no protocol's interval lies wholly above every "
+        "other's (or the one that does failed too often), so the evidence does not single "
+        "one out."
+    )
+
+
 # --------------------------------------------------------------------------- servers
 @dataclass
 class Servers:
