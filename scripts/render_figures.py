@@ -317,6 +317,40 @@ def _cpu_profile(sources: list[tuple[str, Json]]) -> str:
     return _fenced("\n".join(lines), path, data)
 
 
+def _judging(sources: list[tuple[str, Json]]) -> str:
+    """bench/judging.py: what ran (models, speed, rounds), the tables, the rule's verdict."""
+    import judging
+
+    path, data = sources[0]
+    settings = data["settings"]
+    speed = data.get("server_speed", {})
+    counted = {p: f["rounds"] for p, f in data.get("protocols", {}).items()}
+    ran = ", ".join(f"`{p}` {n}" for p, n in counted.items())
+    pairwise = ""
+    if "pairwise" in counted and settings.get("pairwise_judges"):
+        pairwise = f" (`pairwise` with the judges {settings['pairwise_judges']} only)"
+    models = "; ".join(
+        f"{key}: {desc}, measured {speed.get(key, {}).get('decode_tok_s', '?')} tokens/s "
+        f"decoding and {speed.get(key, {}).get('prompt_tok_s', '?')} reading the prompt"
+        for key, desc in data["models"].items()
+    )
+    stopped = (
+        f" Stopped by the time budget {data['stopped_by_budget']}."
+        if data.get("stopped_by_budget")
+        else ""
+    )
+    head = (
+        f"Rounds per protocol: {ran}{pairwise}, {data['cards_per_round']} cards a round "
+        f"(chance of ranking the sound card first: {data['chance']:.2f}).{stopped} "
+        f"Models: {models}; llama-server `-t {settings['threads']}`.\n\n"
+    )
+    return (
+        head
+        + judging.format_table(data)
+        + f"\n{judging.verdict(data)}\n\n{measured_on(path, data)}\n"
+    )
+
+
 BLOCKS: dict[str, Block] = {
     "latency": Block("docs/latency.json", _latency),
     "latency-summary": Block("docs/latency.json", _latency_summary),
@@ -328,6 +362,7 @@ BLOCKS: dict[str, Block] = {
     "quality": Block("docs/quality.json", _quality),
     "cpu-profile": Block("docs/cpu_profile.json", _cpu_profile),
     "cpu-profile-unsettled": Block("docs/cpu_profile_unsettled.json", _cpu_profile),
+    "judging": Block("docs/judging.json", _judging),
 }
 
 
