@@ -334,7 +334,17 @@ def _cpu_profile(sources: list[tuple[str, Json]]) -> str:
             for i, r in heavy
         )
     )
-    for who, label in (("project", "project"), ("sdk", "bare SDK")):
+    if "between_calls_ms" in m:
+        between = [r["between_calls_ms"] for r in rounds]
+        lines.append(
+            f"the run's own work between its calls (sequential run, event loop): median "
+            f"{m['between_calls_ms']:.1f} ms per run, from {min(between):.1f} to "
+            f"{max(between):.1f} ({m['between_calls_ms'] / data['calls']:.2f} ms per call)"
+        )
+    profiles = [("project", "project"), ("sdk", "bare SDK")]
+    if "project_own" in data["profile"]:
+        profiles.append(("project_own", "project, its own code (image_project/)"))
+    for who, label in profiles:
         lines.append(f"cProfile, {label}: own CPU ms per call (calls per call), top 10")
         lines += [
             f"  {r['own_ms_per_call']:7.3f} ({r['calls_per_call']:7.1f})  {r['function']}"
@@ -355,6 +365,8 @@ BLOCKS: dict[str, Block] = {
     "quality": Block("docs/quality.json", _quality),
     "cpu-profile": Block("docs/cpu_profile.json", _cpu_profile),
     "cpu-profile-unsettled": Block("docs/cpu_profile_unsettled.json", _cpu_profile),
+    "cpu-profile-scoring-before": Block("docs/cpu_profile_scoring_before.json", _cpu_profile),
+    "cpu-profile-scoring": Block("docs/cpu_profile_scoring.json", _cpu_profile),
 }
 
 
