@@ -251,6 +251,32 @@ def _batch(sources: list[tuple[str, Json]]) -> str:
     )
 
 
+def _batch_two_machines(sources: list[tuple[str, Json]]) -> str:
+    """bench/batch.py's ``two_machines``: two processes' worth of batches on one key, each
+    pacing alone, against the same runs in one process at ``auto`` through one pacer."""
+    path, data = sources[0]
+    batch = data["simulator"]["batch"] if "simulator" in data else data["batch"]
+    shared = batch["two_machines"]
+    auto = next(r for r in batch["rows"] if r["parallel"] == "auto")
+    runs = shared["machines"] * shared["runs_each"]
+    auto_bound = batch["rate_per_s"] and auto["calls"] / batch["rate_per_s"]
+    bounds = (
+        f"rate bound {shared['rate_bound_s']:.2f} s for both"
+        if abs(shared["rate_bound_s"] - auto_bound) < 1e-9
+        else f"rate bounds {shared['rate_bound_s']:.2f} s and {auto_bound:.2f} s"
+    )
+    return (
+        f"{shared['machines']} batches of {shared['runs_each']} runs at once, each with its own "
+        f"transport and pacer, at `auto`, against the simulator's one limit of "
+        f"{batch['rate_limit']}: **{shared['429s']} requests refused with 429, "
+        f"{shared['429s_after_first_window']} of them after the first window, and "
+        f"{shared['wall_s']:.2f} s for the {runs} runs**, where one process running the same "
+        f"{batch['runs']} runs at `auto` through one pacer had **{auto['429s']} 429s "
+        f"({auto['429s_after_first_window']} after the first window) and took "
+        f"{auto['wall_s']:.2f} s** ({bounds}).\n\n{measured_on(path, data)}\n"
+    )
+
+
 def _batch_targets(rows: Sequence[Json]) -> str:
     """The batch's figures against its targets: K=12 at least 5x faster than one after
     another, no 429 after the first window with ``auto``, efficiency >= 0.85 of the bound."""
@@ -308,7 +334,17 @@ def _cpu_profile(sources: list[tuple[str, Json]]) -> str:
             for i, r in heavy
         )
     )
-    for who, label in (("project", "project"), ("sdk", "bare SDK")):
+    if "between_calls_ms" in m:
+        between = [r["between_calls_ms"] for r in rounds]
+        lines.append(
+            f"the run's own work between its calls (sequential run, event loop): median "
+            f"{m['between_calls_ms']:.1f} ms per run, from {min(between):.1f} to "
+            f"{max(between):.1f} ({m['between_calls_ms'] / data['calls']:.2f} ms per call)"
+        )
+    profiles = [("project", "project"), ("sdk", "bare SDK")]
+    if "project_own" in data["profile"]:
+        profiles.append(("project_own", "project, its own code (image_project/)"))
+    for who, label in profiles:
         lines.append(f"cProfile, {label}: own CPU ms per call (calls per call), top 10")
         lines += [
             f"  {r['own_ms_per_call']:7.3f} ({r['calls_per_call']:7.1f})  {r['function']}"
@@ -359,9 +395,12 @@ BLOCKS: dict[str, Block] = {
     "startup": Block("docs/startup.json", _startup),
     "store": Block("docs/store.json", _store),
     "batch": Block("docs/batch.json", _batch),
+    "batch-two-machines": Block("docs/batch.json", _batch_two_machines),
     "quality": Block("docs/quality.json", _quality),
     "cpu-profile": Block("docs/cpu_profile.json", _cpu_profile),
     "cpu-profile-unsettled": Block("docs/cpu_profile_unsettled.json", _cpu_profile),
+    "cpu-profile-scoring-before": Block("docs/cpu_profile_scoring_before.json", _cpu_profile),
+    "cpu-profile-scoring": Block("docs/cpu_profile_scoring.json", _cpu_profile),
     "judging": Block("docs/judging.json", _judging),
 }
 

@@ -63,3 +63,20 @@ def test_a_figure_changed_in_the_json_makes_its_block_stale(tmp_path: Path) -> N
     text = performance.read_text(encoding="utf-8")
     performance.write_text(render_figures.render_text(text, tmp_path))
     assert render_figures.stale_blocks(render_figures.documents(tmp_path), tmp_path) == []
+
+
+def test_the_two_processes_429s_in_the_batches_page_come_from_batch_json(tmp_path: Path) -> None:
+    """The late 429s of two processes pacing alone on one key are rendered from
+    docs/batch.json (``two_machines``), not typed: changing them there makes the block stale."""
+    shutil.copytree(REPO / "docs", tmp_path / "docs")
+    shutil.copy(REPO / "README.md", tmp_path / "README.md")
+    batch = tmp_path / "docs" / "batch.json"
+    data = json.loads(batch.read_text(encoding="utf-8"))
+    data["simulator"]["batch"]["two_machines"]["429s_after_first_window"] += 7
+    batch.write_text(json.dumps(data), encoding="utf-8")
+    stale = render_figures.stale_blocks(render_figures.documents(tmp_path), tmp_path)
+    assert "docs/batches.md: batch-two-machines" in stale
+    late = data["simulator"]["batch"]["two_machines"]["429s_after_first_window"]
+    assert f"{late} of them after the first window" in render_figures.render(
+        "batch-two-machines", tmp_path
+    )

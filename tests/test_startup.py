@@ -113,7 +113,7 @@ def test_a_run_into_an_existing_sqlite_store_does_not_import_sqlalchemy(tmp_path
 
 def test_a_prompt_only_run_imports_neither_pillow_nor_the_scoring_stage(tmp_path: Path) -> None:
     argv = ["--offline", "--prompt-only", "--seed", "7", *outputs(tmp_path)]
-    for module in ("PIL", "image_project.stages.scoring"):
+    for module in ("PIL", "image_project.stages.scoring", "anyio.from_thread"):
         assert probe(argv, watched=module) == {
             "after_import": False,
             "after_run": False,
@@ -127,6 +127,8 @@ def test_pillow_and_the_scoring_stage_are_imported_when_used(tmp_path: Path) -> 
     image_run = ["--offline", "--seed", "7", *outputs(tmp_path / "image")]
     assert probe(image_run, watched="PIL") == {"after_import": False, "after_run": True, "code": 0}
     assert list((tmp_path / "image" / "images").glob("*.jpg"))
+    drawn = probe(image_run, watched="anyio.from_thread")  # the offline drawing's worker thread
+    assert drawn == {"after_import": False, "after_run": True, "code": 0}
     scoring_run = [
         *("--offline", "--prompt-only", "--seed", "7", *outputs(tmp_path / "scoring")),
         *("--set", "prompt.scoring.enabled=true"),
@@ -136,6 +138,30 @@ def test_pillow_and_the_scoring_stage_are_imported_when_used(tmp_path: Path) -> 
         "after_run": True,
         "code": 0,
     }
+
+
+_SCHEMA_PROBE = """
+import contextlib, io, json, sys
+import image_project.cli as cli
+from image_project.config.models import AppConfig
+from image_project.record.run import RunRecord
+models = (AppConfig, RunRecord)
+after_import = [m.__pydantic_complete__ for m in models]
+with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    code = cli.main(json.loads(sys.argv[1]), env={})
+print(json.dumps({"after_import": after_import,
+                  "after_run": [m.__pydantic_complete__ for m in models], "code": code}))
+"""
+
+
+def test_the_config_and_record_models_build_their_validators_when_first_used(
+    tmp_path: Path,
+) -> None:
+    """Importing the command line builds no pydantic validator for the config or the
+    transcript models (``defer_build``: ``--help`` never needs them); a run builds both."""
+    argv = ["--offline", "--prompt-only", "--seed", "7", *outputs(tmp_path)]
+    result = run_probe(_SCHEMA_PROBE, json.dumps(argv))
+    assert result == {"after_import": [False, False], "after_run": [True, True], "code": 0}
 
 
 _GC_PROBE = """

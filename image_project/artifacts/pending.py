@@ -94,7 +94,7 @@ def at_point(point: str) -> None:
 class PendingRecords(BaseModel):
     """Where a run's records go, and the two rows, as the pending transcript holds them."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     generation_id: str
     transcript: str
@@ -108,7 +108,7 @@ class PendingRecords(BaseModel):
 
 
 class _PendingFile(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     pending_records: PendingRecords
     record: RunRecord

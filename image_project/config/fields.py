@@ -267,7 +267,11 @@ class _Section(BaseModel):
     """
 
     model_config = ConfigDict(
-        frozen=True, extra="forbid", validate_default=True, allow_inf_nan=False
+        frozen=True,
+        extra="forbid",
+        validate_default=True,
+        allow_inf_nan=False,
+        defer_build=True,
     )
 
     @model_validator(mode="before")

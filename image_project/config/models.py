@@ -272,7 +272,7 @@ class RubricSpec(BaseModel):
     ``text`` came from the config (``source: text``) or from a file read when the config was
     loaded (``source: file``, ``path`` absolute)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     name: str
     source: Literal["builtin", "text", "file"] = "builtin"

@@ -14,5 +14,8 @@ class RecordModel(BaseModel):
     a serialised record as required."""
 
     model_config = ConfigDict(
-        frozen=True, extra="forbid", json_schema_serialization_defaults_required=True
+        frozen=True,
+        extra="forbid",
+        json_schema_serialization_defaults_required=True,
+        defer_build=True,
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import logging
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
     pass
 
 
-__all__ = ["BufferedFileHandler", "RunLog"]
+__all__ = ["BufferedFileHandler", "RunLog", "RunLogFormatter"]
 
 _CURRENT_RUN: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "image_project_run", default=None
@@ -55,6 +56,29 @@ class BufferedFileHandler(logging.FileHandler):
         super().close()
 
 
+class RunLogFormatter(logging.Formatter):
+    """The run log's line format, with the timestamp's date and time of day formatted once
+    per second rather than once per record: a run writes lines for every step in bursts, and
+    ``time.localtime`` (which may read the zone file on each call) and ``strftime`` were most
+    of a line's cost. The text is the standard formatter's, milliseconds included."""
+
+    FORMAT = "%(asctime)s | %(levelname)s | %(name)s | %(message)s"
+
+    def __init__(self) -> None:
+        super().__init__(self.FORMAT)
+        self._second = -1
+        self._stamp = ""
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        if datefmt is not None:
+            return super().formatTime(record, datefmt)
+        second = int(record.created)
+        if second != self._second:
+            self._stamp = time.strftime(self.default_time_format, self.converter(second))
+            self._second = second
+        return f"{self._stamp},{int(record.msecs):03d}"  # default_msec_format: "%s,%03d"
+
+
 class RunLog:
     """A per-run log file next to the transcript, attached to the package logger."""
 
@@ -72,9 +96,7 @@ class RunLog:
             self.handler.addFilter(_OwnRun(run_id))
             self._token = _CURRENT_RUN.set(run_id)
         self.handler.setLevel(logging.DEBUG)
-        self.handler.setFormatter(
-            logging.Formatter("%(asctime)s | %(levelname)s | %(name)s | %(message)s")
-        )
+        self.handler.setFormatter(RunLogFormatter())
         self.root = logging.getLogger("image_project")
         # Runs in flight together: the level is saved by the first to open and put back by
         # the last to close, so no run's log loses its DEBUG lines to another's end.

@@ -7,9 +7,6 @@ import re
 from collections.abc import Callable
 from functools import partial
 
-import anyio.from_thread
-import anyio.to_thread
-
 from image_project.backends.base import ImageReply, ImageRequest
 from image_project.backends.offline.seed import _derive_seed
 from image_project.backends.offline.vocabulary import _COLOUR_ALIASES, COLOURS, LAYOUTS
@@ -123,6 +120,9 @@ class OfflineImageBackend:
         lowered = request.prompt.lower().replace("\u2019", "'")
         names, palette_source = _palette(lowered, rng)
         layout, layout_source = _layout(lowered, rng)
+        import anyio.from_thread  # only drawing needs threads: not imported at start-up
+        import anyio.to_thread
+
         # Cancelling this call releases the caller at once (the thread is abandoned) and
         # stops the drawing at its next check.
         data = await anyio.to_thread.run_sync(
