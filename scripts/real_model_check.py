@@ -105,7 +105,8 @@ COMMON: dict[str, Any] = {
 }
 
 # The time limits, from the speed measured first (timeouts_for).
-PROMPT_TOKENS_MAX = 2000  # the longest prompt a run sends (a judge's, with four cards)
+PROMPT_TOKENS_MAX = 1200  # the longest prompt a run sends (a judge's, with four cards;
+# each run's longest is recorded as proxy.max_prompt_tokens in the JSON)
 TIMEOUT_MARGIN = 2.0
 BATCH_GAIN = 2.0  # slots decoding at once make about twice the tokens/s of one answer
 TIMEOUT_MIN_S = 30.0
