@@ -369,7 +369,6 @@ def _real_model(sources: list[tuple[str, Json]]) -> str:
 
 BLOCKS: dict[str, Block] = {
     "real-model": Block("docs/real_model.json", _real_model),
-    "real-model-instruct": Block("docs/real_model_instruct.json", _real_model),
     "latency": Block("docs/latency.json", _latency),
     "latency-summary": Block("docs/latency.json", _latency_summary),
     "latency-conversation": Block("docs/latency.json", _latency_conversation),

@@ -496,6 +496,23 @@ def test_the_expected_score_weighs_the_first_digit_tokens_alternatives() -> None
     assert weighted.scores == {"A": round(85 * 0.7 + 60 * 0.3), "B": 7}
 
 
+def test_a_sampled_zero_reads_its_alternative_digits_as_tens() -> None:
+    """After a leading 0 JSON allows no digit, so a sampled 0 does not show how long the
+    alternatives' scores are: a digit 1-9 in its place is a tens digit (7 -> 70), while a
+    sampled 7 keeps its one-digit alternatives (3 -> 3)."""
+    text = '{"scores": {"A": 0, "B": 7}}'
+    split = tokens(
+        ('{"scores": {"A": ', 0.0, ()),
+        ("0", math.log(0.4), (("0", math.log(0.4)), ("7", math.log(0.4)), ("1", math.log(0.2)))),
+        (', "B": ', 0.0, ()),
+        ("7", math.log(0.6), (("7", math.log(0.6)), ("3", math.log(0.2)))),
+        ("}}", 0.0, ()),
+    )
+    weighted = expected_scores(text, split, {"A": 0, "B": 7})
+    assert isinstance(weighted, Weighted)
+    assert weighted.scores == {"A": round(0 * 0.4 + 70 * 0.4 + 10 * 0.2), "B": 6}
+
+
 def test_without_usable_logprobs_the_sampled_scores_stay_and_it_says_why() -> None:
     assert expected_scores('{"scores": {"A": 85}}', None, {"A": 85}) == NO_LOGPROBS
     wrong = tokens(("something else", 0.0, ()))
