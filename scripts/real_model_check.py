@@ -121,7 +121,7 @@ JUDGES_3 = [
     {"id": "warm", "rubric": "profile_fit", "protocol": "logprobs"},
     {"id": "novel", "rubric": "novelty_heavy", "protocol": "logprobs"},
 ]
-SCORING = {
+SCORING: dict[str, Any] = {
     "prompt.scoring.enabled": True,
     # 4 cards, of which prompt.scoring.min_ok_cards (2) must pass their gates: a 0.5B
     # model's card fails them about as often as not, and the cards are written at once in

@@ -284,7 +284,10 @@ def test_reasoning_model_families_give_no_logprobs_by_name_or_table() -> None:
 
 
 def test_a_logprobs_judge_on_a_reasoning_model_is_refused_naming_the_judge_and_model() -> None:
-    judges = [{"id": "warm"}, {"id": "strict", "model": "o4-mini", "protocol": "logprobs"}]
+    judges: list[dict[str, Any]] = [
+        {"id": "warm"},
+        {"id": "strict", "model": "o4-mini", "protocol": "logprobs"},
+    ]
     error = problem(cfg(prompt=scoring(judges=judges)), today=date(2026, 1, 1))
     assert error.key == "prompt.scoring.judges[1].protocol"
     assert "judge 'strict'" in error.message and "'o4-mini'" in error.message

@@ -459,7 +459,7 @@ def test_the_instruct_model_runs_first_and_the_repeat_last() -> None:
         seeds=[24],
         threads=1,
     )
-    instruct = real_model_check.runs_for(ctx, real_model_check.MODELS["instruct"], "own")
+    instruct = real_model_check.runs_for(ctx, real_model_io.MODELS["instruct"], "own")
     names = [(spec.name, repeat) for spec, repeat in instruct]
     assert names == [
         ("standard", False),
@@ -468,7 +468,7 @@ def test_the_instruct_model_runs_first_and_the_repeat_last() -> None:
         ("scoring-3-judges", True),
     ]
     assert all(spec.must_pass == ("instruct",) for spec, _ in instruct)
-    base = real_model_check.MODELS["base"]
+    base = real_model_io.MODELS["base"]
     lenient = [spec.name for spec, _ in real_model_check.runs_for(ctx, base, "lenient")]
     assert lenient == ["standard", "full-text-only-refused"]
     assert [spec.name for spec, _ in real_model_check.runs_for(ctx, base, "strict")] == ["standard"]
