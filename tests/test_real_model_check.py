@@ -462,15 +462,17 @@ def test_the_instruct_model_runs_first_and_the_repeat_last() -> None:
     instruct = real_model_check.runs_for(ctx, real_model_io.MODELS["instruct"], "own")
     names = [(spec.name, repeat) for spec, repeat in instruct]
     assert names == [
+        ("full-text-only-refused", False),
         ("standard", False),
         ("scoring-3-judges", False),
         ("llm-selector-2-rounds", False),
         ("scoring-3-judges", True),
     ]
-    assert all(spec.must_pass == ("instruct",) for spec, _ in instruct)
+    assert instruct[0][0].refused_before_calls and not instruct[0][0].must_pass
+    assert all(spec.must_pass == ("instruct",) for spec, _ in instruct[1:])
     base = real_model_io.MODELS["base"]
-    lenient = [spec.name for spec, _ in real_model_check.runs_for(ctx, base, "lenient")]
-    assert lenient == ["standard", "full-text-only-refused"]
-    assert [spec.name for spec, _ in real_model_check.runs_for(ctx, base, "strict")] == ["standard"]
+    for template in ("lenient", "strict"):
+        runs = real_model_check.runs_for(ctx, base, template)
+        assert [spec.name for spec, _ in runs] == ["standard"]
     judges = real_model_check.SCORING["prompt.scoring.judges"]
     assert len(judges) == 3 and {j["protocol"] for j in judges} == {"logprobs"}
