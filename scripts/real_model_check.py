@@ -65,6 +65,7 @@ from real_model_io import (
     probe_speed,
 )
 from real_model_report import (
+    compare_runs,
     markdown,
     problems_of,
     proxy_summary,
@@ -91,7 +92,7 @@ COMMON: dict[str, Any] = {
     "prompt.text_temperature": 0.8,
     # Small limits per kind, so a model that never stops costs seconds; the grammar dialect
     # bounds every string, so a JSON answer can close inside its limit.
-    "backend.max_output_tokens.prose": 160,
+    "backend.max_output_tokens.prose": 300,
     "backend.max_output_tokens.rewrite": 300,
     "backend.max_output_tokens.hints": 300,
     "backend.max_output_tokens.card": 400,
@@ -104,7 +105,8 @@ COMMON: dict[str, Any] = {
 }
 
 # The time limits, from the speed measured first (timeouts_for).
-PROMPT_TOKENS_MAX = 3000  # the longest prompt a run sends (a judge's, with every card)
+PROMPT_TOKENS_MAX = 1200  # the longest prompt a run sends (a judge's, with four cards;
+# each run's longest is recorded as proxy.max_prompt_tokens in the JSON)
 TIMEOUT_MARGIN = 2.0
 BATCH_GAIN = 2.0  # slots decoding at once make about twice the tokens/s of one answer
 TIMEOUT_MIN_S = 30.0
@@ -112,15 +114,21 @@ MAX_TIMEOUT_S = 360.0  # a server that needs more per call cannot finish within 
 BUDGET_S = 600.0  # CI's budget for the whole check: runs not started by then are skipped
 BUDGET_GRACE_S = 60.0  # a run started near the budget's end still gets this long
 
+# The judging protocol of the instruct model's panels: logprobs, the one a 0.5B model can do
+# within the budget (docs/real_model_check.md "The runs" says why).
 JUDGES_3 = [
-    {"id": "strict", "rubric": "strict"},
-    {"id": "warm", "rubric": "profile_fit"},
-    {"id": "novel", "rubric": "novelty_heavy"},
+    {"id": "strict", "rubric": "strict", "protocol": "logprobs"},
+    {"id": "warm", "rubric": "profile_fit", "protocol": "logprobs"},
+    {"id": "novel", "rubric": "novelty_heavy", "protocol": "logprobs"},
 ]
-SCORING = {
+SCORING: dict[str, Any] = {
     "prompt.scoring.enabled": True,
-    "prompt.scoring.num_ideas": 3,
+    # 4 cards, of which prompt.scoring.min_ok_cards (2) must pass their gates: a 0.5B
+    # model's card fails them about as often as not, and the cards are written at once in
+    # the four slots.
+    "prompt.scoring.num_ideas": 4,
     "prompt.refinement": "none",
+    "prompt.scoring.judges": JUDGES_3,
 }
 
 
@@ -128,10 +136,13 @@ SCORING = {
 class RunSpec:
     """One CLI run. ``refused_before_calls``: the run must stop with exit 2 before its first
     chat request (the pre-flight check of a full run whose image endpoint is the text-only
-    server); ``templates``: run with these templates only (None: every template);
-    ``likes_only``: the shipped profile without its dislikes, so the run has no dislike rewrite
-    (a weak model fails its gates at once, and the run would stop there) and reaches the later
-    stages."""
+    server); ``templates``: run with these templates only (None: every template); ``models``:
+    run for these models only (None: every model); ``default``: in the default
+    set of runs (else only with ``--runs``); ``must_pass``: for these models the run
+    must exit 0 with at least 2 ok judges in every judged round (else exit 0, or 1 with a
+    transcript naming the step, is enough); ``likes_only``: the shipped profile without its
+    dislikes, so the run has no dislike rewrite (a weak model fails its gates at once, and
+    the run would stop there) and reaches the later stages."""
 
     name: str
     prompt_only: bool
@@ -139,12 +150,35 @@ class RunSpec:
     refused_before_calls: bool = False
     templates: tuple[str, ...] | None = None
     likes_only: bool = False
+    models: tuple[str, ...] | None = None
+    must_pass: tuple[str, ...] = ()
+    default: bool = True
 
 
+# The instruct model first, so the budget goes to its runs. The base model ends every run at
+# its first or second step (its drafts run to the token limit; its hints repeat the likes), so
+# its scoring, selector and full runs showed nothing its standard run does not; they are
+# still there with --runs. The standard run drafts without the tree-of-thought enclave
+# (prompt.refinement none): five critics and three consensus drafts on the whole
+# conversation cost more than the other instruct runs together (docs/real_model_check.md).
 RUNS: tuple[RunSpec, ...] = (
-    RunSpec("standard", True, {}),
+    # Full mode with the text-only server as the image endpoint too: refused before any call
+    # (about a second, so first, where the budget cannot leave it out).
     RunSpec(
-        "scoring-3-judges", True, {**SCORING, "prompt.scoring.judges": JUDGES_3}, likes_only=True
+        "full-text-only-refused",
+        False,
+        {"prompt.refinement": "none"},
+        refused_before_calls=True,
+        models=("instruct",),
+    ),
+    RunSpec("standard", True, {"prompt.refinement": "none"}, must_pass=("instruct",)),
+    RunSpec(
+        "scoring-3-judges",
+        True,
+        SCORING,
+        likes_only=True,
+        models=("instruct",),
+        must_pass=("instruct",),
     ),
     RunSpec(
         "llm-selector-2-rounds",
@@ -158,16 +192,21 @@ RUNS: tuple[RunSpec, ...] = (
             "prompt.scoring.evolution.selector": "llm",
         },
         likes_only=True,
+        models=("instruct",),
+        must_pass=("instruct",),
     ),
     RunSpec(
         "full-offline-image",
         False,
         {"prompt.refinement": "none", "image.backend": "offline"},
         likes_only=True,
+        default=False,
     ),
-    # Full mode with the text-only server as the image endpoint too: refused before any call.
-    RunSpec("full-text-only-refused", False, {"prompt.refinement": "none"}, True, ("lenient",)),
 )
+DEFAULT_RUNS = tuple(r.name for r in RUNS if r.default)
+REPEAT = "scoring-3-judges"
+"""The run the check makes twice with the same seed (the second last), to report what a real
+server repeats and what it does not."""
 RUN_CAP_S = 420.0  # the least wall-clock cap of one CLI run: past it the run is killed
 RUN_DEPTH = 10  # calls one after another in a run, at most: the cap is this many timeouts
 # ---------------------------------------------------------------------------------------------
@@ -284,7 +323,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--md", type=Path, default=None, help="also write the table as Markdown here")
     ap.add_argument(
         "--models",
-        default=",".join(MODELS),
+        default="instruct,base",
         help="comma-separated: base (Gemma 3 270M: templates lenient, strict), "
         "instruct (Qwen2.5-Coder 0.5B: its own template)",
     )
@@ -306,8 +345,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=MAX_TIMEOUT_S,
         help="a server whose derived per-call timeout exceeds this is too slow: skipped",
     )
+    ap.add_argument("--runs", default=",".join(DEFAULT_RUNS), help="comma-separated run names")
     ap.add_argument(
-        "--runs", default=",".join(r.name for r in RUNS), help="comma-separated run names"
+        "--repeat",
+        default=REPEAT,
+        help="run this run a second time with the same seed and compare ('' for none)",
     )
     ap.add_argument("--record-only", action="store_true", help="exit 0 whatever the assertions say")
     ap.add_argument("--keep", action="store_true", help="keep the temporary run folders")
@@ -345,6 +387,7 @@ class Context:
     args: argparse.Namespace
     started: float
     seeds: list[int]
+    threads: int
     speeds: dict[str, dict[str, Any]] = field(default_factory=dict)
     servers: dict[str, dict[str, Any]] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)
@@ -362,12 +405,15 @@ def timeouts_for(speed: dict[str, Any], limit: int) -> tuple[float, float] | Non
     """``(backend.timeout_s, the run's wall-clock cap)`` from the measured speed: the largest
     token limit decoded at the measured speed shared by the parallel slots (batched: they
     decode :data:`BATCH_GAIN` times the one-answer speed together), plus the longest prompt
-    at the measured prompt speed, times a margin; None when the probe failed."""
+    at the measured prompt speed shared by the slots too (a call sent with three others
+    waits for their prompts: five critics on four slots, each with a 1000-token
+    conversation, ran past a timeout that counted one prompt), times a margin; None when
+    the probe failed."""
     decode = float(speed.get("decode_tok_s") or 0.0)
     prompt = float(speed.get("prompt_tok_s") or 0.0)
     if decode <= 0 or prompt <= 0:
         return None
-    per_call = limit * PARALLEL / (BATCH_GAIN * decode) + PROMPT_TOKENS_MAX / prompt
+    per_call = PARALLEL * (limit / (BATCH_GAIN * decode) + PROMPT_TOKENS_MAX / prompt)
     timeout = float(round(max(TIMEOUT_MIN_S, TIMEOUT_MARGIN * per_call)))
     return timeout, max(RUN_CAP_S, RUN_DEPTH * timeout)
 
@@ -393,7 +439,7 @@ def run_server(ctx: Context, model: ModelSpec, tname: str) -> list[dict[str, Any
     the time limits from its speed; run every run against it (each seed); stop it."""
     key = f"{model.key}/{tname}"
     rows: list[dict[str, Any]] = []
-    threads = ctx.args.threads or free_threads()
+    threads = ctx.threads
     info: dict[str, Any] = {"threads": threads, "args": model.templates[tname]}
     ctx.servers[key] = info
     server = Server(
@@ -432,19 +478,31 @@ def run_server(ctx: Context, model: ModelSpec, tname: str) -> list[dict[str, Any
             return rows
         proxy = Proxy(server.port, ctx.args.proxy_token_limit)
         base_url = f"http://127.0.0.1:{proxy.port}/v1"
-        for spec in ctx.runs:
-            if spec.templates is not None and tname not in spec.templates:
-                continue
+        for spec, repeat in runs_for(ctx, model, tname):
             for seed in ctx.seeds:
                 if time.monotonic() - ctx.started > ctx.args.budget_s:
-                    ctx.skipped.append(f"{key}/{spec.name} seed {seed}")
+                    ctx.skipped.append(f"{key}/{spec.name}{' (repeat)' * repeat} seed {seed}")
                     continue
-                rows.append(run_one(ctx, model, tname, spec, seed, (server, proxy, base_url)))
+                where = (server, proxy, base_url)
+                rows.append(run_one(ctx, model, tname, spec, seed, where, repeat))
     finally:
         if proxy is not None:
             proxy.stop()
         server.stop()
     return rows
+
+
+def runs_for(ctx: Context, model: ModelSpec, tname: str) -> list[tuple[RunSpec, bool]]:
+    """The runs against one server, in order, each with whether it is the repeat; the
+    repeat (``--repeat``) last."""
+    out = [
+        (spec, False)
+        for spec in ctx.runs
+        if (spec.templates is None or tname in spec.templates)
+        and (spec.models is None or model.key in spec.models)
+    ]
+    again = [spec for spec, _ in out if spec.name == ctx.args.repeat]
+    return out + [(spec, True) for spec in again]
 
 
 def run_one(
@@ -454,6 +512,7 @@ def run_one(
     spec: RunSpec,
     seed: int,
     where: tuple[Server, Proxy, str],
+    repeat: bool = False,
 ) -> dict[str, Any]:
     server, proxy, base_url = where
     info = ctx.servers[f"{model.key}/{tname}"]
@@ -464,12 +523,18 @@ def run_one(
         spec.overlay,
     )
     name = spec.name if len(ctx.seeds) == 1 else f"{spec.name}@{seed}"
+    name += "-repeat" if repeat else ""
     label = proxy.label = f"{model.key}/{tname}/{name}"
     offset = server.log_size()
     log(f"run {label} ...")
     work = ctx.tmp / model.key / tname / name
     row: dict[str, Any] = {"model": model.key, "template": tname, "run": name, "seed": seed}
     row.update(sets=sets, not_set=not_set, refused_before_calls=spec.refused_before_calls)
+    row.update(
+        must_pass=model.key in spec.must_pass,
+        scoring=bool(sets.get("prompt.scoring.enabled")),
+        repeat_of=spec.name if repeat else None,
+    )
     left = ctx.args.budget_s - (time.monotonic() - ctx.started)
     cap = min(float(info["cap_s"]), max(BUDGET_GRACE_S, left))
     row.update(run_cli(ctx.code, spec, sets, work, base_url, cap, seed))
@@ -503,6 +568,7 @@ def main(argv: list[str] | None = None) -> int:
         args=args,
         started=time.monotonic(),
         seeds=[int(s) for s in args.seeds.split(",")],
+        threads=args.threads or free_threads(),  # before any server of the check's own runs
     )
     models = [MODELS[m] for m in args.models.split(",")]
     result = header(ctx, models)
@@ -527,12 +593,25 @@ def main(argv: list[str] | None = None) -> int:
         result["measured"] = measured.finish(code)
         result["servers"] = ctx.servers
         result["skipped"] = ctx.skipped
+        result["same_seed"] = same_seed(result["rows"])
         server_problems = [f"{k}: {v['problem']}" for k, v in ctx.servers.items() if "problem" in v]
         failed = bool(server_problems) or any(r["problems"] for r in result["rows"])
         report(result, json_path, args.md)
         if args.keep or failed:
             print(f"run folders and server logs: {ctx.tmp}")
     return verdict(ctx, server_problems, failed, interrupted)
+
+
+def same_seed(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The comparison of the repeated run with its first run (same model, template, seed)."""
+    for again in rows:
+        if again.get("repeat_of") is None:
+            continue
+        for first in rows:
+            same = all(first[k] == again[k] for k in ("model", "template", "seed"))
+            if same and first["run"] == again["run"].removesuffix("-repeat") and first is not again:
+                return compare_runs(first, again)
+    return None
 
 
 def verdict(ctx: Context, server_problems: list[str], failed: bool, interrupted: bool) -> int:

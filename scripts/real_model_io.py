@@ -377,6 +377,7 @@ class _ProxyHandler(http.server.BaseHTTPRequestHandler):
             self.close_connection = True
             return
         rec.update(describe_request(body))
+        rec["body_sha"] = hashlib.sha256(body).hexdigest()[:12]
         if proxy.token_limit is not None and "roles" in rec and rec["token_limit"] is None:
             body = json.dumps({**json.loads(body), "max_tokens": proxy.token_limit}).encode()
             rec["token_limit_added"] = proxy.token_limit

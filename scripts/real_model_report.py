@@ -4,6 +4,7 @@ server log say about a run, the assertions a weak model cannot break, and the ta
 from __future__ import annotations
 
 import collections
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -72,6 +73,49 @@ def read_transcript(log_dir: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+def digest(value: Any) -> str:
+    """A short hash of ``value`` as canonical JSON."""
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def step_digests(t: dict[str, Any]) -> dict[str, list[str]]:
+    """Each chat step's ``[request, answer]`` digests by path: what it sent (prompt, system
+    prompt, parameters with the seed, the earlier messages it carried) and its last answer."""
+    out: dict[str, list[str]] = {}
+    for step in t.get("steps") or []:
+        if step.get("type") != "chat":
+            continue
+        sent = {k: step.get(k) for k in ("prompt", "system_prompt", "params", "context_messages")}
+        out[str(step.get("path"))] = [digest(sent), digest(step.get("response"))]
+    return out
+
+
+def ok_judges_per_round(scoring: Any) -> list[int]:
+    """How many judges ended ``ok`` in each judged round (one entry without rounds)."""
+    if not isinstance(scoring, dict) or not scoring.get("enabled"):
+        return []
+    evolution = scoring.get("evolution")
+    rounds = evolution.get("rounds") if isinstance(evolution, dict) else None
+    panels = [r.get("judges") or [] for r in rounds] if rounds else [scoring.get("judges") or []]
+    return [sum(1 for j in panel if j.get("status") == "ok") for panel in panels]
+
+
+def picks_of(t: dict[str, Any]) -> dict[str, Any]:
+    """What a run chose: the selected card, each round's survivors, the final prompt's digest."""
+    scoring = t.get("blackbox_scoring")
+    out: dict[str, Any] = {"final_prompt": digest(t.get("final_image_prompt"))}
+    if isinstance(scoring, dict) and scoring.get("enabled"):
+        out["selected_id"] = scoring.get("selected_id")
+        evolution = scoring.get("evolution")
+        if isinstance(evolution, dict):
+            out["survivors"] = [
+                [str(s.get("id")) for s in r.get("survivors") or []]
+                for r in evolution.get("rounds") or []
+            ]
+    return out
+
+
 def summarize_transcript(t: dict[str, Any] | None) -> dict[str, Any]:
     if t is None:
         return {"transcript": False}
@@ -104,6 +148,9 @@ def summarize_transcript(t: dict[str, Any] | None) -> dict[str, Any]:
         "statuses": dict(sorted(status_counts(t.get("blackbox_scoring")).items())),
         "step_errors": dict(sorted(step_errors.items())),
         "timeouts_recorded": timeouts,
+        "ok_judges": ok_judges_per_round(t.get("blackbox_scoring")),
+        "picks": picks_of(t) if error is None else None,
+        "digests": step_digests(t),
         "error": None
         if not isinstance(error, dict)
         else {k: error.get(k) for k in ("type", "phase", "step", "path", "reason", "status")}
@@ -135,7 +182,9 @@ def proxy_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
         "http_400": [r.get("error", "") for r in records if r["status"] == 400][:3],
         "image_endpoint": sum(1 for r in records if "/images" in r["path"]),
         "shapes": dict(shapes.most_common()),
+        "bodies": sorted(str(r["body_sha"]) for r in chat if r.get("body_sha")),
         "max_seconds": max((r["seconds"] for r in records), default=0.0),
+        "max_prompt_tokens": max((_prompt_tokens(r) or 0 for r in chat), default=0),
         "schemas": dict(collections.Counter(str(r.get("schema")) for r in chat if r.get("schema"))),
         "prompt_tokens_per_100_chars": _tokens_per_100_chars(chat),
         "prompt_not_rendered": [
@@ -237,7 +286,69 @@ def exit_problems(row: dict[str, Any]) -> list[str]:
         out.append(f"exit 1 but the transcript names no step ({err.get('type')})")
     if row["traceback"]:
         out.append("a traceback on stderr")
+    return out + must_pass_problems(row)
+
+
+MIN_OK_JUDGES = 2
+
+
+def must_pass_problems(row: dict[str, Any]) -> list[str]:
+    """A run the check requires to pass (``must_pass``): exit 0, and at least
+    :data:`MIN_OK_JUDGES` ok judges in every judged round of a scoring run."""
+    if not row.get("must_pass") or row.get("over_budget"):
+        return []
+    out: list[str] = []
+    if row["exit"] != 0:
+        out.append(f"exit {row['exit']}; this run must exit 0")
+    ok = row["transcript"].get("ok_judges") or []
+    if row.get("scoring") and (not ok or min(ok) < MIN_OK_JUDGES):
+        out.append(f"ok judges per round {ok}; at least {MIN_OK_JUDGES} required in every round")
     return out
+
+
+def compare_runs(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """What is equal and what differs between two runs with the same seed and settings:
+    the request bodies the proxy saw (as multisets: concurrent calls arrive in any order),
+    each step's request and answer (by path, from the transcripts), and the picks."""
+    da, db = a["transcript"].get("digests") or {}, b["transcript"].get("digests") or {}
+    both = [p for p in da if p in db]
+    requests = [p for p in both if da[p][0] == db[p][0]]
+    answers = [p for p in both if da[p][1] == db[p][1]]
+    bodies_a = collections.Counter(a["proxy"].get("bodies") or [])
+    bodies_b = collections.Counter(b["proxy"].get("bodies") or [])
+    first_answer = next((p for p in da if p in db and da[p][1] != db[p][1]), None)
+    first_request = next((p for p in da if p in db and da[p][0] != db[p][0]), None)
+    return {
+        "runs": [a["run"], b["run"]],
+        "exits": [a["exit"], b["exit"]],
+        "steps": [len(da), len(db)],
+        "steps_in_both": len(both),
+        "requests_equal": len(requests),
+        "answers_equal": len(answers),
+        "first_request_differing": first_request,
+        "first_answer_differing": first_answer,
+        "bodies": [sum(bodies_a.values()), sum(bodies_b.values())],
+        "bodies_equal": sum((bodies_a & bodies_b).values()),
+        "picks": [a["transcript"].get("picks"), b["transcript"].get("picks")],
+        "picks_equal": a["transcript"].get("picks") == b["transcript"].get("picks"),
+        "ok_judges": [a["transcript"].get("ok_judges"), b["transcript"].get("ok_judges")],
+    }
+
+
+def comparison_lines(c: dict[str, Any]) -> list[str]:
+    """The same-seed comparison in words."""
+    return [
+        f"Same seed twice ({c['runs'][0]} and {c['runs'][1]}, exits {c['exits'][0]} and "
+        f"{c['exits'][1]}): of {c['steps_in_both']} chat steps in both runs "
+        f"({c['steps'][0]} and {c['steps'][1]} in all), {c['requests_equal']} sent the same "
+        f"request and {c['answers_equal']} got the same answer; of "
+        f"{c['bodies'][0]} and {c['bodies'][1]} request bodies the proxy saw, "
+        f"{c['bodies_equal']} were byte-identical in both; first differing request: "
+        f"`{c['first_request_differing']}`, first differing answer: "
+        f"`{c['first_answer_differing']}`; picks "
+        + ("equal" if c["picks_equal"] else f"differ ({c['picks'][0]} vs {c['picks'][1]})")
+        + f"; ok judges per round {c['ok_judges'][0]} and {c['ok_judges'][1]}."
+    ]
 
 
 # --------------------------------------------------------------------------- the table
@@ -254,8 +365,8 @@ def markdown(result: dict[str, Any]) -> str:
         "| model / template | run | exit | chat steps done | tokens prompt / completion | re-asks by reason "
         "| judge / selector / variant statuses | requests: HTTP status (gone = the client hung up: its timeout, or the run stopped) "
         "| no token limit | finish reasons | prompt tokens per 100 chars (least) "
-        "| judge requests | wall s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| judge requests | ok judges per round | wall s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in result["rows"]:
         t = r["transcript"]
@@ -267,7 +378,8 @@ def markdown(result: dict[str, Any]) -> str:
             f"| {fmt_counts(r['proxy']['http'])} | {r['proxy']['no_token_limit']} "
             f"| {fmt_counts(r['proxy']['finish'])} "
             f"| {r['proxy'].get('prompt_tokens_per_100_chars', '-')} "
-            f"| {(r['proxy'].get('schemas') or {}).get('idea_scores', 0)} | {r['wall_s']} |"
+            f"| {judge_requests(r['proxy'])} "
+            f"| {', '.join(map(str, t.get('ok_judges') or [])) or '-'} | {r['wall_s']} |"
         )
     lines.append("")
     lines.append("Message roles of the chat requests (s system, u user, a assistant), per run:")
@@ -293,10 +405,19 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+JUDGE_SCHEMAS = ("idea_scores", "idea_comparison")
+"""The response schemas of judge requests (every protocol's)."""
+
+
+def judge_requests(proxy: dict[str, Any]) -> int:
+    schemas = proxy.get("schemas") or {}
+    return sum(int(schemas.get(name, 0)) for name in JUDGE_SCHEMAS)
+
+
 def reached_judges(result: dict[str, Any]) -> str:
     """How many runs sent at least one judge request, of how many ran."""
     rows = result["rows"]
-    reached = sum(1 for r in rows if (r["proxy"].get("schemas") or {}).get("idea_scores"))
+    reached = sum(1 for r in rows if judge_requests(r["proxy"]))
     return f"{reached} of {len(rows)} run(s) reached the judges"
 
 
@@ -340,4 +461,6 @@ def render_md(result: dict[str, Any]) -> str:
             "chat request that sent no limit; this is not what the code sends."
         )
     lines.append(f"{reached_judges(result)}.")
+    if result.get("same_seed"):
+        lines += comparison_lines(result["same_seed"])
     return "\n".join(lines) + "\n\n" + str(result["markdown"])

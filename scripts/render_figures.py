@@ -28,6 +28,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
+sys.path.insert(0, str(REPO / "scripts"))
 
 __all__ = ["BLOCKS", "Block", "documents", "main", "render", "render_text", "stale_blocks"]
 
@@ -387,7 +388,57 @@ def _judging(sources: list[tuple[str, Json]]) -> str:
     )
 
 
+# --------------------------------------------------------------------------- real model
+
+
+def _counts(d: Mapping[str, Any] | None) -> str:
+    return ", ".join(f"{k} {v}" for k, v in (d or {}).items()) or "-"
+
+
+def _real_model(sources: list[tuple[str, Json]]) -> str:
+    """scripts/real-model-check's table in short: per run its exit, the ok judges per
+    round, the judge and selector statuses, the gates (re-asks by reason), tokens and wall
+    time; the servers' measured speeds and threads; the same-seed comparison."""
+    import real_model_report
+
+    path, data = sources[0]
+    lines = [
+        "| model / template | run | exit | ok judges per round | statuses | re-asks by reason "
+        "| tokens prompt / completion | wall s | problems |",
+        "| --- | --- | --- | --- | --- | --- | --- | ---: | --- |",
+    ]
+    for r in data["rows"]:
+        t = r["transcript"]
+        exit_ = "hang" if r["hang"] else "budget" if r.get("over_budget") else str(r["exit"])
+        ok = ", ".join(map(str, t.get("ok_judges") or [])) or "-"
+        lines.append(
+            f"| {r['model']}/{r['template']} | {r['run']} | {exit_} | {ok} "
+            f"| {_counts(t.get('statuses'))} | {_counts(t.get('reasks'))} "
+            f"| {t.get('prompt_tokens', '-')} / {t.get('completion_tokens', '-')} "
+            f"| {r['wall_s']} | {'; '.join(r['problems']) or 'none'} |"
+        )
+    servers = []
+    for key, speed in (data.get("server_speed") or {}).items():
+        info = (data.get("servers") or {}).get(key, {})
+        if "decode_tok_s" not in speed:
+            continue
+        servers.append(
+            f"{key}: -t {info.get('threads', '?')}, {speed['decode_tok_s']} tokens/s decoding, "
+            f"{speed['prompt_tok_s']} tokens/s prompt at load {speed['load_avg_1min']}, timeout "
+            f"{info.get('timeout_s', '-')} s per call"
+            + (f", too slow: {info['too_slow']}" if info.get("too_slow") else "")
+        )
+    tail = [f"Servers: {'; '.join(servers)}." if servers else "Servers: none started."]
+    tail.append(f"{data.get('wall_s', '?')} s in all, budget {data['settings']['budget_s']:.0f} s.")
+    if data.get("skipped"):
+        tail.append(f"Not run (over the budget): {', '.join(data['skipped'])}.")
+    if data.get("same_seed"):
+        tail += real_model_report.comparison_lines(data["same_seed"])
+    return "\n".join(lines) + "\n\n" + "\n".join(tail) + f"\n\n{measured_on(path, data)}\n"
+
+
 BLOCKS: dict[str, Block] = {
+    "real-model": Block("docs/real_model.json", _real_model),
     "latency": Block("docs/latency.json", _latency),
     "latency-summary": Block("docs/latency.json", _latency_summary),
     "latency-conversation": Block("docs/latency.json", _latency_conversation),

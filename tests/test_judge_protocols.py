@@ -24,6 +24,7 @@ from image_project.seeding import derive_seed
 from image_project.stages.scoring.judges import RATIONALE_MAX_CHARS, reasoned_output
 from image_project.stages.scoring.logprobs import NO_LOGPROBS, Weighted, expected_scores
 from image_project.stages.scoring.pairwise import (
+    binomial_two_sided,
     bradley_terry,
     fitted_scores,
     pair_schedule,
@@ -335,6 +336,61 @@ def test_position_bias_is_degenerate() -> None:
     assert position_bias(first[:1]) is None
 
 
+def test_a_judge_whose_first_shown_card_wins_too_often_is_degenerate() -> None:
+    """Asked both ways, a judge that follows the cards picks the first-shown card in half
+    the comparisons; 11 of 12 (the share a small real model showed) fails the binomial
+    rule, 9 of 12 and a consistent judge's 6 of 12 pass."""
+    pairs = pair_schedule(SEED, "ABCD", "warm")
+    assert len(pairs) == 12
+    rank = {"A": 0, "B": 1, "C": 2, "D": 3}
+    consistent = [(a, b, min(a, b, key=rank.__getitem__)) for a, b in pairs]
+    assert sum(o[2] == o[0] for o in consistent) == 6 and position_bias(consistent) is None
+
+    def first_wins(k: int) -> list[tuple[str, str, str]]:
+        return [(a, b, a if n < k else b) for n, (a, b) in enumerate(pairs)]
+
+    why = position_bias(first_wins(11))
+    assert why is not None and "card shown first won 11 of 12" in why and "p=0.006" in why
+    assert position_bias(first_wins(10)) is not None  # p = 0.039
+    assert position_bias(first_wins(9)) is None  # p = 0.146
+    why = position_bias([(a, b, b if n else a) for n, (a, b) in enumerate(pairs)])
+    assert why is not None and "card shown second won 11 of 12" in why
+    assert binomial_two_sided(6, 6) == binomial_two_sided(0, 6) == 1 / 32
+    assert binomial_two_sided(3, 6) == 1.0
+
+
+async def test_a_mostly_first_shown_pairwise_judge_is_degenerate_with_the_reason(
+    tmp_path: Path,
+) -> None:
+    """A fake judge that picks the first-shown card except in one comparison per round is
+    ``degenerate``; its record keeps every comparison and the reason."""
+    seen: list[str] = []
+
+    def fn(request: TextRequest) -> str | TextReply:
+        if role(request) == "idea_comparison":
+            assert request.json_schema is not None
+            first, second = request.json_schema.schema["properties"]["better"]["enum"]
+            seen.append(first)
+            return json.dumps({"better": second if len(seen) == 1 else first})
+        return scoring_answer(request)
+
+    cfg = make_cfg(
+        tmp_path,
+        "prompt.scoring.enabled=true",
+        "prompt.scoring.num_ideas=4",
+        "prompt.scoring.judges=[{id: strict}, {id: warm, protocol: pairwise}, {id: novel}]",
+    )
+    await run_generation(cfg, backends(FunctionTextBackend(fn)))
+    judges = {j["id"]: j for j in transcript(tmp_path)["blackbox_scoring"]["judges"]}
+    warm = judges["warm"]
+    n = len(warm["order"])
+    assert n == 4 and len(warm["comparisons"]) == 12
+    first = sum(1 for a, _, w in warm["comparisons"] if w == a)
+    assert first == 11
+    assert warm["status"] == "degenerate" and "card shown first won 11 of 12" in warm["error"]
+    assert judges["strict"]["status"] == judges["novel"]["status"] == "ok"
+
+
 async def test_an_offline_pairwise_judge_orders_cards_like_its_list_self(
     tmp_path: Path,
 ) -> None:
@@ -438,6 +494,23 @@ def test_the_expected_score_weighs_the_first_digit_tokens_alternatives() -> None
     assert isinstance(weighted, Weighted)
     # B's digit shares a token with the closing braces and has no alternatives: as sampled.
     assert weighted.scores == {"A": round(85 * 0.7 + 60 * 0.3), "B": 7}
+
+
+def test_a_sampled_zero_reads_its_alternative_digits_as_tens() -> None:
+    """After a leading 0 JSON allows no digit, so a sampled 0 does not show how long the
+    alternatives' scores are: a digit 1-9 in its place is a tens digit (7 -> 70), while a
+    sampled 7 keeps its one-digit alternatives (3 -> 3)."""
+    text = '{"scores": {"A": 0, "B": 7}}'
+    split = tokens(
+        ('{"scores": {"A": ', 0.0, ()),
+        ("0", math.log(0.4), (("0", math.log(0.4)), ("7", math.log(0.4)), ("1", math.log(0.2)))),
+        (', "B": ', 0.0, ()),
+        ("7", math.log(0.6), (("7", math.log(0.6)), ("3", math.log(0.2)))),
+        ("}}", 0.0, ()),
+    )
+    weighted = expected_scores(text, split, {"A": 0, "B": 7})
+    assert isinstance(weighted, Weighted)
+    assert weighted.scores == {"A": round(0 * 0.4 + 70 * 0.4 + 10 * 0.2), "B": 6}
 
 
 def test_without_usable_logprobs_the_sampled_scores_stay_and_it_says_why() -> None:
@@ -584,3 +657,31 @@ async def test_under_every_protocol_degenerate_judges_count_against_the_quorum(
         await run_generation(cfg, backends(FunctionTextBackend(fn)))
     message = caught.value.error.message
     assert "strict=degenerate, warm=degenerate, novel=ok" in message, message
+
+
+def test_a_logprobs_judge_on_a_reasoning_model_stops_before_any_call(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Refused at pre-flight (exit 2, the judge and the model named), so no run finds out
+    mid-way; the base URL is a closed port that no call could reach."""
+    config = write_config(tmp_path)
+    code = main(
+        [
+            "--config",
+            str(config),
+            "--prompt-only",
+            "--set",
+            "backend.provider=openai",
+            "--set",
+            "backend.base_url=http://127.0.0.1:9/v1",
+            "--set",
+            "prompt.scoring.enabled=true",
+            "--set",
+            "prompt.scoring.judges=[{id: warm}, {id: strict, model: o3-mini, protocol: logprobs}]",
+        ],
+    )
+    captured = capsys.readouterr()
+    assert code == 2
+    assert "prompt.scoring.judges[1].protocol" in captured.err
+    assert "judge 'strict'" in captured.err and "'o3-mini'" in captured.err
+    assert not list((tmp_path / "out").rglob("*_transcript.json"))

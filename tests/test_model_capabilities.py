@@ -19,6 +19,7 @@ from image_project.config.capabilities import (
     ImageModel,
     TextModel,
     check_models,
+    gives_no_logprobs,
     image_model,
     reasoning_effort_for,
     text_model,
@@ -270,3 +271,46 @@ def test_the_llm_selector_model_is_checked_like_the_judges() -> None:
     assert "prompt.scoring.judge_model" in problem(cfg(prompt=inherited)).key
     code = {"enabled": True, "selector": "code", "selector_model": "gpt-4-turbo"}
     assert check_models(cfg(prompt=scoring(evolution=code)), today=TODAY) == ()
+
+
+def test_reasoning_model_families_give_no_logprobs_by_name_or_table() -> None:
+    for name in ("o1", "o3-mini", "o4-mini-2025-04-16", "gpt-5", "gpt-5.4", "o3-pro-new"):
+        assert gives_no_logprobs(name) is not None, name
+    assert gives_no_logprobs("gpt-6.1-sol") is not None  # runs only at temperature 1
+    for name in ("gpt-4.1-mini", "gpt-6-luna", "qwen2.5-coder-0.5b-instruct", "o10", "gpt-50"):
+        assert gives_no_logprobs(name) is None, name
+    table = {"says-no": TextModel("says-no", "any", logprobs=False)}
+    assert gives_no_logprobs("says-no", table) == "the model returns no token log-probabilities"
+
+
+def test_a_logprobs_judge_on_a_reasoning_model_is_refused_naming_the_judge_and_model() -> None:
+    judges: list[dict[str, Any]] = [
+        {"id": "warm"},
+        {"id": "strict", "model": "o4-mini", "protocol": "logprobs"},
+    ]
+    error = problem(cfg(prompt=scoring(judges=judges)), today=date(2026, 1, 1))
+    assert error.key == "prompt.scoring.judges[1].protocol"
+    assert "judge 'strict'" in error.message and "'o4-mini'" in error.message
+    assert "reasoning model" in error.message and "pairwise" in error.message
+    # The same judge under another protocol is only checked for its temperature.
+    judges[1] = {"id": "strict", "model": "o4-mini", "temperature": 1, "protocol": "pairwise"}
+    warnings = check_models(cfg(prompt=scoring(judges=judges)), today=date(2026, 1, 1))
+    assert all("scheduled to shut down" in w for w in warnings)
+    # The panel default names its own key; a model no table knows is checked by its family.
+    error = problem(
+        cfg(
+            prompt=scoring(
+                judge_protocol="logprobs", judge_model="gpt-5.9-new", judge_temperature=1
+            )
+        )
+    )
+    assert error.key == "prompt.scoring.judge_protocol" and "'gpt-5.9-new'" in error.message
+
+
+def test_a_logprobs_judge_on_a_backend_that_gives_none_is_refused() -> None:
+    judges = [{"id": "strict", "model": "qwen2.5", "protocol": "logprobs"}]
+    config = cfg(backend={"logprobs": False}, prompt=scoring(judges=judges))
+    error = problem(config)
+    assert error.key == "prompt.scoring.judges[0].protocol"
+    assert "backend.logprobs: false" in error.message and "'qwen2.5'" in error.message
+    assert check_models(cfg(prompt=scoring(judges=judges)), today=TODAY) == ()

@@ -346,12 +346,12 @@ def test_a_row_whose_prompts_were_not_rendered_is_a_problem() -> None:
 
 @pytest.mark.parametrize(
     ("decode", "timeout"),
-    [(30.0, 93.0), (20.0, 120.0), (3.5, 497.0), (0.6, 2707.0)],
+    [(30.0, 117.0), (20.0, 144.0), (3.5, 521.0), (0.6, 2731.0)],
 )
 def test_timeouts_come_from_the_measured_speed(decode: float, timeout: float) -> None:
     """The largest limit (a judge of 6 cards: 60 + 6 * 40 = 300, under the card's 400) at the
     measured decoding speed shared by the 4 slots (batched: twice the speed of one answer),
-    plus a 3,000-token prompt, twice over."""
+    plus a 1,200-token prompt at the prompt speed the 4 slots share too, twice over."""
     sets, _ = real_model_check.overlays_for(
         {"backend": {"max_output_tokens": {"card": 1, "judge_base": 1, "judge_per_card": 1}}},
         real_model_check.COMMON,
@@ -376,6 +376,7 @@ def test_a_server_too_slow_for_the_budget_is_skipped_not_failed(
         args=real_model_check.parse_args([]),
         started=0.0,
         seeds=[24],
+        threads=1,
         servers={"instruct/own": {"too_slow": "decodes 0.6 tokens/s"}},
     )
     assert real_model_check.verdict(ctx, [], failed=False, interrupted=False) == 0
@@ -389,3 +390,89 @@ def test_a_run_stopped_at_the_budget_is_no_failure() -> None:
            "transcript": {}, "proxy": {"chat_requests": 3}, "cap_s": 60.0}  # fmt: skip
     assert real_model_report.exit_problems(row) == []
     assert real_model_report.exit_problems({**row, "over_budget": False, "hang": True}) != []
+
+
+def test_a_must_pass_run_needs_exit_0_and_two_ok_judges_in_every_round() -> None:
+    failed = {"transcript": True, "error": {"path": "pipeline/x", "type": "ModelOutputError"}}
+    must = {"must_pass": True, "scoring": True}
+    assert real_model_report.problems_of(row(exit=1, transcript=failed)) == []
+    problems = real_model_report.problems_of(row(exit=1, transcript=failed, **must))
+    assert any("must exit 0" in p for p in problems)
+    clean = {"transcript": True, "error": None, "timeouts_recorded": 0, "ok_judges": [3, 1]}
+    (problem,) = real_model_report.problems_of(row(transcript=clean, **must))
+    assert "ok judges per round [3, 1]" in problem
+    clean["ok_judges"] = [2, 3]
+    assert real_model_report.problems_of(row(transcript=clean, **must)) == []
+    # a prompt-only run without scoring needs exit 0 only
+    assert real_model_report.problems_of(row(must_pass=True, scoring=False)) == []
+
+
+@pytest.mark.anyio
+async def test_ok_judges_picks_and_digests_come_from_a_real_multi_round_transcript(
+    tmp_path: Path,
+) -> None:
+    async def once(where: Path) -> dict[str, Any]:
+        cfg = make_cfg(
+            where,
+            "run.mode=prompt_only",
+            "prompt.refinement=none",
+            "prompt.scoring.enabled=true",
+            "prompt.scoring.num_ideas=3",
+            "prompt.scoring.judges=[{id: a}, {id: b, rubric: strict}]",
+            "prompt.scoring.evolution.enabled=true",
+            "prompt.scoring.evolution.generations=1",
+            "prompt.scoring.evolution.selector=llm",
+        )
+        await run_generation(cfg, backends(FunctionTextBackend(OfflineTextBackend().complete)))
+        (path,) = (where / "logs").glob("*_transcript.json")
+        summary = real_model_report.summarize_transcript(json.loads(path.read_text("utf-8")))
+        return {"run": "r", "exit": 0, "transcript": summary, "proxy": {"bodies": ["x", "y"]}}
+
+    first, again = await once(tmp_path / "1"), await once(tmp_path / "2")
+    assert first["transcript"]["ok_judges"] == [2, 2]
+    picks = first["transcript"]["picks"]
+    assert picks["selected_id"] and len(picks["survivors"]) == 2
+    compared = real_model_report.compare_runs(first, {**again, "run": "r-repeat"})
+    n = compared["steps_in_both"]
+    assert n == len(first["transcript"]["digests"]) > 5
+    assert compared["requests_equal"] == compared["answers_equal"] == n
+    assert compared["picks_equal"] and compared["bodies_equal"] == 2
+    assert compared["first_answer_differing"] is None
+    path = next(iter(again["transcript"]["digests"]))
+    again["transcript"]["digests"][path] = ["other", "other"]
+    compared = real_model_report.compare_runs(first, again)
+    assert compared["requests_equal"] == n - 1 and compared["first_answer_differing"] == path
+    assert "picks equal" in real_model_report.comparison_lines(compared)[0]
+
+
+def test_the_instruct_model_runs_first_and_the_repeat_last() -> None:
+    args = real_model_check.parse_args([])
+    assert args.models.split(",")[0] == "instruct"
+    ctx = real_model_check.Context(
+        binary=Path("x"),
+        code=REPO,
+        keys={},
+        runs=[r for r in real_model_check.RUNS if r.name in args.runs.split(",")],
+        tmp=Path("x"),
+        args=args,
+        started=0.0,
+        seeds=[24],
+        threads=1,
+    )
+    instruct = real_model_check.runs_for(ctx, real_model_io.MODELS["instruct"], "own")
+    names = [(spec.name, repeat) for spec, repeat in instruct]
+    assert names == [
+        ("full-text-only-refused", False),
+        ("standard", False),
+        ("scoring-3-judges", False),
+        ("llm-selector-2-rounds", False),
+        ("scoring-3-judges", True),
+    ]
+    assert instruct[0][0].refused_before_calls and not instruct[0][0].must_pass
+    assert all(spec.must_pass == ("instruct",) for spec, _ in instruct[1:])
+    base = real_model_io.MODELS["base"]
+    for template in ("lenient", "strict"):
+        runs = real_model_check.runs_for(ctx, base, template)
+        assert [spec.name for spec, _ in runs] == ["standard"]
+    judges = real_model_check.SCORING["prompt.scoring.judges"]
+    assert len(judges) == 3 and {j["protocol"] for j in judges} == {"logprobs"}

@@ -9,7 +9,7 @@ were looked up on 2026-11-23.
   ``"reasoning_none"``: only when ``reasoning_effort: "none"`` is sent, which the OpenAI
   adapter then does, see :func:`reasoning_effort_for`; ``"default_only"``: a reasoning model
   that runs only at its default temperature, 1), whether it supports JSON-schema structured
-  outputs and the Chat Completions ``seed``, and its shutdown date.
+  outputs, the Chat Completions ``seed`` and token log-probabilities, and its shutdown date.
 * An **image model** says which sizes it accepts (a fixed list, or the flexible rule of
   :class:`FlexibleSizes`), which ``quality`` values it offers, and its shutdown date.
 * ``None`` in a column means "not known": that property is not checked.
@@ -46,6 +46,7 @@ __all__ = [
     "Temperature",
     "TextModel",
     "check_models",
+    "gives_no_logprobs",
     "image_model",
     "reasoning_effort_for",
     "text_model",
@@ -66,6 +67,7 @@ class TextModel:
     seed: bool | None = None
     shutdown: date | None = None
     replacement: str | None = None
+    logprobs: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -249,6 +251,8 @@ class _Use:
     temperature: float | None = None
     who: str = ""
     backend: str | None = None
+    protocol: str | None = None
+    protocol_key: str = ""
 
 
 def _text_key(backend: str | None) -> str:
@@ -269,7 +273,21 @@ def _text_uses(cfg: AppConfig) -> list[_Use]:
         else:
             key = _text_key(judge.backend)
         who = f"judge {judge.id!r}"
-        uses.append(_Use(key, judge.model, judge.temperature, who, judge.backend))
+        own = scoring.judges is not None and scoring.judges[index].protocol is not None
+        protocol_key = (
+            f"prompt.scoring.judges[{index}].protocol" if own else "prompt.scoring.judge_protocol"
+        )
+        uses.append(
+            _Use(
+                key,
+                judge.model,
+                judge.temperature,
+                who,
+                judge.backend,
+                judge.protocol,
+                protocol_key,
+            )
+        )
     evolution = scoring.evolution
     if evolution.enabled and evolution.selector == "llm":
         if evolution.selector_model is not None:
@@ -282,6 +300,40 @@ def _text_uses(cfg: AppConfig) -> list[_Use]:
         who = "the LLM survivor selector"
         uses.append(_Use(key, model, 0.0, who, scoring.selector_backend))
     return uses
+
+
+_REASONING_FAMILY = re.compile(r"^(o1|o3|o4|gpt-5)([-.]|$)")
+"""OpenAI's reasoning model families, whose Chat Completions return no token
+log-probabilities (the API rejects ``logprobs``), known to the table or not."""
+
+
+def gives_no_logprobs(name: str, table: Mapping[str, TextModel] = TEXT_MODELS) -> str | None:
+    """Why model ``name`` returns no token log-probabilities, or None when it may: a
+    reasoning model (the o1, o3, o4 and gpt-5 families by name; a table entry that runs only
+    at its default temperature), or an entry that says so."""
+    entry = text_model(name, table)
+    if entry is not None and entry.logprobs is not None:
+        return None if entry.logprobs else "the model returns no token log-probabilities"
+    if _REASONING_FAMILY.match(name) or (entry is not None and entry.temperature == "default_only"):
+        return "a reasoning model, which returns no token log-probabilities"
+    return None
+
+
+def _logprobs_problem(cfg: AppConfig, use: _Use, table: Mapping[str, TextModel]) -> str | None:
+    """Why a ``logprobs`` judge cannot get log-probabilities from its model or backend."""
+    backend = cfg.backend_config(use.backend)
+    section = "backend" if use.backend is None else f"backends.{use.backend}"
+    if backend is not None and not backend.logprobs:
+        why = f"its backend says it gives none ({section}.logprobs: false)"
+    else:
+        found = gives_no_logprobs(use.model, table)
+        if found is None:
+            return None
+        why = f"its model {use.model!r} is {found}" if found.startswith("a ") else found
+    return (
+        f"got 'logprobs' for {use.who} (model {use.model!r}), but {why}; choose protocol "
+        "list, reasoned, pointwise or pairwise for it"
+    )
 
 
 def _shutdown_problem(
@@ -331,6 +383,10 @@ def _text_problems(
     for use in _text_uses(cfg):
         entry = text_model(use.model, table)
         backend = cfg.backend_config(use.backend) if use.backend in served else None
+        if use.protocol == "logprobs" and backend is not None:
+            logprobs = _logprobs_problem(cfg, use, table)
+            if logprobs:
+                problems.append((use.protocol_key, logprobs))
         if entry is None or backend is None:
             continue
         error, warning = _shutdown_problem(use.model, entry.shutdown, entry.replacement, today)
@@ -420,7 +476,9 @@ def check_models(
     Raises ONE :class:`ConfigError` naming the first bad key and the allowed values (further
     problems listed in its message, as the loader does): a model that is shut down, a text
     model or judge that cannot honour its temperature, structured outputs or a seed a model
-    does not support, an image size or quality the image model would reject. Returns the
+    does not support, a ``logprobs`` judge whose model (a reasoning model,
+    :func:`gives_no_logprobs`) or backend (``logprobs: false``) gives no log-probabilities,
+    an image size or quality the image model would reject. Returns the
     warnings (each also logged at WARNING on ``image_project.config``): models scheduled to
     shut down. ``today`` defaults to the current UTC date.
 

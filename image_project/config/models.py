@@ -164,6 +164,9 @@ class BackendConfig(_Section):
     backoff_max_s: _Float = Field(default=30.0, ge=0.0, le=3600.0)
     max_retry_wait_s: _Float = Field(default=60.0, ge=0.0, le=3600.0)
     structured_outputs: StrictBool = True
+    logprobs: StrictBool = True
+    """Whether the endpoint returns token log-probabilities; false: a ``logprobs`` judge on
+    it is refused before any call (exit 2)."""
     max_output_tokens: TokenLimitsConfig = Field(default_factory=TokenLimitsConfig)
     token_limit_param: TokenLimitParam = "max_completion_tokens"
     role_style: RoleStyle = "system"

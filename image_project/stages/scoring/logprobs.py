@@ -9,7 +9,11 @@ score is replaced by each alternative that is digits in the same place, the scor
 remaining digits kept as sampled, and the candidates in 0..100 averaged by their
 probabilities, renormalised (:func:`expected_scores`). With a tokenizer that writes every
 digit alone (Qwen, Llama 3) this weighs the tens digit; with one that writes ``85`` as one
-token, the whole score.
+token, the whole score. A sampled score of 0 is the one whose length says nothing about its
+alternatives' (JSON allows no digit after a leading 0): an alternative single digit 1-9 in
+its place is read as the tens digit of a two-digit score, units 0 (``7`` is 70), as a 0-100
+judge writes its scores; read as one-digit scores, a judge that wrote 0 for every card with
+most of each card's probability on other tens digits got weighted scores of 0 to 4.
 
 Where the server returns no log-probabilities, or its tokens do not spell the answer, the
 sampled scores are kept and the judge's result carries a ``warning`` saying so (logged
@@ -99,6 +103,8 @@ def _expected(
         if not digits or body[len(digits) :] != tail:
             continue
         candidate = int(digits + rest)
+        if own_digits + rest == "0" and len(digits) == 1:
+            candidate *= 10  # the tens digit of a score the sampled 0 does not show
         if 0 <= candidate <= 100:
             weights[candidate] = weights.get(candidate, 0.0) + math.exp(logprob)
     total = sum(weights.values())

@@ -12,7 +12,8 @@ outcomes are fitted with the Bradley-Terry model by Hunter's MM iteration
 never won keeps a finite strength, and turned into 0-100 scores: the fitted probability that
 the card beats a card of average strength (:func:`fitted_scores`). The degeneracy gate reads
 those scores like any judge's; a judge that always picks the card shown first (or always
-the second) is degenerate too (:func:`position_bias`).
+the second), or whose share of first-shown winners a binomial test sets apart from one half,
+is degenerate too, the reason recorded in its error (:func:`position_bias`).
 
 Cost: ``n (n - 1)`` calls per judge per round for ``n`` cards (3 cards: 6; 6 cards: 30),
 each with two cards in its prompt and a one-id answer.
@@ -34,8 +35,10 @@ from image_project.seeding import rng_for
 
 __all__ = [
     "ITERATIONS",
+    "POSITION_ALPHA",
     "PRIOR",
     "Outcome",
+    "binomial_two_sided",
     "bradley_terry",
     "fitted_scores",
     "pair_output",
@@ -46,6 +49,9 @@ __all__ = [
 PRIOR = 0.5
 """Virtual wins each card of a pair gets against the other before the outcomes count."""
 ITERATIONS = 200
+POSITION_ALPHA = 0.05
+"""The significance at which a pairwise judge's share of first-shown (or second-shown)
+winners counts as following the position (:func:`position_bias`)."""
 Outcome = tuple[str, str, str]
 """One comparison: (the card shown first, the card shown second, the winner)."""
 
@@ -108,13 +114,35 @@ def fitted_scores(ids: Sequence[str], outcomes: Sequence[Outcome]) -> dict[str, 
     return {i: round(100 * strength[i] / (strength[i] + 1.0)) for i in ids}
 
 
+def binomial_two_sided(k: int, n: int) -> float:
+    """The exact two-sided binomial p-value of ``k`` successes in ``n`` fair trials: the
+    probability of an outcome at most as likely as ``k``."""
+    pmf = [math.comb(n, i) / 2**n for i in range(n + 1)]
+    return float(min(1.0, sum(p for p in pmf if p <= pmf[k] * (1 + 1e-9))))
+
+
 def position_bias(outcomes: Sequence[Outcome]) -> str | None:
-    """Why the outcomes follow the position shown rather than the cards, or None: with 2 or
-    more comparisons, every winner the card shown first (or every one the second). Asked
-    both ways, that is every pair contradicted."""
-    if len(outcomes) < 2:
+    """Why the outcomes follow the position shown rather than the cards, or None.
+
+    The rule, with 2 or more comparisons: every winner the card shown first (or every one
+    the second); or the share of first-shown winners so far from one half that the exact
+    two-sided binomial test against a judge that ignores the position gives
+    p < :data:`POSITION_ALPHA`. Each pair is asked both ways, so a judge that follows the
+    cards picks the first-shown card in exactly half the comparisons whatever its
+    preferences; only contradicted pairs move the share (3 cards, 6 comparisons: 6 of 6;
+    4 cards, 12 comparisons: 10 or more of 12)."""
+    n = len(outcomes)
+    if n < 2:
         return None
-    for place, name in ((0, "first"), (1, "second")):
-        if all(o[2] == o[place] for o in outcomes):
+    first = sum(1 for o in outcomes if o[2] == o[0])
+    for wins, name in ((first, "first"), (n - first, "second")):
+        if wins == n:
             return f"every comparison chose the card shown {name}"
+    p = binomial_two_sided(first, n)
+    if p < POSITION_ALPHA:
+        name, wins = ("first", first) if 2 * first > n else ("second", n - first)
+        return (
+            f"the card shown {name} won {wins} of {n} comparisons (two-sided binomial "
+            f"p={p:.3f} < {POSITION_ALPHA} against a judge that ignores the position)"
+        )
     return None
