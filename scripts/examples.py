@@ -207,10 +207,15 @@ def mask(text: str, session: Session) -> str:
 
 
 def unmask(command: str, session: Session) -> str:
-    """``command`` with placeholder ids (whole, or their first 15 characters) made real."""
+    """``command`` with placeholder ids (whole, or their first 15 characters) made real. The
+    placeholders differ in their first 15 characters (one second apart), real ids need not
+    (runs started in the same second): a prefix that would match several real ids is
+    replaced by the whole id, so the command names the run the placeholder does."""
     for k, real in enumerate(session.ids, 1):
         command = command.replace(placeholder(k), real)
-        command = command.replace(placeholder(k)[:15], real[:15])
+        short = real[:15]
+        unique = sum(other.startswith(short) for other in session.ids) == 1
+        command = command.replace(placeholder(k)[:15], short if unique else real)
     return command
 
 

@@ -205,3 +205,16 @@ def test_mask_makes_paths_relative_numbers_ids_and_hides_durations(tmp_path: Pat
     # A placeholder in a command (whole, or the unique start `runs show` takes) is made real.
     assert examples.unmask("runs show 20260101_120002", session) == f"runs show {first[:15]}"
     assert examples.unmask("x 20260101_120001_00000001", session) == f"x {second}"
+
+
+def test_a_placeholder_prefix_shared_by_two_real_ids_becomes_the_whole_id(tmp_path: Path) -> None:
+    # Two runs started in the same second: their first 15 characters name both.
+    session = examples.Session(
+        tmp_path, ids=["20261128_024204_a6e4cafd", "20261128_024204_ae0913d3"]
+    )
+    assert examples.unmask("runs show 20260101_120001", session) == (
+        "runs show 20261128_024204_a6e4cafd"
+    )
+    assert examples.unmask("runs show 20260101_120002", session) == (
+        "runs show 20261128_024204_ae0913d3"
+    )

@@ -498,7 +498,11 @@ def _filtered(
         query = query.where(runs.c.generation_id.in_(panel))
     if since is not None:
         query = query.where(runs.c.created_at >= parse_since(since))
-    query = query.order_by(runs.c.created_at.desc(), runs.c.generation_id.desc())
+    # Newest first. created_at has whole seconds, so runs started in the same second are
+    # ordered by when the store received them (then by id), not by their random ids.
+    query = query.order_by(
+        runs.c.created_at.desc(), runs.c.stored_at.desc(), runs.c.generation_id.desc()
+    )
     if last is not None:
         query = query.limit(last)
     return query

@@ -120,7 +120,8 @@ async def test_five_runs_listed_shown_exported_and_rebuilt_from_transcripts(
     assert len(rows) == 5
     listed = {line.split()[0]: line.split()[3] for line in rows}
     assert listed == {gid: ("failed" if gid == ids[4] else "ok") for gid in ids}
-    assert [line.split()[0] for line in rows] == sorted(ids, reverse=True)  # newest first
+    # Newest first: the runs were made one after another, some in the same second.
+    assert [line.split()[0] for line in rows] == ids[::-1]
 
     code, out = runs_cli(capsys, store_url, "list", "--failed")
     assert [line.split()[0] for line in out.strip().splitlines()[1:]] == [ids[4]]
@@ -199,10 +200,7 @@ async def test_five_runs_listed_shown_exported_and_rebuilt_from_transcripts(
 
 async def test_reader_api_filters_and_rebuilds_records(tmp_path: Path, store_url: str) -> None:
     records = await five_runs(tmp_path, store_url)
-    newest_first = [
-        r.model_dump_json()
-        for r in sorted(records, key=lambda r: (r.created_at, r.generation_id), reverse=True)
-    ]
+    newest_first = [r.model_dump_json() for r in records[::-1]]  # made one after another
 
     def dumped(found: list[RunRecord]) -> list[str]:
         return [r.model_dump_json() for r in found]
@@ -462,7 +460,7 @@ async def test_review_writes_the_site_of_the_newest_stored_runs(
     out, err = capsys.readouterr()
     assert code == 0, out + err
     assert str(site / "index.html") in out
-    newest = sorted((r.generation_id for r in records), reverse=True)[:3]
+    newest = [r.generation_id for r in records[::-1]][:3]  # made one after another
     assert sorted(p.stem for p in (site / "runs").glob("*.html")) == sorted(newest)
     index = (site / "index.html").read_text(encoding="utf-8")
     assert all(gid in index for gid in newest)
