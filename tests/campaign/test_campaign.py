@@ -440,25 +440,36 @@ def _batch(tmp: Path, base_url: str, *extra: str) -> None:
     assert done.returncode == 0, done.stderr
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
-def test_a_signalled_worker_takes_no_new_run_and_finishes_the_one_in_flight(
-    tmp_path: Path, store: str, signum: signal.Signals
-) -> None:
+@contextlib.contextmanager
+def _worker_holding_its_first_call(
+    tmp_path: Path, store: str, runs: int
+) -> Iterator[tuple[subprocess.Popen[str], Lines, HoldingServer]]:
+    """A campaign of ``runs`` runs and a worker at ``--parallel 1`` whose first model call is
+    held (released by ``held.release``); the worker is killed on the way out."""
     sim = RemoteSimulator(chat_median_s=0.01, image_median_s=0.01)
     with sim.serve() as base_url, HoldingServer(base_url) as held:
-        submit = ["campaign", "submit", "--runs", "3", "--seed", str(SEED)]
+        submit = ["campaign", "submit", "--runs", str(runs), "--seed", str(SEED)]
         assert main([*submit, "--set", f"store.url={store}", *_outputs(tmp_path, base_url)]) == 0
         worker = _worker(store, "--parallel", "1", "--set", f"backend.base_url={held.base_url}")
         try:
             out = Lines(worker)
             assert held.called.wait(timeout=300), "the worker never sent a model call"
-            worker.send_signal(signum)
-            out.wait_for(f"{signum.name}: taking no new run")
-            held.release.set()  # the run in flight goes on
-            assert worker.wait(timeout=300) == 0, out.text()
+            yield worker, out, held
         finally:
+            held.release.set()
             worker.kill()
             worker.wait(timeout=60)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signalled_worker_takes_no_new_run_and_finishes_the_one_in_flight(
+    tmp_path: Path, store: str, signum: signal.Signals
+) -> None:
+    with _worker_holding_its_first_call(tmp_path, store, runs=3) as (worker, out, held):
+        worker.send_signal(signum)
+        out.wait_for(f"{signum.name}: taking no new run")
+        held.release.set()  # the run in flight goes on
+        assert worker.wait(timeout=300) == 0, out.text()
     text = out.text()
     assert "worker: 1 run(s) made" in text
     assert sorted(j[1] for j in _jobs(store)) == ["succeeded", "todo", "todo"]
@@ -471,22 +482,11 @@ def test_a_signalled_worker_takes_no_new_run_and_finishes_the_one_in_flight(
 def test_a_second_signal_quits_a_worker_at_once_and_says_its_run_goes_back(
     tmp_path: Path, store: str
 ) -> None:
-    sim = RemoteSimulator(chat_median_s=0.01, image_median_s=0.01)
-    with sim.serve() as base_url, HoldingServer(base_url) as held:
-        submit = ["campaign", "submit", "--runs", "2", "--seed", str(SEED)]
-        assert main([*submit, "--set", f"store.url={store}", *_outputs(tmp_path, base_url)]) == 0
-        worker = _worker(store, "--parallel", "1", "--set", f"backend.base_url={held.base_url}")
-        try:
-            out = Lines(worker)
-            assert held.called.wait(timeout=300), "the worker never sent a model call"
-            worker.send_signal(signal.SIGTERM)
-            out.wait_for("SIGTERM: taking no new run")
-            worker.send_signal(signal.SIGTERM)  # the run in flight is still held
-            assert worker.wait(timeout=300) == 128 + signal.SIGTERM, out.text()
-        finally:
-            held.release.set()
-            worker.kill()
-            worker.wait(timeout=60)
+    with _worker_holding_its_first_call(tmp_path, store, runs=2) as (worker, out, _held):
+        worker.send_signal(signal.SIGTERM)
+        out.wait_for("SIGTERM: taking no new run")
+        worker.send_signal(signal.SIGTERM)  # the run in flight is still held
+        assert worker.wait(timeout=300) == 128 + signal.SIGTERM, out.text()
     last = out.text().rstrip().splitlines()[-1]
     assert last.startswith("SIGTERM again: quitting at once (exit 143)"), last
     assert "go back to the queue after --stalled-after" in last and "runs list" not in last
