@@ -38,7 +38,8 @@ Per scenario:
   the same requests; ``efficiency_vs_floor`` = (sdk wall + local_s) / concurrent_s;
 * ``cpu_ms_per_call``: the event-loop thread's CPU time per call (``time.thread_time``; work
   on worker threads such as the JPEG is not in it) of the project's concurrent run, of the
-  bare SDK and of raw httpx, medians; ``cpu_ratio`` = project / bare SDK;
+  bare SDK and of raw httpx, medians; ``cpu_ratio`` = project / bare SDK (of the medians),
+  ``cpu_ratio_repeats`` the same ratio of each repeat's run and its own replay;
   ``gc_ms_per_call``: of which in garbage collections. Every client is warmed (one untimed
   run and replay) before the first timed one; the process's start-up objects are frozen (as
   the command line does, :mod:`image_project.launch`) and every timed segment starts from a
@@ -275,6 +276,14 @@ class Result:
         return {
             "cpu_ms_per_call": cpu,
             "cpu_ratio": cpu["project"] / cpu["sdk"] if cpu.get("sdk") else float("nan"),
+            # Each repeat's project run against its own replay (interleaved): how far single
+            # runs spread on either side of the median ratio.
+            "cpu_ratio_repeats": [
+                p / q
+                for p, q in zip(
+                    self.cpu_ms_per_call["project"], self.cpu_ms_per_call["sdk"], strict=True
+                )
+            ],
             "gc_ms_per_call": gc_ms,
             "floor_s": floors,
             "floor_efficiency": {k: bound / v for k, v in floors.items()},

@@ -112,13 +112,21 @@ def _latency_summary(sources: list[tuple[str, Json]]) -> str:
     evolution = _by_name(data, "evolution")
     limiter = _by_name(data, "scoring N=24 x J=3, max_concurrency")
     at_most_1 = sum(1 for r in ratios if r <= 1.0)
+    singles = [x for r in rows for x in r.get("cpu_ratio_repeats", ())]
+    spread = (
+        f" Single runs against their own replay ({len(singles)}: {data['repeats']} per "
+        f"scenario): {min(singles):.2f} to {max(singles):.2f}, "
+        f"{sum(1 for x in singles if x <= 1.0)} at or below 1.0."
+        if singles
+        else ""
+    )
     lines = [
         f"- **Client CPU per call** (event-loop thread), project / bare SDK on the same "
         f"requests: **{min(ratios):.2f}** to **{max(ratios):.2f}** over the {len(rows)} "
         f"scenarios (median {statistics.median(ratios):.2f}; {weighted:.2f} over all their "
         f"calls); {at_most_1} of {len(rows)} at or below 1.0, the highest "
         f"{worst['scenario']} ({worst['cpu_ms_per_call']['project']:.2f} / "
-        f"{worst['cpu_ms_per_call']['sdk']:.2f} ms). Garbage collection is at most "
+        f"{worst['cpu_ms_per_call']['sdk']:.2f} ms).{spread} Garbage collection is at most "
         f"{gc_max:.2f} ms of the project's per-call figure.",
         f"- **Scoring 6 x 3:** {scoring['sequential_s']['median']:.2f} s sequential, "
         f"{scoring['concurrent_s']['median']:.2f} s concurrent, efficiency "

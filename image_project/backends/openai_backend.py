@@ -1,4 +1,6 @@
-"""The OpenAI adapter: the only module in image_project that imports ``openai``.
+"""The OpenAI adapter: the one module of image_project that sends requests through ``openai``
+and its HTTP library ``httpx2`` (the model probe, :mod:`.probe`, lists models with an SDK
+client of its own; ``tests/backends/test_openai_backend.py`` keeps both rules).
 
 Why one module of over 600 lines: it is the one seam to the SDK, and keeping every use of
 ``openai`` (client, requests, responses, the error mapping) in one file is the rule that makes
@@ -43,19 +45,29 @@ APIResponseValidationError  MalformedResponseError (content type and a body prev
 anything else from openai   BackendError
 ==========================  =============================================================
 
-Malformed success answers. Requests go through the SDK's raw-response mode (the body is
-still read inside the SDK, so its timeout and connection errors apply) and the answer is
-parsed here. Chat requests are sent with ``client.post`` (the SDK's documented path for
-custom requests) with the body ``chat.completions.create`` would send, built once here: that
-skips the method's per-call transform of its typed parameters, about a fifth of the SDK's
-client CPU per call (bench/latency.py); the answer is still a typed ``ChatCompletion``. Without strict validation, which would reject the slightly different shapes
-OpenAI-compatible servers send, the SDK returns a 200 whose content type is not JSON as a
-plain ``str`` (an HTML error page from a proxy), raises a bare ``json.JSONDecodeError`` for
-a truncated JSON body, and builds a completion object without checking it from JSON of
-another shape (``choices`` missing or not a list). Each of these is turned into the SDK's own
-``APIResponseValidationError`` (what its strict mode raises) and mapped like any SDK error,
-so it becomes a :class:`MalformedResponseError`, retried like a 5xx. A well-formed answer
-with no choices or no image data stays a plain, non-retried :class:`BackendError`.
+Chat requests. The SDK's per-call machinery (its request options, header merging and the
+typed parameter transform of ``chat.completions.create``) cost more client CPU than the
+HTTP work itself (bench/latency.py). So the transport posts a chat request itself
+(:meth:`OpenAITransport.post`) through the SDK's own HTTP client (``httpx2``, one
+``openai.DefaultAsyncHttpxClient`` that the ``openai.AsyncOpenAI`` client also uses: the same
+connection pool, limits and redirects), with the SDK client's headers and the body
+``chat.completions.create`` would send, built once here. What the SDK would raise is raised:
+``APITimeoutError`` for a timeout, ``APIConnectionError`` for any other failure to get an
+answer, ``APIStatusError`` for a 4xx or 5xx (message and ``body`` as the SDK sets them); and
+the answer is read as its raw-response mode reads it (:class:`JsonAnswer`), and the fields the
+adapter uses are checked and read on the JSON object itself, the ``ChatCompletion`` shape
+(building the SDK's object from it, without validation, cost as much again as reading it).
+The image call stays on ``images.generate`` (one call per run).
+
+Malformed success answers. An answer is read inside the request (the body as well, so the
+timeout and connection errors apply). Without strict validation, which would reject the
+slightly different shapes OpenAI-compatible servers send, a 200 whose content type is not
+JSON reads as a plain ``str`` (an HTML error page from a proxy), a truncated JSON body raises
+a bare ``json.JSONDecodeError``, and JSON of another shape (``choices`` missing or not a
+list) is an object of another shape. Each of these is turned into the SDK's
+own ``APIResponseValidationError`` (what its strict mode raises) and mapped like any SDK
+error, so it becomes a :class:`MalformedResponseError`, retried like a 5xx. A well-formed
+answer with no choices or no image data stays a plain, non-retried :class:`BackendError`.
 """
 
 from __future__ import annotations
@@ -69,12 +81,10 @@ from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar, cast, get_args
 
 import anyio
+import httpx2
 import openai
-from openai._constants import RAW_RESPONSE_HEADER
 from openai._legacy_response import LegacyAPIResponse
 from openai.types import Image, ImagesResponse
-from openai.types.chat import ChatCompletion, ChatCompletionMessage
-from openai.types.chat.chat_completion import Choice
 from openai.types.chat.completion_create_params import ResponseFormat
 
 from image_project.backends.base import (
@@ -117,6 +127,7 @@ __all__ = [
     "OPENAI_BASE_URL",
     "QUOTA_ERROR_CODES",
     "Check",
+    "JsonAnswer",
     "NetworkPolicy",
     "OpenAIBackends",
     "OpenAIImageBackend",
@@ -160,8 +171,40 @@ _network_policy: NetworkPolicy = "any"
 
 T = TypeVar("T")
 
-Send = Callable[[openai.AsyncOpenAI], Awaitable[LegacyAPIResponse[T]]]
-"""One request through the SDK's ``with_raw_response``: the raw answer, parsed by the transport."""
+
+class JsonAnswer:
+    """A JSON answer to :meth:`OpenAITransport.post`, read as the SDK's raw-response mode
+    (``LegacyAPIResponse``) reads one: its JSON, or, for a body that is neither JSON nor
+    declared as JSON, its text."""
+
+    def __init__(self, response: httpx2.Response) -> None:
+        self.http_response = response
+
+    @property
+    def headers(self) -> httpx2.Headers:
+        return self.http_response.headers
+
+    @property
+    def text(self) -> str:
+        return self.http_response.text
+
+    def parse(self) -> object:
+        """The answer; raises ``ValueError`` for a body declared as JSON that is not."""
+        response = self.http_response
+        content_type = response.headers.get("content-type", "*").split(";")[0]
+        try:
+            data: object = json.loads(response.content)
+        except ValueError:
+            if content_type.endswith("json"):
+                raise
+            return response.text
+        return data
+
+
+Raw = LegacyAPIResponse[T] | JsonAnswer
+Send = Callable[[openai.AsyncOpenAI], Awaitable[Raw[T]]]
+"""One request, through the SDK's ``with_raw_response`` or :meth:`OpenAITransport.post`: the
+raw answer, parsed by the transport."""
 Check = Callable[[object], str | None]
 """What is wrong with a parsed answer for the caller's use, or None when it is usable."""
 
@@ -241,12 +284,17 @@ class OpenAITransport:
         )
         self._retrier = Retrier(self._retry, sleep=sleep, rng=rng)
         self._timeout_s = timeout_s
+        self._http = openai.DefaultAsyncHttpxClient(timeout=httpx2.Timeout(timeout_s))
         self._client = openai.AsyncOpenAI(
             api_key=api_key,
             base_url=base_url if base_url is not None else OPENAI_BASE_URL,
             timeout=timeout_s,
             max_retries=0,
+            http_client=self._http,
         )
+        sdk_headers = {**self._client.default_headers, **self._client.auth_headers}
+        self._headers = httpx2.Headers({k: v for k, v in sdk_headers.items() if isinstance(v, str)})
+        self._urls: dict[str, httpx2.URL] = {}
 
     @property
     def base_url(self) -> str:
@@ -267,6 +315,26 @@ class OpenAITransport:
     async def aclose(self) -> None:
         """Close the underlying HTTP connection pool."""
         await self._client.close()
+        await self._http.aclose()
+
+    async def post(self, path: str, body: Mapping[str, object]) -> JsonAnswer:
+        """POST ``body`` as JSON to ``path`` (relative to the base URL) with the SDK client's
+        headers, raising what the SDK raises (see the module docstring)."""
+        url = self._urls.get(path)
+        if url is None:
+            url = self._urls[path] = httpx2.URL(f"{self._client.base_url}{path.lstrip('/')}")
+        request = self._http.build_request(
+            "POST", url, content=json.dumps(body).encode(), headers=self._headers
+        )
+        try:
+            response = await self._http.send(request)
+        except httpx2.TimeoutException as exc:
+            raise openai.APITimeoutError(request=request) from exc
+        except Exception as exc:
+            raise openai.APIConnectionError(request=request) from exc
+        if response.is_error:
+            raise _status_error(response)
+        return JsonAnswer(response)
 
     def check_network(self) -> None:
         """Raise :class:`NetworkDisabledError` if the network policy forbids this server."""
@@ -317,9 +385,7 @@ class OpenAITransport:
             raise
         return Sent(done.value, done.attempts, _ms(pacing.waited_s))
 
-    async def _send(
-        self, send: Send[T], slot: Slot, *, operation: str, attempt: int
-    ) -> LegacyAPIResponse[T]:
+    async def _send(self, send: Send[T], slot: Slot, *, operation: str, attempt: int) -> Raw[T]:
         """One request; an SDK error is mapped, and an HTTP error answer reported to the pacer
         (a 429 that may pass with the wait it asked for)."""
         try:
@@ -336,9 +402,7 @@ class OpenAITransport:
         except openai.OpenAIError as exc:
             raise self.map_error(exc, operation=operation, attempt=attempt) from exc
 
-    def parse(
-        self, raw: LegacyAPIResponse[T], check: Check, *, operation: str, attempt: int = 1
-    ) -> T:
+    def parse(self, raw: Raw[T], check: Check, *, operation: str, attempt: int = 1) -> T:
         """The parsed answer of a success status, or a :class:`MalformedResponseError`.
 
         A body that does not parse, or parses into something ``check`` rejects, becomes the
@@ -354,7 +418,7 @@ class OpenAITransport:
         else:
             checked = check(value)
             if checked is None:
-                return value
+                return cast(T, value)
             problem = checked
         invalid = openai.APIResponseValidationError(
             response=raw.http_response, body=raw.text, message=problem
@@ -435,6 +499,25 @@ class OpenAITransport:
         return err
 
 
+def _status_error(response: httpx2.Response) -> openai.APIStatusError:
+    """The SDK's exception for an HTTP error answer: its message, and as ``body`` the
+    answer's ``error`` object (else the parsed body, else its text)."""
+    message = f"Error code: {response.status_code}"
+    text = response.text.strip()
+    body: object = text
+    try:
+        body = json.loads(text)
+    except ValueError:
+        pass
+    else:
+        error = body.get("error", body) if isinstance(body, dict) else None
+        said = error.get("message") if isinstance(error, dict) else None
+        if isinstance(said, str) and said:
+            message += f" - {said}"
+    data = body.get("error", body) if isinstance(body, dict) else body
+    return openai.APIStatusError(message, response=response, body=data)
+
+
 def _ms(seconds: float) -> float:
     return round(seconds * 1000, 3)
 
@@ -495,29 +578,31 @@ def _kind(value: object) -> str:
 
 
 def _wrong_strings(obj: object, names: tuple[str, ...], prefix: str = "") -> str | None:
-    """The first of ``obj``'s optional string fields that holds something else, described."""
+    """The first of ``obj``'s optional string fields that holds something else, described
+    (``obj`` an SDK object, or a JSON object)."""
     for name in names:
-        value = getattr(obj, name, None)
+        value = obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
         if value is not None and not isinstance(value, str):
             return f"'{prefix}{name}' is {_kind(value)}, not a string"
     return None
 
 
 def _completion_problem(value: object) -> str | None:
-    """What makes ``value`` unusable as a chat completion (None: usable). The SDK builds the
-    object without validating it, so every field read later is checked here."""
-    if not isinstance(value, ChatCompletion):
+    """What makes ``value`` unusable as a chat completion (None: usable): a JSON object of
+    the ``ChatCompletion`` shape, every field read later checked here."""
+    if not isinstance(value, dict):
         return f"expected a chat completion object, got {_kind(value)}"
-    if not isinstance(value.choices, list):
-        return f"'choices' is {_kind(value.choices)}, not a list"
+    choices = value.get("choices")
+    if not isinstance(choices, list):
+        return f"'choices' is {_kind(choices)}, not a list"
     wrong = _wrong_strings(value, ("model", "system_fingerprint"))
-    if wrong is not None or not value.choices:  # no choices: reported by the caller
+    if wrong is not None or not choices:  # no choices: reported by the caller
         return wrong
-    choice = value.choices[0]
-    if not isinstance(choice, Choice) or not isinstance(choice.message, ChatCompletionMessage):
+    choice = choices[0]
+    if not isinstance(choice, dict) or not isinstance(choice.get("message"), dict):
         return "'choices[0]' has no message object"
     return _wrong_strings(choice, ("finish_reason",), "choices[0].") or _wrong_strings(
-        choice.message, ("content", "refusal"), "choices[0].message."
+        choice["message"], ("content", "refusal"), "choices[0].message."
     )
 
 
@@ -537,13 +622,17 @@ def _images_problem(value: object) -> str | None:
 
 
 def _usage(usage: object) -> Usage | None:
-    """Token counts when the server sent them as numbers; anything else is not recorded."""
-    counts = [getattr(usage, n, None) for n in ("prompt_tokens", "completion_tokens")]
-    if usage is None or not all(isinstance(c, int) and not isinstance(c, bool) for c in counts):
+    """Token counts when the server sent them as numbers (``usage``: the answer's JSON
+    object); anything else is not recorded."""
+    if not isinstance(usage, dict):
+        return None
+    counts = [usage.get(n) for n in ("prompt_tokens", "completion_tokens")]
+    if not all(isinstance(c, int) and not isinstance(c, bool) for c in counts):
         return None
     prompt, completion = cast(list[int], counts)
-    total = getattr(usage, "total_tokens", None)
-    cached = getattr(getattr(usage, "prompt_tokens_details", None), "cached_tokens", None)
+    total = usage.get("total_tokens")
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
     return Usage(
         prompt,
         completion,
@@ -649,46 +738,39 @@ class OpenAITextBackend(_OpenAIBackend):
         budget = _Budget(request.max_output_tokens)
         bodies = {budget.limit: self.body(request, model, messages=messages)}
 
-        async def send(client: openai.AsyncOpenAI) -> LegacyAPIResponse[ChatCompletion]:
+        async def send(client: openai.AsyncOpenAI) -> JsonAnswer:
             budget.attempt += 1
             limit = budget.limit
             if limit not in bodies:
                 bodies[limit] = self.body(
                     request, model, max_output_tokens=limit, messages=messages
                 )
-            body = bodies[limit]
-            # The SDK's documented way to send a request it has no method for (``client.post``
-            # with ``cast_to``) plus the header its ``with_raw_response`` sets: the body that
-            # ``chat.completions.create`` would send (built by :meth:`body`), without that
-            # method's per-call transform of its parameters (about 0.5 ms of client CPU per
-            # call, bench/latency.py); the answer is still parsed into a typed ChatCompletion.
+            # The body ``chat.completions.create`` would send (built by :meth:`body`), posted
+            # by the transport without the SDK's per-call machinery (the module docstring).
             try:
-                raw = await client.post(
-                    "/chat/completions",
-                    body=body,
-                    cast_to=ChatCompletion,
-                    options={"headers": {RAW_RESPONSE_HEADER: "true"}},
-                )
+                return await self._transport.post("/chat/completions", bodies[limit])
             except openai.APITimeoutError:
                 budget.timed_out(self._wire.token_limit_param)
                 raise
-            return cast(LegacyAPIResponse[ChatCompletion], raw)
 
-        sent = await self._transport.call("chat.completions", send, _completion_problem)
+        sent: Sent[dict[str, Any]] = await self._transport.call(
+            "chat.completions", send, _completion_problem
+        )
         completion = sent.value
-        if not completion.choices:
+        if not completion["choices"]:
             raise BackendError(
                 f"chat.completions for model {model!r} returned no choices",
                 attempts=sent.attempts,
             )
-        choice = completion.choices[0]
+        choice = completion["choices"][0]
+        message = choice["message"]
         return TextReply(
-            text=choice.message.content,
-            model=completion.model or model,
-            refusal=choice.message.refusal,
-            usage=_usage(completion.usage),
-            system_fingerprint=completion.system_fingerprint,
-            finish_reason=choice.finish_reason,
+            text=message.get("content"),
+            model=completion.get("model") or model,
+            refusal=message.get("refusal"),
+            usage=_usage(completion.get("usage")),
+            system_fingerprint=completion.get("system_fingerprint"),
+            finish_reason=choice.get("finish_reason"),
             attempts=sent.attempts,
             pacing_wait_ms=sent.pacing_wait_ms,
             max_output_tokens=budget.limit if budget.notes else None,
@@ -697,15 +779,18 @@ class OpenAITextBackend(_OpenAIBackend):
         )
 
 
-def _logprobs(choice: Choice) -> tuple[TokenLogprob, ...] | None:
+def _logprobs(choice: Mapping[str, Any]) -> tuple[TokenLogprob, ...] | None:
     """The answer's token log-probabilities (``choices[0].logprobs.content``), or None when
     the server returned none."""
-    content = choice.logprobs.content if choice.logprobs is not None else None
+    logprobs = choice.get("logprobs")
+    content = logprobs.get("content") if isinstance(logprobs, dict) else None
     if not content:
         return None
     return tuple(
         TokenLogprob(
-            t.token, float(t.logprob), tuple((a.token, float(a.logprob)) for a in t.top_logprobs)
+            t["token"],
+            float(t["logprob"]),
+            tuple((a["token"], float(a["logprob"])) for a in t.get("top_logprobs") or ()),
         )
         for t in content
     )

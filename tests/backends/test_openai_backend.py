@@ -847,21 +847,19 @@ async def test_the_chat_body_is_byte_for_byte_what_chat_completions_create_sends
 
 
 def test_usage_keeps_cached_tokens_when_the_server_reports_them() -> None:
-    from types import SimpleNamespace
-
     from image_project.backends.openai_backend import _usage
 
-    details = SimpleNamespace(cached_tokens=1024)
+    details = {"cached_tokens": 1024}
     reported = _usage(
-        SimpleNamespace(
-            prompt_tokens=2000,
-            completion_tokens=10,
-            total_tokens=2010,
-            prompt_tokens_details=details,
-        )
+        {
+            "prompt_tokens": 2000,
+            "completion_tokens": 10,
+            "total_tokens": 2010,
+            "prompt_tokens_details": details,
+        }
     )
     assert reported == Usage(2000, 10, 2010, 1024)
-    silent = _usage(SimpleNamespace(prompt_tokens=5, completion_tokens=1, total_tokens=6))
+    silent = _usage({"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6})
     assert silent is not None and silent.cached_tokens is None
     assert (reported + silent).cached_tokens == 1024
     assert (silent + silent).cached_tokens is None
@@ -883,6 +881,7 @@ async def test_top_logprobs_are_asked_for_only_when_the_request_sets_them(
 def test_the_answer_token_logprobs_are_read_from_the_choice() -> None:
     from openai.types.chat.chat_completion import Choice
 
+    # The answer's JSON, of the shape the SDK's own type accepts.
     choice = Choice.model_validate(
         {
             "index": 0,
@@ -904,10 +903,39 @@ def test_the_answer_token_logprobs_are_read_from_the_choice() -> None:
             },
         }
     )
-    got = openai_backend._logprobs(choice)
+    got = openai_backend._logprobs(choice.model_dump())
     assert got is not None and [t.token for t in got] == ["8", "5"]
     assert got[0].top == (("8", -0.1), ("9", -2.5)) and got[1].top == ()
     empty = Choice.model_validate(
         {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "x"}}
     )
-    assert openai_backend._logprobs(empty) is None
+    assert openai_backend._logprobs(empty.model_dump()) is None
+
+
+def test_only_the_adapter_and_the_probe_import_the_sdk_and_only_the_adapter_its_http() -> None:
+    """The adapter is the seam to the SDK (the model probe lists models with its own SDK
+    client); the SDK's HTTP library is the adapter's alone."""
+    import ast
+    from pathlib import Path
+
+    import image_project
+
+    root = Path(image_project.__file__).parent
+    importers: dict[str, set[str]] = {"openai": set(), "httpx2": set()}
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and node.level == 0
+                else []
+            )
+            for name in names:
+                top = name.split(".")[0]
+                if top in importers:
+                    importers[top].add(path.relative_to(root).as_posix())
+    assert importers == {
+        "openai": {"backends/openai_backend.py", "backends/probe.py"},
+        "httpx2": {"backends/openai_backend.py"},
+    }

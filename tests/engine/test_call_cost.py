@@ -7,8 +7,8 @@ conversation of 40 turns. Building and encoding the body has to touch every mess
 does so in comprehensions and C (``json``), not with a function call per message; a check,
 copy or validation that called something per message per call would make the count grow.
 The control shows the measure sees such growth: the SDK's own per-call transform of its
-typed parameters (which the adapter skips by sending the body it built, ``client.post``)
-calls functions per message. bench/latency.py reports the same in CPU time
+typed parameters (which the adapter skips by posting the body it built itself,
+``OpenAITransport.post``) calls functions per message. bench/latency.py reports the same in CPU time
 (``along_conversation``).
 """
 

@@ -84,7 +84,10 @@ def card_tokens(card: IdeaCard) -> frozenset[str]:
 
 def card_distance(a: IdeaCard, b: IdeaCard) -> float:
     """Token-set Jaccard distance in [0, 1]: 0 for the same words, 1 for none shared."""
-    ta, tb = card_tokens(a), card_tokens(b)
+    return _distance(card_tokens(a), card_tokens(b))
+
+
+def _distance(ta: frozenset[str], tb: frozenset[str]) -> float:
     union = ta | tb
     if not union:
         return 0.0
@@ -134,9 +137,10 @@ def drop_near_duplicates(
     kept: list[str] = []
     compare: list[str] = list(parents)
     dropped: dict[str, NearDuplicate] = {}
+    tokens = {card_id: card_tokens(cards[card_id]) for card_id in (*parents, *variants)}
     for card_id in variants:
         nearest = min(
-            ((card_distance(cards[card_id], cards[other]), other) for other in compare),
+            ((_distance(tokens[card_id], tokens[other]), other) for other in compare),
             default=None,
         )
         if nearest is not None and nearest[0] < threshold:
