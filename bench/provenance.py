@@ -9,7 +9,9 @@ Every bench that writes JSON (``bench/latency.py`` and its ``--batch-only`` form
     report["measured"] = meter.finish()
 
 ``finish`` gives ``commit`` (``git rev-parse HEAD`` of the repository, with ``dirty`` true
-when tracked files differ from it: the figures are then of uncommitted code), ``date`` (UTC,
+when tracked files outside ``docs/`` differ from it: the figures are then of uncommitted
+code; ``docs/`` holds the figures themselves and prose, which a bench run writes or a reader
+edits while it runs, and which measure nothing), ``date`` (UTC,
 ISO 8601, at the start), ``duration_s`` and ``machine``: the number of cores, the load
 average (1, 5, 15 minutes) before and after, the platform and Python. The load is what the
 other work on the machine was doing: a figure measured at a load above the cores is one of a
@@ -31,14 +33,20 @@ __all__ = ["Provenance", "git_commit"]
 REPO = Path(__file__).resolve().parents[1]
 
 
+MEASURES_NOTHING = ("docs/",)
+"""Paths whose changes leave the measured code as it was (see the module docstring)."""
+
+
 def git_commit(repo: Path = REPO) -> tuple[str | None, bool]:
-    """(HEAD's commit, whether tracked files differ from it); (None, False) outside git."""
+    """(HEAD's commit, whether tracked files outside :data:`MEASURES_NOTHING` differ from it);
+    (None, False) outside git."""
     try:
         head = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True
         ).stdout.strip()
         status = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", "."]
+            + [f":(exclude){path}" for path in MEASURES_NOTHING],
             cwd=repo,
             capture_output=True,
             text=True,
