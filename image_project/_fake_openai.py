@@ -160,6 +160,8 @@ class RecordedRequest:
     headers: Mapping[str, str]
     body: Any
     status: int | None = None
+    raw: bytes = field(default=b"", repr=False)
+    """The body's bytes as they came."""
 
     @property
     def route(self) -> str:
@@ -1058,7 +1060,11 @@ def _recorded(method: str, path: str, headers: Mapping[str, str], raw: bytes) ->
     except ValueError:
         body = raw.decode("utf-8", "replace")
     return RecordedRequest(
-        method=method, path=path, headers={k.lower(): v for k, v in headers.items()}, body=body
+        method=method,
+        path=path,
+        headers={k.lower(): v for k, v in headers.items()},
+        body=body,
+        raw=raw,
     )
 
 

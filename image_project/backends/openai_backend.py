@@ -323,9 +323,12 @@ class OpenAITransport:
         url = self._urls.get(path)
         if url is None:
             url = self._urls[path] = httpx2.URL(f"{self._client.base_url}{path.lstrip('/')}")
-        request = self._http.build_request(
-            "POST", url, content=json.dumps(body).encode(), headers=self._headers
-        )
+        # Serialised as the SDK serialises a body (``openai._utils._json.openapi_dumps``):
+        # the same bytes on the wire.
+        content = json.dumps(
+            body, ensure_ascii=False, separators=(",", ":"), allow_nan=False
+        ).encode()
+        request = self._http.build_request("POST", url, content=content, headers=self._headers)
         try:
             response = await self._http.send(request)
         except httpx2.TimeoutException as exc:

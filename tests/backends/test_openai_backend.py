@@ -823,13 +823,18 @@ def test_transport_rejects_a_blank_key() -> None:
 async def test_the_chat_body_is_byte_for_byte_what_chat_completions_create_sends(
     server: OpenAIServer, allow_loopback: None, structured: bool, model: str
 ) -> None:
-    """The adapter posts its own body (the SDK's custom-request path, without the method's
-    per-call parameter transform); it is the JSON ``chat.completions.create`` sends for the
-    same arguments, keys in the same order, unset ones left out."""
+    """The adapter posts its own body (without the method's per-call parameter transform);
+    it is the JSON ``chat.completions.create`` sends for the same arguments, keys in the same
+    order, unset ones left out, serialised to the same bytes (non-ASCII text included)."""
     import openai
 
     request = text_request(
-        json_schema=SCHEMA, seed=77, max_output_tokens=300, model=model, temperature=0.0
+        messages=(Message("system", "You are terse."), Message("user", "Say hi to Zoë — ☀")),
+        json_schema=SCHEMA,
+        seed=77,
+        max_output_tokens=300,
+        model=model,
+        temperature=0.0,
     )
     async with open_backends(server, structured_outputs=structured) as backends:
         await backends.text.complete(request)
@@ -843,6 +848,7 @@ async def test_the_chat_body_is_byte_for_byte_what_chat_completions_create_sends
     ours, sdk = server.requests[-2], server.requests[-1]
     assert ours.path == sdk.path == "/v1/chat/completions"
     assert json.dumps(ours.body) == json.dumps(sdk.body)
+    assert ours.raw == sdk.raw and "Zoë — ☀".encode() in ours.raw
     assert ours.headers["authorization"] == sdk.headers["authorization"] == "Bearer test-key"
 
 
