@@ -45,9 +45,10 @@ APIResponseValidationError  MalformedResponseError (content type and a body prev
 anything else from openai   BackendError
 ==========================  =============================================================
 
-Chat requests. The SDK's per-call machinery (its request options, header merging and the
-typed parameter transform of ``chat.completions.create``) cost more client CPU than the
-HTTP work itself (bench/latency.py). So the transport posts a chat request itself
+Chat requests. The SDK's per-call machinery (its request options, header merging, the typed
+parameter transform of ``chat.completions.create`` and the typed answer) costs client CPU on
+every call for nothing the adapter uses (docs/performance.md, "The request path"). So the
+transport posts a chat request itself
 (:meth:`OpenAITransport.post`) through the SDK's own HTTP client (``httpx2``, one
 ``openai.DefaultAsyncHttpxClient`` that the ``openai.AsyncOpenAI`` client also uses: the same
 connection pool, limits and redirects), with the SDK client's headers and the body
@@ -56,7 +57,7 @@ connection pool, limits and redirects), with the SDK client's headers and the bo
 answer, ``APIStatusError`` for a 4xx or 5xx (message and ``body`` as the SDK sets them); and
 the answer is read as its raw-response mode reads it (:class:`JsonAnswer`), and the fields the
 adapter uses are checked and read on the JSON object itself, the ``ChatCompletion`` shape
-(building the SDK's object from it, without validation, cost as much again as reading it).
+(building the SDK's object from it, even without validation, takes a call per field).
 The image call stays on ``images.generate`` (one call per run).
 
 Malformed success answers. An answer is read inside the request (the body as well, so the
@@ -64,7 +65,7 @@ timeout and connection errors apply). Without strict validation, which would rej
 slightly different shapes OpenAI-compatible servers send, a 200 whose content type is not
 JSON reads as a plain ``str`` (an HTML error page from a proxy), a truncated JSON body raises
 a bare ``json.JSONDecodeError``, and JSON of another shape (``choices`` missing or not a
-list) is an object of another shape. Each of these is turned into the SDK's
+list) parses as it is. Each of these is turned into the SDK's
 own ``APIResponseValidationError`` (what its strict mode raises) and mapped like any SDK
 error, so it becomes a :class:`MalformedResponseError`, retried like a 5xx. A well-formed
 answer with no choices or no image data stays a plain, non-retried :class:`BackendError`.
