@@ -75,6 +75,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import json
 import random
 from collections.abc import Awaitable, Callable, Mapping
@@ -192,11 +193,10 @@ class JsonAnswer:
     def parse(self) -> object:
         """The answer; raises ``ValueError`` for a body declared as JSON that is not."""
         response = self.http_response
-        content_type = response.headers.get("content-type", "*").split(";")[0]
         try:
             data: object = json.loads(response.content)
         except ValueError:
-            if content_type.endswith("json"):
+            if response.headers.get("content-type", "*").split(";")[0].endswith("json"):
                 raise
             return response.text
         return data
@@ -506,19 +506,15 @@ class OpenAITransport:
 def _status_error(response: httpx2.Response) -> openai.APIStatusError:
     """The SDK's exception for an HTTP error answer: its message, and as ``body`` the
     answer's ``error`` object (else the parsed body, else its text)."""
-    message = f"Error code: {response.status_code}"
     text = response.text.strip()
     body: object = text
-    try:
+    with contextlib.suppress(ValueError):
         body = json.loads(text)
-    except ValueError:
-        pass
-    else:
-        error = body.get("error", body) if isinstance(body, dict) else None
-        said = error.get("message") if isinstance(error, dict) else None
-        if isinstance(said, str) and said:
-            message += f" - {said}"
     data = body.get("error", body) if isinstance(body, dict) else body
+    said = data.get("message") if isinstance(data, dict) else None
+    message = f"Error code: {response.status_code}"
+    if isinstance(said, str) and said:
+        message += f" - {said}"
     return openai.APIStatusError(message, response=response, body=data)
 
 
