@@ -157,6 +157,14 @@ def _add_campaign_parsers(commands: Any, prog: str, common: argparse.ArgumentPar
         help="a worker silent this long is taken for dead and its runs are queued again (30)",
     )
     worker.add_argument(
+        "--database-lost-after",
+        type=_positive_float,
+        default=60.0,
+        metavar="SECONDS",
+        help="stop (exit 3) when the database has not answered this long; until then every "
+        "lost connection is made again (60)",
+    )
+    worker.add_argument(
         "--until-done",
         action="store_true",
         help="stop once no run is queued or running (default: wait for new runs)",
@@ -559,6 +567,7 @@ def _campaign_command(
             env=env,
             parallel=args.parallel,
             stalled_after_s=args.stalled_after,
+            database_lost_after_s=args.database_lost_after,
             until_done=args.until_done,
             quiet=args.quiet,
         )
@@ -575,7 +584,8 @@ def _campaign_command(
 
     try:
         if args.campaign_command == "status":
-            counts = campaign_status(url, args.campaign)
+            files = (Path(cfg.image.log_path), Path(cfg.effective_titles_manifest_path))
+            counts = campaign_status(url, args.campaign, files)
             if not counts:
                 print(f"no campaign in {redact_url(url)}")
             for line in counts:

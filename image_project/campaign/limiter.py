@@ -22,14 +22,18 @@ import hashlib
 import math
 import threading
 import time
-from collections.abc import Awaitable
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, TypeVar
 
 import anyio
 
 if TYPE_CHECKING:
     from psycopg_pool import ConnectionPool
     from pyrate_limiter import PostgresBucket
+
+    from image_project.campaign.outage import Outage
+
+T = TypeVar("T")
 
 __all__ = ["RATES_TABLE", "TRANSIT_S", "PostgresBudget", "budget_name"]
 
@@ -40,6 +44,7 @@ the next."""
 _CONTENTION_S = 0.02  # another process held the table lock: try again this soon
 _LEAK_EVERY = 64  # puts between two clean-ups of rows older than the window
 _LOOKUP_EVERY_S = 0.25  # before any rate is known: how often to look for a published one
+_POOL_WAIT_S = 2.0  # waiting longer for a pooled connection counts as a lost connection
 _RATES_LOCK = 0x1A6E_0004  # pg_advisory_xact_lock key: creating RATES_TABLE
 
 RATES_TABLE = "image_project_budget_rates"
@@ -62,12 +67,21 @@ class PostgresBudget:
     the others' share of the window does not allow. The database work happens in
     :meth:`spend`'s thread, never on the event loop (:meth:`learn` only notes the rate)."""
 
-    def __init__(self, conninfo: str, name: str) -> None:
+    def __init__(self, conninfo: str, name: str, outage: Outage | None = None) -> None:
         from psycopg_pool import ConnectionPool
 
         self.name = name
+        self._outage = outage
+        # check: a connection the server dropped (a restart) is replaced when taken.
         self._pool: ConnectionPool = ConnectionPool(
-            conninfo, min_size=1, max_size=4, open=True, name=f"budget-{name}"
+            conninfo,
+            min_size=1,
+            max_size=4,
+            open=True,
+            name=f"budget-{name}",
+            check=ConnectionPool.check_connection,
+            timeout=_POOL_WAIT_S,
+            reconnect_timeout=outage.lost_after_s if outage is not None else 300.0,
         )
         self._bucket: PostgresBucket | None = None
         self._rate: tuple[int, int] | None = None  # (limit, window in ms) in force
@@ -77,12 +91,24 @@ class PostgresBudget:
         self._puts = 0
         self.spent = 0
         self.waited_s = 0.0
+        try:
+            self._retried(self._create)
+        except BaseException:
+            self._pool.close()
+            raise
+
+    def _create(self) -> None:
         with self._pool.connection() as conn:
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_RATES_LOCK,))
             conn.execute(
                 f"CREATE TABLE IF NOT EXISTS {RATES_TABLE} (name varchar PRIMARY KEY, "
                 "request_limit integer NOT NULL, window_ms integer NOT NULL)"
             )
+
+    def _retried(self, fn: Callable[[], T]) -> T:
+        """``fn()``, made again after a lost connection when the budget has an outage
+        tracker (a campaign worker's: :mod:`.outage`)."""
+        return fn() if self._outage is None else self._outage.call(fn)
 
     @property
     def rate(self) -> tuple[int, int] | None:
@@ -141,10 +167,18 @@ class PostgresBudget:
             waited += wait_s
 
     def _try(self) -> float:
-        """Put one request in the bucket: 0 when it fits, else the seconds to wait."""
+        """Put one request in the bucket: 0 when it fits, else the seconds to wait; made
+        again on a fresh connection after a lost one."""
+        return self._retried(self._try_once)
+
+    def _try_once(self) -> float:
         from pyrate_limiter import RateItem
 
         with self._lock:
+            # A live connection first: the bucket's clock would fall back to this machine's
+            # clock (logging a traceback) on a dead one.
+            with self._pool.connection() as conn:
+                conn.execute("SELECT 1")
             self._apply()
             bucket = self._bucket
             if bucket is None:

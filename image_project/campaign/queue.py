@@ -14,13 +14,15 @@ failed (the run's transcript and store row say why).
 from __future__ import annotations
 
 import secrets
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Final
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, LiteralString
 
 from sqlalchemy.engine import make_url
 
+from image_project.campaign.fence import CLAIMS_DDL
 from image_project.config import AppConfig
 from image_project.config.store_url import POSTGRES_PREFIX, redact_url
 from image_project.errors import ConfigError
@@ -28,6 +30,8 @@ from image_project.seeding import fresh_seed, run_seed
 
 if TYPE_CHECKING:
     import procrastinate
+
+    from image_project.campaign.outage import Outage
 
 __all__ = [
     "EXTRA",
@@ -91,11 +95,60 @@ def new_campaign_id() -> str:
     return f"c{datetime.now(UTC):%Y%m%d_%H%M%S}_{secrets.token_hex(3)}"
 
 
-def make_app(url: str) -> procrastinate.App:
-    """A procrastinate app on the store's database (not opened)."""
+def make_app(
+    url: str, outage: Outage | None = None, handed_over: set[int] | None = None
+) -> procrastinate.App:
+    """A procrastinate app on the store's database (not opened); with ``outage`` (a
+    worker's), its queries are made again after a lost connection and no write is sent about
+    the jobs in ``handed_over`` (:func:`resilient`)."""
     import procrastinate
 
-    return procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=conninfo(url)))
+    if outage is None:
+        return procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=conninfo(url)))
+    connector = resilient(outage, handed_over if handed_over is not None else set())(
+        conninfo=conninfo(url), timeout=_POOL_WAIT_S, reconnect_timeout=outage.lost_after_s
+    )
+    return procrastinate.App(connector=connector)
+
+
+_POOL_WAIT_S: Final = 2.0
+"""How long a query waits for a pooled connection before it counts as a lost connection."""
+
+
+def resilient(outage: Outage, handed_over: set[int]) -> type[procrastinate.PsycopgConnector]:
+    """procrastinate's psycopg connector, with every query made again after a lost connection
+    (``outage``: backoff, and :class:`~.outage.DatabaseLost` past its bound) and the
+    notification listener reconnected. A write about a job in ``handed_over`` (another
+    attempt owns its run, so the job is that attempt's to finish) is not sent."""
+    import procrastinate
+
+    base = procrastinate.PsycopgConnector
+
+    class ResilientConnector(procrastinate.PsycopgConnector):
+        async def execute_query_async(self, query: LiteralString, **arguments: Any) -> None:
+            if arguments.get("job_id") in handed_over:
+                return
+            await outage.acall(lambda: base.execute_query_async(self, query, **arguments))
+
+        async def execute_query_one_async(
+            self, query: LiteralString, **arguments: Any
+        ) -> dict[str, Any]:
+            return await outage.acall(
+                lambda: base.execute_query_one_async(self, query, **arguments)
+            )
+
+        async def execute_query_all_async(
+            self, query: LiteralString, **arguments: Any
+        ) -> list[dict[str, Any]]:
+            return await outage.acall(
+                lambda: base.execute_query_all_async(self, query, **arguments)
+            )
+
+        async def listen_notify(self, on_notification: Any, channels: Iterable[str]) -> None:
+            while True:
+                await outage.acall(lambda: base.listen_notify(self, on_notification, channels))
+
+    return ResilientConnector
 
 
 def ensure_schema(url: str) -> None:
@@ -110,6 +163,7 @@ def ensure_schema(url: str) -> None:
         if row is None or row[0] is None:
             schema = SchemaManager(make_app(url).connector).get_schema()
             conn.execute(schema.encode())
+        conn.execute(CLAIMS_DDL.encode())
 
 
 def _job_config(cfg: AppConfig) -> dict[str, Any]:
@@ -154,23 +208,40 @@ async def submit_campaign(cfg: AppConfig, url: str) -> tuple[str, int, int]:
 
 @dataclass(frozen=True)
 class CampaignCounts:
-    """One campaign's runs by state."""
+    """One campaign's runs by state; ``again`` runs made again after a stall (a second
+    attempt started while no database failure explains it), ``infra`` runs that went back to
+    the queue because the database failed; ``records`` (store rows, transcripts, manifest rows
+    of this machine's folders) and ``problems`` (one line each) when files were looked at."""
 
     campaign: str
     done: int = 0
     running: int = 0
     failed: int = 0
     queued: int = 0
+    again: int = 0
+    infra: int = 0
+    records: tuple[int, int, int] | None = None
+    problems: tuple[str, ...] = ()
 
     @property
     def runs(self) -> int:
         return self.done + self.running + self.failed + self.queued
 
     def line(self) -> str:
-        return (
+        text = (
             f"{self.campaign}: {self.runs} runs: {self.done} done, {self.running} running, "
-            f"{self.failed} failed, {self.queued} queued"
+            f"{self.failed} failed, {self.queued} queued; {self.again} made again after a "
+            f"stall, {self.infra} failed by infrastructure (queued again)"
         )
+        if self.records is not None:
+            stored, transcripts, manifest = self.records
+            text += (
+                f"\n  records: {stored} in the store, {transcripts} transcripts, "
+                f"{manifest} manifest rows here"
+            )
+        for problem in self.problems:
+            text += f"\n  ! {problem}"
+        return text
 
 
 _STATE: Final[Mapping[str, str]] = {
@@ -184,9 +255,17 @@ _STATE: Final[Mapping[str, str]] = {
 }
 
 
-def campaign_status(url: str, campaign: str | None = None) -> list[CampaignCounts]:
-    """Every campaign's runs by state (or only ``campaign``'s), oldest campaign first."""
+def campaign_status(
+    url: str, campaign: str | None = None, files: tuple[Path, Path] | None = None
+) -> list[CampaignCounts]:
+    """Every campaign's runs by state (or only ``campaign``'s), oldest campaign first, with
+    the attempts the claims table counted (:mod:`.fence`) and what the store's rows show
+    (a ``seq`` held by two runs). With ``files`` (this machine's log folder and titles
+    manifest) also the records found there and what does not agree: a generation listed
+    twice in the manifest, a transcript without a store row, a manifest row with neither."""
     import psycopg
+
+    from image_project.campaign.fence import CLAIMS_TABLE
 
     ensure_schema(url)
     with psycopg.connect(conninfo(url)) as conn:
@@ -196,6 +275,22 @@ def campaign_status(url: str, campaign: str | None = None) -> list[CampaignCount
             "GROUP BY 1, 2",
             (TASK, campaign, campaign),
         ).fetchall()
+        attempts = {
+            str(name): (int(again), int(infra))
+            for name, again, infra in conn.execute(
+                "SELECT campaign, count(*) FILTER (WHERE attempts - 1 - requeued > 0), "
+                f"count(*) FILTER (WHERE requeued > 0) FROM {CLAIMS_TABLE} GROUP BY 1"
+            ).fetchall()
+        }
+        stored: dict[str, list[tuple[str, int | None]]] = {}
+        has_runs = conn.execute("SELECT to_regclass('runs')").fetchone()
+        if has_runs is not None and has_runs[0] is not None:
+            for gid, seq in conn.execute(
+                "SELECT r.generation_id, i.seq FROM runs r "
+                "LEFT JOIN images i ON i.generation_id = r.generation_id "
+                "WHERE r.generation_id LIKE 'c%%\\_r%%'"
+            ).fetchall():
+                stored.setdefault(str(gid).rsplit("_r", 1)[0], []).append((str(gid), seq))
     counts: dict[str, dict[str, int]] = {}
     order: dict[str, int] = {}
     for name, status, count, first in rows:
@@ -203,4 +298,73 @@ def campaign_status(url: str, campaign: str | None = None) -> list[CampaignCount
         key = _STATE.get(str(status), "failed")
         state[key] = state.get(key, 0) + int(count)
         order[str(name)] = min(order.get(str(name), first), first)
-    return [CampaignCounts(name, **counts[name]) for name in sorted(counts, key=order.__getitem__)]
+    found = []
+    for name in sorted(counts, key=order.__getitem__):
+        again, infra = attempts.get(name, (0, 0))
+        mine = stored.get(name, [])
+        problems = _shared_seqs(mine)
+        records = None
+        if files is not None:
+            records, seen = _files(name, {gid for gid, _ in mine}, *files)
+            problems += seen
+        found.append(
+            CampaignCounts(
+                name,
+                **counts[name],
+                again=again,
+                infra=infra,
+                records=records,
+                problems=tuple(problems),
+            )
+        )
+    return found
+
+
+def _shared_seqs(stored: list[tuple[str, int | None]]) -> list[str]:
+    by_seq: dict[int, list[str]] = {}
+    for gid, seq in stored:
+        if seq is not None:
+            by_seq.setdefault(seq, []).append(gid)
+    return [
+        f"seq #{seq:03d} is held by {len(ids)} stored runs: {', '.join(sorted(ids))}"
+        for seq, ids in sorted(by_seq.items())
+        if len(ids) > 1
+    ]
+
+
+def _files(
+    campaign: str, stored: set[str], logs: Path, manifest: Path
+) -> tuple[tuple[int, int, int], list[str]]:
+    """The campaign's records in this machine's ``logs`` and ``manifest``, and what does not
+    agree with the store's ``stored`` ids."""
+    from image_project.artifacts import read_manifest
+    from image_project.store.writer import TRANSCRIPT_SUFFIX
+
+    prefix = f"{campaign}_r"
+    try:
+        transcripts = {
+            p.name[: -len(TRANSCRIPT_SUFFIX)] for p in logs.glob(f"{prefix}*{TRANSCRIPT_SUFFIX}")
+        }
+    except OSError:
+        transcripts = set()
+    try:
+        listed = [
+            row.get("generation_id", "")
+            for row in read_manifest(manifest)
+            if row.get("generation_id", "").startswith(prefix)
+        ]
+    except Exception:  # an unreadable manifest: nothing of it is counted
+        listed = []
+    problems = [
+        f"generation {gid} is listed {listed.count(gid)} times in {manifest}"
+        for gid in sorted(set(listed))
+        if listed.count(gid) > 1
+    ]
+    problems += [
+        f"transcript of {gid} in {logs} has no store row" for gid in sorted(transcripts - stored)
+    ]
+    problems += [
+        f"manifest row of {gid} in {manifest} has neither a store row nor a transcript"
+        for gid in sorted(set(listed) - stored - transcripts)
+    ]
+    return (len(stored), len(transcripts), len(listed)), problems

@@ -86,7 +86,7 @@ from image_project.run.state import (
 )
 from image_project.seeding import run_seed
 from image_project.stages.standard import SYSTEM_PROMPT
-from image_project.store.writer import StoreOutcome, StoreWriter
+from image_project.store.writer import RecordsRefused, StoreOutcome, StoreWriter
 
 if TYPE_CHECKING:
     from image_project.artifacts.upscale import UpscaleSettings
@@ -148,11 +148,35 @@ async def run_generation(
         await run_phases(run.state, loaded, run.enter)
         run.enter("done")
     except Exception as caught:
+        refused = refusal_in(caught)
+        if refused is not None:  # a fenced writer: this attempt writes nothing
+            run.refused()
+            raise refused from caught
         raise run.failed(caught) from (caught.cause if isinstance(caught, PhaseFailed) else caught)
     except BaseException as exc:  # Ctrl-C / SIGTERM through the CLI, or KeyboardInterrupt
         run.interrupted(exc)
         raise
     return run.finished()
+
+
+def refusal_in(exc: BaseException) -> RecordsRefused | None:
+    """The :class:`RecordsRefused` that ``exc`` is, carries (a phase's failure, an exception
+    group of concurrent steps) or was raised from, if any."""
+    seen: set[int] = set()
+    todo: list[BaseException] = [exc]
+    while todo:
+        current = todo.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, RecordsRefused):
+            return current
+        if isinstance(current, PhaseFailed):
+            todo.append(current.cause)
+        if isinstance(current, BaseExceptionGroup):
+            todo.extend(current.exceptions)
+        todo.extend(e for e in (current.__cause__, current.__context__) if e is not None)
+    return None
 
 
 class _Run:
@@ -258,6 +282,19 @@ class _Run:
         if self.phase == "image" and unfinished:  # image and title go together: the first
             self.phase = unfinished[0]  # still going (the title once the image is done)
         cut_off = state.cut_off()
+        try:
+            self._record_interrupt(exc, cut_off)
+        except RecordsRefused as refused:
+            logger.warning("Generation %s interrupted: %s", state.generation_id, refused)
+            return
+        logger.warning(
+            "Generation %s interrupted in phase %s; transcript written to %s",
+            state.generation_id,
+            self.phase,
+            self.transcript,
+        )
+
+    def _record_interrupt(self, exc: BaseException, cut_off: list[str]) -> None:
         self._finish(
             RunError(
                 type="interrupted",
@@ -267,12 +304,19 @@ class _Run:
                 cancelled_paths=tuple(cut_off),
             )
         )
-        logger.warning(
-            "Generation %s interrupted in phase %s; transcript written to %s",
-            state.generation_id,
-            self.phase,
-            self.transcript,
-        )
+
+    def refused(self) -> None:
+        """A fenced writer refused this attempt's records: close what the run opened and
+        write nothing (the records phase refuses before its first write)."""
+        state = self.state
+        pending, state.ledger.pending = state.ledger.pending, None
+        if pending is not None:
+            pending.close()
+        if state.store is not None:
+            state.store.abandon(state.generation_id)
+            if self.own_store:
+                state.store.close()
+        self.log.close()
 
     def finished(self) -> RunResult:
         record, stored = self._finish(None)
@@ -293,6 +337,8 @@ class _Run:
         record = state.to_record(error, round(time.perf_counter() - state.started, 3))
         pending, state.ledger.pending = state.ledger.pending, None
         try:
+            if state.store is not None:
+                state.store.may_record(state.generation_id)
             write_transcript(self.transcript, record)
             if pending is not None:  # the records were written: see image_project.artifacts.pending
                 at_point("transcript")

@@ -72,6 +72,14 @@ def save_to_store(run: RunState, record: RunRecord, t_path: Path) -> StoreOutcom
         logger.info("Generation %s written to the run store %s", record.generation_id, outcome.url)
         _name_unstored(run, run.store, t_path.parent)
         return outcome
+    if outcome.later:  # a campaign worker writes it again once the store answers
+        logger.warning(
+            "Generation %s not written to %s yet (%s)",
+            record.generation_id,
+            outcome.url,
+            outcome.error,
+        )
+        return outcome
     message = (
         f"store: run {record.generation_id} was NOT written to {outcome.url} "
         f"({outcome.error}); its transcript has everything: "

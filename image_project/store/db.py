@@ -15,7 +15,7 @@ whose message names the store by its URL without the password
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -117,7 +117,9 @@ class RunSummary:
 def _engine(url: str) -> Engine:
     database = sqlite_path(url)
     if database is None:
-        return create_engine(url, connect_args={"connect_timeout": 10})
+        # pool_pre_ping: a connection the server dropped (a restart) is replaced on checkout
+        # instead of failing the next write.
+        return create_engine(url, connect_args={"connect_timeout": 10}, pool_pre_ping=True)
     database.parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_S})
 
@@ -264,14 +266,23 @@ class RunStore:
         return PendingWrite(connection=conn, seq=max(local_next, stored + 1))
 
     def write(
-        self, record: RunRecord, *, source: str = "run", pending: PendingWrite | None = None
+        self,
+        record: RunRecord,
+        *,
+        source: str = "run",
+        pending: PendingWrite | None = None,
+        check: Callable[[Connection], bool] | None = None,
     ) -> None:
         """Write ``record`` in one transaction (``pending``'s, if given). A run already
-        stored raises StoreError."""
+        stored raises StoreError. ``check`` (without ``pending``) is called in the
+        transaction before the rows are written: it raises to write nothing, or returns True
+        when the run is already written as it should be (nothing is written then)."""
         rows = record_rows(record, source=source, stored_at=utc_now())
         with self._errors("write to"):
             if pending is None:
                 with self._writer.begin() as conn:
+                    if check is not None and check(conn):
+                        return
                     _insert(conn, rows.tables)
                 return
             try:
@@ -279,6 +290,15 @@ class RunStore:
                 pending.connection.commit()
             finally:
                 pending.abandon()
+
+    @contextmanager
+    def transaction(self, *, seq_lock: bool = False) -> Iterator[Connection]:
+        """A write transaction (committed on a clean exit); with ``seq_lock`` it holds the
+        titles ``seq`` lock (PostgreSQL), as :meth:`claim_seq` does, until it ends."""
+        with self._errors("write to"), self._writer.begin() as conn:
+            if seq_lock and self.is_postgres:
+                conn.execute(select(func.pg_advisory_xact_lock(_SEQ_LOCK)))
+            yield conn
 
     def import_record(self, record: RunRecord) -> bool:
         """Write ``record`` unless a run with its generation id is stored; True if written.

@@ -22,12 +22,42 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from image_project.config.store_url import POSTGRES_PREFIX, redact_url, sqlite_path
+from image_project.errors import ImageProjectError
 
 if TYPE_CHECKING:
     from image_project.record import RunRecord
     from image_project.store.db import PendingWrite, RunStore
 
-__all__ = ["TRANSCRIPT_SUFFIX", "StoreOutcome", "StoreWriter", "unstored_transcripts"]
+__all__ = [
+    "TRANSCRIPT_SUFFIX",
+    "RecordsRefused",
+    "RunAlreadyRecorded",
+    "RunTakenOver",
+    "StoreOutcome",
+    "StoreUnreachable",
+    "StoreWriter",
+    "unstored_transcripts",
+]
+
+
+class RecordsRefused(ImageProjectError):
+    """This attempt at a run must write none of its records (no image, manifest row,
+    generations row, transcript or store row): raised by a fenced writer (a campaign's,
+    :mod:`image_project.campaign.fence`) and passed through by the run driver, which then
+    writes nothing. Its message is the one line that says why."""
+
+
+class RunAlreadyRecorded(RecordsRefused):
+    """The run is already in the store: another attempt made it."""
+
+
+class RunTakenOver(RecordsRefused):
+    """Another attempt owns the run now (this one was taken for stalled)."""
+
+
+class StoreUnreachable(RecordsRefused):
+    """The store could not be asked whether this attempt may record the run."""
+
 
 TRANSCRIPT_SUFFIX = "_transcript.json"
 """A run's transcript is ``<image.log_path>/<generation_id>_transcript.json``."""
@@ -54,6 +84,9 @@ class StoreOutcome:
 
     url: str
     error: str | None = None
+    later: bool = False
+    """The record was not written because the connection was lost; the caller writes it
+    again once the store answers (a campaign worker does)."""
 
     @property
     def written(self) -> bool:
@@ -158,6 +191,10 @@ class StoreWriter:
             self.abandon(key)  # never raises: the outcome already says what went wrong
             return StoreOutcome(self.shown_url, _reason(exc))
         return StoreOutcome(self.shown_url)
+
+    def may_record(self, run_id: str) -> None:
+        """Raise :class:`RecordsRefused` when the run ``run_id`` must write nothing (a fenced
+        writer's check, made before the transcript is written); this writer never does."""
 
     def _not_ready(self) -> str | None:
         """Why the store cannot be written at once (a SQLite store not yet created, or at
