@@ -523,7 +523,10 @@ def _one_line_logs(out: TextIO) -> None:
     class Relevant(logging.Filter):
         def filter(self, record: logging.LogRecord) -> bool:
             action = getattr(record, "action", None)
-            return action not in ("job_error", "job_error_retry")
+            lost = "DatabaseLost" in record.getMessage() or (
+                record.exc_info is not None and isinstance(record.exc_info[1], DatabaseLost)
+            )
+            return not lost and action not in ("job_error", "job_error_retry")
 
     handler = logging.StreamHandler(out)
     handler.setLevel(logging.ERROR)
@@ -546,9 +549,9 @@ def _quiet_lost_tasks(out: TextIO) -> None:
 
     def handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         exc = context.get("exception")
-        if isinstance(exc, DatabaseLost | RecordsRefused) or (
-            exc is not None and is_connection_loss(exc)
-        ):
+        if isinstance(exc, DatabaseLost):
+            return  # said once, by the worker
+        if isinstance(exc, RecordsRefused) or (exc is not None and is_connection_loss(exc)):
             print(f"worker: {_first_line(exc)}", file=out, flush=True)
             return
         loop.default_exception_handler(context)

@@ -83,6 +83,33 @@ def free_port() -> int:
 class PostgresServer:
     port: int
     user: str = "postgres"
+    base: Path | None = None  # the server's folder (data, log), when this process runs it
+    bindir: Path | None = None
+    prefix: tuple[str, ...] = ()
+
+    def restart(self) -> None:
+        """``pg_ctl restart`` (fast mode: every session is ended), waiting until the server
+        accepts connections again."""
+        assert self.base is not None and self.bindir is not None, "not this process's server"
+        done = subprocess.run(
+            [
+                *self.prefix,
+                str(self.bindir / "pg_ctl"),
+                "-D",
+                str(self.base / "data"),
+                "-l",
+                str(self.base / "server.log"),
+                "-m",
+                "fast",
+                "-w",
+                "restart",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, f"pg_ctl restart failed: {done.stdout}{done.stderr}"
 
     def url(self, database: str) -> str:
         return f"postgresql+psycopg://{self.user}@127.0.0.1:{self.port}/{database}"
@@ -252,7 +279,7 @@ def running_postgres(bindir: Path) -> Iterator[PostgresServer]:
         else:
             raise RuntimeError(failed(done, (*start, "start")))
         with _stopped_on_sigterm(lambda: _stop(prefix, bindir, base, mode="immediate")):
-            yield PostgresServer(port=port)
+            yield PostgresServer(port=port, base=base, bindir=bindir, prefix=tuple(prefix))
     finally:
         _stop(prefix, bindir, base)
 
