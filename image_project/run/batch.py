@@ -364,10 +364,10 @@ def _say_left_by_killed_runs(cfg: AppConfig, progress: BatchProgress) -> None:
     (:mod:`image_project.artifacts.pending`), naming the files, with the command that repairs
     them."""
     from image_project.artifacts.pending import describe_all
-    from image_project.config.store_url import import_command
+    from image_project.run.records import repair_command, repair_scope
 
     folder = Path(cfg.image.log_path)
-    for line in describe_all(folder, import_command(cfg.effective_store_url, folder)):
+    for line in describe_all(folder, repair_command(cfg), repair_scope(cfg)):
         progress.error(f"! {line}")
 
 
