@@ -71,6 +71,7 @@ from image_project.preflight import check_upscale
 from image_project.progress import ProgressRecorder
 from image_project.record import RunError, RunRecord
 from image_project.record.events import Reask
+from image_project.record.ids import check_generation_id
 from image_project.run.log import RunLog
 from image_project.run.phases import PhaseFailed, run_phases
 from image_project.run.records import save_to_store
@@ -124,8 +125,12 @@ async def run_generation(
     transcript; a store that cannot be written is reported and changes nothing else.
 
     Raises :class:`RunFailed` (transcript written, cause chained) when a started run fails;
-    an input file that cannot be loaded fails the run in phase ``data_load``.
+    an input file that cannot be loaded fails the run in phase ``data_load``. A
+    ``generation_id`` that is not one (:mod:`image_project.record.ids`) raises ValueError
+    naming it and the pattern, before anything is written.
     """
+    if generation_id is not None:
+        check_generation_id(generation_id)
     run = _Run.start(
         cfg,
         backends,
