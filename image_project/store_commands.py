@@ -222,13 +222,20 @@ def _say_unstored(url: str, folder: Path, stored: set[str], scope: RepairScope |
     """One line on stderr when transcripts in ``folder`` are missing from the store (a run
     killed between its transcript and its store write, a store outage): how many, and the
     exact command that imports them into this store (idempotent)."""
-    from image_project.artifacts.pending import describe_all
+    from image_project.artifacts.pending import (
+        describe_all,
+        describe_without_transcript,
+        runs_without_transcript,
+    )
     from image_project.config.store_url import import_command, redact_url
     from image_project.store.writer import unstored_transcripts
 
     command = import_command(url, folder, config=scope.config if scope else None)
     for line in describe_all(folder, command, scope):
         print(line, file=sys.stderr)
+    without = runs_without_transcript(folder)
+    if without:
+        print(describe_without_transcript(folder, without, stored), file=sys.stderr)
     missing = unstored_transcripts(folder, stored)
     if missing:
         print(

@@ -69,10 +69,13 @@ __all__ = [
     "Repaired",
     "at_point",
     "describe_all",
+    "describe_without_transcript",
     "left_by_killed_runs",
+    "lock_file",
     "on_point",
     "pending_path",
     "repair",
+    "runs_without_transcript",
 ]
 
 PENDING_SUFFIX = "_transcript.pending.json"
@@ -188,6 +191,12 @@ class PendingTranscript:
         if self._fd is not None:
             fd, self._fd = self._fd, None
             os.close(fd)
+
+
+def lock_file(fd: int) -> None:
+    """Hold an exclusive lock on ``fd`` until it is closed (the run log of a live run, so
+    that :func:`runs_without_transcript` does not count it)."""
+    _lock(fd, blocking=True)
 
 
 def _lock(fd: int, *, blocking: bool) -> bool:
@@ -592,3 +601,46 @@ def describe_all(folder: Path, command: str, scope: RepairScope | None) -> list[
     """One line per run killed in its records phase whose leftovers are in ``folder`` (or
     per pending transcript refused)."""
     return [leftover.describe(command) for leftover in left_by_killed_runs(folder, scope)]
+
+
+# --------------------------------------------------------------------------- no transcript
+
+
+def runs_without_transcript(folder: Path) -> list[str]:
+    """The runs whose log ``<id>.log`` is in ``folder`` with neither a transcript nor a
+    pending transcript beside it, and that no live run holds (a run holds its log while it
+    lives): runs that ended without writing their transcript (a full disk, or the process
+    killed before its records phase). Sorted, oldest id first."""
+    try:
+        logs = sorted(folder.glob("*.log"))
+    except OSError:
+        return []
+    found = []
+    for log in logs:
+        gid = log.stem
+        if generation_id_problem(gid) is not None or not _is_regular(log):
+            continue
+        beside = (folder / f"{gid}_transcript.json", folder / f"{gid}{PENDING_SUFFIX}")
+        if any(p.exists() for p in beside) or _is_held(log):
+            continue
+        found.append(gid)
+    return found
+
+
+def describe_without_transcript(
+    folder: Path, ids: list[str], stored: set[str] | None = None
+) -> str:
+    """One line naming the runs :func:`runs_without_transcript` found (at most three by id)
+    and, when ``stored`` (the store's ids) is known, which of them the store has."""
+    shown = ", ".join(ids[:3]) + (f" and {len(ids) - 3} more" if len(ids) > 3 else "")
+    line = (
+        f"{len(ids)} run(s) in {folder} have a log but no transcript ({shown}): the transcript "
+        "could not be written (a full disk?) or the process was killed before its records"
+    )
+    if stored is None:
+        return line + "; runs list says which of them the store has"
+    kept = sum(1 for gid in ids if gid in stored)
+    return line + (
+        f"; {kept} of them in the store (runs show ID), {len(ids) - kept} recorded nowhere "
+        "but in their log <id>.log"
+    )

@@ -85,13 +85,23 @@ def store_seq(run: RunState, store: StoreWriter, local_next: int) -> int:
     return seq
 
 
-def save_to_store(run: RunState, record: RunRecord, t_path: Path) -> StoreOutcome | None:
+def save_to_store(
+    run: RunState, record: RunRecord, t_path: Path, *, transcript_problem: str | None = None
+) -> StoreOutcome | None:
     """Write the run to the store, if there is one; a failure is said loudly (progress line
     and log, with the command that repairs it: ``runs import`` of the transcript with
     ``--store`` the store this run used) and does not change how the run ends: the
-    transcript has everything."""
+    transcript has everything. ``transcript_problem``: the transcript could not be written
+    (the driver says so, with this outcome, in one line), so there is nothing to import."""
     if run.store is None:
         return None
+    if transcript_problem is not None:
+        outcome = run.store.save(record)
+        if outcome.written:
+            logger.info(
+                "Generation %s written to the run store %s", record.generation_id, outcome.url
+            )
+        return outcome
     interrupted = record.error is not None and record.error.type == "interrupted"
     outcome = run.store.save(record, only_if_ready=interrupted)
     if outcome.written:
