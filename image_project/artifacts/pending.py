@@ -351,7 +351,7 @@ class RepairScope:
         problem = generation_id_problem(generation_id)
         if problem is not None:
             return f"its name holds no generation id ({problem})"
-        if _not_own(path, self.log_dir / path.name) is not None:
+        if _not_own(Path(os.path.abspath(path)), self.log_dir / path.name) is not None:
             return f"it is not in the log folder {self.log_dir} (image.log_path)"
         if where is None:
             return None

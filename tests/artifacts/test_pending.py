@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from image_project.artifacts import append_manifest_row, read_manifest, read_transcript
 from image_project.artifacts.generations import read_generations
 from image_project.artifacts.pending import (
@@ -141,3 +143,13 @@ def test_a_pending_transcript_cut_short_is_reported_and_removed(tmp_path: Path) 
     assert leftover.pending is None and "cut short" in leftover.describe("X")
     assert repair(leftover, scope(tmp_path, logs="")).outcome == "removed"
     assert not path.exists()
+
+
+def test_a_log_folder_named_by_a_relative_path_is_repaired(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pending_run(tmp_path).close()
+    monkeypatch.chdir(tmp_path)
+    (leftover,) = left_by_killed_runs(Path("logs"), scope(tmp_path))
+    assert leftover.refused is None
+    assert repair(leftover, scope(tmp_path)).outcome == "rolled_back"
