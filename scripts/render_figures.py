@@ -224,6 +224,18 @@ def _store(sources: list[tuple[str, Json]]) -> str:
     )
 
 
+def _interrupt(sources: list[tuple[str, Json]]) -> str:
+    """bench/interrupt.py: SIGINT to exit with the idea calls held in flight."""
+    path, data = sources[0]
+    verdict = "met" if data["max_s"] < data["target_s"] else "**missed**"
+    return (
+        f"`python bench/interrupt.py --repeats {data['repeats']}`: SIGINT to process exit "
+        f"with {data['calls_in_flight']} calls in flight, median "
+        f"{data['median_s'] * 1000:.0f} ms, max {data['max_s'] * 1000:.0f} ms (target: under "
+        f"{data['target_s']:.0f} s: {verdict}).\n\n{measured_on(path, data)}\n"
+    )
+
+
 def _batch(sources: list[tuple[str, Json]]) -> str:
     path, data = sources[0]
     batch = data["simulator"]["batch"] if "simulator" in data else data["batch"]
@@ -454,6 +466,7 @@ BLOCKS: dict[str, Block] = {
     "startup": Block("docs/startup.json", _startup),
     "store": Block("docs/store.json", _store),
     "batch": Block("docs/batch.json", _batch),
+    "interrupt": Block("docs/interrupt.json", _interrupt),
     "batch-two-machines": Block("docs/batch.json", _batch_two_machines),
     "quality": Block("docs/quality.json", _quality),
     "cpu-profile": Block("docs/cpu_profile.json", _cpu_profile),
