@@ -408,6 +408,141 @@ def _judging(sources: list[tuple[str, Json]]) -> str:
     )
 
 
+# --------------------------------------------------------------------------- evidence
+
+
+def _pm(x: float, digits: int = 2) -> str:
+    return f"{x:+.{digits}f}"
+
+
+def _ci(d: Json, scale: float = 1.0, digits: int = 2) -> str:
+    """``mean [lo, hi]`` of a paired-difference dict (``mean``/``lo``/``hi``, or a
+    ``[mean, lo, hi]`` list), signed."""
+    m, lo, hi = (d["mean"], d["lo"], d["hi"]) if isinstance(d, Mapping) else d
+    return f"{_pm(m * scale, digits)} [{_pm(lo * scale, digits)}, {_pm(hi * scale, digits)}]"
+
+
+def _bench_line(path: str, data: Json) -> str:
+    """The provenance line of a bench that records its own (``commit``, ``machine``)."""
+    return (
+        f"Figures from `{path}`: commit {data['commit']}, {data['machine']}, "
+        f"{data['seconds']:.0f} s."
+    )
+
+
+def _evidence_decision(sources: list[tuple[str, Json]]) -> str:
+    """docs/evidence.md's summary of bench/decision.py: the default against one judge in
+    every cell, the previous default's worst cells, and the price where every judge is
+    sound."""
+    path, data = sources[0]
+    default = data["default"]
+    cells = data["cells"]
+
+    def label(c: Json) -> str:
+        return f"{c['world']}, N {c['n']}"
+
+    worse = data["decision"]["worse_than_one_judge_in"]
+    largest = max(cells, key=lambda c: c["vs_one_judge"][default][0])
+    zscores = [c for c in cells if label(c) in worse["mean, zscores"]]
+    worst_z = max(zscores, key=lambda c: c["vs_one_judge"]["mean, zscores"][0])
+
+    def gap(c: Json) -> float:
+        others = [v for k, v in c["regret"].items() if k != "one judge"]
+        return float(c["regret"][default] - min(others))
+
+    sound = [c for c in cells if c["world"].startswith("sound")]
+    price = max(sound, key=gap)
+    by = {(c["world"], c["n"]): c for c in cells}
+    rho0, rho8 = by[("sound, one scale, rho 0", 6)], by[("sound, one scale, rho 0.8", 6)]
+    ns = " / ".join(str(n) for n in sorted({c["n"] for c in cells}))
+    in_cells = len(worse[default])
+    return (
+        f"- **The default never costs more than one sound judge.** `python bench/decision.py "
+        f"--json docs/decision.json` ({len(cells)} cells: sound judges on one or different "
+        f"scales at \N{GREEK SMALL LETTER RHO} 0 / 0.5 / 0.8, one random, near-constant or position judge, {ns} cards; "
+        f"up to {data['max_rounds']:,} paired rounds each). The default, the **median after "
+        f"`normalise: robust`**, is worse than one sound judge in "
+        f"{'no cell' if not in_cells else f'{in_cells} cells'} (its largest difference: "
+        f"{_ci(largest['vs_one_judge'][default])} regret points, {label(largest)}). The mean "
+        f"of z-scores, the previous default, is worse than one judge in {len(zscores)} cells "
+        f"(the worst: {_ci(worst_z['vs_one_judge']['mean, zscores'])}, {label(worst_z)}). "
+        f"The price: where every judge is sound, the best candidate beats the default by up "
+        f"to {gap(price):.2f} points ({price['world']}, N {price['n']}).\n"
+        f"- **A panel of independent judges beats one judge; judges on one model, by "
+        f"little.** The default against one judge, 6 cards, one scale: "
+        f"{_ci(rho0['vs_one_judge'][default])} regret points at \N{GREEK SMALL LETTER RHO} 0 (one judge's regret "
+        f"{rho0['regret']['one judge']:.2f}), {_ci(rho8['vs_one_judge'][default])} at \N{GREEK SMALL LETTER RHO} 0.8 "
+        f"(three prompts on one model).\n\n{_bench_line(path, data)}\n"
+    )
+
+
+def _evidence_quality(sources: list[tuple[str, Json]]) -> str:
+    """docs/evidence.md's summary of bench/quality.py: the panel in the real pipeline,
+    shuffling, rounds against a flat round of as many calls."""
+    path, data = sources[0]
+    head = data["headline"]
+    panel = head["median3_minus_one_judge_regret"]
+    rows = {r["name"]: r for r in data["rounds"]["rows"]}
+    rounds = [rows[f"{k} rounds, variants -0"]["vs_control"] for k in (1, 2, 3)]
+    return (
+        f"- **The panel in the real pipeline**: `python bench/quality.py --only choosing` "
+        f"({data['seeds']} run seeds; the median of the judges' own scores, the default "
+        f"then): the median of 3 against one judge {_ci(panel)} regret points over "
+        f"{panel['runs']} paired runs.\n"
+        f"- **Shuffling removes most of the position bias.** The first-shown card's win share "
+        f"with each judge's own order against one shared order (median of 3, paired): "
+        f"{_ci(head['shuffled_minus_shared_first_shown'], 100, 1)} points (`python "
+        f"bench/quality.py --only choosing`).\n"
+        f"- **Rounds pay against equal calls only late**: rounds \N{MINUS SIGN} a flat round of as many "
+        f"calls, 1 / 2 / 3 rounds, variants losing 0 points: "
+        + " / ".join(_ci(r) for r in rounds)
+        + f" (`python bench/quality.py --only rounds`).\n\nFigures from `{path}`, which does "
+        "not record the commit it was measured on.\n"
+    )
+
+
+def _evidence_novelty(sources: list[tuple[str, Json]]) -> str:
+    """docs/evidence.md's summary of bench/novelty.py: the old default and the chosen one,
+    in both motif encodings."""
+    import novelty
+
+    path, data = sources[0]
+    old, choice = data["defaults"], data["decision"]
+
+    def row(encoding: Json, scale: float, cap: float, share: float) -> Json:
+        return next(
+            r
+            for r in encoding["rows"]
+            if (r["scale"], r["cap"], r["min_share"]) == (scale, cap, share)
+        )
+
+    def removed(r: Json) -> str:
+        e = r["excess_removed"]
+        return f"**{e['share']:.0%}** [{e['lo']:.0%}, {e['hi']:.0%}]"
+
+    equal, *others = data["encodings"]
+    before = row(equal, old["penalty_per_share"], old["max_penalty"], old["min_share"])
+    now = [row(e, choice["scale"], choice["cap"], choice["min_share"]) for e in data["encodings"]]
+    return (
+        f"- **Novelty, strong enough to matter.** `python bench/novelty.py --json "
+        f"docs/novelty.json` ({data['histories']} histories of {data['runs']} runs per row, "
+        f"the default judging): the penalty shipped before ({old['penalty_per_share']:g} "
+        f"points per share, motifs in {old['min_share']:.0%} of the window) removed "
+        f"{removed(before)} of greedy's excess liked-motif tilt "
+        f"({_ci(before['quality_vs_greedy'])} true-quality points against greedy; positive "
+        f"is better); the new default (`penalty_per_share: {choice['scale']:g}`, "
+        f"`max_penalty: {choice['cap']:g}`, `min_share: {choice['min_share']:g}`) removes "
+        + ", and ".join(
+            f"{removed(r)} at {_ci(r['quality_vs_greedy'])} points"
+            + (f" with the {e['encoding']} motif encoding" if e is not equal else "")
+            for e, r in zip(data["encodings"], now, strict=True)
+        )
+        + f". Target (≥ {novelty.TARGET_REMOVED:.0%} at ≤ {novelty.MAX_COST} points, "
+        f"{'both encodings' if others else 'one encoding'}): "
+        f"{'met' if choice['target_met'] else '**not met**'}.\n\n{_bench_line(path, data)}\n"
+    )
+
+
 # --------------------------------------------------------------------------- real model
 
 
@@ -476,6 +611,9 @@ BLOCKS: dict[str, Block] = {
     "cpu-profile-direct": Block("docs/cpu_profile_direct.json", _cpu_profile),
     "cpu-profile-scoring-direct": Block("docs/cpu_profile_scoring_direct.json", _cpu_profile),
     "judging": Block("docs/judging.json", _judging),
+    "evidence-decision": Block("docs/decision.json", _evidence_decision),
+    "evidence-quality": Block("docs/quality.json", _evidence_quality),
+    "evidence-novelty": Block("docs/novelty.json", _evidence_novelty),
 }
 
 
