@@ -543,6 +543,224 @@ def _evidence_novelty(sources: list[tuple[str, Json]]) -> str:
     )
 
 
+def _cut(c: Json, bold: bool = True) -> str:
+    """A share of one judge's regret cut, ``**34%** [24, 43]``."""
+    share = f"{c['share']:.0%}"
+    return f"{f'**{share}**' if bold else share} [{c['lo'] * 100:.0f}, {c['hi'] * 100:.0f}]"
+
+
+def _significant(d: Json) -> bool:
+    return bool(d["lo"] > 0 or d["hi"] < 0)
+
+
+def _bold_ci(d: Json, scale: float = 1.0, digits: int = 2) -> str:
+    text = _ci(d, scale, digits)
+    return f"**{text}**" if _significant(d) else text
+
+
+def _quality_findings(sources: list[tuple[str, Json]]) -> str:
+    """docs/evidence.md's findings of bench/quality.py: the summary table and what it says,
+    every figure read from docs/quality.json."""
+    path, data = sources[0]
+    sweep = {(s["judge_scale_spread"] > 0, s["judge_corr"]): s for s in data["judge_corr_sweep"]}
+    shown = ("median of 3", "mean of 3", "trimmed_mean of 3 (trim 1)", "mean of 3, zscores")
+
+    def panel(s: Json, name: str) -> Json:
+        return next(p for p in s["panels"] if p["name"] == name)
+
+    def sweep_row(world: str, s: Json) -> str:
+        panels = [panel(s, n) for n in shown]
+        regrets = " / ".join(f"{p['mean_regret']:.2f}" for p in panels)
+        cuts = " / ".join(_cut(p["cut"]) for p in panels)
+        none = all(not _significant(p["minus_one_judge"]) for p in panels)
+        return (
+            f"| {world} | {{figure}} | {s['one_judge_regret']:.2f} \N{RIGHTWARDS ARROW} "
+            f"{regrets}: cut {cuts}{' (none significant)' if none else ''} |"
+        )
+
+    worlds = [
+        ((False, 0.0), "judges on one scale, \N{GREEK SMALL LETTER RHO} = 0 (independent judges)"),
+        ((False, 0.5), "one scale, \N{GREEK SMALL LETTER RHO} = 0.5"),
+        ((False, 0.8), "one scale, \N{GREEK SMALL LETTER RHO} = 0.8 (judges on one model)"),
+        ((True, 0.0), "judges on different scales, \N{GREEK SMALL LETTER RHO} = 0"),
+        ((True, 0.5), "different scales, \N{GREEK SMALL LETTER RHO} = 0.5"),
+        ((True, 0.8), "different scales, \N{GREEK SMALL LETTER RHO} = 0.8"),
+    ]
+    first = (
+        "regret: one judge \N{RIGHTWARDS ARROW} panel of 3, median / mean / trimmed mean "
+        "(trim 1) / mean of z-scores (the default then)"
+    )
+    lines = ["| world | figure | result (95% interval) |", "|---|---|---|"]
+    for i, (key, world) in enumerate(worlds):
+        lines.append(
+            sweep_row(world, sweep[key]).replace("{figure}", first if i == 0 else "the same")
+        )
+    choose = {r["name"]: r for r in data["choosing_well"]}
+    broken = [
+        choose[n]
+        for n in (
+            "median of 3, one broken",
+            "mean of 3, one broken",
+            "mean of 3, zscores, one broken",
+        )
+    ]
+    lines.append(
+        "| one scale, \N{GREEK SMALL LETTER RHO} = 0, one broken judge | regret: median of 3 / "
+        "mean of 3 / mean of z-scores | "
+        + " / ".join(
+            f"**{r['mean_regret']:.2f}**"
+            if r["mean_regret"] > choose["one judge"]["mean_regret"]
+            else f"{r['mean_regret']:.2f}"
+            for r in broken
+        )
+        + " |"
+    )
+    rows = {r["name"]: r for r in data["rounds"]["rows"]}
+    for drift, label in (("0", "variants lose 0"), ("1.5", "variants lose 1.5")):
+        vs = [rows[f"{k} rounds, variants -{drift}"]["vs_control"] for k in (1, 2, 3)]
+        what = (
+            "rounds \N{MINUS SIGN} equal-calls flat, 1 / 2 / 3 rounds"
+            if drift == "0"
+            else "the same"
+        )
+        lines.append(
+            f"| bounded position bias, {label} | {what} | "
+            + " / ".join(_bold_ci(v) for v in vs)
+            + " |"
+        )
+    variety = {v["encoding"]: {r["name"]: r for r in v["rows"]} for v in data["variety"]}
+    for encoding, world, what in (
+        (
+            "equal",
+            "novelty, window 25, liked and other motifs of equal length",
+            "share of the excess liked tilt removed: novelty only / exploration (0.15) + novelty",
+        ),
+        ("old", "the same, old encoding (two-word other motifs)", "the same"),
+    ):
+        v = variety[encoding]
+        same = encoding != "equal" and all(
+            v[n]["excess_removed"] == variety["equal"][n]["excess_removed"]
+            for n in ("novelty only", "exploration + novelty")
+        )
+        lines.append(
+            f"| {world} | {what} | {_cut(v['novelty only']['excess_removed'])} / "
+            f"{_cut(v['exploration + novelty']['excess_removed'])}{' (identical)' if same else ''} |"
+        )
+
+    one, med3, med5 = (choose[n] for n in ("one judge", "median of 3", "median of 5"))
+    head = data["headline"]
+    p0, p5, p8 = (panel(sweep[(False, r)], "median of 3") for r in (0.0, 0.5, 0.8))
+    m0, m5, m8 = (panel(sweep[(False, r)], "mean of 3") for r in (0.0, 0.5, 0.8))
+    d0, d5, d8 = (panel(sweep[(True, r)], "median of 3") for r in (0.0, 0.5, 0.8))
+    z0, z5, z8 = (panel(sweep[(True, r)], "mean of 3, zscores") for r in (0.0, 0.5, 0.8))
+    greedy = variety["equal"]["greedy"]
+    random_share = data["variety"][0]["random_pick"]["liked_share"]
+    nov = variety["equal"]["novelty only"]
+    both = variety["equal"]["exploration + novelty"]
+    explore = variety["equal"]["exploration only"]
+    gains = [rows[f"{k} rounds, variants -0"]["gain_vs_flat"] for k in (1, 2, 3)]
+    flat = [rows[f"flat, {n} cards"]["chosen_quality"] for n in (15, 24, 33)]
+    late = [rows[f"{k} rounds, variants -1.5"]["vs_control"] for k in (1, 2, 3)]
+    early = [rows[f"{k} rounds, variants -0"]["vs_control"] for k in (1, 2, 3)]
+    R = "\N{GREEK SMALL LETTER RHO}"
+
+    def pct(x: float) -> str:
+        return f"**{x:.1%}**"
+
+    bullets = [
+        f"- **A panel of independent judges cuts regret; judges who think alike, by little.** "
+        f"At {R} = 0 the median of 3 (shuffled orders) has regret **{med3['mean_regret']:.2f}** "
+        f"against **{one['mean_regret']:.2f}** for one judge (paired over the same "
+        f"{head['median3_minus_one_judge_regret']['runs']} runs: "
+        f"{_bold_ci(head['median3_minus_one_judge_regret'])}, a cut of **{p0['cut']['share']:.0%}**); "
+        f"the best card is chosen in {pct(med3['pick_best_rate'])} of runs against "
+        f"{pct(one['pick_best_rate'])}. At {R} = 0.5 the cut is {_cut(p5['cut'])}; at {R} = 0.8 "
+        f"\N{EM DASH} three rubric prompts on one model \N{EM DASH} {_cut(p8['cut'])}"
+        + (", not significant" if not _significant(p8["minus_one_judge"]) else "")
+        + f". The mean of 3 cuts **{m0['cut']['share']:.0%}** / **{m5['cut']['share']:.0%}** / "
+        f"**{m8['cut']['share']:.0%}** at {R} = 0 / 0.5 / 0.8 when every judge is sound. What "
+        "restores the cut is judges whose errors differ (another model or backend), not more "
+        "prompts on one model.",
+        f"- **Judges on different scales break the median of raw scores; normalising repairs "
+        f"it.** When one judge scores higher and wider and another lower and narrower, the "
+        f"median of the raw scores cuts **{d0['cut']['share']:.0%}** / **{d5['cut']['share']:.0%}** "
+        f"/ **{d8['cut']['share']:.0%}** at {R} = 0 / 0.5 / 0.8, the mean of z-scores "
+        f"**{z0['cut']['share']:.0%}** / **{z5['cut']['share']:.0%}** / **{z8['cut']['share']:.0%}** "
+        f"(against the median of 3, paired: {_bold_ci(z0['minus_median'])} and "
+        f"{_bold_ci(z5['minus_median'])} regret points at {R} = 0 and 0.5). The decision bench "
+        "[above](#the-default-aggregation), which adds the bad-judge worlds and 2 to 12 cards, "
+        "chose the default.",
+        f"- **A broken judge** ({R} = 0, one judge scoring at random): the mean of 3 of raw "
+        f"scores has regret **{choose['mean of 3, one broken']['mean_regret']:.2f}**, the median "
+        f"of 3 **{choose['median of 3, one broken']['mean_regret']:.2f}**, the median of 5 "
+        f"**{choose['median of 5, one broken']['mean_regret']:.2f}**, the mean of 3 after "
+        f"z-scores **{choose['mean of 3, zscores, one broken']['mean_regret']:.2f}** (one sound "
+        f"judge: {one['mean_regret']:.2f}).",
+        f"- **Shuffling removes most of the position bias** (bounded bias, 6 cards): the card "
+        f"shown first wins {pct(one['first_shown_win_rate'])} of a single judge's runs (chance "
+        f"{one['chance']:.1%}); with the shuffled median of 3 {pct(med3['first_shown_win_rate'])}, "
+        f"which removes **{head['share_of_advantage_removed_by_shuffled_median3']:.0%}** of the "
+        f"advantage; with one shared order (simulated) "
+        f"{pct(choose['median of 3, shared order (sim)']['first_shown_win_rate'])} (shuffled "
+        f"\N{MINUS SIGN} shared, paired: {_bold_ci(head['shuffled_minus_shared_first_shown'], 100, 1)} points).",
+        f"- **Failed runs.** **{one['failed']}** of {one['runs']} single-judge runs failed (a "
+        f"refusal is not re-asked; a bad answer is re-asked once and can recover); "
+        f"**{med3['failed']}** with three judges, **{med5['failed']}** with five.",
+        "- **Rounds pay against equal calls only late, and only if variants hold their "
+        "parents' quality.** With a bounded position bias the chosen card gains "
+        + " / ".join(f"**{g:+.2f}**" for g in gains)
+        + " over 0 rounds at 1 / 2 / 3 rounds (variants lose 0), but one flat round of as many "
+        "calls (15 / 24 / 33 cards: "
+        + " / ".join(f"**{q:.2f}**" for q in flat)
+        + ") gains most of that too: rounds \N{MINUS SIGN} flat is "
+        + " / ".join(_bold_ci(v) for v in early)
+        + ". When variants lose 1.5 points on average: "
+        + " / ".join(_bold_ci(v) for v in late)
+        + ".",
+        f"- **Variety.** Greedy picks a card with a liked motif in {pct(greedy['liked_share'])} "
+        f"of runs, a random pick would in {pct(random_share)}. Novelty only (window 25) lowers "
+        f"the liked share by {_bold_ci(nov['liked_vs_greedy'], 100, 1)} points, removing "
+        f"{_cut(nov['excess_removed'])} of that excess, at {_bold_ci(nov['quality_vs_greedy'])} "
+        f"true-quality points; with exploration 0.15 too, {_cut(both['excess_removed'])} at "
+        f"{_bold_ci(both['quality_vs_greedy'])}; exploration alone "
+        f"{_cut(explore['excess_removed'])} at {_bold_ci(explore['quality_vs_greedy'])}. The "
+        f"most repeated liked motif is in {pct(greedy['top_liked_share'])} of greedy runs, "
+        f"{pct(nov['top_liked_share'])} with novelty.",
+    ]
+    return (
+        "\n".join(lines)
+        + "\n\n"
+        + "\n".join(bullets)
+        + f"\n\nFigures from `{path}`, which does not record the commit it was measured on.\n"
+    )
+
+
+def _quality_sweep(sources: list[tuple[str, Json]]) -> str:
+    """bench/quality.py's sweep: per world and correlation, each panel's regret, its cut of
+    one judge's regret and its paired difference from the median of 3."""
+    path, data = sources[0]
+    names = [p["name"] for p in data["judge_corr_sweep"][0]["panels"]]
+    heads = [n.replace(" of 3", "") for n in names]
+    lines = [
+        "| judges | \N{GREEK SMALL LETTER RHO} | one judge | " + " | ".join(heads) + " |",
+        "|---" * (3 + len(names)) + "|",
+    ]
+    for s in data["judge_corr_sweep"]:
+        cells = []
+        for p in s["panels"]:
+            cell = f"{p['mean_regret']:.2f}: {_cut(p['cut'], bold=False)}"
+            if p["name"] != "median of 3":
+                cell += f"; {_bold_ci(p['minus_median'])}"
+            cells.append(cell)
+        scales = "different scales" if s["judge_scale_spread"] else "one scale"
+        lines.append(
+            f"| {scales} | {s['judge_corr']:g} | {s['one_judge_regret']:.2f} | "
+            + " | ".join(cells)
+            + " |"
+        )
+    return "\n".join(lines) + f"\n\nFigures from `{path}`.\n"
+
+
 # --------------------------------------------------------------------------- real model
 
 
@@ -614,6 +832,8 @@ BLOCKS: dict[str, Block] = {
     "evidence-decision": Block("docs/decision.json", _evidence_decision),
     "evidence-quality": Block("docs/quality.json", _evidence_quality),
     "evidence-novelty": Block("docs/novelty.json", _evidence_novelty),
+    "quality-findings": Block("docs/quality.json", _quality_findings),
+    "quality-sweep": Block("docs/quality.json", _quality_sweep),
 }
 
 
