@@ -391,7 +391,8 @@ def require_quorum(results: Sequence[JudgeResult], min_ok: int) -> list[JudgeRes
         f"required (prompt.scoring.min_ok_judges); statuses: {statuses}; judge steps: {paths}"
     )
     if first_error:
-        message += f"; first error: {preview(first_error, 200)}"
+        detail = first_error.split(" (output preview: ", 1)[0]  # the message's own follows
+        message += f"; first error: {preview(detail, 200)}"
     raise ModelOutputError(
         "invalid_judge_output", message, output=bad.output_preview if bad else ""
     )
