@@ -72,6 +72,10 @@ KEPT: dict[str, str] = {
         "a timestamp column of the store: an import refuses a value that is not ISO 8601, "
         "so no other text reaches the site through the store"
     ),
+    "RunRecord.generation_id": (
+        "checked against the generation-id pattern where it enters (runs import refuses any "
+        "other), so each copy keeps a valid id of its own (Hostile.record)"
+    ),
     "RunRecord.image_path": "a real file under a hostile name, or hostile text (Hostile.image)",
     "UpscaleRecord.path": "a real file under a hostile name, or hostile text (Hostile.image)",
 }
@@ -137,7 +141,9 @@ class Hostile:
         for name, info in type(model).model_fields.items():
             where = f"{type(model).__name__}.{name}"
             value = getattr(model, name)
-            if where in ("RunRecord.image_path", "UpscaleRecord.path"):
+            if where == "RunRecord.generation_id":
+                changes[name] = f"{value}-{self.tag.lower()}"
+            elif where in ("RunRecord.image_path", "UpscaleRecord.path"):
                 changes[name] = self.image(value, where)
             elif where in KEPT or (where == "RunError.type" and value == "interrupted"):
                 continue
@@ -348,7 +354,6 @@ SHOWN = {
     "RunError.step",
     "RunError.type",
     "RunRecord.final_image_prompt",
-    "RunRecord.generation_id",
     "RunRecord.image_path",
     "RunRecord.selected_concepts",
     "ScoringRecord.aggregation",
