@@ -1,13 +1,16 @@
 """How fast does Ctrl-C stop a run whose model calls are in flight?
 
     python bench/interrupt.py [--repeats 5] [--json PATH]
+    python bench/interrupt.py --json docs/interrupt.json   # the figures of docs/reliability.md
 
 Starts ``python main.py`` (black-box scoring, 6 idea cards) against a local scripted
 OpenAI-compatible server that holds every idea-card call open, waits until all six calls are
 in flight, sends SIGINT, and measures the time from the signal to the process's exit. It
 checks each time that the exit code is 130, that the transcript says ``interrupted`` and
 lists the six cut-off calls, and that no image or CSV row was written. The held calls would
-never answer: a run that waited for them would not exit at all.
+never answer: a run that waited for them would not exit at all. The JSON holds the times and
+where they were measured (``measured``, ``bench/provenance.py``); ``scripts/render_figures.py``
+renders docs/reliability.md's figures from it.
 """
 
 from __future__ import annotations
@@ -24,6 +27,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+from provenance import Provenance  # noqa: E402
 
 from image_project.backends import openai_backend  # noqa: E402
 from tests.faults.common import images, read_rows, spawn_main, transcripts, write_config  # noqa: E402
@@ -78,6 +84,7 @@ def main() -> int:
     parser.add_argument("--json", type=Path, metavar="PATH")
     args = parser.parse_args()
     openai_backend.set_network_policy("loopback")
+    provenance = Provenance.start()
     times = []
     for index in range(args.repeats):
         with tempfile.TemporaryDirectory(prefix="interrupt-bench-") as tmp:
@@ -90,11 +97,13 @@ def main() -> int:
         "min_s": round(min(times), 4),
         "max_s": round(max(times), 4),
         "target_s": 2.0,
+        "times_s": [round(t, 4) for t in times],
     }
     print(
         f"SIGINT with {IDEAS} calls in flight -> exit 130: median {summary['median_s'] * 1000:.0f} ms, "
         f"max {summary['max_s'] * 1000:.0f} ms (target < 2000 ms) over {args.repeats} runs"
     )
+    summary["measured"] = provenance.finish()
     if args.json:
         args.json.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     return 0

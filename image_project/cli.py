@@ -338,12 +338,17 @@ def _store_command(args: argparse.Namespace, env: Mapping[str, str], root: Path)
     """``runs …`` and ``review``: the store's URL from ``--store`` or the configuration's
     ``store.url``, then :mod:`image_project.store_commands` (imported only now: it imports
     SQLAlchemy, and ``review`` Jinja2 and matplotlib). The configuration is read only when
-    something comes from it (no ``--store``, or ``review``: the folders its images may come
-    from, ``image.generation_path`` and the 4K ``upscale.output_path``)."""
+    something comes from it (no ``--store``; ``review``: the folders its images may come
+    from, ``image.generation_path`` and the 4K ``upscale.output_path``; ``runs import``: the
+    folders its runs write, the only ones a pending transcript's repair may touch)."""
     out_dir: Path | None = getattr(args, "out", None) if args.command == "review" else None
     try:
         cfg = None
-        if args.store is None or args.command == "review":
+        if (
+            args.store is None
+            or args.command == "review"
+            or getattr(args, "runs_command", None) == "import"
+        ):
             cfg = load_config(root=root, config_path=args.config, overrides=args.overrides, env=env)
         if args.store is not None:
             from image_project.config.store_url import check_store_url
@@ -380,7 +385,10 @@ def _store_command(args: argparse.Namespace, env: Mapping[str, str], root: Path)
     transcripts = None
     if cfg is not None and url == cfg.effective_store_url:
         transcripts = Path(cfg.image.log_path)
-    return run_command(args, url, transcripts=transcripts)
+    from image_project.run.records import repair_scope
+
+    scope = repair_scope(cfg) if cfg is not None else None
+    return run_command(args, url, transcripts=transcripts, scope=scope)
 
 
 def _with_command(argv: Sequence[str]) -> list[str]:

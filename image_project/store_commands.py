@@ -22,7 +22,7 @@ import json
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -37,6 +37,9 @@ from image_project.summary import (
     rounds_lines,
     terminal_safe,
 )
+
+if TYPE_CHECKING:
+    from image_project.artifacts.pending import RepairScope
 
 __all__ = [
     "EXPORT_CSV_FIELDS",
@@ -75,12 +78,15 @@ def run_command(
     out: IO[str] | None = None,
     *,
     transcripts: Path | None = None,
+    scope: RepairScope | None = None,
 ) -> int:
     """Run ``runs <args.runs_command>`` against the store at ``url``, printing to ``out``
     (standard output by default). ``transcripts`` is the folder where this store's runs
     write their transcripts (``image.log_path`` of the configuration whose store this is):
     ``runs list`` then says how many of them the store lacks, with the exact command that
-    imports them."""
+    imports them. ``scope`` is where the configuration's runs write their records: the only
+    files a pending transcript's repair (``runs import``) may act on; None refuses every
+    pending transcript."""
     out = sys.stdout if out is None else out
     action = args.runs_command
     database = sqlite_path(url)
@@ -91,7 +97,7 @@ def run_command(
             file=sys.stderr,
         )
         if action == "list" and transcripts is not None:
-            _say_unstored(url, transcripts, set())
+            _say_unstored(url, transcripts, set(), scope)
         return 1 if action == "show" else 0
     try:
         since = parse_since(args.since) if getattr(args, "since", None) else None
@@ -103,7 +109,7 @@ def run_command(
             if action == "list":
                 code = _list(store, args, since, out)
                 if transcripts is not None:
-                    _say_unstored(url, transcripts, store.stored_ids())
+                    _say_unstored(url, transcripts, store.stored_ids(), scope)
                 return code
             if action == "show":
                 return _show(
@@ -117,7 +123,7 @@ def run_command(
                 return _export(store, args, since, out)
             if action == "stats":
                 return _stats(store, args, since, out)
-            return _import(store, args.paths, out)
+            return _import(store, args.paths, out, scope)
     except StoreError as exc:
         print(f"store error: {exc}", file=sys.stderr)
         return 1
@@ -212,16 +218,24 @@ def _list(store: RunStore, args: argparse.Namespace, since: Any, out: IO[str]) -
     return 0
 
 
-def _say_unstored(url: str, folder: Path, stored: set[str]) -> None:
+def _say_unstored(url: str, folder: Path, stored: set[str], scope: RepairScope | None) -> None:
     """One line on stderr when transcripts in ``folder`` are missing from the store (a run
     killed between its transcript and its store write, a store outage): how many, and the
     exact command that imports them into this store (idempotent)."""
-    from image_project.artifacts.pending import describe_all
+    from image_project.artifacts.pending import (
+        describe_all,
+        describe_without_transcript,
+        runs_without_transcript,
+    )
     from image_project.config.store_url import import_command, redact_url
     from image_project.store.writer import unstored_transcripts
 
-    for line in describe_all(folder, import_command(url, folder)):
+    command = import_command(url, folder, config=scope.config if scope else None)
+    for line in describe_all(folder, command, scope):
         print(line, file=sys.stderr)
+    without = runs_without_transcript(folder)
+    if without:
+        print(describe_without_transcript(folder, without, stored), file=sys.stderr)
     missing = unstored_transcripts(folder, stored)
     if missing:
         print(
@@ -422,11 +436,14 @@ def _parse(text: str, where: str) -> RunRecord:
         ) from exc
 
 
-def _repair(paths: Sequence[Path], out: IO[str], problems: list[str]) -> list[Path]:
+def _repair(
+    paths: Sequence[Path], out: IO[str], problems: list[str], scope: RepairScope | None
+) -> list[Path]:
     """Complete or roll back the runs killed in their records phase whose pending
     transcripts are in ``paths`` (folders, or the pending files themselves:
     :mod:`image_project.artifacts.pending`), saying what was done; the paths to import then (a
-    pending file's place is taken by the transcript its repair wrote)."""
+    pending file's place is taken by the transcript its repair wrote). A pending transcript
+    that names anything but its own run's files in ``scope`` is refused, one line each."""
     from image_project.artifacts.pending import PENDING_SUFFIX, left_by_killed_runs, repair
 
     to_import: list[Path] = []
@@ -436,15 +453,18 @@ def _repair(paths: Sequence[Path], out: IO[str], problems: list[str]) -> list[Pa
         if not (pending_file or path.is_dir()):
             to_import.append(path)
             continue
-        for leftover in left_by_killed_runs(folder):
+        for leftover in left_by_killed_runs(folder, scope):
             if pending_file and leftover.path != path:
                 continue
             try:
-                repaired = repair(leftover)
+                repaired = repair(leftover, scope)
             except Exception as exc:  # this run's files refused: name it, go on
                 problems.append(
                     f"{leftover.path}: could not be repaired ({type(exc).__name__}: {exc})"
                 )
+                continue
+            if repaired.outcome == "refused":
+                problems.append(repaired.line)
                 continue
             print(f"repaired {repaired.line}", file=out)
             if pending_file and repaired.transcript is not None:
@@ -454,10 +474,10 @@ def _repair(paths: Sequence[Path], out: IO[str], problems: list[str]) -> list[Pa
     return to_import
 
 
-def _import(store: RunStore, paths: Sequence[Path], out: IO[str]) -> int:
+def _import(store: RunStore, paths: Sequence[Path], out: IO[str], scope: RepairScope | None) -> int:
     written = skipped = 0
     problems: list[str] = []
-    for path in _repair(paths, out, problems):
+    for path in _repair(paths, out, problems, scope):
         for record in iter_records(path):
             if isinstance(record, ValueError):
                 problems.append(str(record))

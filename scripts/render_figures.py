@@ -224,6 +224,18 @@ def _store(sources: list[tuple[str, Json]]) -> str:
     )
 
 
+def _interrupt(sources: list[tuple[str, Json]]) -> str:
+    """bench/interrupt.py: SIGINT to exit with the idea calls held in flight."""
+    path, data = sources[0]
+    verdict = "met" if data["max_s"] < data["target_s"] else "**missed**"
+    return (
+        f"`python bench/interrupt.py --repeats {data['repeats']}`: SIGINT to process exit "
+        f"with {data['calls_in_flight']} calls in flight, median "
+        f"{data['median_s'] * 1000:.0f} ms, max {data['max_s'] * 1000:.0f} ms (target: under "
+        f"{data['target_s']:.0f} s: {verdict}).\n\n{measured_on(path, data)}\n"
+    )
+
+
 def _batch(sources: list[tuple[str, Json]]) -> str:
     path, data = sources[0]
     batch = data["simulator"]["batch"] if "simulator" in data else data["batch"]
@@ -396,6 +408,359 @@ def _judging(sources: list[tuple[str, Json]]) -> str:
     )
 
 
+# --------------------------------------------------------------------------- evidence
+
+
+def _pm(x: float, digits: int = 2) -> str:
+    return f"{x:+.{digits}f}"
+
+
+def _ci(d: Json, scale: float = 1.0, digits: int = 2) -> str:
+    """``mean [lo, hi]`` of a paired-difference dict (``mean``/``lo``/``hi``, or a
+    ``[mean, lo, hi]`` list), signed."""
+    m, lo, hi = (d["mean"], d["lo"], d["hi"]) if isinstance(d, Mapping) else d
+    return f"{_pm(m * scale, digits)} [{_pm(lo * scale, digits)}, {_pm(hi * scale, digits)}]"
+
+
+def _bench_line(path: str, data: Json) -> str:
+    """The provenance line of a bench that records its own (``commit``, ``machine``)."""
+    return (
+        f"Figures from `{path}`: commit {data['commit']}, {data['machine']}, "
+        f"{data['seconds']:.0f} s."
+    )
+
+
+def _evidence_decision(sources: list[tuple[str, Json]]) -> str:
+    """docs/evidence.md's summary of bench/decision.py: the default against one judge in
+    every cell, the previous default's worst cells, and the price where every judge is
+    sound."""
+    path, data = sources[0]
+    default = data["default"]
+    cells = data["cells"]
+
+    def label(c: Json) -> str:
+        return f"{c['world']}, N {c['n']}"
+
+    worse = data["decision"]["worse_than_one_judge_in"]
+    largest = max(cells, key=lambda c: c["vs_one_judge"][default][0])
+    zscores = [c for c in cells if label(c) in worse["mean, zscores"]]
+    worst_z = max(zscores, key=lambda c: c["vs_one_judge"]["mean, zscores"][0])
+
+    def gap(c: Json) -> float:
+        others = [v for k, v in c["regret"].items() if k != "one judge"]
+        return float(c["regret"][default] - min(others))
+
+    sound = [c for c in cells if c["world"].startswith("sound")]
+    price = max(sound, key=gap)
+    by = {(c["world"], c["n"]): c for c in cells}
+    rho0, rho8 = by[("sound, one scale, rho 0", 6)], by[("sound, one scale, rho 0.8", 6)]
+    ns = " / ".join(str(n) for n in sorted({c["n"] for c in cells}))
+    in_cells = len(worse[default])
+    return (
+        f"- **The default never costs more than one sound judge.** `python bench/decision.py "
+        f"--json docs/decision.json` ({len(cells)} cells: sound judges on one or different "
+        f"scales at \N{GREEK SMALL LETTER RHO} 0 / 0.5 / 0.8, one random, near-constant or position judge, {ns} cards; "
+        f"up to {data['max_rounds']:,} paired rounds each). The default, the **median after "
+        f"`normalise: robust`**, is worse than one sound judge in "
+        f"{'no cell' if not in_cells else f'{in_cells} cells'} (its largest difference: "
+        f"{_ci(largest['vs_one_judge'][default])} regret points, {label(largest)}). The mean "
+        f"of z-scores, the previous default, is worse than one judge in {len(zscores)} cells "
+        f"(the worst: {_ci(worst_z['vs_one_judge']['mean, zscores'])}, {label(worst_z)}). "
+        f"The price: where every judge is sound, the best candidate beats the default by up "
+        f"to {gap(price):.2f} points ({price['world']}, N {price['n']}).\n"
+        f"- **A panel of independent judges beats one judge; judges on one model, by "
+        f"little.** The default against one judge, 6 cards, one scale: "
+        f"{_ci(rho0['vs_one_judge'][default])} regret points at \N{GREEK SMALL LETTER RHO} 0 (one judge's regret "
+        f"{rho0['regret']['one judge']:.2f}), {_ci(rho8['vs_one_judge'][default])} at \N{GREEK SMALL LETTER RHO} 0.8 "
+        f"(three prompts on one model).\n\n{_bench_line(path, data)}\n"
+    )
+
+
+def _evidence_quality(sources: list[tuple[str, Json]]) -> str:
+    """docs/evidence.md's summary of bench/quality.py: the panel in the real pipeline,
+    shuffling, rounds against a flat round of as many calls."""
+    path, data = sources[0]
+    head = data["headline"]
+    panel = head["median3_minus_one_judge_regret"]
+    rows = {r["name"]: r for r in data["rounds"]["rows"]}
+    rounds = [rows[f"{k} rounds, variants -0"]["vs_control"] for k in (1, 2, 3)]
+    return (
+        f"- **The panel in the real pipeline**: `python bench/quality.py --only choosing` "
+        f"({data['seeds']} run seeds; the median of the judges' own scores, the default "
+        f"then): the median of 3 against one judge {_ci(panel)} regret points over "
+        f"{panel['runs']} paired runs.\n"
+        f"- **Shuffling removes most of the position bias.** The first-shown card's win share "
+        f"with each judge's own order against one shared order (median of 3, paired): "
+        f"{_ci(head['shuffled_minus_shared_first_shown'], 100, 1)} points (`python "
+        f"bench/quality.py --only choosing`).\n"
+        f"- **Rounds pay against equal calls only late**: rounds \N{MINUS SIGN} a flat round of as many "
+        f"calls, 1 / 2 / 3 rounds, variants losing 0 points: "
+        + " / ".join(_ci(r) for r in rounds)
+        + f" (`python bench/quality.py --only rounds`).\n\nFigures from `{path}`, which does "
+        "not record the commit it was measured on.\n"
+    )
+
+
+def _evidence_novelty(sources: list[tuple[str, Json]]) -> str:
+    """docs/evidence.md's summary of bench/novelty.py: the old default and the chosen one,
+    in both motif encodings."""
+    import novelty
+
+    path, data = sources[0]
+    old, choice = data["defaults"], data["decision"]
+
+    def row(encoding: Json, scale: float, cap: float, share: float) -> Json:
+        return next(
+            r
+            for r in encoding["rows"]
+            if (r["scale"], r["cap"], r["min_share"]) == (scale, cap, share)
+        )
+
+    def removed(r: Json) -> str:
+        e = r["excess_removed"]
+        return f"**{e['share']:.0%}** [{e['lo']:.0%}, {e['hi']:.0%}]"
+
+    equal, *others = data["encodings"]
+    before = row(equal, old["penalty_per_share"], old["max_penalty"], old["min_share"])
+    now = [row(e, choice["scale"], choice["cap"], choice["min_share"]) for e in data["encodings"]]
+    return (
+        f"- **Novelty, strong enough to matter.** `python bench/novelty.py --json "
+        f"docs/novelty.json` ({data['histories']} histories of {data['runs']} runs per row, "
+        f"the default judging): the penalty shipped before ({old['penalty_per_share']:g} "
+        f"points per share, motifs in {old['min_share']:.0%} of the window) removed "
+        f"{removed(before)} of greedy's excess liked-motif tilt "
+        f"({_ci(before['quality_vs_greedy'])} true-quality points against greedy; positive "
+        f"is better); the new default (`penalty_per_share: {choice['scale']:g}`, "
+        f"`max_penalty: {choice['cap']:g}`, `min_share: {choice['min_share']:g}`) removes "
+        + ", and ".join(
+            f"{removed(r)} at {_ci(r['quality_vs_greedy'])} points"
+            + (f" with the {e['encoding']} motif encoding" if e is not equal else "")
+            for e, r in zip(data["encodings"], now, strict=True)
+        )
+        + f". Target (≥ {novelty.TARGET_REMOVED:.0%} at ≤ {novelty.MAX_COST} points, "
+        f"{'both encodings' if others else 'one encoding'}): "
+        f"{'met' if choice['target_met'] else '**not met**'}.\n\n{_bench_line(path, data)}\n"
+    )
+
+
+def _cut(c: Json, bold: bool = True) -> str:
+    """A share of one judge's regret cut, ``**34%** [24, 43]``."""
+    share = f"{c['share']:.0%}"
+    return f"{f'**{share}**' if bold else share} [{c['lo'] * 100:.0f}, {c['hi'] * 100:.0f}]"
+
+
+def _significant(d: Json) -> bool:
+    return bool(d["lo"] > 0 or d["hi"] < 0)
+
+
+def _bold_ci(d: Json, scale: float = 1.0, digits: int = 2) -> str:
+    text = _ci(d, scale, digits)
+    return f"**{text}**" if _significant(d) else text
+
+
+def _quality_findings(sources: list[tuple[str, Json]]) -> str:
+    """docs/evidence.md's findings of bench/quality.py: the summary table and what it says,
+    every figure read from docs/quality.json."""
+    path, data = sources[0]
+    sweep = {(s["judge_scale_spread"] > 0, s["judge_corr"]): s for s in data["judge_corr_sweep"]}
+    shown = ("median of 3", "mean of 3", "trimmed_mean of 3 (trim 1)", "mean of 3, zscores")
+
+    def panel(s: Json, name: str) -> Json:
+        return next(p for p in s["panels"] if p["name"] == name)
+
+    def sweep_row(world: str, s: Json) -> str:
+        panels = [panel(s, n) for n in shown]
+        regrets = " / ".join(f"{p['mean_regret']:.2f}" for p in panels)
+        cuts = " / ".join(_cut(p["cut"]) for p in panels)
+        none = all(not _significant(p["minus_one_judge"]) for p in panels)
+        return (
+            f"| {world} | {{figure}} | {s['one_judge_regret']:.2f} \N{RIGHTWARDS ARROW} "
+            f"{regrets}: cut {cuts}{' (none significant)' if none else ''} |"
+        )
+
+    worlds = [
+        ((False, 0.0), "judges on one scale, \N{GREEK SMALL LETTER RHO} = 0 (independent judges)"),
+        ((False, 0.5), "one scale, \N{GREEK SMALL LETTER RHO} = 0.5"),
+        ((False, 0.8), "one scale, \N{GREEK SMALL LETTER RHO} = 0.8 (judges on one model)"),
+        ((True, 0.0), "judges on different scales, \N{GREEK SMALL LETTER RHO} = 0"),
+        ((True, 0.5), "different scales, \N{GREEK SMALL LETTER RHO} = 0.5"),
+        ((True, 0.8), "different scales, \N{GREEK SMALL LETTER RHO} = 0.8"),
+    ]
+    first = (
+        "regret: one judge \N{RIGHTWARDS ARROW} panel of 3, median / mean / trimmed mean "
+        "(trim 1) / mean of z-scores (the default then)"
+    )
+    lines = ["| world | figure | result (95% interval) |", "|---|---|---|"]
+    for i, (key, world) in enumerate(worlds):
+        lines.append(
+            sweep_row(world, sweep[key]).replace("{figure}", first if i == 0 else "the same")
+        )
+    choose = {r["name"]: r for r in data["choosing_well"]}
+    broken = [
+        choose[n]
+        for n in (
+            "median of 3, one broken",
+            "mean of 3, one broken",
+            "mean of 3, zscores, one broken",
+        )
+    ]
+    lines.append(
+        "| one scale, \N{GREEK SMALL LETTER RHO} = 0, one broken judge | regret: median of 3 / "
+        "mean of 3 / mean of z-scores | "
+        + " / ".join(
+            f"**{r['mean_regret']:.2f}**"
+            if r["mean_regret"] > choose["one judge"]["mean_regret"]
+            else f"{r['mean_regret']:.2f}"
+            for r in broken
+        )
+        + " |"
+    )
+    rows = {r["name"]: r for r in data["rounds"]["rows"]}
+    for drift, label in (("0", "variants lose 0"), ("1.5", "variants lose 1.5")):
+        vs = [rows[f"{k} rounds, variants -{drift}"]["vs_control"] for k in (1, 2, 3)]
+        what = (
+            "rounds \N{MINUS SIGN} equal-calls flat, 1 / 2 / 3 rounds"
+            if drift == "0"
+            else "the same"
+        )
+        lines.append(
+            f"| bounded position bias, {label} | {what} | "
+            + " / ".join(_bold_ci(v) for v in vs)
+            + " |"
+        )
+    variety = {v["encoding"]: {r["name"]: r for r in v["rows"]} for v in data["variety"]}
+    for encoding, world, what in (
+        (
+            "equal",
+            "novelty, window 25, liked and other motifs of equal length",
+            "share of the excess liked tilt removed: novelty only / exploration (0.15) + novelty",
+        ),
+        ("old", "the same, old encoding (two-word other motifs)", "the same"),
+    ):
+        v = variety[encoding]
+        same = encoding != "equal" and all(
+            v[n]["excess_removed"] == variety["equal"][n]["excess_removed"]
+            for n in ("novelty only", "exploration + novelty")
+        )
+        lines.append(
+            f"| {world} | {what} | {_cut(v['novelty only']['excess_removed'])} / "
+            f"{_cut(v['exploration + novelty']['excess_removed'])}{' (identical)' if same else ''} |"
+        )
+
+    one, med3, med5 = (choose[n] for n in ("one judge", "median of 3", "median of 5"))
+    head = data["headline"]
+    p0, p5, p8 = (panel(sweep[(False, r)], "median of 3") for r in (0.0, 0.5, 0.8))
+    m0, m5, m8 = (panel(sweep[(False, r)], "mean of 3") for r in (0.0, 0.5, 0.8))
+    d0, d5, d8 = (panel(sweep[(True, r)], "median of 3") for r in (0.0, 0.5, 0.8))
+    z0, z5, z8 = (panel(sweep[(True, r)], "mean of 3, zscores") for r in (0.0, 0.5, 0.8))
+    greedy = variety["equal"]["greedy"]
+    random_share = data["variety"][0]["random_pick"]["liked_share"]
+    nov = variety["equal"]["novelty only"]
+    both = variety["equal"]["exploration + novelty"]
+    explore = variety["equal"]["exploration only"]
+    gains = [rows[f"{k} rounds, variants -0"]["gain_vs_flat"] for k in (1, 2, 3)]
+    flat = [rows[f"flat, {n} cards"]["chosen_quality"] for n in (15, 24, 33)]
+    late = [rows[f"{k} rounds, variants -1.5"]["vs_control"] for k in (1, 2, 3)]
+    early = [rows[f"{k} rounds, variants -0"]["vs_control"] for k in (1, 2, 3)]
+    R = "\N{GREEK SMALL LETTER RHO}"
+
+    def pct(x: float) -> str:
+        return f"**{x:.1%}**"
+
+    bullets = [
+        f"- **A panel of independent judges cuts regret; judges who think alike, by little.** "
+        f"At {R} = 0 the median of 3 (shuffled orders) has regret **{med3['mean_regret']:.2f}** "
+        f"against **{one['mean_regret']:.2f}** for one judge (paired over the same "
+        f"{head['median3_minus_one_judge_regret']['runs']} runs: "
+        f"{_bold_ci(head['median3_minus_one_judge_regret'])}, a cut of **{p0['cut']['share']:.0%}**); "
+        f"the best card is chosen in {pct(med3['pick_best_rate'])} of runs against "
+        f"{pct(one['pick_best_rate'])}. At {R} = 0.5 the cut is {_cut(p5['cut'])}; at {R} = 0.8 "
+        f"\N{EM DASH} three rubric prompts on one model \N{EM DASH} {_cut(p8['cut'])}"
+        + (", not significant" if not _significant(p8["minus_one_judge"]) else "")
+        + f". The mean of 3 cuts **{m0['cut']['share']:.0%}** / **{m5['cut']['share']:.0%}** / "
+        f"**{m8['cut']['share']:.0%}** at {R} = 0 / 0.5 / 0.8 when every judge is sound. What "
+        "restores the cut is judges whose errors differ (another model or backend), not more "
+        "prompts on one model.",
+        f"- **Judges on different scales break the median of raw scores; normalising repairs "
+        f"it.** When one judge scores higher and wider and another lower and narrower, the "
+        f"median of the raw scores cuts **{d0['cut']['share']:.0%}** / **{d5['cut']['share']:.0%}** "
+        f"/ **{d8['cut']['share']:.0%}** at {R} = 0 / 0.5 / 0.8, the mean of z-scores "
+        f"**{z0['cut']['share']:.0%}** / **{z5['cut']['share']:.0%}** / **{z8['cut']['share']:.0%}** "
+        f"(against the median of 3, paired: {_bold_ci(z0['minus_median'])} and "
+        f"{_bold_ci(z5['minus_median'])} regret points at {R} = 0 and 0.5). The decision bench "
+        "[above](#the-default-aggregation), which adds the bad-judge worlds and 2 to 12 cards, "
+        "chose the default.",
+        f"- **A broken judge** ({R} = 0, one judge scoring at random): the mean of 3 of raw "
+        f"scores has regret **{choose['mean of 3, one broken']['mean_regret']:.2f}**, the median "
+        f"of 3 **{choose['median of 3, one broken']['mean_regret']:.2f}**, the median of 5 "
+        f"**{choose['median of 5, one broken']['mean_regret']:.2f}**, the mean of 3 after "
+        f"z-scores **{choose['mean of 3, zscores, one broken']['mean_regret']:.2f}** (one sound "
+        f"judge: {one['mean_regret']:.2f}).",
+        f"- **Shuffling removes most of the position bias** (bounded bias, 6 cards): the card "
+        f"shown first wins {pct(one['first_shown_win_rate'])} of a single judge's runs (chance "
+        f"{one['chance']:.1%}); with the shuffled median of 3 {pct(med3['first_shown_win_rate'])}, "
+        f"which removes **{head['share_of_advantage_removed_by_shuffled_median3']:.0%}** of the "
+        f"advantage; with one shared order (simulated) "
+        f"{pct(choose['median of 3, shared order (sim)']['first_shown_win_rate'])} (shuffled "
+        f"\N{MINUS SIGN} shared, paired: {_bold_ci(head['shuffled_minus_shared_first_shown'], 100, 1)} points).",
+        f"- **Failed runs.** **{one['failed']}** of {one['runs']} single-judge runs failed (a "
+        f"refusal is not re-asked; a bad answer is re-asked once and can recover); "
+        f"**{med3['failed']}** with three judges, **{med5['failed']}** with five.",
+        "- **Rounds pay against equal calls only late, and only if variants hold their "
+        "parents' quality.** With a bounded position bias the chosen card gains "
+        + " / ".join(f"**{g:+.2f}**" for g in gains)
+        + " over 0 rounds at 1 / 2 / 3 rounds (variants lose 0), but one flat round of as many "
+        "calls (15 / 24 / 33 cards: "
+        + " / ".join(f"**{q:.2f}**" for q in flat)
+        + ") gains most of that too: rounds \N{MINUS SIGN} flat is "
+        + " / ".join(_bold_ci(v) for v in early)
+        + ". When variants lose 1.5 points on average: "
+        + " / ".join(_bold_ci(v) for v in late)
+        + ".",
+        f"- **Variety.** Greedy picks a card with a liked motif in {pct(greedy['liked_share'])} "
+        f"of runs, a random pick would in {pct(random_share)}. Novelty only (window 25) lowers "
+        f"the liked share by {_bold_ci(nov['liked_vs_greedy'], 100, 1)} points, removing "
+        f"{_cut(nov['excess_removed'])} of that excess, at {_bold_ci(nov['quality_vs_greedy'])} "
+        f"true-quality points; with exploration 0.15 too, {_cut(both['excess_removed'])} at "
+        f"{_bold_ci(both['quality_vs_greedy'])}; exploration alone "
+        f"{_cut(explore['excess_removed'])} at {_bold_ci(explore['quality_vs_greedy'])}. The "
+        f"most repeated liked motif is in {pct(greedy['top_liked_share'])} of greedy runs, "
+        f"{pct(nov['top_liked_share'])} with novelty.",
+    ]
+    return (
+        "\n".join(lines)
+        + "\n\n"
+        + "\n".join(bullets)
+        + f"\n\nFigures from `{path}`, which does not record the commit it was measured on.\n"
+    )
+
+
+def _quality_sweep(sources: list[tuple[str, Json]]) -> str:
+    """bench/quality.py's sweep: per world and correlation, each panel's regret, its cut of
+    one judge's regret and its paired difference from the median of 3."""
+    path, data = sources[0]
+    names = [p["name"] for p in data["judge_corr_sweep"][0]["panels"]]
+    heads = [n.replace(" of 3", "") for n in names]
+    lines = [
+        "| judges | \N{GREEK SMALL LETTER RHO} | one judge | " + " | ".join(heads) + " |",
+        "|---" * (3 + len(names)) + "|",
+    ]
+    for s in data["judge_corr_sweep"]:
+        cells = []
+        for p in s["panels"]:
+            cell = f"{p['mean_regret']:.2f}: {_cut(p['cut'], bold=False)}"
+            if p["name"] != "median of 3":
+                cell += f"; {_bold_ci(p['minus_median'])}"
+            cells.append(cell)
+        scales = "different scales" if s["judge_scale_spread"] else "one scale"
+        lines.append(
+            f"| {scales} | {s['judge_corr']:g} | {s['one_judge_regret']:.2f} | "
+            + " | ".join(cells)
+            + " |"
+        )
+    return "\n".join(lines) + f"\n\nFigures from `{path}`.\n"
+
+
 # --------------------------------------------------------------------------- real model
 
 
@@ -454,6 +819,7 @@ BLOCKS: dict[str, Block] = {
     "startup": Block("docs/startup.json", _startup),
     "store": Block("docs/store.json", _store),
     "batch": Block("docs/batch.json", _batch),
+    "interrupt": Block("docs/interrupt.json", _interrupt),
     "batch-two-machines": Block("docs/batch.json", _batch_two_machines),
     "quality": Block("docs/quality.json", _quality),
     "cpu-profile": Block("docs/cpu_profile.json", _cpu_profile),
@@ -463,6 +829,11 @@ BLOCKS: dict[str, Block] = {
     "cpu-profile-direct": Block("docs/cpu_profile_direct.json", _cpu_profile),
     "cpu-profile-scoring-direct": Block("docs/cpu_profile_scoring_direct.json", _cpu_profile),
     "judging": Block("docs/judging.json", _judging),
+    "evidence-decision": Block("docs/decision.json", _evidence_decision),
+    "evidence-quality": Block("docs/quality.json", _evidence_quality),
+    "evidence-novelty": Block("docs/novelty.json", _evidence_novelty),
+    "quality-findings": Block("docs/quality.json", _quality_findings),
+    "quality-sweep": Block("docs/quality.json", _quality_sweep),
 }
 
 

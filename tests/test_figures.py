@@ -12,7 +12,9 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -37,7 +39,19 @@ def test_every_figure_block_stands_in_the_readme_or_the_docs() -> None:
     assert set(render_figures.BLOCKS) <= names, set(render_figures.BLOCKS) - names
 
 
-@pytest.mark.parametrize("name", sorted(n for n in render_figures.BLOCKS if n != "quality"))
+SIMULATIONS = {
+    "quality",
+    "quality-findings",
+    "quality-sweep",
+    "evidence-decision",
+    "evidence-quality",
+    "evidence-novelty",
+}
+"""Blocks of the simulation benches (bench/quality.py, decision.py, novelty.py): no timing,
+and a provenance of their own (``commit`` and ``machine``) or none, which the block says."""
+
+
+@pytest.mark.parametrize("name", sorted(set(render_figures.BLOCKS) - SIMULATIONS))
 def test_every_performance_block_names_its_commit_date_and_load(name: str) -> None:
     body = render_figures.render(name)
     assert "Measured on commit `" in body, body[-300:]
@@ -80,3 +94,34 @@ def test_the_two_processes_429s_in_the_batches_page_come_from_batch_json(tmp_pat
     assert f"{late} of them after the first window" in render_figures.render(
         "batch-two-machines", tmp_path
     )
+
+
+def test_the_evidence_summary_comes_from_the_benches_json(tmp_path: Path) -> None:
+    """docs/evidence.md's figures are rendered from decision.json, quality.json and
+    novelty.json (the summary, the pipeline bench's findings and its sweep): a figure
+    changed in each makes its blocks stale."""
+    shutil.copytree(REPO / "docs", tmp_path / "docs")
+    shutil.copy(REPO / "README.md", tmp_path / "README.md")
+
+    def change(name: str, edit: Callable[[dict[str, Any]], object]) -> None:
+        path = tmp_path / "docs" / f"{name}.json"
+        data = json.loads(path.read_text(encoding="utf-8"))
+        edit(data)
+        path.write_text(json.dumps(data), encoding="utf-8")
+
+    change("decision", lambda d: d.update(max_rounds=7))
+    change("quality", lambda d: d["headline"]["median3_minus_one_judge_regret"].update(runs=1))
+    change("quality", lambda d: d["judge_corr_sweep"][0].update(one_judge_regret=9.87))
+    change("novelty", lambda d: d["decision"].update(target_met=False))
+    stale = render_figures.stale_blocks(render_figures.documents(tmp_path), tmp_path)
+    assert {
+        "docs/evidence.md: evidence-decision",
+        "docs/evidence.md: evidence-quality",
+        "docs/evidence.md: evidence-novelty",
+        "docs/evidence.md: quality-findings",
+        "docs/evidence.md: quality-sweep",
+    } <= set(stale)
+    assert "| one scale | 0 | 9.87 |" in render_figures.render("quality-sweep", tmp_path)
+    assert "up to 7 paired rounds each" in render_figures.render("evidence-decision", tmp_path)
+    assert "over 1 paired runs" in render_figures.render("evidence-quality", tmp_path)
+    assert "**not met**" in render_figures.render("evidence-novelty", tmp_path)

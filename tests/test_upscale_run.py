@@ -126,14 +126,14 @@ def test_an_offline_run_writes_a_captioned_4k_jpeg_and_the_review_site_shows_it(
     # The review site (from the run store) copies the 4K file and shows and links it.
     site = tmp_path / "site"
     assert main(["review", "--config", str(tmp_path / "my_config.yaml"), "--out", str(site)]) == 0
-    copied = site / "images" / f"{gid}_4k.jpg"
+    copied = site / "images" / f"{gid}.4k.jpg"
     assert copied.read_bytes() == path.read_bytes()
     page = (site / "runs" / f"{gid}.html").read_text(encoding="utf-8")
-    assert f'<a class="download" href="../images/{gid}_4k.jpg">3840x2560 JPEG</a>' in page
-    assert f'<img src="../images/{gid}_4k.jpg"' in page
+    assert f'<a class="download" href="../images/{gid}.4k.jpg">3840x2560 JPEG</a>' in page
+    assert f'<img src="../images/{gid}.4k.jpg"' in page
     assert "lanczos_resize from 1536x1024" in page
     gallery = (site / "index.html").read_text(encoding="utf-8")
-    assert f'href="images/{gid}_4k.jpg">4K (3840x2560)</a>' in gallery
+    assert f'href="images/{gid}.4k.jpg">4K (3840x2560)</a>' in gallery
 
 
 @pytest.mark.parametrize(

@@ -31,23 +31,33 @@ the process ends, however it ends), so a pending transcript nobody holds is a ki
 repairs before it imports; the next run and ``runs list`` name what was left and that
 command (docs/reliability.md, "Killed while writing records", has the table of what each
 kill point leaves, produced by ``tests/faults/test_kill_records.py``).
+
+A pending transcript is untrusted input: anyone who can write a file into the log folder
+could write one. It is read as a regular file, validated (:class:`PendingRecords`), and
+acted on only when every path it names is the very file its run would write in the folders
+the configuration writes (:class:`RepairScope`: resolved, absolute, no ``..``, no symlink
+leading elsewhere) and its rows are its own run's. Anything else makes it *refused*
+(:attr:`Leftover.refused`): one line naming the file and what is wrong, and nothing is read
+through it, written or removed (``tests/faults/test_crafted_pending.py``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import stat
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from image_project.artifacts.generations import append_generation_row, read_generations
 from image_project.artifacts.manifest import manifest_lock, read_manifest
 from image_project.artifacts.transcript import write_transcript
 from image_project.record import RunError, RunRecord
+from image_project.record.ids import GENERATION_ID_PATTERN, generation_id_problem
 
 __all__ = [
     "PENDING_SUFFIX",
@@ -55,13 +65,17 @@ __all__ = [
     "Leftover",
     "PendingRecords",
     "PendingTranscript",
+    "RepairScope",
     "Repaired",
     "at_point",
     "describe_all",
+    "describe_without_transcript",
     "left_by_killed_runs",
+    "lock_file",
     "on_point",
     "pending_path",
     "repair",
+    "runs_without_transcript",
 ]
 
 PENDING_SUFFIX = "_transcript.pending.json"
@@ -91,17 +105,33 @@ def at_point(point: str) -> None:
     on_point(point)
 
 
+def _plain_path(text: str) -> str:
+    """An absolute path with no ``..`` and no NUL (where it leads is :class:`RepairScope`'s
+    question)."""
+    if "\0" in text:
+        raise ValueError("a path with a NUL character")
+    path = Path(text)
+    if not path.is_absolute():
+        raise ValueError(f"{text!r} is not an absolute path")
+    if ".." in path.parts:
+        raise ValueError(f"{text!r} has a '..' in it")
+    return text
+
+
+_Path = Annotated[str, AfterValidator(_plain_path)]
+
+
 class PendingRecords(BaseModel):
     """Where a run's records go, and the two rows, as the pending transcript holds them."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
-    generation_id: str
-    transcript: str
-    image: str
-    upscaled: str | None = None
-    manifest: str
-    seq: int
+    generation_id: Annotated[str, Field(pattern=f"^{GENERATION_ID_PATTERN}$")]
+    transcript: _Path
+    image: _Path
+    upscaled: _Path | None = None
+    manifest: _Path
+    seq: Annotated[int, Field(ge=1)]
     manifest_row: dict[str, str]
     generations: str
     generations_row: dict[str, Any]
@@ -163,6 +193,12 @@ class PendingTranscript:
             os.close(fd)
 
 
+def lock_file(fd: int) -> None:
+    """Hold an exclusive lock on ``fd`` until it is closed (the run log of a live run, so
+    that :func:`runs_without_transcript` does not count it)."""
+    _lock(fd, blocking=True)
+
+
 def _lock(fd: int, *, blocking: bool) -> bool:
     """An exclusive lock on ``fd``; False when ``blocking`` is off and it is held elsewhere.
     Without ``fcntl`` (Windows) there is no lock: every pending transcript then counts as a
@@ -218,6 +254,9 @@ class Leftover:
     path: Path
     generation_id: str
     pending: _PendingFile | None
+    refused: str | None = None
+    """Why the repair may not act on this pending transcript (see the module docstring): it
+    is then only named, and nothing it names is looked at."""
     image: bool = False
     upscaled: bool = False
     manifest_seq: int | None = None
@@ -265,8 +304,18 @@ class Leftover:
             lacks.append("the transcript")
         return lacks
 
+    def refusal(self) -> str:
+        """The one line that names a refused pending transcript and why."""
+        return (
+            f"refused {self.path}: {self.refused}; nothing was touched (a pending transcript "
+            "may only name its own run's files in the folders the configuration writes)"
+        )
+
     def describe(self, command: str) -> str:
-        """One line: the run, what it left, what it lacks, and the command that repairs it."""
+        """One line: the run, what it left, what it lacks, and the command that repairs it
+        (or, refused, :meth:`refusal`)."""
+        if self.refused is not None:
+            return self.refusal()
         lacks = self.missing()
         return (
             f"run {self.generation_id} was killed while writing its records: it left "
@@ -276,23 +325,143 @@ class Leftover:
         )
 
 
-def left_by_killed_runs(folder: Path) -> list[Leftover]:
-    """The pending transcripts in ``folder`` that no live run holds, inspected."""
+@dataclass(frozen=True)
+class RepairScope:
+    """Where a run of the configuration writes, the only places its repair may act: the log
+    folder (``image.log_path``: the pending transcript, the transcript), the images' folder
+    (``image.generation_path``), the 4K images' (``upscale.output_path``, or the images'),
+    the titles manifest and the generations CSV. Built from the configuration by
+    :func:`image_project.run.records.repair_scope`."""
+
+    log_dir: Path
+    image_dir: Path
+    upscale_dir: Path
+    manifest: Path
+    generations: Path
+    config: Path | None = None
+    """The configuration file these come from, when the repair command must name it (one
+    file read, not the default choice's pair): the command then says ``--config``."""
+
+    def problem(self, path: Path, where: PendingRecords | None) -> str | None:
+        """Why the pending transcript at ``path`` (``where`` what it holds, None when it
+        could not be read) may not be acted on, or None: it must be a regular file in the
+        log folder named after a generation id, and every path it names the very file its
+        run writes (:meth:`_own`)."""
+        generation_id = path.name[: -len(PENDING_SUFFIX)]
+        problem = generation_id_problem(generation_id)
+        if problem is not None:
+            return f"its name holds no generation id ({problem})"
+        if _not_own(Path(os.path.abspath(path)), self.log_dir / path.name) is not None:
+            return f"it is not in the log folder {self.log_dir} (image.log_path)"
+        if where is None:
+            return None
+        if where.generation_id != generation_id:
+            return f"it holds the records of run {where.generation_id!r}, not {generation_id!r}"
+        wanted: list[tuple[str, str | None, Path, str]] = [
+            (
+                "transcript",
+                where.transcript,
+                self.log_dir / f"{generation_id}_transcript.json",
+                "image.log_path",
+            ),
+            (
+                "image",
+                where.image,
+                self.image_dir / f"{generation_id}_image.jpg",
+                "image.generation_path",
+            ),
+            (
+                "4K image",
+                where.upscaled,
+                self.upscale_dir / f"{generation_id}_image_4k.jpg",
+                "upscale.output_path",
+            ),
+            ("manifest", where.manifest, self.manifest, "prompt.titles_manifest_path"),
+            ("generations CSV", where.generations, self.generations, "prompt.generations_path"),
+        ]
+        for what, given, own, setting in wanted:
+            why = None if given is None else _not_own(Path(given), own)
+            if why is not None:
+                return f"its {what} {given!r} {why} ({setting})"
+        for what, row in (("manifest", where.manifest_row), ("generations", where.generations_row)):
+            if row.get("generation_id") != generation_id:
+                return f"its {what} row is not run {generation_id!r}'s"
+        if where.manifest_row.get("seq") != str(where.seq):
+            return f"its manifest row's seq is not its seq {where.seq}"
+        return None
+
+
+def _problem(scope: RepairScope | None, path: Path, where: PendingRecords | None) -> str | None:
+    if scope is None:
+        return "no configuration says which folders its run writes"
+    return scope.problem(path, where)
+
+
+def _not_own(given: Path, own: Path) -> str | None:
+    """Why ``given`` is not the file ``own`` (None when it is): the same path once the
+    folders are resolved (``own``'s folder may itself be a symlink the user made), with no
+    ``..``, and not a symlink itself (which would lead to another file)."""
+    try:
+        if given.is_symlink():
+            return "is a symlink"
+        resolved = Path(os.path.realpath(given.parent)) / given.name
+        plain = ".." not in given.parts and given.is_absolute()
+        if plain and resolved == Path(os.path.realpath(own.parent)) / own.name:
+            return None
+    except (OSError, ValueError):
+        pass
+    return f"is not {own}"
+
+
+def left_by_killed_runs(folder: Path, scope: RepairScope | None) -> list[Leftover]:
+    """The pending transcripts in ``folder`` that no live run holds, inspected; those that
+    ``scope`` refuses are returned with :attr:`Leftover.refused` set, uninspected (None: no
+    configuration says where runs write, so every one is refused)."""
     try:
         paths = sorted(folder.glob("*" + PENDING_SUFFIX))
     except OSError:
         return []
-    return [_inspect(p) for p in paths if not _is_held(p)]
+    found = []
+    for path in paths:
+        if not _is_regular(path):
+            gid = path.name[: -len(PENDING_SUFFIX)]
+            found.append(Leftover(path, gid, None, "not a regular file"))
+        elif not _is_held(path):
+            found.append(_inspect(path, scope))
+    return found
 
 
-def _inspect(path: Path) -> Leftover:
+def _is_regular(path: Path) -> bool:
+    """A regular file, not a symlink (a FIFO would block its reader; a symlink leads to
+    another file)."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _inspect(path: Path, scope: RepairScope | None) -> Leftover:
     generation_id = path.name[: -len(PENDING_SUFFIX)]
+    refused = _problem(scope, path, None)
+    if refused is not None:
+        return Leftover(path, generation_id, None, refused)
     try:
         pending: _PendingFile | None = _PendingFile.model_validate_json(path.read_bytes())
-    except (OSError, ValidationError, ValueError):
+    except OSError:
         pending = None
-    if pending is None or pending.pending_records.generation_id != generation_id:
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        if first["type"] != "json_invalid":  # JSON, but not a pending transcript
+            loc = ".".join(str(p) for p in first["loc"])
+            return Leftover(
+                path, generation_id, None, f"not a pending transcript ({loc}: {first['msg']})"
+            )
+        pending = None
+    if pending is None:
         return Leftover(path, generation_id, None)
+    refused = _problem(scope, path, pending.pending_records)
+    if refused is not None:
+        return Leftover(path, generation_id, None, refused)
     where = pending.pending_records
     seq = next(
         (
@@ -326,8 +495,9 @@ def _rows(read: Callable[[str], list[dict[str, str]]], path: str) -> Iterator[di
 
 @dataclass(frozen=True)
 class Repaired:
-    """What :func:`repair` did: ``outcome`` ``completed``, ``rolled_back`` or ``removed``
-    (a pending transcript cut short: nothing after it was written), and a line saying so."""
+    """What :func:`repair` did: ``outcome`` ``completed``, ``rolled_back``, ``removed``
+    (a pending transcript cut short: nothing after it was written) or ``refused``
+    (:attr:`Leftover.refused`: nothing done), and a line saying so."""
 
     generation_id: str
     outcome: str
@@ -335,11 +505,17 @@ class Repaired:
     transcript: Path | None
 
 
-def repair(leftover: Leftover) -> Repaired:
+def repair(leftover: Leftover, scope: RepairScope | None) -> Repaired:
     """Complete or roll back the run ``leftover`` describes (see the module docstring), under
     the manifest lock, and remove its pending transcript; the transcript it writes is then
-    imported like any other."""
+    imported like any other. A pending transcript ``scope`` refuses (checked again here) is
+    left as it is, and so is everything it names."""
     gid = leftover.generation_id
+    refused = leftover.refused or _problem(
+        scope, leftover.path, leftover.pending.pending_records if leftover.pending else None
+    )
+    if refused is not None:
+        return Repaired(gid, "refused", replace(leftover, refused=refused).refusal(), None)
     if leftover.pending is None:
         leftover.path.unlink(missing_ok=True)
         return Repaired(
@@ -347,8 +523,10 @@ def repair(leftover: Leftover) -> Repaired:
         )
     where = leftover.pending.pending_records
     with manifest_lock(Path(where.manifest)):
-        leftover = _inspect(leftover.path)  # as it is now, under the lock
-        assert leftover.pending is not None
+        leftover = _inspect(leftover.path, scope)  # as it is now, under the lock
+        if leftover.pending is None:  # changed since it was first read
+            changed = replace(leftover, refused=leftover.refused or "it changed meanwhile")
+            return Repaired(gid, "refused", changed.refusal(), None)
         done: list[str] = []
         transcript = Path(where.transcript)
         if leftover.committed:
@@ -419,6 +597,50 @@ def _size(path: str) -> int | None:
         return None
 
 
-def describe_all(folder: Path, command: str) -> list[str]:
-    """One line per run killed in its records phase whose leftovers are in ``folder``."""
-    return [leftover.describe(command) for leftover in left_by_killed_runs(folder)]
+def describe_all(folder: Path, command: str, scope: RepairScope | None) -> list[str]:
+    """One line per run killed in its records phase whose leftovers are in ``folder`` (or
+    per pending transcript refused)."""
+    return [leftover.describe(command) for leftover in left_by_killed_runs(folder, scope)]
+
+
+# --------------------------------------------------------------------------- no transcript
+
+
+def runs_without_transcript(folder: Path) -> list[str]:
+    """The runs whose log ``<id>.log`` is in ``folder`` with neither a transcript nor a
+    pending transcript beside it, and that no live run holds (a run holds its log while it
+    lives): runs that ended without writing their transcript (a full disk, or the process
+    killed before its records phase). Sorted, oldest id first."""
+    try:
+        logs = sorted(folder.glob("*.log"))
+    except OSError:
+        return []
+    found = []
+    for log in logs:
+        gid = log.stem
+        if generation_id_problem(gid) is not None or not _is_regular(log):
+            continue
+        beside = (folder / f"{gid}_transcript.json", folder / f"{gid}{PENDING_SUFFIX}")
+        if any(p.exists() for p in beside) or _is_held(log):
+            continue
+        found.append(gid)
+    return found
+
+
+def describe_without_transcript(
+    folder: Path, ids: list[str], stored: set[str] | None = None
+) -> str:
+    """One line naming the runs :func:`runs_without_transcript` found (at most three by id)
+    and, when ``stored`` (the store's ids) is known, which of them the store has."""
+    shown = ", ".join(ids[:3]) + (f" and {len(ids) - 3} more" if len(ids) > 3 else "")
+    line = (
+        f"{len(ids)} run(s) in {folder} have a log but no transcript ({shown}): the transcript "
+        "could not be written (a full disk?) or the process was killed before its records"
+    )
+    if stored is None:
+        return line + "; runs list says which of them the store has"
+    kept = sum(1 for gid in ids if gid in stored)
+    return line + (
+        f"; {kept} of them in the store (runs show ID), {len(ids) - kept} recorded nowhere "
+        "but in their log <id>.log"
+    )

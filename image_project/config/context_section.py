@@ -169,6 +169,8 @@ class SeasonConfig(_Section):
     """``context.season``: which hemisphere's seasons the date falls in."""
 
     hemisphere: Annotated[Hemisphere, BeforeValidator(_parse_hemisphere)] = "northern"
+    """Whose seasons the date falls in (``south`` = six months on); ``north`` and ``south`` are
+    read as ``northern`` and ``southern``."""
 
 
 class HolidayConfig(_Section):
@@ -179,7 +181,9 @@ class HolidayConfig(_Section):
     (``image_project.context.load_injectors``)."""
 
     country: Annotated[str, AfterValidator(_check_country)] = "US"
+    """The calendar of the ``holidays`` package that dates the holidays (ISO 3166-1 code)."""
     subdivision: Annotated[str | None, AfterValidator(_check_subdivision)] = None
+    """Optionally a subdivision of that calendar (a US state, a Canadian province)."""
     include: Annotated[tuple[HolidayKey, ...], _names_from(HOLIDAY_KEYS, "holidays")] = (
         "new_year",
         "valentines_day",
@@ -187,9 +191,15 @@ class HolidayConfig(_Section):
         "thanksgiving",
         "christmas",
     )
+    """The holidays considered; the culture days ``valentines_day`` and ``halloween`` count
+    everywhere, on their fixed dates."""
     lookahead_days: _Int = Field(default=14, ge=1, le=366)
+    """The nearest included holiday at most this many days ahead may apply."""
     base_probability: _Float = Field(default=0.15, ge=0.0, le=1.0)
+    """The holiday's probability ``lookahead_days`` ahead, growing linearly to
+    ``max_probability`` on the day."""
     max_probability: _Float = Field(default=0.55, ge=0.0, le=1.0)
+    """The holiday's probability on the day; at least ``base_probability``."""
 
     @model_validator(mode="after")
     def _check_probabilities(self) -> Self:
@@ -208,14 +218,24 @@ class ContextConfig(_Section):
     ``injection_location`` says. Off = the run is exactly as without this section."""
 
     enabled: StrictBool = False
+    """Context injectors: guidance from the run's date and plugins put into the prompts; off =
+    the run is exactly as without this section."""
     date: ContextDate = None
+    """The day taken as today; null = the run's local date (``--date`` sets it)."""
     injection_location: InjectionLocation = "prompt"
+    """``prompt``: the end of the first stage's prompt (with scoring, every idea and variant
+    generator's); ``system``: appended to the system prompt of every generating call;
+    ``both``."""
     injectors: Annotated[
         tuple[InjectorName, ...], _names_from(BUILTIN_INJECTORS, "built-in injectors")
     ] = ("season", "holiday")
+    """The built-in injectors to run, in order."""
     plugins: Annotated[tuple[str, ...], BeforeValidator(_check_modules)] = ()
+    """Your own injectors: importable module names, each defining ``injector``; run after the
+    built-ins, imported and checked before any call."""
     plugin_settings: Annotated[dict[str, dict[str, Any]], BeforeValidator(_check_settings)] = Field(
         default_factory=dict
     )
+    """Settings handed to a plugin injector, by its name."""
     season: SeasonConfig = Field(default_factory=SeasonConfig)
     holiday: HolidayConfig = Field(default_factory=HolidayConfig)

@@ -154,23 +154,49 @@ class BackendConfig(_Section):
     """Which model service to talk to and how hard to try."""
 
     provider: Literal["auto", "openai", "offline"] = "auto"
+    """Which model service: ``openai``; ``offline`` (the built-in offline backend: no network,
+    placeholder answers, a drawn preview image); ``auto`` = ``openai`` when the variable
+    ``api_key_env`` names is set or ``base_url`` is given, else ``offline``."""
     base_url: Annotated[str | None, AfterValidator(_check_base_url)] = None
+    """An OpenAI-compatible server instead of api.openai.com (Ollama, vLLM, llama.cpp, ...),
+    like ``http://localhost:11434/v1``; null = OpenAI."""
     api_key_env: Annotated[_Text, AfterValidator(_check_env_name)] = "OPENAI_API_KEY"
+    """The NAME of the environment variable holding the API key, never the key itself."""
     text_model: _Text = "gpt-6-luna"
+    """The chat model of every text step (and of the judges and the selector unless they name
+    their own)."""
     max_concurrency: _Int = Field(default=8, ge=1, le=256)
+    """Model calls in flight at once on this backend, across the whole run or batch; halved for
+    a while after a 429."""
     timeout_s: _Float = Field(default=120.0, gt=0.0, le=3600.0)
+    """Seconds before one request attempt is abandoned."""
     max_attempts: _Int = Field(default=4, ge=1, le=20)
+    """Transport attempts per call (1 = no retry): 429, 408, 409, 5xx, timeouts and connection
+    errors are retried; a badly shaped answer is a re-ask, not a retry."""
     backoff_initial_s: _Float = Field(default=1.0, ge=0.0, le=300.0)
+    """The first jittered exponential wait between attempts, in seconds (a ``Retry-After``
+    header wins)."""
     backoff_max_s: _Float = Field(default=30.0, ge=0.0, le=3600.0)
+    """The longest such wait, in seconds; at least ``backoff_initial_s``."""
     max_retry_wait_s: _Float = Field(default=60.0, ge=0.0, le=3600.0)
+    """The longest ``Retry-After`` a server may ask for before a retry; a longer one fails that
+    call at once, naming the wait."""
     structured_outputs: StrictBool = True
+    """Ask the server for JSON-schema structured outputs; false: the schema is spelled out at
+    the end of the last user message and the answer validated after the fact."""
     logprobs: StrictBool = True
     """Whether the endpoint returns token log-probabilities; false: a ``logprobs`` judge on
     it is refused before any call (exit 2)."""
     max_output_tokens: TokenLimitsConfig = Field(default_factory=TokenLimitsConfig)
     token_limit_param: TokenLimitParam = "max_completion_tokens"
+    """The name of the output-token limit in the request: ``max_completion_tokens`` (OpenAI's)
+    or ``max_tokens`` (older OpenAI-compatible servers)."""
     role_style: RoleStyle = "system"
+    """``system``: one leading system message; ``user``: the system text folded into the first
+    user message, for chat templates without a system role."""
     schema_dialect: SchemaDialect = "openai_strict"
+    """How the answer schema is sent: ``openai_strict`` (OpenAI's strict subset) or ``grammar``
+    (keeping string lengths and patterns, for servers that compile schemas into a grammar)."""
     preflight: Literal["auto", "strict", "warn", "off"] = "auto"
     """The pre-flight model check (``GET /models``) before the first call: ``strict`` fails
     on a model the endpoint does not list, ``warn`` says so and runs, ``off`` does not ask;
@@ -235,11 +261,18 @@ def _check_parallel(value: object) -> object:
 
 class RunConfig(_Section):
     mode: Literal["full", "prompt_only"] = "full"
+    """``full`` = prompt pipeline, image and caption; ``prompt_only`` = stop after the final
+    prompt."""
     concurrency: Literal["concurrent", "sequential"] = "concurrent"
+    """``concurrent``: independent model calls run at once; ``sequential``: one call at a time.
+    Same result for the same seed and answers."""
     runs: _Int = Field(default=1, ge=1, le=1000)
-    # Runs in flight at once in one process: an int, or auto (image_project.run.batch).
+    """How many generations to make."""
     parallel: Annotated[int | Literal["auto"], BeforeValidator(_check_parallel)] = 1
+    """Runs in flight at once in this process (``--parallel``): an int, or ``auto`` = as many as
+    the rate limit's budget allows, at most ``parallel_cap``."""
     parallel_cap: _Int = Field(default=16, ge=1, le=256)
+    """The most runs ``auto`` keeps in flight."""
 
 
 class NoveltyConfig(_Section):
@@ -249,10 +282,18 @@ class NoveltyConfig(_Section):
     ``window`` final prompts (and in two of them)."""
 
     enabled: StrictBool = True
+    """Penalise cards that repeat motifs of recent final prompts (read from
+    ``prompt.generations_path``)."""
     window: _Int = Field(default=25, ge=0, le=10000)
+    """How many recent generations to look at; 0 turns the history off."""
     penalty_per_share: _Float = Field(default=50.0, ge=0.0, le=100.0)
+    """Points a card loses per unit of recent-motif share it repeats (a motif in every recent
+    prompt = 1)."""
     max_penalty: _Float = Field(default=125.0, ge=0.0, le=250.0)
+    """The most points the novelty penalty takes from a card."""
     min_share: _Float = Field(default=0.2, gt=0.0, le=1.0)
+    """A motif counts when it is in at least this share of the window's prompts (and in two of
+    them)."""
 
 
 BUILTIN_RUBRICS: tuple[str, ...] = ("default", "strict", "novelty_heavy", "profile_fit")
@@ -358,13 +399,24 @@ class JudgeConfig(_Section):
     or ``hints`` (the generator-safe hints)."""
 
     id: Annotated[str, AfterValidator(_check_judge_id)]
+    """The judge's name in records and the summary; unique."""
     model: _Text | None = None
+    """null = ``judge_model``, else the text model of the judge's backend."""
     backend: _BackendRef = None
+    """null = ``judge_backend``; ``offline``, or a name under ``backends``."""
     temperature: _Float | None = Field(default=None, ge=0.0, le=2.0)
+    """null = ``judge_temperature``."""
     rubric: Annotated[RubricSpec | None, BeforeValidator(_parse_rubric)] = None
+    """What the judge scores by; null = ``default`` (the original judging instruction). ``{file:
+    path}`` is read when the config is loaded."""
     weight: _Float = Field(default=1.0, ge=0.0, le=1000.0)
+    """The judge's weight in ``weighted_median``, ``mean`` and ``trimmed_mean`` (ignored by
+    ``median``)."""
     profile: ProfileView = "raw"
+    """What the judge is shown of the person: ``raw`` (the whole profile), ``dislikes_only`` or
+    ``hints`` (the generator-safe hints; needs ``generator_profile_abstraction``)."""
     protocol: JudgeProtocol | None = None
+    """How the judge is asked; null = ``judge_protocol``."""
 
 
 MAX_JUDGES = 16
@@ -405,8 +457,13 @@ class SurvivorQuota(_Section):
     default (one each) gives 1: performance; 2: + diversity; 3: + potential; 4: + performance."""
 
     performance: _Int = Field(default=1, ge=0, le=50)
+    """Survivors of a round taken for their rank: the best-ranked candidate not chosen yet."""
     diversity: _Int = Field(default=1, ge=0, le=50)
+    """Survivors taken among the candidates at or above the round's median for being farthest
+    from the survivors already chosen."""
     potential: _Int = Field(default=1, ge=0, le=50)
+    """Survivors taken among the rest for the highest single judge score, then the widest
+    spread."""
 
     def categories(self, survivors: int) -> tuple[SurvivorCategory, ...]:
         """The category of each of ``survivors`` survivors, in the order they are chosen."""
@@ -433,36 +490,79 @@ class EvolutionConfig(_Section):
     already in its round is below this is dropped before judging."""
 
     enabled: StrictBool = False
+    """Multi-round selection; off = one round, the record exactly as without this section."""
     generations: _Int = Field(default=2, ge=1, le=10)
+    """Rounds after round 0."""
     survivors: _Int = Field(default=3, ge=1, le=26)
+    """Survivors per round (at most ``num_ideas``): the cards whose variants make the next
+    round."""
     variants_per_survivor: _Int = Field(default=2, ge=1, le=10)
+    """Variants bred from each survivor per round, concurrently."""
     keep_parents: StrictBool = True
+    """Survivors are judged again beside their variants, so a round's scores share one scale
+    (and a survivor can still win the final pick)."""
     quota: SurvivorQuota = Field(default_factory=SurvivorQuota)
     selector: Literal["code", "llm"] = "code"
+    """Who chooses the survivors: ``code`` (seeded, deterministic) or ``llm`` (one call proposes
+    them with reasons; an invalid proposal is re-asked, then replaced by the code choice,
+    loudly)."""
     selector_model: _Text | None = None
+    """The ``llm`` selector's model; null = ``judge_model``, else its backend's text model."""
     selector_backend: _BackendRef = None
+    """The ``llm`` selector's backend; null = ``judge_backend``."""
     near_duplicate_distance: _Float = Field(default=0.2, ge=0.0, le=1.0)
+    """A variant closer than this (token-set Jaccard distance) to a candidate already in its
+    round is dropped before judging."""
 
 
 class ScoringConfig(_Section):
     """Black-box scoring (SPEC "Black-box scoring")."""
 
     enabled: StrictBool = False
+    """Black-box scoring instead of the standard pipeline; off = the standard pipeline, exactly."""
     num_ideas: _Int = Field(default=6, ge=2, le=52)
+    """Idea cards per run, each from its own seeded model call (ids ``A``..``Z``, ``AA``,
+    ``AB``, ...)."""
     exploration_rate: _Float = Field(default=0.15, ge=0.0, le=0.5)
+    """Probability of exploring (a weighted pick among the top cards) instead of taking the best
+    card."""
     judge_temperature: _Float = Field(default=0.0, ge=0.0, le=2.0)
+    """The temperature of every judge that names none; anything but 0 makes the selection vary
+    between identical runs (a WARNING at load)."""
     judge_protocol: JudgeProtocol = "list"
+    """How every judge that names no ``protocol`` is asked (docs/scoring.md "Judging
+    protocols")."""
     judge_model: _Text | None = None
+    """The model of every judge that names none; null = the text model of the judge's backend."""
     judge_backend: _BackendRef = None
+    """The backend of every judge that names none: null = the main ``backend``, ``offline``, or
+    a name under ``backends``."""
     generator_temperature: _Float = Field(default=0.9, ge=0.0, le=2.0)
+    """Temperature of the idea-card and variant generators."""
     generator_profile_abstraction: StrictBool = True
+    """true: generators get broad hints abstracted from the profile; false: only the concepts
+    and the dislikes. Either way never the raw likes."""
     max_reasks: _Int = Field(default=1, ge=0, le=5)
+    """Re-asks of a malformed hints, card, judge or selector answer, each with the reason;
+    refusals are never re-asked."""
     min_ok_cards: _Int | None = Field(default=None, ge=2, le=52)
+    """How many cards must pass their gates for the run to go on (at most ``num_ideas``); null =
+    2."""
     judges: Annotated[tuple[JudgeConfig, ...] | None, BeforeValidator(_check_judge_count)] = None
+    """The judge panel; null = one judge with id ``judge`` built from the defaults."""
     min_ok_judges: _Int | None = Field(default=None, ge=1, le=MAX_JUDGES)
+    """How many judges must answer well for the run to go on (at most the number of judges);
+    null = a majority, ``len(judges) // 2 + 1``."""
     aggregation: Aggregation = "median"
+    """How a card's ok scores become one: ``median`` (weights ignored), ``weighted_median``,
+    ``mean`` (weighted) or ``trimmed_mean``."""
     trim: _Int = Field(default=0, ge=0, le=MAX_JUDGES)
+    """Scores dropped at each end by ``trimmed_mean`` (must be 0 with any other aggregation);
+    ``2 x trim`` must be < ``min_ok_judges``."""
     normalise: Normalise = "robust"
+    """Every judge put on a common scale within the round before the aggregation: ``none``,
+    ``zscores``, ``robust`` (z-scores with each judge's spread shrunk towards the panel's) or
+    ``ranks``."""
     novelty: NoveltyConfig = Field(default_factory=NoveltyConfig)
     evolution: EvolutionConfig = Field(default_factory=EvolutionConfig)
 
@@ -643,12 +743,21 @@ class ScoringConfig(_Section):
 
 class PromptConfig(_Section):
     categories_path: _ConfigPath = Path("config/categories.csv")
+    """The art concepts to draw from (CSV, one column per category)."""
     profile_path: _ConfigPath = Path("config/profile.csv")
+    """The taste profile (CSV: Likes / Dislikes columns, or ``category,item[,notes]`` rows)."""
     generations_path: _ConfigPath = Path("output/generations.csv")
+    """One row per finished generation; also the history of the novelty penalty."""
     titles_manifest_path: _ConfigPath | None = None
+    """The numbered titles manifest; null = ``<image.generation_path>/titles_manifest.csv``."""
     random_seed: _Int | None = Field(default=None, ge=0, le=MAX_RUN_SEED)
+    """The run seed; null = a fresh random seed, recorded in the transcript. Every random choice
+    of a run is derived from it."""
     refinement: Literal["final", "per_stage", "none"] = "final"
+    """Tree-of-thought refinement of the prompt: ``final`` (once, at the end), ``per_stage`` or
+    ``none``."""
     text_temperature: _Float = Field(default=0.8, ge=0.0, le=2.0)
+    """Temperature of the prompt-writing steps."""
     max_profile_chars: _Int = Field(default=20_000, ge=100, le=10_000_000)
     """The longest profile, as the text the prompts carry, checked when it is loaded (before
     any call): a profile is a page of taste, not a database."""
@@ -660,12 +769,21 @@ class PromptConfig(_Section):
 
 class ImageConfig(_Section):
     generation_path: _ConfigPath = Path("output/images")
+    """Where images are saved (and the titles manifest, by default)."""
     log_path: _ConfigPath = Path("output/logs")
+    """Where run transcripts (``<generation_id>_transcript.json``) are written, and the default
+    SQLite store."""
     model: _Text = "gpt-image-2.6-sunburst"
+    """The image model."""
     size: Annotated[str, AfterValidator(_check_size)] = "1536x1024"
+    """The image size in pixels; the model's own limits are checked too (docs/models.md)."""
     quality: Literal["low", "medium", "high", "xhigh", "max", "auto"] = "high"
+    """The image quality the model is asked for."""
     caption_font_path: _ConfigPath | None = None
+    """A TrueType/OpenType font for the caption; null = the caption code's default font."""
     backend: _BackendRef = None
+    """The image's backend: null = the main ``backend``, ``offline`` (the drawn preview image),
+    or a name under ``backends``."""
 
 
 _STORE_URL_MUST = (
@@ -696,7 +814,11 @@ class StoreConfig(_Section):
     ``url`` None = ``sqlite:///<image.log_path>/runs.sqlite``."""
 
     enabled: StrictBool = True
+    """Write runs to the run store for ``image-project runs`` (docs/store.md says which runs are
+    written)."""
     url: Annotated[str | None, AfterValidator(_check_store_url)] = None
+    """Where: null = ``sqlite:///<image.log_path>/runs.sqlite``; a ``sqlite:///`` path or a
+    PostgreSQL database shared by several machines."""
 
 
 class ReviewConfig(_Section):
@@ -704,6 +826,8 @@ class ReviewConfig(_Section):
     (width x height) it publishes; a larger one is skipped with the reason."""
 
     max_image_pixels: _Int = Field(default=70_000_000, ge=1, le=1_000_000_000)
+    """The largest image (width x height) the review site publishes; a larger one is skipped
+    with the reason."""
 
 
 class AppConfig(_Section):
@@ -713,6 +837,8 @@ class AppConfig(_Section):
     backends: Annotated[dict[str, BackendConfig], AfterValidator(_check_backend_names)] = Field(
         default_factory=dict
     )
+    """More backends by name, for the roles that name one (docs/models.md "Backends per role");
+    ``offline`` is reserved, at most 16."""
     run: RunConfig = Field(default_factory=RunConfig)
     prompt: PromptConfig = Field(default_factory=PromptConfig)
     image: ImageConfig = Field(default_factory=ImageConfig)

@@ -49,15 +49,18 @@ def redact_url(url: str) -> str:
     return _PASSWORD.sub(r"\g<head>:***@", url)
 
 
-def import_command(url: str, *paths: str | Path) -> str:
+def import_command(url: str, *paths: str | Path, config: Path | None = None) -> str:
     """The shell command that imports ``paths`` into the store at ``url``: ``image-project
     runs import PATH... --store URL``, quoted for a POSIX shell. The URL is given always, so
     the command writes into this store whatever the configuration then says; its password,
-    if any, is left out (libpq finds it in ``PGPASSWORD`` or ``~/.pgpass``)."""
+    if any, is left out (libpq finds it in ``PGPASSWORD`` or ``~/.pgpass``). ``config``
+    adds ``--config PATH``: the configuration whose folders a repair may touch."""
     import shlex
 
     bare = _PASSWORD.sub(r"\g<head>@", url)
     words = ["image-project", "runs", "import", *map(str, paths), "--store", bare]
+    if config is not None:
+        words += ["--config", str(config)]
     return " ".join(shlex.quote(word) for word in words)
 
 

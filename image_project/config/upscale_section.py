@@ -111,19 +111,37 @@ class UpscaleConfig(_Section):
     None = beside the images (``image.generation_path``)."""
 
     enabled: StrictBool = False
+    """Make the 4K image: a copy of the captioned image brought to the target size, saved as
+    ``<output_path>/<generation_id>_image_4k.jpg``."""
     target_long_edge_px: _Int = Field(default=3840, ge=UPSCALE_SIDE_MIN, le=UPSCALE_SIDE_MAX)
+    """The target's long edge, keeping the image's aspect ratio (or ``target_aspect_ratio``)."""
     target_width_px: _Int | None = Field(default=None, ge=UPSCALE_SIDE_MIN, le=UPSCALE_SIDE_MAX)
+    """An exact target width (with ``target_height_px``, both or neither; not with a ratio)."""
     target_height_px: _Int | None = Field(default=None, ge=UPSCALE_SIDE_MIN, le=UPSCALE_SIDE_MAX)
+    """An exact target height (with ``target_width_px``)."""
     target_aspect_ratio: Annotated[float | None, BeforeValidator(_parse_ratio)] = None
+    """Width/height of the target, centre-cropped; quote ``'16:9'`` (YAML reads a bare ``16:9``
+    as a number)."""
     engine: Literal["realesrgan-ncnn-vulkan"] = "realesrgan-ncnn-vulkan"
+    """The upscaler (the only one)."""
     realesrgan_binary: _ConfigPath | None = None
+    """The upscaler binary; null = ``$REALESRGAN_NCNN_VULKAN_PATH``, else ``realesrgan-ncnn-
+    vulkan`` on PATH. Checked when a run starts."""
     model_path: _ConfigPath | None = None
+    """The directory holding ``<model_name>.param`` and ``.bin``; null = ``models/`` beside the
+    binary."""
     model_name: Annotated[str, AfterValidator(_check_model_name)] = "realesrgan-x4plus"
+    """The upscaler's model files."""
     tile_size: Annotated[_Int, AfterValidator(_check_tile)] = Field(default=0, ge=0, le=4096)
+    """The binary's ``-t`` tile size (0 = it chooses; smaller uses less GPU memory)."""
     tta: StrictBool = False
+    """The binary's ``-x`` (test-time augmentation: slower, slightly better)."""
     allow_fallback_resize: StrictBool = False
+    """Without a binary, a plain Lanczos resize instead of stopping (larger, but no new detail)."""
     timeout_s: _Float = Field(default=600.0, gt=0.0, le=7200.0)
+    """Seconds the binary may take before the run fails."""
     output_path: _ConfigPath | None = None
+    """Where the 4K JPEG goes; null = ``image.generation_path``."""
 
     @model_validator(mode="after")
     def _check_target(self) -> Self:

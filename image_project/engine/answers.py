@@ -97,15 +97,15 @@ def echo_of(text: str, rejected: Sequence[str]) -> str | None:
 
 
 def accepted(
-    output: Output[Any] | None, text: str, cut: str | None, reasks: Sequence[Reask]
+    output: Output[Any] | None, text: str, cut: str | None, rejected: Sequence[str]
 ) -> Any:
     """The value of an answer the step accepts, or the error it is rejected with: cut off
-    at the token limit (``cut``), invalid for ``output``, or (after re-asks) an echo of a
-    rejected answer (:func:`echo_of`)."""
+    at the token limit (``cut``), invalid for ``output``, or (after re-asks) an echo of one
+    of the ``rejected`` answers (whole, :func:`echo_of`)."""
     if cut is not None:
         raise ModelOutputError("cut_off", cut, output=text)
     value = text if output is None else output.parse(text)
-    echo = echo_of(text, [r.response for r in reasks]) if reasks else None
+    echo = echo_of(text, rejected) if rejected else None
     if echo is not None:
         raise ModelOutputError("reask_echo", echo, output=text)
     return value
@@ -127,14 +127,14 @@ def reject(policy: ReaskPolicy, exc: Exception, text: str, earlier: Sequence[Rea
     error = reask_error(exc)[:REASK_ERROR_CHARS]
     skip = policy.skip(exc) if policy.skip is not None and policy.max else None
     if skip is not None:
-        return Rejection(Reask(response=text, error=f"{error}; {skip}"), final=True)
+        return Rejection(Reask.of(text, f"{error}; {skip}"), final=True)
     if len(earlier) + 1 > policy.max:
-        return Rejection(Reask(response=text, error=error), final=True)
+        return Rejection(Reask.of(text, error), final=True)
     sampling = policy.resample(exc, len(earlier) + 1) if policy.resample is not None else None
     if sampling is None:
-        return Rejection(Reask(response=text, error=error), final=False)
+        return Rejection(Reask.of(text, error), final=False)
     seed, temperature = sampling
-    record = Reask(response=text, error=error, seed=seed, temperature=temperature)
+    record = Reask.of(text, error, seed=seed, temperature=temperature)
     return Rejection(record, final=False, sampling=sampling)
 
 

@@ -25,8 +25,8 @@ built, naming the model and the keyword. The schema's ``name`` is the model's ``
 one Markdown code fence, and rejects everything else with a short reason: prose around the
 object, invalid JSON (``NaN``/``Infinity`` included), a top-level value that is not an
 object, duplicate keys, nesting too deep to decode, integers too long to convert. Rejections
-are plain ``ValueError`` (the runner's re-ask signal); values quoted in messages go through
-:func:`~image_project.errors.short_repr`.
+are plain ``ValueError`` (the runner's re-ask signal) saying why, never quoting the answer:
+the message is what the re-ask sends back to the model.
 
 **Refusals.** With ``refusals=True`` an answer with no JSON object in it that reads like a
 refusal (:data:`REFUSAL_PATTERNS` within its first 300 characters) raises
@@ -47,7 +47,7 @@ from typing import Any, Generic, Literal, TypeAlias, TypeVar, cast
 from pydantic import BaseModel, ValidationError
 
 from image_project.backends.base import GRAMMAR_KEYWORDS, STRICT_KEYWORDS, JsonSchema
-from image_project.errors import PipelineDefinitionError, RefusalError, preview, short_repr
+from image_project.errors import PipelineDefinitionError, RefusalError, preview
 
 __all__ = [
     "REFUSAL_PATTERNS",
@@ -248,7 +248,7 @@ def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in pairs:
         if key in out:
-            raise _Rejected(f"duplicate key {short_repr(key)} in the JSON object")
+            raise _Rejected("a key appears twice in one JSON object (duplicate keys)")
         out[key] = value
     return out
 
@@ -270,12 +270,12 @@ def extract_json_object(text: str) -> dict[str, Any]:
         raise ValueError("the answer is empty; expected a JSON object")
     start, end = body.find("{"), body.rfind("}")
     if start < 0 or end < start:
-        raise ValueError(f"expected a JSON object, found no {{...}} in {preview(body, 80)!r}")
+        raise ValueError("expected a JSON object, found no {...} in the answer")
     if start > 0 or end < len(body) - 1:
-        extra = body[:start].strip() or body[end + 1 :].strip()
+        where = "before" if body[:start].strip() else "after"
         raise ValueError(
             "the answer must be ONLY the JSON object, with no text before or after it; found "
-            f"{preview(extra, 60)!r}"
+            f"text {where} the object"
         )
     try:
         value = json.loads(
@@ -301,16 +301,18 @@ def describe_validation_error(exc: ValidationError, *, limit: int = 6) -> str:
 
     A ``ValueError`` raised by a model's own validator keeps its message as written (without
     pydantic's ``Value error,`` prefix, and without a location when it concerns the whole
-    answer)."""
+    answer). No part of the answer is quoted (pydantic's messages name the rule, not the
+    value; the name of a key the schema does not have is left out): the message is what a
+    re-ask sends back to the model."""
     parts = []
     for error in exc.errors()[:limit]:
-        loc = preview(".".join(str(part) for part in error["loc"]), 80)
-        message = error["msg"]
-        if error["type"] == "extra_forbidden":
-            message = "unexpected key (not allowed)"
+        where, message = error["loc"], error["msg"]
+        if error["type"] == "extra_forbidden":  # the key is the answer's own: not quoted
+            where, message = where[:-1], "a key that is not in the schema (not allowed)"
         elif error["type"] == "missing":
             message = "required key is missing"
-        elif error["type"] == "value_error":
+        loc = preview(".".join(str(part) for part in where), 80)
+        if error["type"] == "value_error":
             message = str(message).removeprefix("Value error, ")
             if not loc:
                 parts.append(message)

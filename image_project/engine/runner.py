@@ -446,6 +446,7 @@ class ChatRunner:
         path = call.path
         messages: Conversation = (*history, Message("user", prompt))
         output, policy = step.output, step.reask
+        rejected: list[str] = []  # whole, for the echo check; the records keep them bounded
         seed, temperature = step.seed, float(step.temperature)
         while True:
             problem = conversation_problem(messages)
@@ -471,12 +472,13 @@ class ChatRunner:
             text = answer_text(step, reply, path)
             cut = cut_off(call.limit, reply)
             try:
-                return text, accepted(output, text, cut, reasks)
+                return text, accepted(output, text, cut, rejected)
             except RefusalError as exc:
                 raise RefusalError(f"{path}: {exc.detail}", output=exc.output) from exc
             except (ModelOutputError, ValueError) as exc:
                 rejection = reject(policy, exc, text, reasks)
                 reasks.append(rejection.record)
+                rejected.append(text)
                 error = rejection.record.error
                 if rejection.final:
                     if policy.fallback is not None:

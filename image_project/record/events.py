@@ -7,19 +7,28 @@ root run first): sorting by it gives declared pre-order whatever order concurren
 completed in. It is not serialised. ``created_at``, ``latency_ms`` and ``pacing_wait_ms`` are
 the only fields allowed to differ between a sequential and a concurrent run of the same tree
 with the same answers (:data:`TIMING_FIELDS`).
+
+A *rejected* answer (a re-ask's :class:`Reask`, the last answer of a step that failed) is
+kept bounded: its first :data:`REJECTED_CHARS` characters, its full length in characters and
+the SHA-256 of its UTF-8 bytes (:func:`rejected_fields`), so one runaway answer cannot make
+the transcript and the store as large as itself. The accepted answer is kept whole. A
+transcript written before these fields existed (the whole rejected answer, no length or
+hash) is read with them derived from the whole text and the text bounded.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, TypeAlias
+import hashlib
+from typing import Annotated, Any, Final, Literal, TypeAlias
 
-from pydantic import Field, JsonValue
+from pydantic import Field, JsonValue, model_validator
 
 from image_project.backends.base import Usage
 from image_project.errors import BackendError, ModelOutputError, preview
 from image_project.record.base import RecordModel
 
 __all__ = [
+    "REJECTED_CHARS",
     "TIMING_FIELDS",
     "ActionEvent",
     "ChatEvent",
@@ -29,9 +38,37 @@ __all__ = [
     "StepError",
     "StepEvent",
     "TokenLogprobs",
+    "rejected_fields",
 ]
 
 TIMING_FIELDS: tuple[str, ...] = ("created_at", "latency_ms", "pacing_wait_ms")
+
+REJECTED_CHARS: Final = 2000
+"""The most characters of a rejected answer a record keeps (the start of it)."""
+
+
+def rejected_fields(text: str) -> dict[str, Any]:
+    """What a record keeps of the rejected answer ``text``: ``response`` (its first
+    :data:`REJECTED_CHARS` characters), ``response_chars`` (its length) and
+    ``response_sha256`` (the hex SHA-256 of its UTF-8 bytes; a lone surrogate is encoded
+    as is)."""
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return {
+        "response": text[:REJECTED_CHARS],
+        "response_chars": len(text),
+        "response_sha256": digest,
+    }
+
+
+def _bounded(data: Any) -> Any:
+    """``data`` (a record's input) with its ``response`` bounded as a rejected answer: the
+    length and hash derived from the whole text when they are missing (a record built from
+    the answer, or a transcript written before they existed), the text cut to the bound."""
+    if not isinstance(data, dict) or not isinstance(data.get("response"), str):
+        return data
+    if "response_chars" not in data and "response_sha256" not in data:
+        return {**data, **rejected_fields(data["response"])}
+    return {**data, "response": data["response"][:REJECTED_CHARS]}
 
 
 class ChatParams(RecordModel):
@@ -56,14 +93,36 @@ class TokenLogprobs(RecordModel):
 
 
 class Reask(RecordModel):
-    """One rejected answer and the validation error it was re-asked with. ``seed`` and
-    ``temperature`` are set when the re-ask that followed was sent with its own (not the
-    step's): a re-ask that must not repeat the answer. Written only when set."""
+    """One rejected answer and the validation error it was re-asked with. ``response`` is
+    the answer's first :data:`REJECTED_CHARS` characters, ``response_chars`` its full length
+    and ``response_sha256`` its hash (see the module docstring; :meth:`of` builds one from
+    the whole answer). ``seed`` and ``temperature`` are set when the re-ask that followed was
+    sent with its own (not the step's): a re-ask that must not repeat the answer. Written
+    only when set."""
 
     response: str
+    response_chars: int
+    response_sha256: str
     error: str
     seed: int | None = Field(default=None, exclude_if=lambda v: v is None)
     temperature: float | None = Field(default=None, exclude_if=lambda v: v is None)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bound(cls, data: Any) -> Any:
+        return _bounded(data)
+
+    @classmethod
+    def of(
+        cls,
+        answer: str,
+        error: str,
+        *,
+        seed: int | None = None,
+        temperature: float | None = None,
+    ) -> Reask:
+        """The record of the rejected ``answer`` (whole), bounded."""
+        return cls(**rejected_fields(answer), error=error, seed=seed, temperature=temperature)
 
 
 class StepError(RecordModel):
@@ -91,7 +150,10 @@ class StepError(RecordModel):
 
 
 class ChatEvent(RecordModel):
-    """One model call. ``response`` is the last answer (None when there was none);
+    """One model call. ``response`` is the last answer (None when there was none): the
+    accepted answer whole; for a step that failed (``error`` set) the rejected answer,
+    bounded like a re-ask's, with ``response_chars`` and ``response_sha256`` (written only
+    then: see the module docstring);
     ``attempts`` counts transport attempts over all answers, ``answers`` the answers received
     (1 + the re-asks that were answered); ``reasks`` lists every rejected answer.
     ``pacing_wait_ms`` is how long the step's requests were held before being sent, to respect
@@ -107,6 +169,8 @@ class ChatEvent(RecordModel):
     prompt: str
     system_prompt: str | None = None
     response: str | None
+    response_chars: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    response_sha256: str | None = Field(default=None, exclude_if=lambda v: v is None)
     params: ChatParams
     context_messages: int
     created_at: str
@@ -125,6 +189,14 @@ class ChatEvent(RecordModel):
     """The last answer's token log-probabilities, for a step that asked for them
     (``params.top_logprobs``) and got them; absent otherwise."""
     order: tuple[int, ...] = Field(default=(), exclude=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bound(cls, data: Any) -> Any:
+        """A failed step's answer is a rejected one: bounded (the accepted one is whole)."""
+        if isinstance(data, dict) and data.get("error") is not None:
+            return _bounded(data)
+        return data
 
 
 class ActionEvent(RecordModel):

@@ -7,9 +7,9 @@ Layout of ``out_dir``::
     index.html            gallery, newest first (index-image.html, index-failed.html,
                           index-interrupted.html, index-prompt-only.html: its filters)
     panel.html            judge panel across the runs shown
-    runs/<id>.html        one page per run
+    runs/<id>.html        one page per run (<id>: views.page_name, one per generation id)
     images/<id>.<ext>     each run's image, copied from where the run saved it
-    images/<id>_4k.jpg    its 4K image (``upscale.enabled``), copied likewise
+    images/<id>.4k.jpg    its 4K image (``upscale.enabled``), copied likewise
     plots/*.png           the panel plots
     static/style.css      the only stylesheet
 
@@ -158,7 +158,9 @@ def _copy_image(
     image_dirs: Sequence[Path] | None = None,
     max_pixels: int = DEFAULT_MAX_IMAGE_PIXELS,
 ) -> tuple[str | None, str | None]:
-    """Copy the run's image (or the one at ``path``: its 4K image, named with ``tag``) into
+    """Copy the run's image (or the one at ``path``: its 4K image, named with ``tag``, which
+    starts with a ``.``, never in a :func:`page_name`, so that no run's image name is another
+    run's 4K image name) into
     ``out_dir/images``: (site-relative path, None), or (None, why there is no image) — None,
     None for a run that was not meant to have one. Only a file :func:`_publishable` allows
     is copied; anything else is "image not available" with the reason."""
@@ -219,7 +221,7 @@ def _run_views(
         upscale = None
         if record.upscale is not None:
             copied = _copy_image(
-                record, out_dir, base, record.upscale.path, "_4k", image_dirs, max_pixels
+                record, out_dir, base, record.upscale.path, ".4k", image_dirs, max_pixels
             )
             if copied[1] is not None and skipped is not None:
                 skipped(f"{record.generation_id} (4K)", copied[1])

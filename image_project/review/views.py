@@ -3,6 +3,7 @@ templates hold no logic beyond loops and the colours of the heatmap are decided 
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 
@@ -21,6 +22,7 @@ from image_project.record import (
     scoring_absent,
     stopped_reason,
 )
+from image_project.record.ids import generation_id_problem
 
 __all__ = [
     "ContextView",
@@ -44,9 +46,19 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 
 def page_name(generation_id: str) -> str:
-    """A file-name-safe stem for a run's page and image (ids are ``[A-Za-z0-9_-]`` already;
-    anything else becomes ``_``)."""
-    return _UNSAFE.sub("_", generation_id) or "run"
+    """The file-name stem of a run's page and image, one per generation id: a generation id
+    (:data:`~image_project.record.ids.GENERATION_ID_PATTERN`, the only ids a run or an
+    import stores) is its own name; any other string (a run stored before ids were checked)
+    is ``_`` and its UTF-8 bytes in hex, or ``__`` and their SHA-256 when that would be
+    longer than 128 characters. No id starts with ``_`` and hex never does, so the three
+    kinds never meet, and every name is lower case: two runs never share a page, not even
+    on a case-insensitive filesystem."""
+    if generation_id_problem(generation_id) is None:
+        return generation_id
+    raw = generation_id.encode("utf-8", "surrogatepass")
+    if len(raw) <= 64:
+        return "_" + raw.hex()
+    return "__" + hashlib.sha256(raw).hexdigest()
 
 
 def heat_style(score: float | None) -> str:
@@ -232,7 +244,7 @@ def _cell(score: float | None) -> HeatCell:
 
 
 def _anchor(index: int, card_id: str) -> str:
-    return f"r{index}-{page_name(card_id)}"
+    return f"r{index}-{_UNSAFE.sub('_', card_id) or 'run'}"
 
 
 def _row(

@@ -107,7 +107,11 @@ def summary_text(result: RunResult) -> str:
     lines = record_lines(
         record,
         whole_prompt=record.run_mode == "prompt_only",
-        files=(f"  Transcript  {result.transcript_path}", f"  Log         {result.log_path}"),
+        files=(
+            f"  Transcript  {result.transcript_path}"
+            + (" NOT WRITTEN (see below)" if result.unwritten else ""),
+            f"  Log         {result.log_path}",
+        ),
     )
     if result.store is not None:
         stored = result.store
@@ -304,9 +308,14 @@ class Batch:
                 return
             if slot.result is not None:
                 self.progress.summary(summary_text(slot.result))
+                if slot.result.unwritten is not None:
+                    self.progress.error(f"✗ {slot.result.unwritten}")
             elif slot.failure is not None:
                 self.progress.error(f"error: {slot.failure}")
-                self.progress.error(f"transcript: {slot.failure.transcript_path}")
+                if slot.failure.unwritten is not None:
+                    self.progress.error(f"✗ {slot.failure.unwritten}")
+                else:
+                    self.progress.error(f"transcript: {slot.failure.transcript_path}")
             self._printed += 1
 
     # -- the end --------------------------------------------------------------------------
@@ -362,13 +371,20 @@ def with_history(cfg: AppConfig, inputs: Inputs) -> Inputs:
 def _say_left_by_killed_runs(cfg: AppConfig, progress: BatchProgress) -> None:
     """Before the first run: what runs killed in their records phase left in the log folder
     (:mod:`image_project.artifacts.pending`), naming the files, with the command that repairs
-    them."""
-    from image_project.artifacts.pending import describe_all
-    from image_project.config.store_url import import_command
+    them; and the runs that ended without a transcript (a full disk), by id."""
+    from image_project.artifacts.pending import (
+        describe_all,
+        describe_without_transcript,
+        runs_without_transcript,
+    )
+    from image_project.run.records import repair_command, repair_scope
 
     folder = Path(cfg.image.log_path)
-    for line in describe_all(folder, import_command(cfg.effective_store_url, folder)):
+    for line in describe_all(folder, repair_command(cfg), repair_scope(cfg)):
         progress.error(f"! {line}")
+    without = runs_without_transcript(folder)
+    if without:
+        progress.error(f"! {describe_without_transcript(folder, without)}")
 
 
 def _too_late(signum: int, runs: int) -> str:

@@ -71,6 +71,7 @@ from image_project.preflight import check_upscale
 from image_project.progress import ProgressRecorder
 from image_project.record import RunError, RunRecord
 from image_project.record.events import Reask
+from image_project.record.ids import check_generation_id
 from image_project.run.log import RunLog
 from image_project.run.phases import PhaseFailed, run_phases
 from image_project.run.records import save_to_store
@@ -124,8 +125,12 @@ async def run_generation(
     transcript; a store that cannot be written is reported and changes nothing else.
 
     Raises :class:`RunFailed` (transcript written, cause chained) when a started run fails;
-    an input file that cannot be loaded fails the run in phase ``data_load``.
+    an input file that cannot be loaded fails the run in phase ``data_load``. A
+    ``generation_id`` that is not one (:mod:`image_project.record.ids`) raises ValueError
+    naming it and the pattern, before anything is written.
     """
+    if generation_id is not None:
+        check_generation_id(generation_id)
     run = _Run.start(
         cfg,
         backends,
@@ -264,13 +269,14 @@ class _Run:
             error.type,
             exc,
         )
-        record, _ = self._finish(error)
+        record, _, unwritten = self._finish(error)
         return RunFailed(
             f"run failed in phase {self.phase}"
             + (f" at {error.path}" if error.path else "")
             + f": {error.type}: {exc}",
             record=record,
             transcript=self.transcript,
+            unwritten=unwritten,
         )
 
     def interrupted(self, exc: BaseException) -> None:
@@ -319,9 +325,13 @@ class _Run:
         self.log.close()
 
     def finished(self) -> RunResult:
-        record, stored = self._finish(None)
+        record, stored, unwritten = self._finish(None)
         return RunResult(
-            record=record, transcript_path=self.transcript, log_path=self.log.path, store=stored
+            record=record,
+            transcript_path=self.transcript,
+            log_path=self.log.path,
+            store=stored,
+            unwritten=unwritten,
         )
 
     def _time_phase(self) -> None:
@@ -329,23 +339,34 @@ class _Run:
             self.phase, round(time.perf_counter() - self.phase_start, 3)
         )
 
-    def _finish(self, error: RunError | None) -> tuple[RunRecord, StoreOutcome | None]:
+    def _finish(self, error: RunError | None) -> tuple[RunRecord, StoreOutcome | None, str | None]:
         """Write the transcript (success or failure), then the run store; close the run
-        log (and a store opened for this run)."""
+        log (and a store opened for this run). A transcript that cannot be written (a full
+        disk) does not stop the store write: the third value is then the line saying so and
+        where the run is recorded (:meth:`_unwritten`)."""
         state = self.state
         self._time_phase()
         record = state.to_record(error, round(time.perf_counter() - state.started, 3))
         pending, state.ledger.pending = state.ledger.pending, None
+        unwritten: str | None = None
+        problem: str | None = None
         try:
             if state.store is not None:
                 state.store.may_record(state.generation_id)
-            write_transcript(self.transcript, record)
-            if pending is not None:  # the records were written: see image_project.artifacts.pending
-                at_point("transcript")
-                pending.remove()
-                at_point("pending_removed")
-            stored = save_to_store(state, record, self.transcript)
-            if pending is not None:
+            try:
+                write_transcript(self.transcript, record)
+            except OSError as exc:
+                problem = f"{type(exc).__name__}: {exc}"
+            else:
+                if pending is not None:  # the records were written: artifacts.pending
+                    at_point("transcript")
+                    pending.remove()
+                    at_point("pending_removed")
+            stored = save_to_store(state, record, self.transcript, transcript_problem=problem)
+            if problem is not None:
+                unwritten = self._unwritten(problem, stored, kept=pending is not None)
+                logger.info("%s", unwritten)  # the caller shows it (the CLI: one ✗ line)
+            elif pending is not None:
                 at_point("stored")
         finally:
             if pending is not None:
@@ -355,7 +376,25 @@ class _Run:
                 if self.own_store:
                     state.store.close()
             self.log.close()
-        return record, stored
+        return record, stored, unwritten
+
+    def _unwritten(self, problem: str, stored: StoreOutcome | None, *, kept: bool) -> str:
+        """The one line for a run whose transcript could not be written: where it is
+        recorded instead (the store; its pending transcript, when its records were written,
+        which ``runs import`` completes), or that it is recorded nowhere."""
+        gid = self.state.generation_id
+        line = f"run {gid}: its transcript could not be written to {self.transcript} ({problem})"
+        if kept:
+            line += (
+                "; its records are complete and its pending transcript stays beside it "
+                "(runs import writes the transcript from it)"
+            )
+        if stored is not None and stored.written:
+            return line + f"; the run is recorded in the store {stored.url}"
+        if kept:
+            return line
+        where = f"nor its store row ({stored.error})" if stored is not None else "and no store"
+        return f"{line} {where}: run {gid} is recorded nowhere but its log {self.log.path}"
 
 
 def run_error(exc: Exception, phase: str) -> RunError:

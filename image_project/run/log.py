@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from image_project.artifacts.pending import lock_file
+
 if TYPE_CHECKING:
     pass
 
@@ -91,6 +93,10 @@ class RunLog:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self.handler = BufferedFileHandler(path, encoding="utf-8")
+        # Held while the run lives: a log nobody holds with no transcript beside it is a run
+        # that ended without one (image_project.artifacts.pending.runs_without_transcript).
+        if self.handler.stream is not None:
+            lock_file(self.handler.stream.fileno())
         self._token: contextvars.Token[str | None] | None = None
         if run_id is not None:
             self.handler.addFilter(_OwnRun(run_id))

@@ -24,10 +24,12 @@ from image_project.artifacts.manifest import utc_now_iso
 from image_project.artifacts.pending import (
     PendingRecords,
     PendingTranscript,
+    RepairScope,
     at_point,
     pending_path,
 )
 from image_project.artifacts.transcript import transcript_path
+from image_project.config import AppConfig
 from image_project.config.store_url import import_command
 from image_project.record import (
     RunRecord,
@@ -40,9 +42,33 @@ if TYPE_CHECKING:
     pass
 
 
-__all__ = ["save_to_store", "store_seq", "write_records"]
+__all__ = ["repair_command", "repair_scope", "save_to_store", "store_seq", "write_records"]
 
 logger = logging.getLogger("image_project.run")
+
+
+def repair_scope(cfg: AppConfig) -> RepairScope:
+    """The files and folders a run of ``cfg`` writes its records to: the only ones a pending
+    transcript's repair may act on (:class:`~image_project.artifacts.pending.RepairScope`)."""
+    from image_project.config.defaults import BUILTIN_CONFIG
+
+    files = [Path(source) for source in cfg.sources if Path(source).is_file()]
+    return RepairScope(
+        log_dir=Path(cfg.image.log_path),
+        image_dir=Path(cfg.image.generation_path),
+        upscale_dir=Path(cfg.effective_upscale_path),
+        manifest=Path(cfg.effective_titles_manifest_path),
+        generations=Path(cfg.prompt.generations_path),
+        config=files[0] if len(files) == 1 and files[0] != BUILTIN_CONFIG else None,
+    )
+
+
+def repair_command(cfg: AppConfig) -> str:
+    """The command that repairs what runs of ``cfg`` killed in their records phase left in
+    its log folder: ``runs import`` of the folder into its store, with its configuration
+    file when one was read (the repair acts only in its folders: :func:`repair_scope`)."""
+    folder = Path(cfg.image.log_path)
+    return import_command(cfg.effective_store_url, folder, config=repair_scope(cfg).config)
 
 
 def store_seq(run: RunState, store: StoreWriter, local_next: int) -> int:
@@ -59,13 +85,23 @@ def store_seq(run: RunState, store: StoreWriter, local_next: int) -> int:
     return seq
 
 
-def save_to_store(run: RunState, record: RunRecord, t_path: Path) -> StoreOutcome | None:
+def save_to_store(
+    run: RunState, record: RunRecord, t_path: Path, *, transcript_problem: str | None = None
+) -> StoreOutcome | None:
     """Write the run to the store, if there is one; a failure is said loudly (progress line
     and log, with the command that repairs it: ``runs import`` of the transcript with
     ``--store`` the store this run used) and does not change how the run ends: the
-    transcript has everything."""
+    transcript has everything. ``transcript_problem``: the transcript could not be written
+    (the driver says so, with this outcome, in one line), so there is nothing to import."""
     if run.store is None:
         return None
+    if transcript_problem is not None:
+        outcome = run.store.save(record)
+        if outcome.written:
+            logger.info(
+                "Generation %s written to the run store %s", record.generation_id, outcome.url
+            )
+        return outcome
     interrupted = record.error is not None and record.error.type == "interrupted"
     outcome = run.store.save(record, only_if_ready=interrupted)
     if outcome.written:

@@ -131,18 +131,25 @@ class RunResult:
     transcript_path: Path
     log_path: Path
     store: StoreOutcome | None = None
+    unwritten: str | None = None
+    """Set when the transcript could not be written (a full disk): one line saying so, and
+    where the run is recorded instead."""
 
 
 class RunFailed(ImageProjectError):
-    """A run failed after it started; its transcript was written. The cause is chained;
-    ``error`` is the record's error and ``record`` the whole record."""
+    """A run failed after it started; its transcript was written (unless ``unwritten``: one
+    line saying it could not be, a full disk, and where the run is recorded instead). The
+    cause is chained; ``error`` is the record's error and ``record`` the whole record."""
 
-    def __init__(self, message: str, *, record: RunRecord, transcript: Path) -> None:
+    def __init__(
+        self, message: str, *, record: RunRecord, transcript: Path, unwritten: str | None = None
+    ) -> None:
         assert record.error is not None
         self.record = record
         self.error: RunError = record.error
         self.phase = record.error.phase
         self.transcript_path = transcript
+        self.unwritten = unwritten
         super().__init__(message)
 
 

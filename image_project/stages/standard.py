@@ -243,10 +243,11 @@ repetition loop (:data:`PROSE_OUTPUT`); still bad, the run fails with that reaso
 
 
 def _checked_prose(text: str) -> str:
-    loop = repetition_loop(text)
-    if loop is not None:
+    if repetition_loop(text) is not None:
         raise gate_error(
-            "prose_loop", f"the answer is caught in a repetition loop: {loop}; say each thing once"
+            "prose_loop",
+            "the answer is caught in a repetition loop (a phrase said again and again back to "
+            "back); say each thing once",
         )
     return text
 
@@ -563,10 +564,10 @@ def check_rewrite(
         words = _WORD_RE.findall(after.lower())
         hits = [" ".join(p) for p in phrases if _contains(words, p)]
         if hits:
-            disliked.append(f"concept {i + 1} {after!r} contains the dislike {hits[0]!r}")
+            disliked.append(f"concept {i + 1} contains the dislike {hits[0]!r}")
         conflicted = any(_contains(_WORD_RE.findall(before.lower()), p) for p in phrases)
         if not conflicted and not _content_words(before) & _content_words(after):
-            drifted.append(f"concept {i + 1} {after!r} shares no word with the original {before!r}")
+            drifted.append(f"concept {i + 1} shares no word with the original {before!r}")
     return disliked, drifted
 
 
@@ -621,7 +622,7 @@ def dislike_rewrite_step(
         system_prompt=_DISLIKE_SYSTEM,
         merge="none",
         output=concept_rewrite_output(len(concepts), concepts=concepts, dislikes=dislikes),
-        reask=ReaskPolicy(max=max_reasks),
+        reask=ReaskPolicy(max=max_reasks, style="restate"),
         seed=derive_seed(run_seed, "step", "dislike_rewrite"),
         max_output_tokens=TokenBudget("rewrite"),
     )

@@ -111,7 +111,7 @@ class TitleCollisionError(ValueError):
         self.title = title
         self.existing = existing
         super().__init__(
-            f"the title {title!r} is already taken (existing title {existing!r}); "
+            "the title is already taken (one of the existing titles, ignoring case); "
             "choose a different title"
         )
 
@@ -161,26 +161,26 @@ def validate_title(title: str, existing: Iterable[str]) -> None:
     """
     quotes = sorted({ch for ch in title if ch in _QUOTES})
     if quotes:
-        raise ValueError(f"the title contains quote characters ({''.join(quotes)}); remove them")
+        raise ValueError("the title contains quote characters; remove them")
     bad = sorted({ch for ch in title if not (ch.isascii() and (ch.isalpha() or ch in " -"))})
     if bad:
         raise ValueError(
-            f"the title contains characters other than letters, spaces and hyphens: "
-            f"{''.join(bad)!r}"
+            "the title contains characters other than letters, spaces and hyphens (ASCII "
+            "only); use only those"
         )
     if title != " ".join(title.split()):
         raise ValueError("the title has leading, trailing or repeated spaces")
     words = title.split(" ")
     if not 2 <= len(words) <= 4:
         raise ValueError(f"the title has {len(words)} word(s); it must have 2 to 4 words")
-    for word in words:
+    for n, word in enumerate(words, 1):
         segments = word.split("-")
         if not all(segments):
-            raise ValueError(f"the word {word!r} has a stray hyphen; use hyphens only inside words")
+            raise ValueError(f"word {n} has a stray hyphen; use hyphens only inside words")
         for seg in segments:
             if not (_TITLE_WORD.fullmatch(seg) or seg in _ROMAN_SET):
                 raise ValueError(
-                    f"the word {word!r} is not Title Case: write each word as a capital letter "
+                    f"word {n} is not Title Case: write each word as a capital letter "
                     "followed by lowercase letters (or a Roman numeral I-XX)"
                 )
     match = _taken(existing).get(_key(title))
@@ -308,7 +308,7 @@ def build_title_prompt(image_prompt: str, existing: Sequence[str]) -> str:
 
 def _title_reask(error: str) -> str:
     return (
-        f"That title was rejected: {error}\n"
+        f"Your previous title was rejected: {error}\n"
         "Reply again with a single line containing only a new title: 2 to 4 Title Case "
         "words, letters, spaces and hyphens only, no quotes, and not one of the existing "
         "titles."
@@ -397,7 +397,9 @@ def title_step(
         stateless=True,
         system_prompt=TITLE_SYSTEM_PROMPT,
         output=TextOutput(parse),
-        reask=ReaskPolicy(max=max_attempts - 1, prompt=_title_reask, fallback=fallback),
+        reask=ReaskPolicy(
+            max=max_attempts - 1, style="restate", prompt=_title_reask, fallback=fallback
+        ),
         allow_empty_response=True,
         meta={"max_attempts": max_attempts, "existing_titles": len(avoid)},
     )

@@ -302,9 +302,9 @@ class RunStore:
 
     def import_record(self, record: RunRecord) -> bool:
         """Write ``record`` unless a run with its generation id is stored; True if written.
-        A record whose values the database refuses (PostgreSQL: an id longer than its column,
-        which SQLite accepts) raises ValueError naming the run, with nothing of it written,
-        so an import can skip it and go on; a store that cannot be written raises
+        A record whose generation id is not one (:mod:`image_project.record.ids`), or whose
+        values the database refuses, raises ValueError naming the run, with nothing of it
+        written, so an import can skip it and go on; a store that cannot be written raises
         StoreError."""
         rows = record_rows(record, source="import", stored_at=utc_now())
         with self._errors("import into"):

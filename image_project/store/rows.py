@@ -23,6 +23,7 @@ from image_project.record import (
     ScoringRecord,
     run_status,
 )
+from image_project.record.ids import check_generation_id
 from image_project.record.scoring import JudgeResult, RoundCandidate, RoundRecord, ScoreRow
 
 __all__ = ["RecordRows", "Row", "parse_utc", "record_rows", "utc_now"]
@@ -56,7 +57,11 @@ class RecordRows:
 
 
 def record_rows(record: RunRecord, *, source: str, stored_at: datetime) -> RecordRows:
-    """Every row ``record`` makes; ``source`` is ``run`` or ``import``."""
+    """Every row ``record`` makes; ``source`` is ``run`` or ``import``. A record whose
+    generation id is not one (:mod:`image_project.record.ids`) raises ValueError naming it
+    and the pattern: every write into the store, a run's or an import's, makes its rows
+    here, so none stores it."""
+    check_generation_id(record.generation_id)
     rows = RecordRows()
     rows.add("runs", _run_row(record, source=source, stored_at=stored_at))
     for position, step in enumerate(record.steps):

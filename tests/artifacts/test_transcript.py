@@ -196,7 +196,7 @@ def test_transcript_keeps_non_ascii_indent_and_trailing_newline(tmp_path: Path) 
                 chat(
                     "judge",
                     None,
-                    reasks=(Reask(response="nope", error="expected a JSON object"),),
+                    reasks=(Reask.of("nope", "expected a JSON object"),),
                     error=StepError(type="RefusalError", message="declined", reason="refused"),
                     meta={"role": "judge", "order": ["B", "A"]},
                 ),

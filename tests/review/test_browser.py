@@ -255,7 +255,7 @@ def test_a_run_page_shows_and_links_its_4k_image(
     page_id = page_name(record.generation_id)
     page, problems = open_page(browser, f"{site.url}runs/{page_id}.html", tmp_path / "4k.png")
     link = page.locator("section.upscale a.download")
-    assert link.get_attribute("href") == f"../images/{page_id}_4k.jpg"
+    assert link.get_attribute("href") == f"../images/{page_id}.4k.jpg"
     assert link.inner_text() == "2048x1365 JPEG"
     sizes = page.evaluate("Array.from(document.images).map(i => [i.naturalWidth, i.naturalHeight])")
     assert [2048, 1365] in sizes and [1536, 1024] in sizes  # the 4K image and the image

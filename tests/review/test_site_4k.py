@@ -36,13 +36,13 @@ def test_the_4k_image_is_copied_shown_and_linked(tmp_path: Path) -> None:
     records = [with_4k(tmp_path, 2, present=True), with_4k(tmp_path, 1, present=False)]
     root = build_site(records, tmp_path / "site").parent
     shown = page_name("run002")
-    copied = root / "images" / f"{shown}_4k.jpg"
+    copied = root / "images" / f"{shown}.4k.jpg"
     assert copied.read_bytes() == (tmp_path / "out" / "run2_image_4k.jpg").read_bytes()
     page = (root / "runs" / f"{shown}.html").read_text(encoding="utf-8")
-    assert f'<a class="download" href="../images/{shown}_4k.jpg">64x48 JPEG</a>' in page
+    assert f'<a class="download" href="../images/{shown}.4k.jpg">64x48 JPEG</a>' in page
     assert "(lanczos_resize from 32x24, 1,234 bytes)" in page
     gallery = (root / "index.html").read_text(encoding="utf-8")
-    assert f'href="images/{shown}_4k.jpg">4K (64x48)</a>' in gallery
+    assert f'href="images/{shown}.4k.jpg">4K (64x48)</a>' in gallery
 
     gone = (root / "runs" / f"{page_name('run001')}.html").read_text(encoding="utf-8")
     assert "image file not found: " in gone and "run1_image_4k.jpg" in gone

@@ -1,6 +1,6 @@
 """A store that loses nothing by default, on both engines: ``runs export`` and
-``runs stats`` cover every stored run unless ``--limit`` is given; one run PostgreSQL
-refuses does not stop an import."""
+``runs stats`` cover every stored run unless ``--limit`` is given; a run whose id is not a
+generation id is refused, named, and does not stop an import."""
 
 from __future__ import annotations
 
@@ -80,23 +80,31 @@ async def test_export_and_stats_cover_every_run_unless_limited(
     assert snapshot(store_url) == before
 
 
-def test_an_over_long_id_is_skipped_and_named_and_the_rest_imported(
-    tmp_path: Path, store_url: str, engine: str, capsys: pytest.CaptureFixture[str]
+BAD_IDS = ("", "..", "z/y", "/etc/passwd", "nul\x00id", "x" * 80, "Upper")
+"""Not generation ids (``image_project.record.ids``): empty, a parent folder, a path, an
+absolute path, a NUL, longer than the store's column (which SQLite would take), upper case."""
+
+
+def test_a_record_whose_id_is_not_a_generation_id_is_refused_and_named(
+    tmp_path: Path, store_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """SQLite takes a generation id longer than its column (64); PostgreSQL refuses it. That
-    one run is skipped and named; it does not stop the import of the others."""
-    long_id = "x" * 80
-    records = [run(1, scoring=False), run(2, scoring=False), run(3, scoring=False)]
-    records[1] = records[1].model_copy(update={"generation_id": long_id})
+    """Each such run is skipped with a line naming its id and the pattern, on both engines;
+    the others are imported."""
+    good = [run(1, scoring=False), run(2, scoring=False)]
+    bad = [run(3, scoring=False).model_copy(update={"generation_id": i}) for i in BAD_IDS]
     export = tmp_path / "runs.jsonl"
-    export.write_text("".join(r.model_dump_json() + "\n" for r in records), encoding="utf-8")
+    export.write_text("".join(r.model_dump_json() + "\n" for r in good + bad), encoding="utf-8")
     code, out = runs_cli(capsys, store_url, "import", str(export))
     with open_store(store_url) as store:
         stored = sorted(r.generation_id for r in store.records())
-    if engine == "sqlite":
-        assert code == 0 and stored == sorted(r.generation_id for r in records)
-        return
-    assert code == 1 and stored == ["run001", "run003"]
-    assert "imported 2 run(s)" in out and "1 file(s), line(s) or run(s) could not be" in out
-    errors = [line for line in out.splitlines() if line.startswith("error: ")]
-    assert len(errors) == 1 and long_id in errors[0] and str(export) in errors[0]
+    assert code == 1 and stored == ["run001", "run002"]
+    refused = [line for line in out.splitlines() if line.startswith("error: ")]
+    assert refused == [
+        f"error: {export}: generation id {shown} does not match [a-z0-9][a-z0-9_-]{{0,63}}"
+        for shown in ("''", "'..'", "'z/y'", "'/etc/passwd'", "'nul\\x00id'")
+    ] + [
+        f"error: {export}: generation id '{'x' * 59}… (80 characters) does not match "
+        "[a-z0-9][a-z0-9_-]{0,63}",
+        f"error: {export}: generation id 'Upper' does not match [a-z0-9][a-z0-9_-]{{0,63}}",
+    ]
+    assert "imported 2 run(s)" in out and f"{len(BAD_IDS)} file(s), line(s) or run(s)" in out

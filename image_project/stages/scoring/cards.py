@@ -84,7 +84,8 @@ def _field_problem(text: str) -> str | None:
 
 def check_card_fields(card: IdeaCard) -> list[str]:
     """Every card string that says nothing (see :data:`PLACEHOLDER_WORDS`), as
-    ``"<where> <value> <problem>"`` (empty = the card is fine)."""
+    ``"<where> <problem>"`` (empty = the card is fine; the value is not quoted, the message
+    goes back to the model in a re-ask)."""
     o = card.options
     fields: list[tuple[str, str]] = [("hook", card.hook), ("narrative", card.narrative)]
     for name, items in (
@@ -99,7 +100,7 @@ def check_card_fields(card: IdeaCard) -> list[str]:
     for where, text in fields:
         problem = _field_problem(text)
         if problem is not None:
-            problems.append(f"{where} {text!r} {problem}")
+            problems.append(f"{where} {problem}")
     return problems
 
 
@@ -149,12 +150,12 @@ def check_card_shape(card: IdeaCard) -> list[str]:
         share = distinct_share(text)
         if share is not None and share < MIN_DISTINCT_SHARE:
             problems.append(f"{where} repeats itself (only {share:.0%} of its words distinct)")
-        elif (loop := repetition_loop(text)) is not None:
-            problems.append(f"{where} loops: {loop}")
+        elif repetition_loop(text) is not None:
+            problems.append(f"{where} is caught in a repetition loop (a phrase said again)")
     hook = _norm(card.hook)
     copies = [where for where, text in options if _norm(text) == hook]
     if len(copies) >= HOOK_COPIES and len(hook.split()) >= HOOK_COPY_MIN_WORDS:
-        problems.append(f"{', '.join(copies)} {_quoted(card.hook)}: the hook again")
+        problems.append(f"{', '.join(copies)}: the hook again")
     slots: dict[str, list[str]] = {}
     for where, text in options:
         key = _norm(text)
@@ -163,13 +164,9 @@ def check_card_shape(card: IdeaCard) -> list[str]:
         earlier = slots.setdefault(key, [])
         same_list = [w for w in earlier if w.split("[")[0] == where.split("[")[0]]
         if same_list or len(earlier) + 1 >= REPEATED_OPTION_SLOTS:
-            problems.append(f"{where} {_quoted(text)} repeats {(same_list or earlier)[0]}")
+            problems.append(f"{where} repeats {(same_list or earlier)[0]}")
         earlier.append(where)
     return problems
-
-
-def _quoted(text: str) -> str:
-    return repr(text if len(text) <= 60 else text[:59] + "…")
 
 
 def _checked_card(card: IdeaCard) -> IdeaCard:

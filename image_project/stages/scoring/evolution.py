@@ -321,7 +321,7 @@ def selector_output(
             raise ValueError(f"categories must be exactly {want}; got {have}")
         if mentions is not None:
             vague = [
-                f"the reason for {p.id} ({p.reason!r}) mentions nothing of card {p.id}"
+                f"the reason for {p.id} mentions nothing of card {p.id}"
                 for p in answer.selections
                 if not _mentioned(p.reason) & mentions.get(p.id, frozenset())
             ]

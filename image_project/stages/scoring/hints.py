@@ -123,18 +123,25 @@ class ProfileHints(RecordModel):
         return (*self.adjectives, *self.avoid)
 
 
-def check_hints(phrases: Iterable[str], likes: Iterable[str]) -> list[str]:
-    """Every violation of the hint rules, as readable strings (empty = the hints are safe)."""
+def check_hints(
+    phrases: Iterable[str], likes: Iterable[str], *, where: Sequence[str] = ()
+) -> list[str]:
+    """Every violation of the hint rules, as readable strings (empty = the hints are safe).
+
+    A phrase is named by its place (``where[i]``, else ``hint <i+1>``), never quoted: the
+    message goes back to the model in a re-ask. The colour words and the likes' words it
+    names are the rule's and the step's input, not the answer's own text."""
     like_grams = _like_grams(likes)
     problems: list[str] = []
-    for phrase in phrases:
+    for i, phrase in enumerate(phrases):
+        name = where[i] if i < len(where) else f"hint {i + 1}"
         colours = sorted({t for t in tokens(phrase) if t in COLOUR_WORDS})
         if colours:
-            problems.append(f"{phrase!r} names a colour ({', '.join(colours)})")
+            problems.append(f"{name} names a colour ({', '.join(colours)})")
         copied = _copied_grams(phrase, like_grams)
         if copied:
             shown = ", ".join(" ".join(g) for g in copied[:3])
-            problems.append(f"{phrase!r} copies words from the likes ({shown})")
+            problems.append(f"{name} copies words from the likes ({shown})")
     return problems
 
 
@@ -146,10 +153,10 @@ def check_avoid(hints: ProfileHints) -> list[str]:
     adjectives, as readable strings (empty = the avoid list is its own)."""
     feel = {t for adjective in hints.adjectives for t in content_tokens(adjective)}
     problems = []
-    for item in hints.avoid:
+    for i, item in enumerate(hints.avoid):
         words = [t for t in content_tokens(item) if t not in _NEGATIONS]
         if words and set(words) <= feel:
-            problems.append(f"avoid item {item!r} only repeats the adjectives")
+            problems.append(f"avoid[{i}] only repeats the adjectives")
     return problems
 
 
@@ -159,7 +166,9 @@ def hints_output(likes: Sequence[str]) -> JsonOutput[ProfileHints]:
     :func:`check_avoid` (the gate ``hints_avoid``, re-asked with its reason)."""
 
     def check(hints: ProfileHints) -> ProfileHints:
-        problems = check_hints(hints.phrases(), likes)
+        where = [f"adjectives[{i}]" for i in range(len(hints.adjectives))]
+        where += [f"avoid[{i}]" for i in range(len(hints.avoid))]
+        problems = check_hints(hints.phrases(), likes, where=where)
         repeated = check_avoid(hints)
         if repeated:
             raise gate_error(

@@ -39,7 +39,6 @@ from image_project.errors import (
     ModelOutputError,
     RefusalError,
     preview,
-    short_repr,
 )
 from image_project.record.base import RecordModel
 from image_project.record.gates import GATE_PREFIX, gate_error
@@ -124,13 +123,13 @@ def degeneracy(scores: Sequence[int]) -> str | None:
     for start in (0, 1):
         positions = list(range(start, start + n))
         if values in (positions, positions[::-1]):
-            return f"the scores {values} are the cards' positions in the order shown"
+            return "the scores are the cards' positions in the order shown"
     if n < 3:
         return None
     if len(set(values)) == 1:
-        return f"{ALL_EQUAL} {values[0]}"
+        return ALL_EQUAL
     if max(values) <= n:
-        return f"the scores {values} are ranks (all at most {n}), not the 0-100 scale"
+        return f"the scores are ranks (all at most {n}), not the 0-100 scale"
     return None
 
 
@@ -177,9 +176,7 @@ def _check_answer(data: Any, ids: Sequence[str]) -> dict[str, int]:
         raise ValueError(f"expected a JSON object at the top level, got {type(data).__name__}")
     extra = sorted(set(data) - {"scores"})
     if extra:
-        raise ValueError(
-            f"unexpected top-level key(s) {short_repr(extra)}; only 'scores' is allowed"
-        )
+        raise ValueError(f"{len(extra)} unexpected top-level key(s); only 'scores' is allowed")
     items = data.get("scores")
     if isinstance(items, dict):
         return _check_keyed(items, ids)
@@ -203,7 +200,9 @@ def _check_keyed(items: dict[str, Any], ids: Sequence[str]) -> dict[str, int]:
     rejects duplicates), integer scores in range, no other key."""
     unknown = [k for k in items if k not in ids]
     if unknown:
-        raise ValueError(f"scores: unknown id(s) {short_repr(unknown)}; the ids are {list(ids)}")
+        raise ValueError(
+            f"scores: {len(unknown)} key(s) that are not card ids; the ids are {list(ids)}"
+        )
     missing_ids = [i for i in ids if i not in items]
     if missing_ids:
         raise ValueError(f"no score for id(s) {missing_ids}; score every id exactly once")
@@ -215,13 +214,26 @@ def _check_keyed(items: dict[str, Any], ids: Sequence[str]) -> dict[str, int]:
 def _check_score(where: str, card_id: str, score: Any) -> None:
     if isinstance(score, bool) or not isinstance(score, int):
         raise ValueError(
-            f"{where}: score for {card_id!r} must be an integer, got {short_repr(score)}"
+            f"{where}: score for {card_id!r} must be an integer, got {_json_type(score)}"
         )
     if not SCORE_MIN <= score <= SCORE_MAX:
         raise ValueError(
-            f"{where}: score for {card_id!r} must be in {SCORE_MIN}..{SCORE_MAX}, "
-            f"got {short_repr(score)}"
+            f"{where}: score for {card_id!r} is out of range; it must be in "
+            f"{SCORE_MIN}..{SCORE_MAX}"
         )
+
+
+def _json_type(value: Any) -> str:
+    """What kind of JSON value ``value`` is, for a message that must not quote it."""
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, float):
+        return "a number with a fraction"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object" if isinstance(value, dict) else "null"
 
 
 def _check_item(where: str, item: Any, ids: Sequence[str], found: set[str]) -> str:
@@ -234,11 +246,14 @@ def _check_item(where: str, item: Any, ids: Sequence[str], found: set[str]) -> s
         unexpected = sorted(keys - {"id", "score"})
         detail = [f"missing {missing}"] if missing else []
         if unexpected:
-            detail.append(f"unexpected {short_repr(unexpected)} (no explanations or other keys)")
+            detail.append(
+                f"{len(unexpected)} unexpected key(s) (only 'id' and 'score': no explanations "
+                "or other keys)"
+            )
         raise ValueError(f"{where}: {', '.join(detail)}")
     card_id, score = item["id"], item["score"]
     if not isinstance(card_id, str) or card_id not in ids:
-        raise ValueError(f"{where}: unknown id {short_repr(card_id)}; the ids are {list(ids)}")
+        raise ValueError(f"{where}: 'id' is not one of the card ids {list(ids)}")
     if card_id in found:
         raise ValueError(f"{where}: id {card_id!r} is scored twice")
     _check_score(where, card_id, score)
@@ -376,7 +391,8 @@ def require_quorum(results: Sequence[JudgeResult], min_ok: int) -> list[JudgeRes
         f"required (prompt.scoring.min_ok_judges); statuses: {statuses}; judge steps: {paths}"
     )
     if first_error:
-        message += f"; first error: {preview(first_error, 200)}"
+        detail = first_error.split(" (output preview: ", 1)[0]  # the message's own follows
+        message += f"; first error: {preview(detail, 200)}"
     raise ModelOutputError(
         "invalid_judge_output", message, output=bad.output_preview if bad else ""
     )

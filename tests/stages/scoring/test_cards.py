@@ -126,15 +126,18 @@ def test_blank_text_is_rejected(field: str) -> None:
 @pytest.mark.parametrize(
     ("mutate", "loc"),
     [
-        (lambda d: d.__setitem__("id", "A"), "id"),
-        (lambda d: d.__setitem__("title", "x"), "title"),
-        (lambda d: d["options"].__setitem__("lighting", ["soft"]), "options.lighting"),
+        (lambda d: d.__setitem__("id_x", "A"), "(top level)"),
+        (lambda d: d.__setitem__("title_x", "x"), "(top level)"),
+        (lambda d: d["options"].__setitem__("lighting_x", ["soft"]), "options"),
     ],
 )
-def test_extra_keys_are_rejected(mutate: Callable[[dict[str, Any]], object], loc: str) -> None:
+def test_extra_keys_are_rejected_without_naming_them(
+    mutate: Callable[[dict[str, Any]], object], loc: str
+) -> None:
     with pytest.raises(ValueError) as info:
         parse_card(_card(mutate))
-    assert f"{loc}: unexpected key (not allowed)" in str(info.value)
+    assert f"{loc}: a key that is not in the schema (not allowed)" in str(info.value)
+    assert "_x" not in str(info.value)
 
 
 @pytest.mark.parametrize(
@@ -157,17 +160,18 @@ def test_non_string_items_are_rejected(
 
 
 @pytest.mark.parametrize(
-    ("text", "found"),
+    ("text", "extra", "where"),
     [
-        ("Here is my card: " + _card(), "Here is my card:"),
-        (_card() + "\nI hope you like it!", "I hope you like it!"),
-        ("Sure.\n```json\n" + _card() + "\n```", "Sure."),
+        ("Here is my card: " + _card(), "Here is my card:", "before"),
+        (_card() + "\nI hope you like it!", "I hope you like it!", "after"),
+        ("Sure.\n```json\n" + _card() + "\n```", "Sure.", "before"),
     ],
 )
-def test_prose_around_the_json_is_rejected(text: str, found: str) -> None:
+def test_prose_around_the_json_is_rejected(text: str, extra: str, where: str) -> None:
     with pytest.raises(ValueError, match="ONLY the JSON object") as info:
         parse_card(text)
-    assert found in str(info.value)
+    assert f"found text {where} the object" in str(info.value)
+    assert extra not in str(info.value)
 
 
 @pytest.mark.parametrize(
@@ -201,13 +205,13 @@ def test_empty_answer_is_rejected(text: str) -> None:
 def test_duplicate_keys_are_rejected() -> None:
     text = _card().replace('"hook":', '"hook": "first", "hook":', 1)
     assert text.count('"hook"') == 2
-    with pytest.raises(ValueError, match="duplicate key 'hook'"):
+    with pytest.raises(ValueError, match=r"a key appears twice .*\(duplicate keys\)"):
         parse_card(text)
 
 
 def test_duplicate_nested_keys_are_rejected() -> None:
     text = _card().replace('"medium":', '"medium": ["x"], "medium":', 1)
-    with pytest.raises(ValueError, match="duplicate key 'medium'"):
+    with pytest.raises(ValueError, match=r"\(duplicate keys\)"):
         parse_card(text)
 
 

@@ -81,7 +81,7 @@ def test_the_good_card_passes() -> None:
             },
             "the hook again",
         ),
-        ({"narrative": "the composition of the composition of the painting"}, "loops"),
+        ({"narrative": "the composition of the composition of the painting"}, "repetition loop"),
     ],
     ids=["cut-at-limit", "few-distinct-words", "repeated-option", "hook-copied", "loop"],
 )

@@ -77,16 +77,18 @@ def test_missing_id_is_named() -> None:
         parse_scores(_answer(_items(("A", 1), ("C", 3))), IDS)
 
 
-def test_unknown_id_is_named() -> None:
+def test_an_unknown_id_is_rejected_naming_the_ids() -> None:
     text = _answer(_items(("A", 1), ("B", 2), ("C", 3), ("D", 4)))
-    with pytest.raises(ValueError, match=r"scores\[3\]: unknown id 'D'"):
+    with pytest.raises(
+        ValueError, match=r"scores\[3\]: 'id' is not one of the card ids \['A', 'B', 'C'\]"
+    ):
         parse_scores(text, IDS)
 
 
 @pytest.mark.parametrize("bad_id", [1, None, "a"])
 def test_non_string_or_wrong_case_id_is_unknown(bad_id: object) -> None:
     text = _answer(_items((bad_id, 1), ("B", 2), ("C", 3)))
-    with pytest.raises(ValueError, match=r"scores\[0\]: unknown id"):
+    with pytest.raises(ValueError, match=r"scores\[0\]: 'id' is not one of the card ids"):
         parse_scores(text, IDS)
 
 
@@ -107,21 +109,23 @@ def test_json_true_literal_is_rejected() -> None:
     text = (
         '{"scores": [{"id": "A", "score": true}, {"id": "B", "score": 1}, {"id": "C", "score": 2}]}'
     )
-    with pytest.raises(ValueError, match="must be an integer, got True"):
+    with pytest.raises(ValueError, match="must be an integer, got a boolean"):
         parse_scores(text, IDS)
 
 
 @pytest.mark.parametrize("score", [-1, 101, 1000])
 def test_out_of_range_score_is_rejected(score: int) -> None:
     text = _answer(_items(("A", 1), ("B", score), ("C", 3)))
-    with pytest.raises(ValueError, match=rf"score for 'B' must be in 0\.\.100, got {score}"):
+    with pytest.raises(ValueError, match=r"score for 'B' is out of range; it must be in 0\.\.100$"):
         parse_scores(text, IDS)
 
 
 def test_extra_key_per_item_is_rejected() -> None:
     items = _items(("A", 1), ("B", 2), ("C", 3))
     items[1]["reason"] = "because it is nice"
-    with pytest.raises(ValueError, match=r"scores\[1\]: unexpected \['reason'\]"):
+    with pytest.raises(
+        ValueError, match=r"scores\[1\]: 1 unexpected key\(s\) \(only 'id' and 'score'"
+    ):
         parse_scores(_answer(items), IDS)
 
 
@@ -138,7 +142,9 @@ def test_non_object_item_is_rejected() -> None:
 
 def test_extra_top_level_key_is_rejected() -> None:
     text = _answer(_items(("A", 1), ("B", 2), ("C", 3)), rationale="A is best")
-    with pytest.raises(ValueError, match=r"unexpected top-level key\(s\) \['rationale'\]"):
+    with pytest.raises(
+        ValueError, match=r"1 unexpected top-level key\(s\); only 'scores' is allowed"
+    ):
         parse_scores(text, IDS)
 
 
@@ -367,9 +373,9 @@ def test_judge_schema_is_generated_from_the_answer_model(ids: tuple[str, ...]) -
     )
     assert set(parse_scores(answer, ids).values()) <= {SCORE_MAX, SCORE_MAX - 37}
     too_many = json.dumps({"scores": [{"id": i, "score": 1} for i in (*ids, "Z")]})
-    with pytest.raises(ValueError, match="unknown id 'Z'"):
+    with pytest.raises(ValueError, match="is not one of the card ids"):
         parse_scores(too_many, ids)
     keyed = json.dumps({"scores": {i: SCORE_MAX - 37 * (n % 2) for n, i in enumerate(ids)}})
     assert parse_scores(keyed, ids) == parse_scores(answer, ids)
-    with pytest.raises(ValueError, match="unknown id"):
+    with pytest.raises(ValueError, match="1 key\\(s\\) that are not card ids"):
         parse_scores(json.dumps({"scores": {**json.loads(keyed)["scores"], "Z": 1}}), ids)
