@@ -17,8 +17,10 @@ prose stages."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import re
+import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +31,9 @@ import pytest
 from image_project.app import RunFailed, run_generation
 from image_project.backends.base import TextReply, TextRequest
 from image_project.backends.offline import OfflineTextBackend
+from image_project.record import RunRecord
+from image_project.record.events import REJECTED_CHARS
+from image_project.record.scoring import IdeaCard
 from image_project.testing import FunctionTextBackend, last_user_text
 from tests.test_app import backends, make_cfg
 
@@ -229,3 +234,34 @@ async def test_a_card_reask_says_why_and_never_quotes(tmp_path: Path, reason: st
 @pytest.mark.parametrize("reason", list(CARD_CASES))
 async def test_a_variant_reask_says_why_and_never_quotes(tmp_path: Path, reason: str) -> None:
     await reask_case(tmp_path, is_variant, CARD_CASES[reason], *BASE, *EVOLUTION)
+
+
+# -- what the record keeps of a rejected answer -----------------------------------------------
+
+
+async def test_a_huge_rejected_answer_is_kept_bounded_with_its_length_and_hash(
+    tmp_path: Path,
+) -> None:
+    """A rejected answer of 3 MB is recorded as its first characters, its full length and its
+    SHA-256, in the transcript and in the run store; the accepted answer is kept whole."""
+    huge = f"Here is my {CANARY} answer. " + "lantern " * 375_000
+    injected = Injected(is_card, lambda r, v: huge)
+    await run_with(tmp_path, injected, *BASE)
+    (transcript,) = (tmp_path / "logs").glob("*_transcript.json")
+    record = RunRecord.model_validate_json(transcript.read_text(encoding="utf-8"))
+    reasks = [(e, r) for e in record.chat_steps for r in e.reasks]
+    assert len(reasks) == 1
+    event, reask = reasks[0]
+    assert reask.response == huge[:REJECTED_CHARS]
+    assert reask.response_chars == len(huge)
+    assert reask.response_sha256 == hashlib.sha256(huge.encode()).hexdigest()
+    assert event.response is not None and event.response_chars is None  # accepted: whole
+    assert IdeaCard.model_validate_json(event.response)
+    assert transcript.stat().st_size < len(huge) / 10
+    store = tmp_path / "logs" / "runs.sqlite"
+    assert store.exists() and store.stat().st_size < len(huge) / 10
+    with sqlite3.connect(store) as conn:
+        tables = [t for (t,) in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        for table in tables:
+            for row in conn.execute(f'SELECT * FROM "{table}"'):
+                assert not any(isinstance(v, str) and len(v) >= len(huge) for v in row), table
