@@ -10,9 +10,9 @@ not hold the other parts of the answer a message could quote (``also_absent``). 
 never re-asks a reason (a judge's refusal; a ``logprobs`` judge's sampled scores, gated after
 the weighting) must send no re-ask at all.
 
-Step kinds: idea card, variant, judge (``list``, ``reasoned``, ``pointwise``, ``pairwise``,
-``logprobs``), the LLM selector, the dislike rewrite, the profile hints, the title and the
-prose stages."""
+Step kinds: idea card, variant, judge (the ``list`` protocol; the other protocols read their
+answers through the same output parser), the LLM selector, the dislike rewrite, the profile
+hints, the title and the prose stages. A canary is matched in any letter case."""
 
 from __future__ import annotations
 
@@ -149,7 +149,7 @@ def check(backend: FunctionTextBackend, injected: Injected, case: Case) -> None:
     assert first is not None, "no request of this step kind was made"
     sent = [json.dumps([m.content for m in r.messages]) for r in backend.requests]
     canaries = (CANARY, TITLE_CANARY, str(NUMBER))
-    leaked = [(i, c) for i, text in enumerate(sent) for c in canaries if c in text]
+    leaked = [(i, c) for i, text in enumerate(sent) for c in canaries if c.lower() in text.lower()]
     assert not leaked, f"a rejected answer's text reached a request: {leaked}"
     prompt = last_user_text(first)
     reasks = [
@@ -265,3 +265,63 @@ async def test_a_huge_rejected_answer_is_kept_bounded_with_its_length_and_hash(
         for table in tables:
             for row in conn.execute(f'SELECT * FROM "{table}"'):
                 assert not any(isinstance(v, str) and len(v) >= len(huge) for v in row), table
+
+
+# -- judges, the selector, the dislike rewrite, the hints, the title and the prose -----------
+
+
+def _step(schema: str | None, system: str) -> Callable[[TextRequest], bool]:
+    def match(r: TextRequest) -> bool:
+        return schema_of(r) == schema and system_of(r).startswith(system)
+
+    return match
+
+
+is_judge = _step("idea_scores", "You are a judge")
+is_selector = _step("survivor_selection", "You choose which candidates")
+is_rewrite = _step("concept_rewrite", "You rewrite art concepts")
+is_hints = _step("generator_profile_hints", "You turn a person's art taste profile")
+is_title = _step(None, "You name finished artworks")
+is_prose = _step(None, "You are an enclave of artists")
+
+
+@pytest.mark.parametrize("reason", list(JSON_CASES))
+async def test_a_judge_reask_says_why_and_never_quotes(tmp_path: Path, reason: str) -> None:
+    await reask_case(tmp_path, is_judge, JSON_CASES[reason], *BASE)
+
+
+@pytest.mark.parametrize("reason", list(JSON_CASES))
+async def test_a_selector_reask_says_why_and_never_quotes(tmp_path: Path, reason: str) -> None:
+    await reask_case(tmp_path, is_selector, JSON_CASES[reason], *BASE, *EVOLUTION)
+
+
+@pytest.mark.parametrize("reason", list(JSON_CASES))
+async def test_a_rewrite_reask_says_why_and_never_quotes(tmp_path: Path, reason: str) -> None:
+    await reask_case(tmp_path, is_rewrite, JSON_CASES[reason], *BASE)
+
+
+@pytest.mark.parametrize("reason", list(JSON_CASES))
+async def test_a_hints_reask_says_why_and_never_quotes(tmp_path: Path, reason: str) -> None:
+    await reask_case(tmp_path, is_hints, JSON_CASES[reason], *BASE)
+
+
+TITLE_CASES: dict[str, Case] = {
+    "not_title_case": Case(lambda r, v: f"{TITLE_CANARY.lower()} harbour", "not Title Case"),
+    "characters": Case(lambda r, v: f"{TITLE_CANARY} 9 Harbour!", "characters other than"),
+}
+
+
+@pytest.mark.parametrize("reason", list(TITLE_CASES))
+async def test_a_title_reask_says_why_and_never_quotes(tmp_path: Path, reason: str) -> None:
+    await reask_case(tmp_path, is_title, TITLE_CASES[reason])
+
+
+PROSE_CASES: dict[str, Case] = {
+    "loop": Case(lambda r, v: " ".join([f"the {CANARY} lantern glows"] * 12), "loop"),
+    "cut_off": Case(lambda r, v: cut(f"A {CANARY} harbour at"), "cut off"),
+}
+
+
+@pytest.mark.parametrize("reason", list(PROSE_CASES))
+async def test_a_prose_reask_says_why_and_never_quotes(tmp_path: Path, reason: str) -> None:
+    await reask_case(tmp_path, is_prose, PROSE_CASES[reason])
