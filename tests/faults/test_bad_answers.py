@@ -98,9 +98,16 @@ async def test_a_bad_judge_answer_gets_its_status_and_the_quorum_carries_the_run
         assert step["error"] is None
     else:
         error = step["error"]
+        assert set(error) == {"type", "message", "reason", "output_preview", "status"}, error
         assert error["type"] in ("ModelOutputError", "RefusalError", "EmptyResponseError")
         assert "pipeline/blackbox_scoring/judges/warm" in error["message"]
         assert len(error.get("output_preview") or "") <= 200
+    others = {
+        s["path"]: s["error"]
+        for s in t["steps"]
+        if s["path"].startswith("pipeline/blackbox_scoring/judges/") and "/warm" not in s["path"]
+    }
+    assert others == {f"pipeline/blackbox_scoring/judges/{j}": None for j in ("strict", "novel")}
     assert t["error"] is None and len(images(tmp_path)) == 1  # the run completed
 
 
