@@ -129,7 +129,7 @@ async def test_below_the_quorum_the_run_fails_cleanly(tmp_path: Path, allow_loop
             await run(tmp_path, server)
     (t,) = transcripts(tmp_path)
     error = t["error"]
-    assert error["reason"] == "invalid_judge_output"
+    assert (error["type"], error["reason"]) == ("ModelOutputError", "invalid_judge_output")
     assert error["path"] == "pipeline/blackbox_scoring/select"
     assert len(error["output_preview"]) <= 200
     assert "strict=parse_error" in str(caught.value) and "warm=refused" in str(caught.value)
