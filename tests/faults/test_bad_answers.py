@@ -147,7 +147,10 @@ async def test_a_card_in_prose_is_reasked_and_then_accepted(
     assert len(step["reasks"]) == 1 and step["attempts"] == 2
     # Stateless re-ask: the same system prompt, and the original prompt restated.
     assert [m["role"] for m in second.body["messages"]] == ["system", "user"]
+    assert second.body["messages"][0] == first.body["messages"][0]
     assert second.body["messages"][1]["content"].startswith(first.body["messages"][1]["content"])
+    restated = second.body["messages"][1]["content"]
+    assert "rejected by validation:\nexpected a JSON object, found no {...}" in restated
     assert t["error"] is None
 
 
