@@ -381,6 +381,7 @@ async def test_a_429_saying_the_quota_is_used_up_is_not_retried(
     assert "quota of the account behind MY_KEY is used up" in message
     assert (code or type_) in message and QUOTA_MESSAGE in message
     assert "Not retried" in message and server.base_url in message
+    assert "add credit" in message  # where to go about it
     assert not isinstance(err, RateLimitedError)
 
 

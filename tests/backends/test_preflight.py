@@ -171,6 +171,6 @@ def test_a_connection_cut_is_retried_and_a_refused_one_is_said_at_once(
         sock.bind(("127.0.0.1", 0))  # bound, never listening: refused
         url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
         target = ProbeTarget("backend", url, "k", "K", 5.0, (), retry=RetryPolicy())
-        with pytest.raises(ConfigError, match="models failed"):
+        with pytest.raises(ConfigError, match=r"^backend\.base_url: .*/models failed"):
             anyio.run(probe_backends, [target])
     assert len(probe_waits.waits) == 1  # the cut connection's retry only

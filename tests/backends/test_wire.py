@@ -143,8 +143,21 @@ async def test_a_retry_after_a_timeout_sends_a_smaller_limit_and_says_so(
     )
 
 
+async def test_a_retry_after_a_timeout_of_a_call_without_a_limit_is_the_same_request(
+    allow_loopback: None,
+) -> None:
+    with OpenAIServer() as server:
+        server.script(Reply(delay_s=10.0), Reply(body=chat_completion("ok")))
+        async with open_backends(server, timeout_s=0.2, retry=RetryPolicy(max_attempts=2)) as b:
+            reply = await b.text.complete(request(max_output_tokens=None))
+        first, second = server.request_bodies
+    assert "max_completion_tokens" not in first and first == second
+    assert reply.notes == ()
+
+
 def test_the_shrunk_limit_halves_down_to_a_floor_never_above_the_limit() -> None:
     assert shrunk_limit(4000) == 2000
+    assert shrunk_limit(300) == 256  # half, but at least 256
     assert shrunk_limit(SHRINK_FLOOR + 10) == SHRINK_FLOOR
     assert shrunk_limit(100) == 100  # already below the floor: unchanged
     assert shrunk_limit(2 * SHRINK_FLOOR) == SHRINK_FLOOR

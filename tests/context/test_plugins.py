@@ -128,6 +128,7 @@ def test_a_plugin_calling_sys_exit_at_import_is_reported_naming_it(
     err = capsys.readouterr().err
     assert code == cli.EXIT_CONFIG
     assert f"configuration error: context.plugins[0]: cannot import {name!r}: it called" in err
+    assert "it called sys.exit(3) while being imported" in err
 
 
 def test_the_cli_exits_2_before_any_call_for_a_bad_plugin(

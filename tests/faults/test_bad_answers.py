@@ -98,9 +98,16 @@ async def test_a_bad_judge_answer_gets_its_status_and_the_quorum_carries_the_run
         assert step["error"] is None
     else:
         error = step["error"]
+        assert set(error) == {"type", "message", "reason", "output_preview", "status"}, error
         assert error["type"] in ("ModelOutputError", "RefusalError", "EmptyResponseError")
         assert "pipeline/blackbox_scoring/judges/warm" in error["message"]
         assert len(error.get("output_preview") or "") <= 200
+    others = {
+        s["path"]: s["error"]
+        for s in t["steps"]
+        if s["path"].startswith("pipeline/blackbox_scoring/judges/") and "/warm" not in s["path"]
+    }
+    assert others == {f"pipeline/blackbox_scoring/judges/{j}": None for j in ("strict", "novel")}
     assert t["error"] is None and len(images(tmp_path)) == 1  # the run completed
 
 
@@ -122,7 +129,7 @@ async def test_below_the_quorum_the_run_fails_cleanly(tmp_path: Path, allow_loop
             await run(tmp_path, server)
     (t,) = transcripts(tmp_path)
     error = t["error"]
-    assert error["reason"] == "invalid_judge_output"
+    assert (error["type"], error["reason"]) == ("ModelOutputError", "invalid_judge_output")
     assert error["path"] == "pipeline/blackbox_scoring/select"
     assert len(error["output_preview"]) <= 200
     assert "strict=parse_error" in str(caught.value) and "warm=refused" in str(caught.value)
@@ -140,7 +147,10 @@ async def test_a_card_in_prose_is_reasked_and_then_accepted(
     assert len(step["reasks"]) == 1 and step["attempts"] == 2
     # Stateless re-ask: the same system prompt, and the original prompt restated.
     assert [m["role"] for m in second.body["messages"]] == ["system", "user"]
+    assert second.body["messages"][0] == first.body["messages"][0]
     assert second.body["messages"][1]["content"].startswith(first.body["messages"][1]["content"])
+    restated = second.body["messages"][1]["content"]
+    assert "rejected by validation:\nexpected a JSON object, found no {...}" in restated
     assert t["error"] is None
 
 

@@ -96,6 +96,7 @@ def record_file(which: str, content: bytes | None, message: str) -> Case:
 CATEGORIES_HEADER = ",".join(EXPECTED_COLUMNS).encode()
 GENERATIONS_HEADER = ",".join(GENERATIONS_FIELDS).encode()
 MANIFEST_HEADER = ",".join(MANIFEST_FIELDS).encode()
+MANIFEST_ROW = b"1,Ok,g,p,i,,,,,,,\r\n"
 
 CASES: dict[str, Case] = {
     "log_dir_under_a_file": unwritable_dir("image", "log_path", "logs"),
@@ -116,7 +117,7 @@ CASES: dict[str, Case] = {
     "categories_not_utf8": input_file(
         "categories_path",
         CATEGORIES_HEADER + b"\n" + "Café".encode("latin-1") + b",a,b,c,d,e,f,g\n",
-        "not valid UTF-8 (byte 0xe9",
+        f"not valid UTF-8 (byte 0xe9 at offset {len(CATEGORIES_HEADER) + 4})",
     ),
     "categories_utf16": input_file(
         "categories_path", CATEGORIES_HEADER.decode().encode("utf-16"), "looks like UTF-16"
@@ -157,8 +158,9 @@ CASES: dict[str, Case] = {
     ),
     "manifest_not_utf8_late": record_file(
         "manifest",
-        MANIFEST_HEADER + b"\r\n" + b"1,Ok,g,p,i,,,,,,,\r\n" * 50 + b"2,\xff\xfe,g,p,i,,,,,,,\r\n",
-        "titles manifest is not valid UTF-8 (byte 0xff",
+        MANIFEST_HEADER + b"\r\n" + MANIFEST_ROW * 50 + b"2,\xff\xfe,g,p,i,,,,,,,\r\n",
+        "titles manifest is not valid UTF-8 (byte 0xff at offset "
+        f"{len(MANIFEST_HEADER) + 2 + 50 * len(MANIFEST_ROW) + 2})",
     ),
 }
 
