@@ -19,9 +19,11 @@ from typing import Any
 import pytest
 
 from image_project.backends.base import TextRequest
+from image_project.errors import ConfigError
 from image_project.stages.profile import avoid_list, load_profile
 from image_project.stages.scoring.cards import CARD_OUTPUT
 from image_project.testing import FunctionTextBackend, last_user_text
+from tests.support.openai_server import OpenAIServer
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
@@ -284,6 +286,29 @@ def test_the_verdict_names_a_protocol_only_by_its_fixed_rule(
     text = judging.verdict(_verdict_doc(intervals, ok_share))
     expected = "keep `list`" if recommended == "list" else f"`{recommended}`"
     assert f"**Recommendation: {expected}**" in text
+
+
+@pytest.mark.anyio
+async def test_the_json_is_rewritten_after_every_protocols_round(
+    tmp_path: Path, allow_loopback: None
+) -> None:
+    """A run stopped after its first protocol-round (here by an unknown protocol next in
+    ``--protocols``) leaves a JSON with that round and its figures, on the fake OpenAI server
+    on 127.0.0.1."""
+    out = tmp_path / "judging.json"
+    args = judging.parse_args(["--rounds", "1", "--protocols", "list,nope", "--json", str(out)])
+    with OpenAIServer(offline=True) as server:
+        servers = judging.Servers(
+            urls={"instruct": server.base_url, "base": server.base_url},
+            models={"instruct": "fake-judge", "base": "fake-judge"},
+            speed={"instruct": {"decode_tok_s": 100.0, "prompt_tok_s": 1000.0}},
+        )
+        doc: dict[str, Any] = {"settings": {}, "round_results": []}
+        with pytest.raises(ConfigError):
+            await judging.bench(args, servers, doc)
+    written = json.loads(out.read_text(encoding="utf-8"))
+    assert [(r["protocol"], r["round"]) for r in written["round_results"]] == [("list", 0)]
+    assert list(written["protocols"]) == ["list"]
 
 
 def test_the_call_timeout_scales_with_the_measured_speed() -> None:
