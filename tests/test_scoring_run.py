@@ -21,7 +21,7 @@ from image_project.backends.base import TextReply, TextRequest
 from image_project.engine import walk
 from image_project.errors import ServerError
 from image_project.record import RunRecord, ScoringRecord, gate_counts
-from image_project.seeding import derive_seed
+from image_project.seeding import derive_seed, rng_for
 from image_project.stages.profile import load_profile
 from image_project.stages.standard import Brief, prompt_pipeline
 from image_project.summary import gate_lines, record_lines
@@ -691,3 +691,20 @@ async def test_the_novelty_keys_set_the_penalty_a_run_subtracts(tmp_path: Path) 
     assert await penalties("capped", f"{per_share}=40", "prompt.scoring.novelty.max_penalty=5") == {
         5.0
     }
+
+
+async def test_each_judge_sees_the_cards_in_the_order_its_own_seed_makes(tmp_path: Path) -> None:
+    """``rng_for(run_seed, "judge_order", judge id)`` shuffles the cards each judge is shown;
+    the record's ``judges[].order`` and the step's ``meta.order`` say the same."""
+    text = FunctionTextBackend(scoring_answer)
+    await run_generation(make_cfg(tmp_path, *ENSEMBLE), backends(text))
+    data = transcript(tmp_path)
+    steps = {s["path"]: s for s in data["steps"]}
+    for judge in data["blackbox_scoring"]["judges"]:
+        expected = list("ABCDEF")
+        rng_for(SEED, "judge_order", judge["id"]).shuffle(expected)
+        (request,) = [r for r in text.requests if r.seed == judge_seed(judge["id"])]
+        shown = [json.loads(line)["id"] for line in last_user_text(request).splitlines()
+                 if line.startswith('{"id"')]  # fmt: skip
+        assert shown == judge["order"] == expected
+        assert steps[judge["path"]]["meta"]["order"] == expected
