@@ -189,6 +189,9 @@ def test_mean_examples(
         ([50, 80, 50, 90], [3, 1, 1, 1], 1, 57.5),
         ([10, 40, 60, 60], [1, 1, 4, 1], 1, 50),
         ([10, 10, 60, 90], [4, 1, 1, 1], 1, 20),
+        # a weight-0 judge still takes a place in the trimming order (docs/scoring.md, Weights)
+        ([20, 70, 80, 90], [0, 1, 1, 1], 1, 75),
+        ([70, 80, 90], [1, 1, 1], 1, 80),
     ],
 )
 def test_trimmed_mean_examples(
