@@ -460,7 +460,8 @@ def _worked_examples() -> list[list[str]]:
 def test_the_worked_examples_of_the_docs_are_what_the_code_computes(cells: list[str]) -> None:
     scores = [int(s) for s in cells[0].split(",")]
     weights = [float(w) for w in cells[1].split(",")]
-    for method, cell in zip(("median", "weighted_median", "mean"), cells[2:5], strict=True):
+    methods: tuple[Method, ...] = ("median", "weighted_median", "mean")
+    for method, cell in zip(methods, cells[2:5], strict=True):
         assert agg(scores, weights, method=method) == float(cell), (method, cell)
     trimmed = cells[5]
     if "leaves none" in trimmed:

@@ -210,6 +210,7 @@ def test_a_judge_with_one_score_for_every_card_is_left_out_of_the_aggregate() ->
     two = {"a": {"A": 60, "B": 80}, "b": {"A": 75, "B": 70}, "tie": {"A": 70, "B": 70}}
     three = {"a": {"A": 60, "B": 70, "C": 85}, "b": {"A": 95, "B": 20, "C": 50}}
     three["tie"] = {"A": 70, "B": 70, "C": 70}
+    cases: list[tuple[tuple[str, ...], dict[str, dict[str, int]], str]]
     cases = [(("A", "B"), two, "robust")]
     cases += [(IDS, three, how) for how in ("zscores", "robust", "ranks")]
     for ids, panel, how in cases:
