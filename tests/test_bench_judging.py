@@ -19,9 +19,11 @@ from typing import Any
 import pytest
 
 from image_project.backends.base import TextRequest
+from image_project.errors import ConfigError
 from image_project.stages.profile import avoid_list, load_profile
 from image_project.stages.scoring.cards import CARD_OUTPUT
 from image_project.testing import FunctionTextBackend, last_user_text
+from tests.support.openai_server import OpenAIServer
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
@@ -64,7 +66,8 @@ def test_each_round_has_one_sound_card_and_every_defect_once() -> None:
 def test_defects_name_the_profiles_dislikes_and_the_rounds_concepts() -> None:
     dislikes = set(avoid_list(load_profile(REPO / DATA["profile"])))
     with (REPO / DATA["categories"]).open(encoding="utf-8", newline="") as f:
-        concepts = {cell for row in csv.DictReader(f) for cell in row.values()}
+        rows = list(csv.DictReader(f))
+    concepts = {cell for row in rows for cell in row.values()}
     subjects = set()
     for r in DATA["rounds"]:
         assert set(r["concepts"]) <= concepts
@@ -74,7 +77,10 @@ def test_defects_name_the_profiles_dislikes_and_the_rounds_concepts() -> None:
         assert by["concept_contradicted"]["detail"] in r["concepts"]
         sound = by["none"]["card"]
         assert not any(d.lower() in json.dumps(sound).lower() for d in ("clown", "spider"))
-    assert len(subjects) >= 10  # the subjects vary across rounds
+    assert subjects == {row["Subject Matter"] for row in rows}  # every subject, in cycle
+    assert [r["concepts"][0] for r in DATA["rounds"][: len(rows)]] == [
+        row["Subject Matter"] for row in rows
+    ]
 
 
 # --------------------------------------------------------------------------- the maths
@@ -208,6 +214,101 @@ async def test_logprobs_without_log_probabilities_is_a_counted_fallback() -> Non
     row = await _round("logprobs", _fake_judge(_quality(DATA["rounds"][0])))
     rep = judging.report([row], DATA["defects"])["logprobs"]
     assert rep["logprobs_fallbacks"] == 4  # every judge said so; none silently
+
+
+@pytest.mark.anyio
+async def test_a_tie_with_the_sound_card_is_no_catch() -> None:
+    """The near-duplicate scored exactly as the sound card by every judge is not caught."""
+    quality = _quality(DATA["rounds"][0])
+    sound = next(c["card"]["hook"] for c in DATA["rounds"][0]["cards"] if c["defect"] == "none")
+    copy = next(
+        c["card"]["hook"] for c in DATA["rounds"][0]["cards"] if c["defect"] == "near_duplicate"
+    )
+    quality[copy] = quality[sound]
+    row = await _round("list", _fake_judge(quality))
+    for outcome in row["panels"].values():
+        assert outcome["status"] == "ok"
+        assert outcome["caught"]["near_duplicate"] is False
+        assert all(v for d, v in outcome["caught"].items() if d != "near_duplicate")
+
+
+@pytest.mark.anyio
+async def test_each_judge_sees_its_own_order_and_logprobs_sends_the_list_prompts() -> None:
+    """Every judge of a round is shown the six cards in its own seeded order, as in a run,
+    and a ``logprobs`` round sends exactly the prompts of the ``list`` round (so a server's
+    prompt cache answers it), plus the request for log-probabilities."""
+    quality = _quality(DATA["rounds"][0])
+    as_list, as_logprobs = _fake_judge(quality), _fake_judge(quality)
+    await _round("list", as_list)
+    await _round("logprobs", as_logprobs)
+
+    def prompts(fake: FunctionTextBackend) -> list[tuple[tuple[str, str], ...]]:
+        return sorted(tuple((m.role, m.content) for m in r.messages) for r in fake.requests)
+
+    assert len(as_list.requests) == 4 and prompts(as_list) == prompts(as_logprobs)
+    assert {r.top_logprobs for r in as_list.requests} == {None}
+    assert {r.top_logprobs for r in as_logprobs.requests} == {10}
+    orders = [
+        tuple(json.loads(line)["id"] for line in CARD_LINE.findall(last_user_text(r)))
+        for r in as_list.requests
+    ]
+    assert all(sorted(order) == list("ABCDEF") for order in orders)
+    assert len(set(orders)) > 1, orders
+
+
+def _verdict_doc(intervals: dict[str, tuple[float, float]], ok_share: float) -> dict[str, Any]:
+    """A bench JSON with the panel-of-3 top-1 interval of each protocol and every judge of
+    the first protocol ``ok`` in ``ok_share`` of its 20 judge-rounds (the others always)."""
+    protocols: dict[str, Any] = {}
+    for i, (name, (lo, hi)) in enumerate(intervals.items()):
+        ok = round(20 * ok_share) if i == 0 else 20
+        protocols[name] = {
+            "panels": {judging.VERDICT_PANEL: {"top1": {"k": 5, "n": 20, "lo": lo, "hi": hi}}},
+            "judge_statuses": {"strict": {"ok": ok, "degenerate": 20 - ok}},
+        }
+    return {"chance": 1 / 6, "protocols": protocols}
+
+
+@pytest.mark.parametrize(
+    ("intervals", "ok_share", "recommended"),
+    [
+        # wholly above every other protocol's interval, judges usable in 90 %: the default
+        ({"pointwise": (0.6, 0.9), "list": (0.1, 0.4), "reasoned": (0.2, 0.5)}, 0.9, "pointwise"),
+        # the same with judges usable in 85 % of their rounds: list stays
+        ({"pointwise": (0.6, 0.9), "list": (0.1, 0.4), "reasoned": (0.2, 0.5)}, 0.85, "list"),
+        # above one protocol but overlapping another: list stays
+        ({"pointwise": (0.45, 0.9), "list": (0.1, 0.4), "reasoned": (0.2, 0.5)}, 1.0, "list"),
+    ],
+)
+def test_the_verdict_names_a_protocol_only_by_its_fixed_rule(
+    intervals: dict[str, tuple[float, float]], ok_share: float, recommended: str
+) -> None:
+    text = judging.verdict(_verdict_doc(intervals, ok_share))
+    expected = "keep `list`" if recommended == "list" else f"`{recommended}`"
+    assert f"**Recommendation: {expected}**" in text
+
+
+@pytest.mark.anyio
+async def test_the_json_is_rewritten_after_every_protocols_round(
+    tmp_path: Path, allow_loopback: None
+) -> None:
+    """A run stopped after its first protocol-round (here by an unknown protocol next in
+    ``--protocols``) leaves a JSON with that round and its figures, on the fake OpenAI server
+    on 127.0.0.1."""
+    out = tmp_path / "judging.json"
+    args = judging.parse_args(["--rounds", "1", "--protocols", "list,nope", "--json", str(out)])
+    with OpenAIServer(offline=True) as server:
+        servers = judging.Servers(
+            urls={"instruct": server.base_url, "base": server.base_url},
+            models={"instruct": "fake-judge", "base": "fake-judge"},
+            speed={"instruct": {"decode_tok_s": 100.0, "prompt_tok_s": 1000.0}},
+        )
+        doc: dict[str, Any] = {"settings": {}, "round_results": []}
+        with pytest.raises(ConfigError):
+            await judging.bench(args, servers, doc)
+    written = json.loads(out.read_text(encoding="utf-8"))
+    assert [(r["protocol"], r["round"]) for r in written["round_results"]] == [("list", 0)]
+    assert list(written["protocols"]) == ["list"]
 
 
 def test_the_call_timeout_scales_with_the_measured_speed() -> None:

@@ -16,11 +16,12 @@ import anyio
 import pytest
 
 from image_project.app import RunFailed, run_generation
+from image_project.artifacts.generations import append_generation_row
 from image_project.backends.base import TextReply, TextRequest
 from image_project.engine import walk
 from image_project.errors import ServerError
 from image_project.record import RunRecord, ScoringRecord, gate_counts
-from image_project.seeding import derive_seed
+from image_project.seeding import derive_seed, rng_for
 from image_project.stages.profile import load_profile
 from image_project.stages.standard import Brief, prompt_pipeline
 from image_project.summary import gate_lines, record_lines
@@ -649,3 +650,61 @@ async def test_an_all_equal_judge_is_not_reasked_and_a_positional_one_gets_its_o
     assert warm[1].temperature == 0.3
     (first, _) = steps["warm"]["reasks"]
     assert first["seed"] == warm[1].seed and first["temperature"] == 0.3
+
+
+async def test_the_novelty_keys_set_the_penalty_a_run_subtracts(tmp_path: Path) -> None:
+    """``novelty.penalty_per_share`` and ``novelty.max_penalty`` reach the score table: every
+    card repeats the motif ``lantern keeper`` of 3 of the last 4 prompts, so it costs
+    per_share x 0.75, at most the cap, and the effective score is the aggregate less it;
+    every judge is told the motif."""
+
+    async def penalties(name: str, *keys: str) -> set[float]:
+        out = tmp_path / name
+        out.mkdir()
+        prompts = ["Lantern keeper at dusk", "A lantern keeper asleep", "Lantern keeper, rain"]
+        for i, prompt in enumerate([*prompts, "Glacier caves at noon"]):
+            append_generation_row(
+                out / "generations.csv",
+                {
+                    "generation_id": f"g{i}",
+                    "selected_concepts": ["Baroque", "Calm"],
+                    "final_image_prompt": prompt,
+                    "created_at": "2024-05-01T10:00:00Z",
+                },
+            )
+        text = FunctionTextBackend(scoring_answer)
+        await run_generation(make_cfg(out, *ENSEMBLE, *keys), backends(text))
+        bbs = transcript(out)["blackbox_scoring"]
+        assert bbs["novelty"]["used"] is True
+        judged = [r for r in text.requests if role(r) == "idea_scores"]
+        assert len(judged) == 3
+        assert all("lantern keeper (3/4)" in last_user_text(r) for r in judged)
+        for row in bbs["score_table"]:
+            assert row["effective_score"] == max(
+                0, round(row["aggregate"] - row["novelty_penalty"], 3)
+            )
+        return {row["novelty_penalty"] for row in bbs["score_table"]}
+
+    per_share = "prompt.scoring.novelty.penalty_per_share"
+    assert await penalties("twenty", f"{per_share}=20") == {15.0}
+    assert await penalties("forty", f"{per_share}=40") == {30.0}
+    assert await penalties("capped", f"{per_share}=40", "prompt.scoring.novelty.max_penalty=5") == {
+        5.0
+    }
+
+
+async def test_each_judge_sees_the_cards_in_the_order_its_own_seed_makes(tmp_path: Path) -> None:
+    """``rng_for(run_seed, "judge_order", judge id)`` shuffles the cards each judge is shown;
+    the record's ``judges[].order`` and the step's ``meta.order`` say the same."""
+    text = FunctionTextBackend(scoring_answer)
+    await run_generation(make_cfg(tmp_path, *ENSEMBLE), backends(text))
+    data = transcript(tmp_path)
+    steps = {s["path"]: s for s in data["steps"]}
+    for judge in data["blackbox_scoring"]["judges"]:
+        expected = list("ABCDEF")
+        rng_for(SEED, "judge_order", judge["id"]).shuffle(expected)
+        (request,) = [r for r in text.requests if r.seed == judge_seed(judge["id"])]
+        shown = [json.loads(line)["id"] for line in last_user_text(request).splitlines()
+                 if line.startswith('{"id"')]  # fmt: skip
+        assert shown == judge["order"] == expected
+        assert steps[judge["path"]]["meta"]["order"] == expected

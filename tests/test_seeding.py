@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import hashlib
+import json
 import subprocess
 import sys
 
@@ -22,6 +24,16 @@ def test_labels_and_seed_change_the_value_and_stay_in_range() -> None:
     }
     assert len(values) == 8
     assert all(0 <= v <= MAX_SEED for v in values)
+
+
+@pytest.mark.parametrize(("seed", "labels"), [(7, ("selection",)), (42, ("step", "idea", "A"))])
+def test_derive_seed_is_the_sha256_recipe_of_the_docs(seed: int, labels: tuple[str, ...]) -> None:
+    """docs/scoring.md, Determinism: SHA-256 of the compact JSON ``[seed, *labels]``, its
+    first 4 bytes read big-endian, masked to 31 bits, so anyone can recompute a seed."""
+    payload = json.dumps([seed, *labels], separators=(",", ":")).encode()
+    expected = int.from_bytes(hashlib.sha256(payload).digest()[:4], "big") & (2**31 - 1)
+    assert derive_seed(seed, *labels) == expected
+    assert MAX_SEED == 2**31 - 1
 
 
 def test_rng_for_is_reproducible() -> None:

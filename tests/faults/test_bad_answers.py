@@ -133,6 +133,11 @@ async def test_below_the_quorum_the_run_fails_cleanly(tmp_path: Path, allow_loop
     assert error["path"] == "pipeline/blackbox_scoring/select"
     assert len(error["output_preview"]) <= 200
     assert "strict=parse_error" in str(caught.value) and "warm=refused" in str(caught.value)
+    # The transcript keeps every judge's status and says that no card was selected.
+    scoring = t["blackbox_scoring"]
+    assert scoring["selected_id"] is None
+    statuses = {j["id"]: j["status"] for j in scoring["judges"]}
+    assert statuses == {"strict": "parse_error", "warm": "refused", "novel": "ok"}
     assert images(tmp_path) == [] and read_rows(tmp_path / "out" / "generations.csv") == []
 
 

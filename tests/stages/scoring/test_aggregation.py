@@ -5,7 +5,10 @@ worked example, their errors, and how the score table and the selector use the a
 
 from __future__ import annotations
 
+import itertools
+import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, cast
 
 import pytest
@@ -186,6 +189,9 @@ def test_mean_examples(
         ([50, 80, 50, 90], [3, 1, 1, 1], 1, 57.5),
         ([10, 40, 60, 60], [1, 1, 4, 1], 1, 50),
         ([10, 10, 60, 90], [4, 1, 1, 1], 1, 20),
+        # a weight-0 judge still takes a place in the trimming order (docs/scoring.md, Weights)
+        ([20, 70, 80, 90], [0, 1, 1, 1], 1, 75),
+        ([70, 80, 90], [1, 1, 1], 1, 80),
     ],
 )
 def test_trimmed_mean_examples(
@@ -431,3 +437,38 @@ def test_select_breaks_effective_ties_by_the_aggregate_then_the_id() -> None:
     assert [r.effective_score for r in rows] == [65, 65, 65]
     selection = select(rows, exploration_rate=0.0, run_seed=3)
     assert selection.ranking == ("A", "B", "C")
+
+
+# -- the worked examples of docs/scoring.md ----------------------------------------------
+
+SCORING_MD = Path(__file__).resolve().parents[3] / "docs" / "scoring.md"
+
+
+def _worked_examples() -> list[list[str]]:
+    """The rows of the table under "**Worked examples**" in docs/scoring.md, as cells."""
+    text = SCORING_MD.read_text(encoding="utf-8")
+    after = text.split("**Worked examples**", 1)[1]
+    lines = itertools.dropwhile(lambda line: not line.startswith("|"), after.splitlines())
+    rows = list(itertools.takewhile(lambda line: line.startswith("|"), lines))
+    table = [[cell.strip() for cell in line.strip("|").split("|")] for line in rows[2:]]
+    if not table:
+        raise AssertionError("no worked-examples table found in docs/scoring.md")
+    return table
+
+
+@pytest.mark.parametrize("cells", _worked_examples(), ids=lambda cells: " / ".join(cells[:2]))
+def test_the_worked_examples_of_the_docs_are_what_the_code_computes(cells: list[str]) -> None:
+    scores = [int(s) for s in cells[0].split(",")]
+    weights = [float(w) for w in cells[1].split(",")]
+    methods: tuple[Method, ...] = ("median", "weighted_median", "mean")
+    for method, cell in zip(methods, cells[2:5], strict=True):
+        assert agg(scores, weights, method=method) == float(cell), (method, cell)
+    trimmed = cells[5]
+    if "leaves none" in trimmed:
+        with pytest.raises(ValueError):
+            agg(scores, weights, method="trimmed_mean", trim=1)
+        return
+    claims = re.findall(r"([\d.]+) \(`trim: (\d+)`\)", trimmed)
+    assert claims, trimmed
+    for value, trim in claims:
+        assert agg(scores, weights, method="trimmed_mean", trim=int(trim)) == float(value)

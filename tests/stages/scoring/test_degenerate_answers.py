@@ -174,4 +174,6 @@ def test_a_judge_scoring_by_position_is_reasked_with_its_own_seed_and_a_small_te
     assert first is not None and second is not None
     assert first[0] not in (1234, second[0])
     assert first[1] == second[1] == REASK_TEMPERATURE == 0.3
+    hot = degenerate_reask_sampling(1234, 0.7)(exc, 1)
+    assert hot is not None and hot[1] == 0.7  # at least 0.3: a warmer judge keeps its own
     assert resample(ValueError("malformed"), 1) is None  # other errors: the step's own

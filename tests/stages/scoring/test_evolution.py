@@ -148,6 +148,40 @@ def test_code_survivors_honour_the_quota_and_pick_the_farthest_card_for_diversit
     assert [s.id for s in few] == ["A", "B"]
 
 
+def test_diversity_only_looks_at_or_above_the_round_median() -> None:
+    """D is the farthest card from A but below the round's median effective score (82), so
+    diversity takes B, the farthest of those at or above it."""
+    cards = {
+        "A": card("lighthouse keeper storm"),
+        "B": card("lighthouse orchard harvest"),
+        "C": card("lighthouse keeper calm"),
+        "D": card("volcano glacier desert"),
+        "E": card("lighthouse keeper fog"),
+    }
+    table = [
+        row("A", {"j1": 90, "j2": 88, "j3": 86}),
+        row("B", {"j1": 85, "j2": 84, "j3": 83}),
+        row("C", {"j1": 80, "j2": 82, "j3": 84}),
+        row("D", {"j1": 40, "j2": 50, "j3": 45}),
+        row("E", {"j1": 30, "j2": 31, "j3": 32}),
+    ]
+    distance = {i: card_distance(cards[i], cards["A"]) for i in "BCD"}
+    assert distance["D"] > distance["B"] > distance["C"]
+    survivors = code_survivors(table, cards, ("performance", "diversity"))
+    assert [s.id for s in survivors] == ["A", "B"]
+    assert "median 84 >= round median 82" in survivors[1].reason
+
+
+def test_potential_breaks_a_tie_of_top_scores_by_the_widest_spread() -> None:
+    """P and Q share the highest single score, 90; Q's scores spread wider, so Q is the
+    potential survivor although P ranks higher."""
+    cards = {"P": card("paper kites"), "Q": card("brass orrery")}
+    table = [row("P", {"j1": 90, "j2": 85, "j3": 88}), row("Q", {"j1": 90, "j2": 60, "j3": 70})]
+    (survivor,) = code_survivors(table, cards, ("potential",))
+    assert survivor.id == "Q"
+    assert "spread 30" in survivor.reason
+
+
 def test_selector_answers_are_validated_against_ids_counts_and_categories() -> None:
     output = selector_output(["A", "B", "C"], ("performance", "diversity"))
 

@@ -6,6 +6,8 @@ the config key and a whole offline run."""
 from __future__ import annotations
 
 import json
+import math
+import statistics
 from pathlib import Path
 
 import anyio
@@ -175,3 +177,49 @@ def test_robust_keeps_the_distances_of_two_cards_and_a_tie_is_no_preference() ->
     assert robust["tie"]["A"] == robust["tie"]["B"]  # no preference, not a vote
     assert _pick(ids, panel, "robust", "mean") == "B"
     assert _pick(ids, panel, "robust", "median") == "B"
+
+
+def test_the_panel_scale_is_the_mean_of_the_judges_spreads_above_zero() -> None:
+    """S (the spread z is put back on) leaves out a judge whose spread is 0, and M is the
+    mean of every judge's mean: adding a flat judge at 70 to ``PANEL`` moves M from 60 to
+    63.333 but keeps ``narrow``'s steps S * z = 30 points apart."""
+    common = normalise_scores(IDS, {**PANEL, "flat": {i: 70 for i in IDS}}, "zscores")
+    assert common["narrow"] == {"A": 33.333, "B": 63.333, "C": 93.333}
+    assert common["flat"] == {"A": 63.333, "B": 63.333, "C": 63.333}
+
+
+def test_robust_divides_by_the_spread_shrunk_towards_the_panels_median() -> None:
+    """``sqrt((4 m² + (n - 1) s²) / (4 + n - 1))`` for the judge's own spread s, the panel's
+    median spread m and n cards, by the numbers: ``wide`` (s = 40.825) in a panel whose median
+    spread is ``narrow``'s (m = 8.165) is divided by 24.495, not by its own 40.825."""
+    panel = {**PANEL, "narrow2": {"A": 61, "B": 71, "C": 81}}
+    s, m, n = statistics.pstdev([100, 0, 50]), statistics.pstdev([60, 70, 80]), 3
+    shrunk = math.sqrt((4 * m**2 + (n - 1) * s**2) / (4 + n - 1))
+    assert shrunk == pytest.approx(24.495, abs=1e-3)
+    common = normalise_scores(IDS, panel, "robust")
+    centre = statistics.fmean([70, 50, 71])
+    scale = statistics.fmean([m, s, m])
+    assert common["wide"]["A"] == pytest.approx(centre + scale * (100 - 50) / shrunk, abs=1e-3)
+    assert common["wide"]["B"] == pytest.approx(centre + scale * (0 - 50) / shrunk, abs=1e-3)
+
+
+def test_a_judge_with_one_score_for_every_card_is_left_out_of_the_aggregate() -> None:
+    """After a normalisation, a judge who gave every card one score casts no vote (its
+    normalised scores are still recorded): with two cards its honest tie would otherwise be
+    the middle of three and make the median a tie the ids break. With ``none`` it votes."""
+    two = {"a": {"A": 60, "B": 80}, "b": {"A": 75, "B": 70}, "tie": {"A": 70, "B": 70}}
+    three = {"a": {"A": 60, "B": 70, "C": 85}, "b": {"A": 95, "B": 20, "C": 50}}
+    three["tie"] = {"A": 70, "B": 70, "C": 70}
+    cases: list[tuple[tuple[str, ...], dict[str, dict[str, int]], str]]
+    cases = [(("A", "B"), two, "robust")]
+    cases += [(IDS, three, how) for how in ("zscores", "robust", "ranks")]
+    for ids, panel, how in cases:
+        rows = aggregate(ids, panel, method="median", normalise=how)  # type: ignore[arg-type]
+        for row in rows:
+            assert row.normalised is not None and set(row.normalised) == {"a", "b", "tie"}
+            voters = [row.normalised["a"], row.normalised["b"]]
+            assert row.aggregate == aggregate_scores(voters), (how, row.id)
+        everyone = [aggregate_scores(list(r.normalised.values())) for r in rows]  # type: ignore[union-attr]
+        assert [r.aggregate for r in rows] != everyone, how  # the case tells the two apart
+    plain = aggregate(("A", "B"), two, method="median", normalise="none")
+    assert [r.aggregate for r in plain] == [70, 70]

@@ -14,6 +14,8 @@ from image_project.artifacts.generations import (
     read_recent_prompts,
 )
 from image_project.record import Motif, NoveltyRecord
+from image_project.record.scoring import CardOptions, IdeaCard
+from image_project.stages.scoring.cards import card_text
 from image_project.stages.scoring.novelty import (
     NoveltyState,
     NoveltySummary,
@@ -170,6 +172,17 @@ def test_words_in_the_same_prompts_but_apart_are_separate_motifs() -> None:
     assert [m.word for m in summary.motifs] == ["fox", "owl", "river"]
 
 
+def test_a_word_is_frequent_in_at_least_min_share_of_the_prompts_and_two() -> None:
+    """``max(2, ceil(min_share x rows))`` prompts: of 10 prompts, ``owl`` in 3 and ``fox`` in
+    2 are both motifs at the default 0.2 (threshold 2), only ``owl`` at 0.3 (3), neither at
+    0.31 (4); with 0 the floor of 2 still keeps a word of one prompt out."""
+    prompts = ["owl", "owl", "owl", "fox", "fox", "moth", "a", "b", "c", "d"]
+    assert [m.word for m in recent_motifs(prompts).motifs] == ["owl", "fox"]
+    assert [m.word for m in recent_motifs(prompts, 0.3).motifs] == ["owl"]
+    assert recent_motifs(prompts, 0.31).motifs == ()
+    assert [m.word for m in recent_motifs(prompts, 0.0).motifs] == ["owl", "fox"]
+
+
 def test_no_prompts() -> None:
     summary = recent_motifs([])
     assert summary.rows == 0
@@ -197,6 +210,25 @@ def summary(history: Path) -> NoveltySummary:
 )
 def test_penalty(summary: NoveltySummary, card: str, penalty: float, used: tuple[str, ...]) -> None:
     assert novelty_penalty(card, summary) == (penalty, used)
+
+
+def test_a_cards_text_is_every_field_but_avoid() -> None:
+    """The words a penalty looks for are the hook's, the narrative's and the options', never
+    ``avoid``'s (a card that says it avoids a motif does not repeat it)."""
+    card = IdeaCard(
+        hook="harbor",
+        narrative="lantern",
+        options=CardOptions(
+            composition=["orchard", "wide"],
+            palette=["teal", "amber"],
+            medium=["gouache"],
+            mood=["wistful"],
+        ),
+        avoid=["lighthouse"],
+    )
+    words = ("harbor", "lantern", "orchard", "teal", "gouache", "wistful", "lighthouse")
+    summary = NoveltySummary(rows=2, motifs=tuple(motif(w, 2, 1.0) for w in words))
+    assert novelty_penalty(card_text(card), summary, 10.0, 250.0) == (60.0, words[:-1])
 
 
 def test_penalty_is_capped_at_25() -> None:

@@ -231,7 +231,8 @@ def test_explore_with_all_zero_weights_is_uniform_in_pool() -> None:
     for seed in range(100):
         sel = select(rows, exploration_rate=1.0, run_seed=seed)
         assert sel.explore_pool == ("A", "B")
-        assert sel.selected_id in sel.explore_pool
+        assert sel.explore_roll is not None
+        assert sel.selected_id == sel.explore_pool[int(sel.explore_roll * 2)]
         picks.add(sel.selected_id)
     assert picks == {"A", "B"}
 
@@ -311,3 +312,19 @@ def test_a_row_written_before_aggregations_reads_its_median_as_the_aggregate() -
         }
     )
     assert row.aggregate == 65.5
+
+
+def test_the_worked_example_of_the_docs_explores_and_picks_f() -> None:
+    """docs/scoring.md, "The selector": seed 7, rate 0.15, effective scores A 85, F 80, D 79,
+    B 77, C 73, E 69: roll 0.0444 explores, the pool is A and F, pick 0.6505 lands in F's
+    [0.515, 1), so F is selected with its aggregate 80; a rate under the roll exploits A."""
+    scores = {"A": 85, "B": 77, "C": 73, "D": 79, "E": 69, "F": 80}
+    rows = [_row(card_id, score) for card_id, score in scores.items()]
+    sel = select(rows, exploration_rate=0.15, run_seed=7)
+    assert sel.ranking == ("A", "F", "D", "B", "C", "E")
+    assert sel.exploration_roll == pytest.approx(0.0444, abs=5e-5)
+    assert sel.mode == "explore"
+    assert sel.explore_pool == ("A", "F")
+    assert sel.explore_roll == pytest.approx(0.6505, abs=5e-5)
+    assert (sel.selected_id, sel.selected_score) == ("F", 80)
+    assert select(rows, exploration_rate=0.04, run_seed=7).selected_id == "A"
