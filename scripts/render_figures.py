@@ -826,8 +826,6 @@ BLOCKS: dict[str, Block] = {
     "cpu-profile-unsettled": Block("docs/cpu_profile_unsettled.json", _cpu_profile),
     "cpu-profile-scoring-before": Block("docs/cpu_profile_scoring_before.json", _cpu_profile),
     "cpu-profile-scoring": Block("docs/cpu_profile_scoring.json", _cpu_profile),
-    "cpu-profile-direct": Block("docs/cpu_profile_direct.json", _cpu_profile),
-    "cpu-profile-scoring-direct": Block("docs/cpu_profile_scoring_direct.json", _cpu_profile),
     "judging": Block("docs/judging.json", _judging),
     "evidence-decision": Block("docs/decision.json", _evidence_decision),
     "evidence-quality": Block("docs/quality.json", _evidence_quality),
