@@ -123,7 +123,7 @@ def evolution(
     n: int = 6, judges: int = 3, rounds: int = 2, survivors: int = 3, variants: int = 2
 ) -> Scenario:
     """Multi-round selection: round 0 (N cards, J judges), then ``rounds`` rounds of
-    survivors x variants generator calls and J judges each (docs/scoring.md, "Rounds")."""
+    survivors x variants generator calls and J judges each (docs/rounds.md)."""
     base = scoring(n, judges)
     return Scenario(
         name=f"evolution N={n} x J={judges}, G={rounds} S={survivors} V={variants}",
