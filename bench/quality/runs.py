@@ -102,9 +102,9 @@ def make_config(tmp: Path, *overrides: str, prompt_only: bool) -> AppConfig:
             "prompt.refinement=none",
             f"run.mode={'prompt_only' if prompt_only else 'full'}",
             "prompt.scoring.enabled=true",
-            # The median of the judges' own scores, as Variety's and Rounds' headers say (the
-            # product's default became the mean of z-scores after the sweep); the judging
-            # configurations of Choosing well and the sweep set their own below.
+            # The median of the judges' own scores, as Variety's and Rounds' headers say (not
+            # the product's default, the median after `robust`); the judging configurations of
+            # Choosing well and the sweep set their own below.
             "prompt.scoring.aggregation=median",
             "prompt.scoring.normalise=none",
             *overrides,
