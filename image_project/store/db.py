@@ -169,12 +169,7 @@ class RunStore:
     @classmethod
     def open(cls, url: str) -> RunStore:
         """Connect to ``url`` and bring its schema to :data:`SCHEMA_REVISION`."""
-        url = check_store_url(url)
-        try:
-            engine = _engine(url)
-        except (SQLAlchemyError, OSError) as exc:
-            raise StoreError(f"cannot open the run store {safe_url(url)}: {exc}") from exc
-        store = cls(engine, url)
+        store = cls._connect(check_store_url(url))
         try:
             store.migrate()
         except BaseException:
@@ -193,13 +188,9 @@ class RunStore:
             raise ValueError(f"not a SQLite store URL: {safe_url(url)!r}")
         if not path.is_file():
             return None
+        store = cls._connect(url)
         try:
-            engine = _engine(url)
-        except (SQLAlchemyError, OSError) as exc:
-            raise StoreError(f"cannot open the run store {safe_url(url)}: {exc}") from exc
-        store = cls(engine, url)
-        try:
-            with store._errors("open"), engine.connect() as conn:
+            with store._errors("open"), store.engine.connect() as conn:
                 current = _current_revision(conn)
         except BaseException:
             store.close()
@@ -208,6 +199,15 @@ class RunStore:
             store.close()
             return None
         return store
+
+    @classmethod
+    def _connect(cls, url: str) -> RunStore:
+        """The store at the checked ``url``, its schema not looked at."""
+        try:
+            engine = _engine(url)
+        except (SQLAlchemyError, OSError) as exc:
+            raise StoreError(f"cannot open the run store {safe_url(url)}: {exc}") from exc
+        return cls(engine, url)
 
     @property
     def safe_url(self) -> str:
