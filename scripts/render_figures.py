@@ -216,7 +216,7 @@ def _store(sources: list[tuple[str, Json]]) -> str:
         f"In-process, the transcript and store write is {write_ms:.0f} ms and the store adds "
         f"{data['added_percent']:+.1f}% to an offline run (`python bench/store.py`: "
         f"{data['median_without_s']:.4f} s without, {data['median_with_s']:.4f} s with, "
-        f"{data['runs']} interleaved runs each, written through `{data['via']}`). Once per "
+        f"{data['runs']} interleaved runs each). Once per "
         f"process, importing and opening an existing store costs "
         f"{data['open_existing_store_in_a_new_process_s'] * 1000:.0f} ms; creating a new one "
         f"(SQLAlchemy, Alembic, the schema) costs "
