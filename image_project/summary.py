@@ -26,6 +26,7 @@ from image_project.record import (
     scoring_absent,
     stopped_reason,
 )
+from image_project.record.scoring import named_protocol
 
 __all__ = [
     "card_lines",
@@ -269,7 +270,7 @@ def _panel_lines(scoring: ScoringRecord) -> list[str]:
         lines.append(
             f"{lead}{j.id:<{width['id']}}  {j.status:<11} rubric {j.rubric:<{width['rubric']}}"
             f"  profile {j.profile:<{width['profile']}}  weight {j.weight:g}  {j.model}"
-            + (f"  protocol {j.protocol}" if j.protocol != "list" else "")
+            + (f"  protocol {p}" if (p := named_protocol(j.protocol)) else "")
         )
     warned = [f"  WARNING     judge {j.id}: {j.warning}" for j in judges if j.warning]
     return lines + warned + _one_model_warning(judges)
