@@ -278,7 +278,7 @@ def _panel_lines(scoring: ScoringRecord) -> list[str]:
 
 def _one_model_warning(judges: Sequence[JudgeResult]) -> list[str]:
     """A warning when two or more judges all ran on one model: their errors move together,
-    by how much their own scores cannot tell (docs/scoring.md, "Know your panel")."""
+    by how much their own scores cannot tell (docs/panel.md, "Know your panel")."""
     models = {j.model for j in judges}
     if len(judges) < 2 or len(models) != 1:
         return []
