@@ -42,7 +42,7 @@ Per scenario:
   ``cpu_ratio_repeats`` the same ratio of each repeat's run and its own replay;
   ``gc_ms_per_call``: of which in garbage collections. Every client is warmed (one untimed
   run and replay) before the first timed one; the process's start-up objects are frozen (as
-  the command line does, :mod:`image_project.launch`) and every timed segment starts from a
+  the command line does, :mod:`image_project.cli.launch`) and every timed segment starts from a
   settled collector (``bench/cpu.py``), so that no client pays a full collection for the
   garbage of the bench's earlier work;
 * ``along_conversation``: the client CPU per chat call against the number of messages it

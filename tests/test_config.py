@@ -1264,7 +1264,7 @@ def test_panel_settings_can_be_set_from_the_command_line(tmp_path: Path) -> None
 def test_cli_rubric_error_exits_2_naming_the_key(
     rubric: object, expected: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from image_project.cli import main
+    from image_project.cli.command import main
     from tests.faults.common import write_config
 
     config = write_config(

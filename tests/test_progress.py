@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from image_project.backends.base import TextReply, TextRequest
+from image_project.cli.progress import ProgressRecorder, counted, parallel_groups
 from image_project.engine import ActionStep, Block, ChatRunner, ChatStep, Context
 from image_project.errors import ServerError
-from image_project.progress import ProgressRecorder, counted, parallel_groups
 from image_project.testing import FunctionTextBackend, last_user_text
 
 pytestmark = pytest.mark.anyio

@@ -18,13 +18,13 @@ import pytest
 from image_project.app import RunFailed, run_generation
 from image_project.artifacts.generations import append_generation_row
 from image_project.backends.base import TextReply, TextRequest
+from image_project.cli.summary import gate_lines, record_lines
 from image_project.engine import walk
 from image_project.errors import ServerError
 from image_project.record import RunRecord, ScoringRecord, gate_counts
 from image_project.seeding import derive_seed, rng_for
 from image_project.stages.profile import load_profile
 from image_project.stages.standard import Brief, prompt_pipeline
-from image_project.summary import gate_lines, record_lines
 from image_project.testing import FunctionTextBackend, last_user_text
 from tests.test_app import answer, backends, leftover_files, make_cfg, transcript, untimed_steps
 

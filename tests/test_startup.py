@@ -1,7 +1,7 @@
 """Start-up cost: the OpenAI SDK is imported only when the OpenAI-compatible backend is built,
 SQLAlchemy only when a run store is written or read, Pillow only when an image is drawn or
 saved, and the scoring stage only when scoring is on; the objects the imports make are frozen
-out of the garbage collector (``image_project.launch``).
+out of the garbage collector (``image_project.cli.launch``).
 
 ``openai`` was most of the import time of the command line, and ``--help`` or an offline run
 never use it; SQLAlchemy's import is most of the rest, and a run with ``store.enabled:
@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 _PROBE = """
 import contextlib, io, json, sys
-import image_project.cli as cli
+import image_project.cli.command as cli
 watched = sys.argv[2]
 after_import = watched in sys.modules
 argv = json.loads(sys.argv[1])
@@ -144,7 +144,7 @@ def test_pillow_and_the_scoring_stage_are_imported_when_used(tmp_path: Path) -> 
 
 _SCHEMA_PROBE = """
 import contextlib, io, json, sys
-import image_project.cli as cli
+import image_project.cli.command as cli
 from image_project.config.models import AppConfig
 from image_project.record.run import RunRecord
 models = (AppConfig, RunRecord)
@@ -169,7 +169,7 @@ def test_the_config_and_record_models_build_their_validators_when_first_used(
 _GC_PROBE = """
 import gc, json, sys
 from pathlib import Path
-from image_project.launch import launch
+from image_project.cli.launch import launch
 sys.argv = ["main.py", *json.loads(sys.argv[1])]
 code = launch(prog="main.py", root=Path.cwd())
 print(json.dumps({"frozen": gc.get_freeze_count(), "enabled": gc.isenabled(), "code": code}))

@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING
 from image_project.artifacts import transcript_path, write_transcript
 from image_project.artifacts.pending import at_point
 from image_project.backends.factory import Backends
+from image_project.cli.progress import ProgressRecorder
 from image_project.config import AppConfig
 from image_project.config.capabilities import TEXT_MODELS
 from image_project.engine import ChatRunner, Context, DefaultStepRecorder, TokenLimits
@@ -68,7 +69,6 @@ from image_project.errors import (
     rejected_of,
 )
 from image_project.preflight import check_upscale
-from image_project.progress import ProgressRecorder
 from image_project.record import RunError, RunRecord
 from image_project.record.events import Reask
 from image_project.record.ids import check_generation_id

@@ -23,6 +23,7 @@ from image_project.artifacts import (
     read_manifest,
 )
 from image_project.backends.base import ImageReply, ImageRequest, Message
+from image_project.cli.progress import counted
 from image_project.engine import ImageStep
 from image_project.errors import (
     ImageProjectError,
@@ -30,7 +31,6 @@ from image_project.errors import (
     StepFailedError,
     add_cancelled_paths,
 )
-from image_project.progress import counted
 from image_project.record import (
     ConceptFilter,
     ImageEvent,

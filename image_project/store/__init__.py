@@ -19,7 +19,7 @@ only when a store is created or migrated.
 * :mod:`.writer` — what a run uses to write itself (and, with PostgreSQL, allocate ``seq``).
 
 The ``image-project runs …`` and ``review`` commands over the store are
-:mod:`image_project.store_commands`.
+:mod:`image_project.cli.runs`.
 
 Internal: import the public names from ``image_project`` (docs/api.md); this package's
 modules may change without notice.

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from image_project import cli
+from image_project.cli import command as cli
 from image_project.engine import ChatRunner, Context
 from image_project.engine.nodes import ChatStep
 from image_project.errors import PromptTooLongError

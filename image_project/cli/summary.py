@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from image_project.progress import counted
+from image_project.cli.progress import counted
 from image_project.record import (
     ContextRecord,
     InjectorRecord,
