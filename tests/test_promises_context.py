@@ -16,6 +16,7 @@ from image_project.app import run_generation
 from image_project.config import load_config
 from image_project.context import load_injectors
 from image_project.errors import ConfigError
+from image_project.record.context import ContextRecord
 from image_project.seeding import rng_for
 from image_project.testing import FunctionTextBackend
 from tests.test_app import REPO, answer, backends, make_cfg
@@ -65,7 +66,9 @@ async def test_the_pages_plugin_runs_after_the_builtins_with_its_settings(
             tmp_path / str(seed), "context.enabled=true", f"prompt.random_seed={seed}", *options
         )
         result = await run_generation(cfg, backends(FunctionTextBackend(answer)))
-        injectors = result.record.context.injectors
+        context = result.record.context
+        assert isinstance(context, ContextRecord)
+        injectors = context.injectors
         assert [(i.name, i.source) for i in injectors] == [
             ("season", "builtin"),
             ("holiday", "builtin"),
@@ -73,8 +76,7 @@ async def test_the_pages_plugin_runs_after_the_builtins_with_its_settings(
         ]
         moon = injectors[2]
         assert (moon.applied, moon.reason) == (applied, "moon" if applied else "no_moon")
-        guidance = result.record.context.guidance
-        assert ("- A full moon hangs low." in guidance) is applied
+        assert ("- A full moon hangs low." in context.guidance) is applied
 
 
 def test_without_the_module_the_error_is_the_one_the_page_quotes() -> None:
