@@ -1,6 +1,7 @@
-"""The README stays short, and every relative link of README.md and docs/*.md points to a
-file that exists (its target resolved from the page that holds it) and, when it names an
-``#anchor`` in a Markdown page, to a heading of that page."""
+"""The README stays short; every relative link of README.md and docs/*.md points to a file
+that exists (its target resolved from the page that holds it) and, when it names an
+``#anchor`` in a Markdown page, to a heading of that page; and every test a page names (a
+file, a file's test, a test's or a test module's name) exists."""
 
 from __future__ import annotations
 
@@ -101,3 +102,56 @@ def test_the_link_check_sees_an_anchor_that_is_no_heading(tmp_path: Path) -> Non
         encoding="utf-8",
     )
     assert broken_links(page) == ["there.md#not-a-heading", "there.md#rounds", "#isolation"]
+
+
+_TEST_PATH = re.compile(r"\btests/[\w/]+\.py(?:::(?P<name>\w+))?")
+_TEST_NAME = re.compile(r"`(?P<name>test_\w+)(?P<module>\.py)?")
+
+
+def defined_tests(root: Path) -> dict[str, set[str]]:
+    """``{test file (relative to root): the test functions and classes it defines}``."""
+    defined = re.compile(r"^\s*(?:async\s+)?def (test_\w+)|^class (Test\w+)", re.MULTILINE)
+    return {
+        path.relative_to(root).as_posix(): {
+            a or b for a, b in defined.findall(path.read_text(encoding="utf-8"))
+        }
+        for path in (root / "tests").rglob("*.py")
+    }
+
+
+def missing_tests(text: str, names: dict[str, set[str]]) -> list[str]:
+    """The tests ``text`` names that do not exist: a ``tests/...py`` file, a
+    ``tests/...py::test_name`` in its file, a backticked ``test_name`` in any test file, a
+    backticked ``test_module.py`` anywhere under ``tests/``."""
+    anywhere = set().union(*names.values())
+    modules = {path.rsplit("/", 1)[-1] for path in names}
+    found = []
+    for m in _TEST_PATH.finditer(text):
+        path, name = m.group(0).split("::")[0], m.group("name")
+        if path not in names or (name and name not in names[path]):
+            found.append(m.group(0))
+    for m in _TEST_NAME.finditer(text):
+        name = m.group("name")
+        if (name + ".py" not in modules) if m.group("module") else (name not in anywhere):
+            found.append(name + (m.group("module") or ""))
+    return found
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(REPO).as_posix())
+def test_every_test_a_page_names_exists(page: Path) -> None:
+    assert missing_tests(page.read_text(encoding="utf-8"), defined_tests(REPO)) == []
+
+
+def test_the_test_name_check_sees_a_missing_file_function_and_name() -> None:
+    """Control: each kind of reference to a test that is not there is reported."""
+    names = {"tests/test_a.py": {"test_one"}}
+    text = (
+        "`tests/test_a.py::test_one`, `tests/test_a.py`, `test_one`, `test_a.py`; "
+        "`tests/test_b.py`, `tests/test_a.py::test_two`, `test_three`, `test_c.py`"
+    )
+    assert missing_tests(text, names) == [
+        "tests/test_b.py",
+        "tests/test_a.py::test_two",
+        "test_three",
+        "test_c.py",
+    ]
