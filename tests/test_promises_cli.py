@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from image_project.cli import main
+from image_project.cli.command import main
 from image_project.config.defaults import STARTER_FILES
 from image_project.run.batch import run_batch, runs_line
 from image_project.run.batch_progress import BatchProgress

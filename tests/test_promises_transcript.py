@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from image_project.cli import main
+from image_project.cli.command import main
 from image_project.record import ActionEvent, ChatEvent, ImageEvent, RunRecord
 from image_project.record.context import ContextRecord
 from image_project.record.events import ChatParams, Reask
