@@ -208,7 +208,7 @@ def _store_options() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="override a config key, e.g. --set store.url=postgresql+psycopg://…",
+        help="override a config key, e.g. --set store.url=postgresql://…",
     )
     common.add_argument("--store", metavar="URL", help="this store instead of store.url")
     return common
