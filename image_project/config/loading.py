@@ -31,6 +31,7 @@ import os
 import re
 import types
 from collections.abc import Mapping, Sequence
+from datetime import date
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
@@ -468,7 +469,7 @@ def _translate_one(error: Mapping[str, Any]) -> tuple[str, str]:
     if kind == "missing":
         return key, "required key is missing" + (f"; must be {allowed}" if allowed else "")
 
-    shown = _show(value)
+    shown = _show(value.isoformat() if isinstance(value, date) else value)
     if isinstance(cause, _Invalid):
         if cause.redact:
             shown = cause.shown or "a value that is not an environment variable name"
