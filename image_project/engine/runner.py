@@ -70,9 +70,9 @@ from image_project.engine.nodes import (
     default_name,
     walk,
 )
-from image_project.engine.outcome import Conversation, NodeOutcome
+from image_project.engine.outcome import Answer, Conversation, Drawn, NodeOutcome, Place
 from image_project.engine.recorder import DefaultStepRecorder, StepRecorder, check_recorder
-from image_project.engine.scope import Scope, merge_produced, root_scope
+from image_project.engine.scope import Scope, merge_produced, root, root_scope
 from image_project.errors import (
     BackendError,
     EmptyPromptError,
@@ -172,6 +172,12 @@ class ChatRunner:
         ctx.messages = self.merge(ctx.messages, node, outcome, name)
         return outcome
 
+    def root(self, ctx: Context) -> Scope:
+        """The root scope of ``ctx``: its children are the top of the transcript (paths
+        without a prefix), placed after everything recorded on ``ctx`` before; each child's
+        merge is applied to ``ctx.messages`` as it ends."""
+        return root(self, ctx)
+
     def scope(
         self, ctx: Context, name: str, *, merge: MergeMode = "all_messages"
     ) -> AbstractAsyncContextManager[Scope]:
@@ -203,16 +209,21 @@ class ChatRunner:
         name: str,
         order: tuple[int, ...],
     ) -> NodeOutcome:
+        at = Place(name, path, order)
+        if isinstance(node, ChatStep):
+            produced, answer = await self._chat(node, ctx, base, at)
+            last = produced[-1].content if produced else None
+            return NodeOutcome(produced, last, answer.value, answer.event)
+        if isinstance(node, ActionStep):
+            value, event = await self._action(node, ctx, at)
+            return NodeOutcome((), None, value, event)
+        if isinstance(node, ImageStep):
+            drawn = await self._image(node, ctx, at)
+            return NodeOutcome((), None, drawn.value, drawn.event)
         try:
-            if isinstance(node, ChatStep):
-                return await self._run_chat(node, ctx, base, path, name, order)
-            if isinstance(node, ActionStep):
-                return await self._run_action(node, ctx, path, name, order)
-            if isinstance(node, ImageStep):
-                return await self._run_image(node, ctx, path, name, order)
             return await self._run_block(node, ctx, base, path, order)
         except Exception as exc:
-            locate(exc, path=path, name=name, node_type=_node_type(node))
+            locate(exc, path=path, name=name, node_type="block")
             raise
 
     def merge(
@@ -263,39 +274,49 @@ class ChatRunner:
 
     # -- actions ------------------------------------------------------------------------
 
-    async def _run_action(
-        self, step: ActionStep, ctx: Context, path: str, name: str, order: tuple[int, ...]
-    ) -> NodeOutcome:
-        created_at = _utc_now()
+    async def _action(self, step: ActionStep, ctx: Context, at: Place) -> tuple[Any, ActionEvent]:
+        """Run an action at ``at``: its return value (awaited when it is awaitable) and its
+        record."""
         try:
-            self.recorder.on_step_start(ctx, path, type="action", name=name)
+            created_at = _utc_now()
+            self.recorder.on_step_start(ctx, at.path, type="action", name=at.name)
             t0 = self.clock()
-            result = step.fn(ctx)
-            if inspect.isawaitable(result):
-                result = await result
-            record = ActionEvent(
-                order=order,
-                name=name,
-                path=path,
-                created_at=created_at,
-                latency_ms=round((self.clock() - t0) * 1000, 3),
-                result=as_json(result),
-                meta=_meta(step.meta),
-            )
-            self.recorder.on_step_end(ctx, record)
+            try:
+                result = step.fn(ctx)
+                if inspect.isawaitable(result):
+                    result = await result
+                record = ActionEvent(
+                    order=at.order,
+                    name=at.name,
+                    path=at.path,
+                    created_at=created_at,
+                    latency_ms=round((self.clock() - t0) * 1000, 3),
+                    result=as_json(result),
+                    meta=_meta(step.meta),
+                )
+                self.recorder.on_step_end(ctx, record)
+            except Exception as exc:
+                self._report_error(ctx, at.path, at.name, exc)
+                raise
         except Exception as exc:
-            self._report_error(ctx, path, name, exc)
+            locate(exc, path=at.path, name=at.name, node_type="action")
             raise
-        return NodeOutcome((), None, result, record)
+        return result, record
 
     # -- image --------------------------------------------------------------------------
 
-    async def _run_image(
-        self, step: ImageStep[Any], ctx: Context, path: str, name: str, order: tuple[int, ...]
-    ) -> NodeOutcome:
-        """The image call and its check, recorded however it ends (see :class:`ImageStep`).
-        A cut-off call is recorded with its ``cancelled`` error (``ImageEvent.cancelled``),
-        so its path is known to have been cut off."""
+    async def _image(self, step: ImageStep[T], ctx: Context, at: Place) -> Drawn[T]:
+        """The image call and its check at ``at``, recorded however it ends (see
+        :class:`ImageStep`). A cut-off call is recorded with its ``cancelled`` error
+        (``ImageEvent.cancelled``), so its path is known to have been cut off."""
+        try:
+            return await self._draw(step, ctx, at)
+        except Exception as exc:
+            locate(exc, path=at.path, name=at.name, node_type="image")
+            raise
+
+    async def _draw(self, step: ImageStep[T], ctx: Context, at: Place) -> Drawn[T]:
+        path, name, order = at.path, at.name, at.order
         if self.image_backend is None:
             raise PipelineDefinitionError(f"{path}: an image step needs the runner's image_backend")
         request = step.request
@@ -305,7 +326,7 @@ class ChatRunner:
         )
         try:
             call.reply = await self.image_backend.generate(request)
-            value = call.reply if step.check is None else await step.check(call.reply)
+            value: Any = call.reply if step.check is None else await step.check(call.reply)
         except Exception as exc:
             attempts = exc.attempts if isinstance(exc, BackendError) else None
             self.recorder.on_step_end(ctx, call.event(StepError.of(exc), attempts))
@@ -316,19 +337,25 @@ class ChatRunner:
             raise
         event = call.event()
         self.recorder.on_step_end(ctx, event)
-        return NodeOutcome((), None, value, event)
+        return Drawn(value, event)
 
     # -- chat ---------------------------------------------------------------------------
 
-    async def _run_chat(
-        self,
-        step: ChatStep[Any],
-        ctx: Context,
-        base: Conversation,
-        path: str,
-        name: str,
-        order: tuple[int, ...],
-    ) -> NodeOutcome:
+    async def _chat(
+        self, step: ChatStep[T], ctx: Context, base: Conversation, at: Place
+    ) -> tuple[Conversation, Answer[T]]:
+        """Run a chat step at ``at`` on ``base``: the messages it adds (its prompt and
+        answer; none for a recovered failure) and its answer."""
+        try:
+            return await self._say(step, ctx, base, at)
+        except Exception as exc:
+            locate(exc, path=at.path, name=at.name, node_type="chat")
+            raise
+
+    async def _say(
+        self, step: ChatStep[Any], ctx: Context, base: Conversation, at: Place
+    ) -> tuple[Conversation, Answer[Any]]:
+        path, name, order = at.path, at.name, at.order
         created_at = _utc_now()
         try:
             prompt = self._render_prompt(step, ctx, path)
@@ -410,11 +437,10 @@ class ChatRunner:
             raise
         if step.keep is not None:
             step.keep(value)
+        answer = Answer(value, record)
         if failure is not None or text is None:
-            return NodeOutcome((), None, value, record)
-        return NodeOutcome(
-            (Message("user", prompt), Message("assistant", text)), text, value, record
-        )
+            return (), answer
+        return (Message("user", prompt), Message("assistant", text)), answer
 
     def _render_prompt(self, step: ChatStep[Any], ctx: Context, path: str) -> str:
         prompt = step.prompt(ctx) if callable(step.prompt) else step.prompt
@@ -516,11 +542,14 @@ class ChatRunner:
             return await self.backend.complete(request)
 
     def announce_group(self, path: str, block: Block) -> None:
+        self._announce(path, sum(1 for _, node in walk(block, path) if not isinstance(node, Block)))
+
+    def _announce(self, path: str, steps: int) -> None:
         """Tell a recorder that has ``on_group_start(path, steps)`` (the CLI's progress lines)
-        that a parallel group starts, with the number of steps in it."""
+        that a parallel group of ``steps`` steps starts at ``path``."""
         hook = getattr(self.recorder, "on_group_start", None)
         if hook is not None:
-            hook(path, sum(1 for _, node in walk(block, path) if not isinstance(node, Block)))
+            hook(path, steps)
 
     def _report_error(self, ctx: Context, path: str, name: str, exc: BaseException) -> None:
         try:

@@ -3,15 +3,26 @@ declared paths and positions, in both execution modes."""
 
 from __future__ import annotations
 
+import functools
+
 import anyio
 import pytest
 
-from image_project.backends.base import TextRequest
-from image_project.engine import Answer, Block, ChatRunner, ChatStep, Context, DefaultStepRecorder
+from image_project.backends.base import ImageReply, ImageRequest, TextRequest
+from image_project.engine import (
+    Answer,
+    Block,
+    ChatRunner,
+    ChatStep,
+    Context,
+    DefaultStepRecorder,
+    ImageStep,
+    Scope,
+)
 from image_project.engine.output import TextOutput
 from image_project.errors import PipelineDefinitionError, location_of
 from image_project.record.events import ActionEvent, ChatEvent
-from image_project.testing import FunctionTextBackend, last_user_text
+from image_project.testing import FakeImageBackend, FunctionTextBackend, last_user_text
 
 pytestmark = pytest.mark.anyio
 
@@ -121,3 +132,95 @@ async def test_children_need_distinct_names_and_a_valid_merge() -> None:
     with pytest.raises(PipelineDefinitionError, match="merge"):
         async with runner.scope(Context(), "root", merge="sideways") as root:  # type: ignore[arg-type]
             pass
+
+
+async def test_the_root_scope_places_children_at_the_top_after_earlier_roots() -> None:
+    ctx = Context.with_system("sys")
+    runner = ChatRunner(echo())
+    first = runner.root(ctx)
+    await first.ask(ChatStep(name="a", prompt="A", temperature=0.0))
+    assert [m.content for m in ctx.messages] == ["sys", "A", "re:A"]  # merged as it ends
+    async with runner.root(ctx).scope("b", merge="all_messages") as b:
+        await b.ask(ChatStep(prompt="B", temperature=0.0))
+    await first.ask(ChatStep(prompt="C", temperature=0.0, merge="none"))
+    assert [e.path for e in ctx.steps] == ["a", "b/step_01", "step_03"]
+    assert [m.content for m in ctx.messages] == ["sys", "A", "re:A", "B", "re:B"]
+
+
+@pytest.mark.parametrize("mode", ["concurrent", "sequential"])
+async def test_an_unnamed_gather_runs_functions_as_the_scopes_own_children(mode: str) -> None:
+    """Each function's steps sit at the position its item was given when the gather started,
+    so the record is in declared order although the first item finishes last."""
+    second_done = anyio.Event()
+
+    async def answer(request: TextRequest) -> str:
+        text = last_user_text(request)
+        if text == "first" and mode == "concurrent":
+            await second_done.wait()
+        if text == "second":
+            second_done.set()
+        return f"re:{text}"
+
+    async def one(prompt: str, scope: Scope) -> int:
+        got = await scope.ask(length_step(prompt, prompt))
+        return got.value
+
+    arrived: list[int] = []
+    ctx = Context()
+    root = ChatRunner(FunctionTextBackend(answer), mode=mode).root(ctx)  # type: ignore[arg-type]
+    with anyio.fail_after(10):
+        values = await root.gather(
+            None,
+            [functools.partial(one, "first"), functools.partial(one, "second")],
+            each=lambda i, value: arrived.append(i),
+        )
+        await root.ask(length_step("after", "x"))
+    assert values == [8, 9]
+    assert arrived == ([1, 0] if mode == "concurrent" else [0, 1])
+    assert [e.path for e in ctx.steps] == ["first", "second", "after"]
+
+
+async def test_a_named_gather_of_functions_merges_their_messages_in_declared_order() -> None:
+    backend = echo()
+    ctx = Context.with_system("sys")
+
+    async def idea(k: str, scope: Scope) -> str:
+        async with scope.scope(f"idea_{k}", merge="last_response") as inner:
+            gen_step: ChatStep[str] = ChatStep(name="gen", prompt=f"idea {k}", temperature=0.0)
+            gen = await inner.ask(gen_step)
+            polish: ChatStep[str] = ChatStep(
+                name="polish", prompt=f"polish {gen.value}", temperature=0.0
+            )
+            polished = await inner.ask(polish)
+        return polished.value
+
+    async with ChatRunner(backend).root(ctx).scope("root", merge="all_messages") as root:
+        values = await root.gather(
+            "ideas", [functools.partial(idea, k) for k in "AB"], merge="all_messages"
+        )
+    assert values == ["re:polish re:idea A", "re:polish re:idea B"]
+    assert [e.path for e in ctx.steps] == [
+        "root/ideas/idea_A/gen",
+        "root/ideas/idea_A/polish",
+        "root/ideas/idea_B/gen",
+        "root/ideas/idea_B/polish",
+    ]
+    assert [m.content for m in ctx.messages] == [
+        "sys",
+        "idea A",
+        "re:polish re:idea A",
+        "idea B",
+        "re:polish re:idea B",
+    ]
+
+
+async def test_an_image_step_is_asked_like_a_chat_step() -> None:
+    async def size_of(reply: ImageReply) -> int:
+        return len(reply.data)
+
+    ctx = Context()
+    runner = ChatRunner(echo(), image_backend=FakeImageBackend())
+    request = ImageRequest(prompt="a lighthouse", model="m", size="64x32", seed=3)
+    drawn = await runner.root(ctx).ask(ImageStep(name="image", request=request, check=size_of))
+    assert drawn.value == drawn.event.received_bytes and drawn.event.path == "image"
+    assert ctx.steps == [drawn.event] and ctx.messages == ()
