@@ -130,17 +130,15 @@ async def _pipeline(run: RunState, inputs: Inputs, brief: Brief, guidance: Guida
     cfg, scoring = run.cfg, run.cfg.prompt.scoring
     if not scoring.enabled:
         run.announce(f"prompt pipeline (refinement: {cfg.prompt.refinement})")
-        outcome = await run.runner.run(
-            run.ctx,
-            prompt_pipeline(
-                brief=brief,
-                run_seed=run.seed,
-                refinement=cfg.prompt.refinement,
-                temperature=cfg.prompt.text_temperature,
-                guidance=guidance,
-            ),
+        final_prompt = await prompt_pipeline(
+            run.root,
+            brief=brief,
+            run_seed=run.seed,
+            refinement=cfg.prompt.refinement,
+            temperature=cfg.prompt.text_temperature,
+            guidance=guidance,
         )
-        return Prompted(_answered(outcome.last_response))
+        return Prompted(_answered(final_prompt))
     # Imported here: a run without scoring (the default) never needs it, and its import
     # is about 0.03 s of the command line's start-up (bench/startup.py).
     from image_project.stages.scoring import (
@@ -181,14 +179,10 @@ async def _pipeline(run: RunState, inputs: Inputs, brief: Brief, guidance: Guida
         )
     )
     run.produced.scoring = scoring_run  # recorded also when the scoring run fails
-    await scoring_run.run(run.runner, run.ctx)
-    # The scoring pipeline merges all its messages into the run's conversation: its last
-    # answer, the last stage's, is the final prompt.
-    last = run.ctx.messages[-1]
-    return Prompted(_answered(last.content if last.role == "assistant" else None), scoring_run)
+    return Prompted(_answered(await scoring_run.run(run.root)), scoring_run)
 
 
-def _answered(final_prompt: str | None) -> str:
+def _answered(final_prompt: str) -> str:
     if not final_prompt:
         raise StepFailedError("pipeline: the prompt pipeline produced no final prompt")
     return final_prompt
