@@ -253,7 +253,7 @@ class Produced:
 @dataclass
 class Ledger:
     """Where the run is: phase times, the image and title phases not done yet, what a
-    cut-off image call records, the image step's reserved place, and the pending transcript
+    cut-off image call records, and the pending transcript
     (:mod:`image_project.artifacts.pending`) from the records phase's first write until the
     transcript is written."""
 
@@ -262,8 +262,6 @@ class Ledger:
     """Of the ``image`` and ``title`` phases (run together), those not done yet."""
     cancel_reason: str = "the run was interrupted during the image call"
     """What a cut-off image call records as its error message."""
-    image_order: tuple[int, ...] = ()
-    """The image step's declared position, reserved before it and the title start."""
     pending: PendingTranscript | None = None
 
 
