@@ -52,7 +52,8 @@ ActionFn: TypeAlias = "Callable[[Context], object | Awaitable[object]]"
 T = TypeVar("T")
 
 
-def _check_name(value: object, what: str) -> str | None:
+def check_name(value: object, what: str) -> str | None:
+    """``value`` stripped: None, or a non-blank string without ``/`` (a path component)."""
     if value is None:
         return None
     if not isinstance(value, str):
@@ -136,7 +137,7 @@ class ChatStep(Generic[T]):
     top_logprobs: int | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "name", _check_name(self.name, "ChatStep.name"))
+        object.__setattr__(self, "name", check_name(self.name, "ChatStep.name"))
         where = f"ChatStep {self.name or '(unnamed)'}"
         _check_merge(self.merge, where)
         if not (isinstance(self.prompt, str) or callable(self.prompt)):
@@ -215,7 +216,7 @@ class ImageStep(Generic[T]):
         return "none"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "name", _check_name(self.name, "ImageStep.name"))
+        object.__setattr__(self, "name", check_name(self.name, "ImageStep.name"))
         if not isinstance(self.request, ImageRequest):
             raise PipelineDefinitionError(
                 f"ImageStep {self.name}: request must be an ImageRequest, got {self.request!r}"
@@ -233,7 +234,7 @@ class ActionStep:
     meta: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "name", _check_name(self.name, "ActionStep.name"))
+        object.__setattr__(self, "name", check_name(self.name, "ActionStep.name"))
         if not callable(self.fn):
             raise PipelineDefinitionError(f"ActionStep {self.name}: fn must be callable")
 
@@ -257,7 +258,7 @@ class Block:
     child_names: tuple[str, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "name", _check_name(self.name, "Block.name"))
+        object.__setattr__(self, "name", check_name(self.name, "Block.name"))
         where = f"Block {self.name or '(unnamed)'}"
         _check_merge(self.merge, where)
         nodes = tuple(self.nodes)

@@ -41,6 +41,7 @@ from image_project.engine.nodes import (
     ImageStep,
     MergeMode,
     Node,
+    check_name,
     default_name,
 )
 from image_project.engine.outcome import Answer, Conversation, Drawn, NodeOutcome, Place
@@ -199,7 +200,9 @@ class Scope:
     ) -> Any:
         """Run ``fn`` (sync or async) as an action named ``name``, recorded with its result
         (and ``meta``), and return what it returned."""
-        step = ActionStep(name=name, fn=lambda _ctx: fn(), meta=dict(meta or {}))
+        step = ActionStep(
+            name=self._named(name, "an action"), fn=lambda _ctx: fn(), meta=dict(meta or {})
+        )
         value, _ = await self._runner._action(step, self.ctx, self._place(name, step))
         return value
 
@@ -292,8 +295,14 @@ class Scope:
             raise
         self.working = merge_produced(self.working, merge, inner.produced, inner.path)
 
+    def _named(self, name: object, what: str) -> str:
+        checked = check_name(name, f"the name of {what} in {self.path or 'root'}")
+        if checked is None:
+            raise PipelineDefinitionError(f"{self.path or 'root'}: {what} needs a name")
+        return checked
+
     def _nested(self, name: str) -> Scope:
-        at = self._place(name, None)
+        at = self._place(self._named(name, "a scope"), None)
         return Scope(self._runner, self.ctx, path=at.path, order=at.order, base=self.working)
 
 

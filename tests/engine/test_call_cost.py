@@ -29,7 +29,6 @@ from image_project import testing
 from image_project.backends.base import TextRequest
 from image_project.backends.openai_backend import openai_backends
 from image_project.engine import (
-    Block,
     ChatRunner,
     ChatStep,
     Context,
@@ -116,13 +115,12 @@ def _adapter_body() -> Callable[[TextRequest], str]:
 async def test_calls_per_chat_step_stay_flat_along_a_long_conversation() -> None:
     recorder = _PerStep()
     runner = ChatRunner(FunctionTextBackend(_adapter_body()), recorder=recorder)
-    tree = Block(
-        nodes=[ChatStep(name=f"turn{i}", prompt=f"say {i}", temperature=0.0) for i in range(TURNS)]
-    )
     ctx = Context.with_system("sys")
     with counting() as counter:
         recorder.counter = counter
-        await runner.run(ctx, tree)
+        async with runner.root(ctx).scope("pipeline", merge="all_messages") as pipeline:
+            for i in range(TURNS):
+                await pipeline.ask(ChatStep(name=f"turn{i}", prompt=f"say {i}", temperature=0.0))
     assert [m for m, _ in recorder.per_step] == [1 + 2 * i for i in range(TURNS)]
     calls = [c for _, c in recorder.per_step]
     # The first step pays one-time work (caches); from the second on, every step makes the
