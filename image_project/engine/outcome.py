@@ -12,10 +12,9 @@ from dataclasses import dataclass
 from typing import Generic, TypeAlias, TypeVar
 
 from image_project.backends.base import Message
-from image_project.engine.context import EngineEvent
 from image_project.record.events import ChatEvent, ImageEvent
 
-__all__ = ["Answer", "Conversation", "Drawn", "NodeOutcome", "Place"]
+__all__ = ["Answer", "Conversation", "Drawn", "Place"]
 
 T = TypeVar("T")
 
@@ -47,15 +46,3 @@ class Drawn(Generic[T]):
 
     value: T
     event: ImageEvent
-
-
-@dataclass(frozen=True)
-class NodeOutcome:
-    """What a node produced: the messages it added to its working copy, its last assistant
-    response (None when it produced none) and, for a step, its value (a chat step's parsed
-    answer or ``on_failure`` value, an action's return value) and its transcript event."""
-
-    produced: Conversation
-    last_response: str | None
-    value: object = None
-    event: EngineEvent | None = None

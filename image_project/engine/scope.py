@@ -40,15 +40,15 @@ from image_project.engine.nodes import (
     ChatStep,
     ImageStep,
     MergeMode,
-    Node,
+    Step,
     check_name,
     default_name,
 )
-from image_project.engine.outcome import Answer, Conversation, Drawn, NodeOutcome, Place
+from image_project.engine.outcome import Answer, Conversation, Drawn, Place
 from image_project.errors import PipelineDefinitionError, StepFailedError, locate
 from image_project.record.events import ActionEvent
 
-__all__ = ["Answer", "Drawn", "Scope", "ScopeRunner", "merge_produced", "root", "root_scope"]
+__all__ = ["Answer", "Drawn", "Scope", "ScopeRunner", "merge_produced", "root"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -76,21 +76,6 @@ class ScopeRunner(Protocol):
     ) -> tuple[Any, ActionEvent]: ...
 
     def _announce(self, path: str, steps: int) -> None: ...
-
-    async def run_node(
-        self,
-        node: Node,
-        ctx: Context,
-        base: Conversation,
-        *,
-        path: str,
-        name: str,
-        order: tuple[int, ...],
-    ) -> NodeOutcome: ...
-
-    def merge(
-        self, parent: Conversation, node: Node, outcome: NodeOutcome, path: str
-    ) -> Conversation: ...
 
 
 class Scope:
@@ -141,11 +126,13 @@ class Scope:
         """The 1-based index an unnamed child at ``position`` is named by."""
         return position + 1
 
-    def _place(self, name: str | None, node: object) -> Place:
-        """The next child's place, its name claimed."""
+    def _place(self, name: str | None, step: Step | None = None) -> Place:
+        """The next child's place, its name (``step``'s default name when None) claimed."""
         position = self._take()
+        if name is None and step is not None:
+            name = default_name(step, self._index(position))
         if name is None:
-            name = default_name(node, self._index(position))  # type: ignore[arg-type]
+            raise PipelineDefinitionError(f"{self.path or 'root'}: a child needs a name")
         if name in self._names:
             raise PipelineDefinitionError(f"{self.path or 'root'}: two children are named {name!r}")
         self._names.add(name)
@@ -153,15 +140,6 @@ class Scope:
         return Place(name, path, (*self.order, position))
 
     # -- children -----------------------------------------------------------------------
-
-    async def run(self, node: Node) -> NodeOutcome:
-        """Run a whole tree as this scope's next child and apply its merge."""
-        at = self._place(node.name, node)
-        outcome = await self._runner.run_node(
-            node, self.ctx, self.working, path=at.path, name=at.name, order=at.order
-        )
-        self.working = self._runner.merge(self.working, node, outcome, at.path)
-        return outcome
 
     @overload
     async def ask(self, step: ChatStep[T]) -> Answer[T]: ...
@@ -200,10 +178,8 @@ class Scope:
     ) -> Any:
         """Run ``fn`` (sync or async) as an action named ``name``, recorded with its result
         (and ``meta``), and return what it returned."""
-        step = ActionStep(
-            name=self._named(name, "an action"), fn=lambda _ctx: fn(), meta=dict(meta or {})
-        )
-        value, _ = await self._runner._action(step, self.ctx, self._place(name, step))
+        step = ActionStep(name=self._named(name, "an action"), fn=fn, meta=dict(meta or {}))
+        value, _ = await self._runner._action(step, self.ctx, self._place(step.name))
         return value
 
     @overload
@@ -302,7 +278,7 @@ class Scope:
         return checked
 
     def _nested(self, name: str) -> Scope:
-        at = self._place(self._named(name, "a scope"), None)
+        at = self._place(self._named(name, "a scope"))
         return Scope(self._runner, self.ctx, path=at.path, order=at.order, base=self.working)
 
 
@@ -383,14 +359,3 @@ def merge_produced(
         )
     asked = next(m for m in produced if m.role == "user")
     return (*parent, asked, Message("assistant", last))
-
-
-@asynccontextmanager
-async def root_scope(
-    runner: ScopeRunner, ctx: Context, name: str, merge: MergeMode
-) -> AsyncIterator[Scope]:
-    """A named scope at the root of ``ctx`` (the next root run), merged into ``ctx.messages``
-    when it closes without an error."""
-    _check_merge(merge, name)
-    async with root(runner, ctx).scope(name, merge=merge) as scope:
-        yield scope

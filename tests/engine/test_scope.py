@@ -150,18 +150,19 @@ async def test_the_root_scope_places_children_at_the_top_after_earlier_roots() -
 @pytest.mark.parametrize("mode", ["concurrent", "sequential"])
 async def test_an_unnamed_gather_runs_functions_as_the_scopes_own_children(mode: str) -> None:
     """Each function's steps sit at the position its item was given when the gather started,
-    so the record is in declared order although the first item finishes last."""
+    so the record is in declared order although the first item reaches its step (and
+    finishes) last."""
     second_done = anyio.Event()
 
     async def answer(request: TextRequest) -> str:
         text = last_user_text(request)
-        if text == "first" and mode == "concurrent":
-            await second_done.wait()
         if text == "second":
             second_done.set()
         return f"re:{text}"
 
     async def one(prompt: str, scope: Scope) -> int:
+        if prompt == "first" and mode == "concurrent":
+            await second_done.wait()  # the second item asks and answers first
         got = await scope.ask(length_step(prompt, prompt))
         return got.value
 

@@ -321,7 +321,7 @@ async def test_step_blank_image_prompt_fails_before_any_call() -> None:
 
 def test_step_shape() -> None:
     step = title_step(IMAGE_PROMPT, ["A B"], temperature=0.4, max_attempts=4, seed=3)
-    assert (step.name, step.merge, step.keep) == (TITLE_KEY, "none", None)
+    assert (step.name, step.merge) == (TITLE_KEY, "none")
     assert step.stateless and step.system_prompt == TITLE_SYSTEM_PROMPT
     assert (step.temperature, step.reask.max, step.seed) == (0.4, 3, 3)
     assert isinstance(step.output, TextOutput) and step.reask.fallback is not None
