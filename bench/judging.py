@@ -30,7 +30,7 @@ protocol's round, so nothing measured is lost::
 
     python bench/judging.py                     # every protocol, as many rounds as fit
     python bench/judging.py --quick             # 2 rounds, list only (the slow test)
-    python bench/judging.py --rounds 8 --budget-s 2700 --json docs/judging.json
+    python bench/judging.py --rounds 8 --budget-s 2700 --json bench/results/judging.json
 
 Exit 0 with a SKIPPED line when no llama-server binary is found (``$LLAMA_SERVER``).
 """

@@ -11,7 +11,7 @@ output in a fresh temporary directory:
 * ``python main.py --help``;
 * ``python main.py --offline --prompt-only --seed 42``: a whole offline prompt-only run,
   written to the run store as every run is (the default SQLite store, which exists after the
-  warm-up round: what a user's second and later runs pay, a write with ``sqlite3`` alone);
+  warm-up round: what a user's second and later runs pay);
 * the same with ``--set store.enabled=false``: what the store's write adds to a process.
 
 Reported per command: wall time (median, min, max) and CPU time (user + system of the child,

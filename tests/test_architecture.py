@@ -89,7 +89,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("cli", ("cli",)),
     # The start of every way in (a Ctrl-C during start-up exits 130), which imports the CLI.
     ("launch", ("launch",)),
-    # The fake OpenAI server (tests, image_project.testing and the benchmarks serve it).
+    # The fake OpenAI server (tests and image_project.testing serve it; bench/ under uvicorn).
     ("fake server", ("_fake_openai",)),
     # Nothing in the package imports these: `python -m image_project`, app.py (the earlier
     # home of run_generation, re-exporting image_project.run) and the public fakes for tests.

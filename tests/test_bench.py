@@ -425,9 +425,12 @@ def test_the_simulator_refuses_requests_over_its_window_and_its_headers_say_so()
     assert 0 < reset <= 3600
 
 
-def test_provenance_calls_code_changes_dirty_but_not_the_figures_in_docs(tmp_path: Path) -> None:
-    """A bench writes its JSON under docs/ (and a reader may edit the prose there) while the
-    next bench runs: neither changes the code measured, so neither marks it uncommitted."""
+def test_provenance_calls_code_changes_dirty_but_not_the_results_or_the_docs(
+    tmp_path: Path,
+) -> None:
+    """A bench writes its JSON under bench/results/ (and a reader may edit the pages of docs/)
+    while the next bench runs: neither changes the code measured, so neither marks it
+    uncommitted."""
     import subprocess
 
     from provenance import git_commit
@@ -436,14 +439,18 @@ def test_provenance_calls_code_changes_dirty_but_not_the_figures_in_docs(tmp_pat
         subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
 
     git("init", "-q")
+    (tmp_path / "bench" / "results").mkdir(parents=True)
+    (tmp_path / "bench" / "results" / "latency.json").write_text("{}")
     (tmp_path / "docs").mkdir()
-    (tmp_path / "docs" / "latency.json").write_text("{}")
+    (tmp_path / "docs" / "performance.md").write_text("# Performance\n")
     (tmp_path / "code.py").write_text("x = 1\n")
     git("add", ".")
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "start")
     head, dirty = git_commit(tmp_path)
     assert head is not None and len(head) == 40 and not dirty
-    (tmp_path / "docs" / "latency.json").write_text('{"new": 1}')
+    (tmp_path / "bench" / "results" / "latency.json").write_text('{"new": 1}')
+    assert git_commit(tmp_path) == (head, False)
+    (tmp_path / "docs" / "performance.md").write_text("# Performance, edited\n")
     assert git_commit(tmp_path) == (head, False)
     (tmp_path / "code.py").write_text("x = 2\n")
     assert git_commit(tmp_path) == (head, True)

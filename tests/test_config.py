@@ -128,7 +128,7 @@ def test_example_ensemble_overlay_is_valid() -> None:
     assert [j.id for j in judges] == ["strict", "warm", "novel"]
     assert judges[2].backend == "local" and judges[2].model == "qwen3-8b-local"
     assert all(j.temperature == 0.0 for j in judges)
-    assert len({j.model for j in judges}) == 2  # a mixed-model panel (docs/scoring.md)
+    assert len({j.model for j in judges}) == 2  # a mixed-model panel (docs/panel.md)
     assert config.prompt.scoring.effective_min_ok_judges == 2
 
 

@@ -28,6 +28,7 @@ from image_project.stages.scoring.cards import CARD_OUTPUT
 from image_project.stages.scoring.evolution import selector_output
 from image_project.stages.scoring.hints import hints_output
 from image_project.stages.scoring.judges import judge_output, reasoned_output
+from image_project.stages.scoring.protocols import PROTOCOLS
 from image_project.stages.standard import concept_rewrite_output
 from image_project.testing import ScriptedTextBackend
 from tests.test_app import make_cfg
@@ -185,7 +186,7 @@ def test_the_default_limits_fit_the_longest_valid_answer(kind: str) -> None:
         "rewrite": (concept_rewrite_output(3), TokenBudget("rewrite")),
         "hints": (hints_output(["light"]), TokenBudget("hints")),
         "judge": (judge_output(ids), TokenBudget("judge", items=len(ids))),
-        "judge_reasoned": (reasoned_output(ids), TokenBudget("judge_reasoned", items=len(ids))),
+        "judge_reasoned": (reasoned_output(ids), PROTOCOLS["reasoned"].budget(tuple(ids))),
         "selector": (
             selector_output(ids, ("performance", "diversity", "potential")),
             TokenBudget("selector", items=3),

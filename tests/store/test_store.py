@@ -289,7 +289,7 @@ async def test_an_interrupted_first_run_does_not_create_the_sqlite_store(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Creating a SQLite store (SQLAlchemy, Alembic, the migration) would delay a Ctrl-C exit
-    (docs/store.json: ``create_new_store_in_a_new_process_s``); the interrupted first run
+    (bench/results/store.json: ``create_new_store_in_a_new_process_s``); the interrupted first run
     leaves it for the next run, saying so with the command that imports it, and the next run
     names it again."""
     url = f"sqlite:///{tmp_path / 'store' / 'runs.sqlite'}"

@@ -47,7 +47,13 @@ from image_project.config import EffectiveJudge, ScoringConfig
 from image_project.engine import Answer, ChatStep, ReaskPolicy, Scope
 from image_project.engine.budget import TokenBudget
 from image_project.errors import EmptyResponseError, ModelOutputError, locate
-from image_project.record.scoring import IdeaCard, ScoreRow, ScoringRecord, Survivor
+from image_project.record.scoring import (
+    IdeaCard,
+    ScoreRow,
+    ScoringRecord,
+    Survivor,
+    named_protocol,
+)
 from image_project.seeding import derive_seed
 from image_project.stages.scoring.cards import CARD_OUTPUT, card_ids, directions_for
 from image_project.stages.scoring.hints import ProfileHints, hints_output
@@ -77,7 +83,7 @@ def describe_ensemble(
     described = ", ".join(
         f"{j.id}(model={j.model}, t={j.temperature:g}, rubric={j.rubric.label}, "
         f"profile={j.profile}, weight={j.weight:g}"
-        + (f", protocol={j.protocol})" if j.protocol != "list" else ")")
+        + (f", protocol={p})" if (p := named_protocol(j.protocol)) else ")")
         for j in judges
     )
     if novelty.used:
