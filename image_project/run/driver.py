@@ -236,7 +236,6 @@ class _Run:
             prompt_only=prompt_only,
             created_at=utc_iso(),
             ctx=ctx,
-            runner=runner,
             root=runner.root(ctx),
             recorder=recorder,
             say=say,

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from image_project.backends.base import ImageReply, Usage
 from image_project.backends.factory import Backends
 from image_project.config import AppConfig
-from image_project.engine import ChatRunner, Context, DefaultStepRecorder, Scope
+from image_project.engine import Context, DefaultStepRecorder, Scope
 from image_project.errors import (
     ImageProjectError,
 )
@@ -268,7 +268,7 @@ class Ledger:
 @dataclass(frozen=True)
 class RunState:
     """One run: what it is given (config, backends, store, seed, ids, where its progress
-    lines go, the engine context, runner and root scope), what its phases produced for the
+    lines go, the engine context and its root scope), what its phases produced for the
     record (:class:`Produced`) and its ledger (:class:`Ledger`). What a phase hands to the
     next is a typed value (:mod:`image_project.run.phases`), never a field here."""
 
@@ -279,9 +279,9 @@ class RunState:
     prompt_only: bool
     created_at: str
     ctx: Context
-    runner: ChatRunner
     root: Scope
-    """The root scope of ``ctx``: every step of the run is its child or below it."""
+    """The root scope of ``ctx`` (its runner's): every step of the run is its child or below
+    it."""
     recorder: DefaultStepRecorder
     say: Callable[[str], None]
     started: float
