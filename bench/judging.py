@@ -273,7 +273,9 @@ async def judge_round(
         max_prompt_chars=cfg.prompt.max_prompt_chars,
     )
     panel = Panel(judges, brief, None, None, run_seed, scoring.max_reasks)
-    async with runner.scope(Context.with_system("judging bench"), "judging") as scope:
+    async with runner.root(Context.with_system("judging bench")).scope(
+        "judging", merge="all_messages"
+    ) as scope:
         return await panel.judge(scope, ids, cards, 0, lambda _r: None)
 
 

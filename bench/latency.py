@@ -560,7 +560,7 @@ async def engine_overhead(runs: int = 30) -> float:
         runner = ChatRunner(backend, recorder=recorder)
         before = backend.spent
         t0 = time.perf_counter()
-        await flow.run(runner, ctx)
+        await flow.run(runner.root(ctx))
         walls.append((time.perf_counter() - t0) - (backend.spent - before))
         steps = recorder.steps
     return statistics.median(walls) / steps * 1000

@@ -219,6 +219,15 @@ class _Run:
         if own_store:
             store = StoreWriter(cfg.effective_store_url)
         recorder = recorder or (ProgressRecorder(say) if emit else DefaultStepRecorder())
+        ctx = Context.with_system(SYSTEM_PROMPT)
+        runner = ChatRunner(
+            backends.text,
+            recorder=recorder,
+            mode=cfg.run.concurrency,
+            image_backend=backends.image,
+            token_limits=token_limits(cfg),
+            max_prompt_chars=cfg.prompt.max_prompt_chars,
+        )
         state = RunState(
             cfg=cfg,
             backends=backends,
@@ -226,15 +235,8 @@ class _Run:
             seed=seed if seed is not None else run_seed(cfg.prompt.random_seed),
             prompt_only=prompt_only,
             created_at=utc_iso(),
-            ctx=Context.with_system(SYSTEM_PROMPT),
-            runner=ChatRunner(
-                backends.text,
-                recorder=recorder,
-                mode=cfg.run.concurrency,
-                image_backend=backends.image,
-                token_limits=token_limits(cfg),
-                max_prompt_chars=cfg.prompt.max_prompt_chars,
-            ),
+            ctx=ctx,
+            root=runner.root(ctx),
             recorder=recorder,
             say=say,
             started=started,

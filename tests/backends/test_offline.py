@@ -464,7 +464,7 @@ async def test_offline_dislike_rewrite_keeps_the_concepts() -> None:
     concepts = ["Baroque", "Bird's-Eye View", "Harbour at dusk"]
     step = dislike_rewrite_step(concepts, ["gore", "clowns", "neon signs"], run_seed=1)
     ctx = Context.with_system("s")
-    assert await ChatRunner(OfflineTextBackend()).ask(ctx, step) == tuple(concepts)
+    assert (await ChatRunner(OfflineTextBackend()).root(ctx).ask(step)).value == tuple(concepts)
 
 
 # --------------------------------------------------------------------------- unsupported schemas

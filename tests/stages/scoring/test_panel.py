@@ -139,7 +139,8 @@ async def test_a_rounds_judges_run_in_one_block_each_result_handed_on_as_it_arri
     seen: list[str] = []
     ctx = Context()
     judges = panel(STRICT, WARM, PAIR, WEIGHED, THINKS)
-    async with ChatRunner(FunctionTextBackend(answer)).scope(ctx, "root") as root:
+    runner = ChatRunner(FunctionTextBackend(answer))
+    async with runner.root(ctx).scope("root", merge="all_messages") as root:
         results = await judges.judge(root, IDS, CARDS, 0, lambda r: seen.append(r.id))
     assert [r.id for r in results] == ["strict", "warm", "pair", "weighed", "thinks"]
     assert sorted(seen) == sorted(r.id for r in results)

@@ -132,7 +132,7 @@ def test_the_selectors_step_asks_for_the_rounds_slots() -> None:
 
 async def choose(r: Rounds, backend: Any) -> tuple[Any, Context]:
     ctx = Context()
-    async with ChatRunner(backend).scope(ctx, "round_1") as scope:
+    async with ChatRunner(backend).root(ctx).scope("round_1", merge="all_messages") as scope:
         choice = await r.survivors(scope, 1, TABLE, CARDS)
     return choice, ctx
 
