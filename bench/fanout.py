@@ -22,8 +22,10 @@ import anyio
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from image_project.backends.base import TextRequest
-from image_project.engine import ChatRunner, ChatStep, Context, NullStepRecorder
-from image_project.engine.runner import ExecutionMode
+from image_project.engine.context import Context
+from image_project.engine.nodes import ChatStep
+from image_project.engine.recorder import NullStepRecorder
+from image_project.engine.runner import ChatRunner, ExecutionMode
 from image_project.testing import FunctionTextBackend
 
 

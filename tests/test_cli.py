@@ -16,7 +16,7 @@ import pytest
 from PIL import Image, ImageChops, ImageStat
 
 from image_project.backends.base import ImageRequest
-from image_project.backends.offline import OfflineImageBackend
+from image_project.backends.offline.image import OfflineImageBackend
 from image_project.cli.command import _with_command, build_parser, main
 from image_project.seeding import derive_seed
 from image_project.stages.concepts import load_categories, select_concepts

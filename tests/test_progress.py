@@ -7,7 +7,11 @@ import pytest
 
 from image_project.backends.base import TextReply, TextRequest
 from image_project.cli.progress import ProgressRecorder, counted
-from image_project.engine import ChatRunner, ChatStep, Context, DefaultStepRecorder, Scope
+from image_project.engine.context import Context
+from image_project.engine.nodes import ChatStep
+from image_project.engine.recorder import DefaultStepRecorder
+from image_project.engine.runner import ChatRunner
+from image_project.engine.scope import Scope
 from image_project.errors import ServerError
 from image_project.testing import FunctionTextBackend, last_user_text
 

@@ -14,8 +14,8 @@ import openai
 import pytest
 import yaml
 
-from image_project.app import run_generation
-from image_project.backends.offline import OfflineTextBackend
+from image_project.backends.offline.text import OfflineTextBackend
+from image_project.run.driver import run_generation
 from image_project.testing import FunctionTextBackend, StrictLocalServer
 from tests.test_app import backends, make_cfg
 

@@ -15,12 +15,15 @@ from typing import Any
 import anyio
 import pytest
 
-from image_project.app import RunFailed, run_generation
 from image_project.artifacts.generations import append_generation_row
 from image_project.backends.base import TextReply, TextRequest
 from image_project.cli.summary import gate_lines, record_lines
 from image_project.errors import ServerError
-from image_project.record import RunRecord, ScoringRecord, gate_counts
+from image_project.record.gates import gate_counts
+from image_project.record.run import RunRecord
+from image_project.record.scoring import ScoringRecord
+from image_project.run.driver import run_generation
+from image_project.run.state import RunFailed
 from image_project.seeding import derive_seed, rng_for
 from image_project.stages.profile import load_profile
 from image_project.stages.standard import Brief

@@ -17,10 +17,9 @@ import logging
 import time
 from collections.abc import Callable
 
-from image_project.engine import Context, DefaultStepRecorder, EngineEvent
+from image_project.engine.context import Context, EngineEvent
+from image_project.engine.recorder import DefaultStepRecorder
 from image_project.record.events import ChatEvent, ImageEvent
-
-__all__ = ["ProgressRecorder", "counted"]
 
 
 def counted(n: int, noun: str) -> str:

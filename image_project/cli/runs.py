@@ -34,21 +34,14 @@ from image_project.cli.summary import (
     terminal_safe,
 )
 from image_project.config.store_url import sqlite_path
+from image_project.errors import StoreError
 from image_project.extras import missing_extra
-from image_project.record import RunRecord, ScoringRecord, run_status, stopped_reason
-from image_project.store.db import RunStore, RunSummary, StoreError, parse_since
+from image_project.record.run import RunRecord, run_status, stopped_reason
+from image_project.record.scoring import ScoringRecord
+from image_project.store.db import RunStore, RunSummary, parse_since
 
 if TYPE_CHECKING:
     from image_project.artifacts.pending import RepairScope
-
-__all__ = [
-    "EXPORT_CSV_FIELDS",
-    "format_summaries",
-    "iter_records",
-    "review_stored_runs",
-    "run_command",
-    "show_lines",
-]
 
 EXPORT_CSV_FIELDS: tuple[str, ...] = (
     "generation_id",
@@ -158,7 +151,7 @@ def review_stored_runs(
     except StoreError as exc:
         print(f"store error: {exc}", file=sys.stderr)
         return 1
-    from image_project.review import review_command
+    from image_project.review.site import review_command
 
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -191,7 +184,7 @@ def review_stored_runs(
 def _stats(store: RunStore, args: argparse.Namespace, since: Any, out: IO[str]) -> int:
     """``runs stats``: the judge-panel table (:mod:`image_project.analysis`) of the runs the
     filters select (all runs unless ``--limit``)."""
-    from image_project.analysis import stats_command
+    from image_project.analysis.table import stats_command
 
     records = store.records(last=args.limit, failed=args.failed, judge=args.judge, since=since)
     if not records:
@@ -359,7 +352,7 @@ def _write_export(records: Sequence[RunRecord], fmt: str, out: IO[str]) -> None:
 
 
 def _csv_row(record: RunRecord) -> dict[str, Any]:
-    from image_project.record import ScoringRecord
+    from image_project.record.scoring import ScoringRecord
 
     scoring = record.blackbox_scoring
     scored = isinstance(scoring, ScoringRecord)

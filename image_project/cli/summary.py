@@ -10,36 +10,19 @@ import re
 from collections.abc import Sequence
 
 from image_project.cli.progress import counted
-from image_project.record import (
-    ContextRecord,
-    InjectorRecord,
+from image_project.record.context import ContextRecord, InjectorRecord
+from image_project.record.gates import gate_counts
+from image_project.record.run import RunRecord, run_status, scoring_absent, stopped_reason
+from image_project.record.scoring import (
     JudgeResult,
     RoundCandidate,
     RoundRecord,
-    RunRecord,
     ScoreRow,
     ScoringRecord,
     SelectorRecord,
-    gate_counts,
+    named_protocol,
     pick_rule,
-    run_status,
-    scoring_absent,
-    stopped_reason,
 )
-from image_project.record.scoring import named_protocol
-
-__all__ = [
-    "card_lines",
-    "context_lines",
-    "gate_lines",
-    "prompt_lines",
-    "record_lines",
-    "round_lines",
-    "rounds_lines",
-    "scoring_lines",
-    "terminal_safe",
-]
-
 
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 _CONTROL_OR_NEWLINE = re.compile(_CONTROL.pattern[:-1] + "\n]")

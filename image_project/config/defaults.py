@@ -20,17 +20,6 @@ import shutil
 import sys
 from pathlib import Path
 
-__all__ = [
-    "BUILTIN_CONFIG",
-    "BUILTIN_DIR",
-    "BUILTIN_INPUTS",
-    "STARTER_FILES",
-    "StarterExistsError",
-    "builtin_note",
-    "init_command",
-    "write_starter",
-]
-
 BUILTIN_DIR = Path(__file__).resolve().parent.parent / "defaults"
 BUILTIN_CONFIG = BUILTIN_DIR / "config.yaml"
 BUILTIN_INPUTS: dict[str, Path] = {

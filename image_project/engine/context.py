@@ -12,8 +12,6 @@ from typing import TypeAlias
 from image_project.backends.base import Message
 from image_project.record.events import ActionEvent, ChatEvent, ImageEvent
 
-__all__ = ["Context", "EngineEvent"]
-
 EngineEvent: TypeAlias = ChatEvent | ActionEvent | ImageEvent
 """What the engine records for a step."""
 

@@ -21,8 +21,6 @@ import anyio
 
 from image_project.errors import add_cancelled_paths
 
-__all__ = ["ordered_fanout"]
-
 T = TypeVar("T")
 
 

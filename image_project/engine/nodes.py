@@ -22,19 +22,6 @@ from image_project.errors import PipelineDefinitionError
 if TYPE_CHECKING:
     from image_project.engine.context import Context
 
-__all__ = [
-    "MERGE_MODES",
-    "ActionFn",
-    "ActionStep",
-    "ChatStep",
-    "ImageStep",
-    "MergeMode",
-    "PromptSource",
-    "Step",
-    "check_name",
-    "default_name",
-]
-
 MergeMode = Literal["all_messages", "last_response", "none"]
 MERGE_MODES: tuple[str, ...] = get_args(MergeMode)
 

@@ -14,8 +14,6 @@ from typing import Generic, TypeAlias, TypeVar
 from image_project.backends.base import Message
 from image_project.record.events import ChatEvent, ImageEvent
 
-__all__ = ["Answer", "Conversation", "Drawn", "Place"]
-
 T = TypeVar("T")
 
 Conversation: TypeAlias = tuple[Message, ...]

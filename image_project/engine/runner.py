@@ -78,8 +78,6 @@ from image_project.record.events import (
     TokenLogprobs,
 )
 
-__all__ = ["ChatRunner", "ExecutionMode", "as_json"]
-
 T = TypeVar("T")
 
 ExecutionMode: TypeAlias = Literal["concurrent", "sequential"]

@@ -48,8 +48,6 @@ from image_project.engine.outcome import Answer, Conversation, Drawn, Place
 from image_project.errors import PipelineDefinitionError, StepFailedError, locate
 from image_project.record.events import ActionEvent
 
-__all__ = ["Answer", "Drawn", "Scope", "ScopeRunner", "merge_produced", "root"]
-
 T = TypeVar("T")
 R = TypeVar("R")
 

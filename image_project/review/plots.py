@@ -12,15 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from image_project.analysis import PanelStats
+from image_project.analysis.panel import PanelStats
 from image_project.artifacts.atomic import atomic_write_bytes
-from image_project.record import JUDGE_STATUSES
+from image_project.record.scoring import JUDGE_STATUSES
 
 if TYPE_CHECKING:
     from matplotlib.axis import Axis
     from matplotlib.figure import Figure
-
-__all__ = ["PLOTS", "Plot", "write_plots"]
 
 
 @dataclass(frozen=True)

@@ -36,10 +36,11 @@ from typing import IO
 
 import jinja2
 
-from image_project.analysis import PanelStats, panel_stats
+from image_project.analysis.panel import PanelStats, panel_stats
 from image_project.artifacts.atomic import atomic_write_bytes, atomic_write_text
 from image_project.errors import preview
-from image_project.record import JUDGE_STATUSES, RunRecord
+from image_project.record.run import RunRecord
+from image_project.record.scoring import JUDGE_STATUSES
 from image_project.review.gallery import gallery_pages
 from image_project.review.plots import write_plots
 from image_project.review.views import (
@@ -48,8 +49,6 @@ from image_project.review.views import (
     run_view,
     upscale_view,
 )
-
-__all__ = ["DEFAULT_MAX_IMAGE_PIXELS", "build_site", "review_command"]
 
 _Progress = Callable[[str], None]
 _Skipped = Callable[[str, str], None]

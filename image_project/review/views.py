@@ -7,40 +7,18 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from image_project.record import (
-    ContextRecord,
+from image_project.record.context import ContextRecord
+from image_project.record.ids import generation_id_problem
+from image_project.record.run import RunError, RunRecord, run_status, scoring_absent, stopped_reason
+from image_project.record.scoring import (
     JudgeResult,
     RoundCandidate,
     RoundRecord,
-    RunError,
-    RunRecord,
     ScoreRow,
     ScoringRecord,
     SelectorRecord,
     pick_rule,
-    run_status,
-    scoring_absent,
-    stopped_reason,
 )
-from image_project.record.ids import generation_id_problem
-
-__all__ = [
-    "ContextView",
-    "HeatCell",
-    "HeatRow",
-    "InjectorLine",
-    "JudgeLine",
-    "PickView",
-    "RoundView",
-    "RunView",
-    "SelectorLine",
-    "SurvivorLine",
-    "UpscaleView",
-    "heat_style",
-    "page_name",
-    "run_view",
-    "upscale_view",
-]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 

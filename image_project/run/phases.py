@@ -18,20 +18,18 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from image_project.artifacts import (
-    existing_titles,
-    read_manifest,
-)
+from image_project.artifacts.manifest import existing_titles, read_manifest
 from image_project.backends.base import ImageReply, ImageRequest, Message
 from image_project.cli.progress import counted
-from image_project.engine import ImageStep, Scope
+from image_project.engine.nodes import ImageStep
+from image_project.engine.scope import Scope
 from image_project.errors import (
     ImageProjectError,
     ModelOutputError,
     StepFailedError,
     add_cancelled_paths,
 )
-from image_project.record import ConceptFilter
+from image_project.record.run import ConceptFilter
 from image_project.run.records import write_records
 from image_project.run.state import (
     Contexted,
@@ -63,8 +61,6 @@ if TYPE_CHECKING:
     from image_project.artifacts.upscale import Upscaled, UpscaleSettings
 
 
-__all__ = ["PhaseFailed", "run_phases", "say_done"]
-
 logger = logging.getLogger("image_project.run")
 
 
@@ -78,7 +74,8 @@ async def _context(run: RunState, inputs: Inputs) -> Contexted:
     of the phases, before any model call: a plugin that fails here costs nothing. With
     ``system`` (or ``both``), the run's conversation starts from the system prompt with the
     guidance appended."""
-    from image_project.context import load_injectors, run_injectors
+    from image_project.context.inject import run_injectors
+    from image_project.context.loading import load_injectors
 
     cfg = run.cfg.context
     record = run_injectors(
@@ -137,12 +134,8 @@ async def _pipeline(run: RunState, inputs: Inputs, brief: Brief, guidance: Guida
         return Prompted(_answered(final_prompt))
     # Imported here: a run without scoring (the default) never needs it, and its import
     # is about 0.03 s of the command line's start-up (bench/startup.py).
-    from image_project.stages.scoring import (
-        ScoringRun,
-        ScoringSetup,
-        describe_ensemble,
-        load_novelty,
-    )
+    from image_project.stages.scoring.flow import ScoringRun, ScoringSetup, describe_ensemble
+    from image_project.stages.scoring.novelty import load_novelty
 
     text_model = run.backends.text.default_model
     judges = scoring.effective_judges(text_model, run.backends.text_models)

@@ -15,28 +15,28 @@ from typing import TYPE_CHECKING
 
 from image_project.backends.base import ImageReply, Usage
 from image_project.backends.factory import Backends
-from image_project.config import AppConfig
-from image_project.engine import Context, DefaultStepRecorder, Scope
+from image_project.config.models import AppConfig
+from image_project.engine.context import Context
+from image_project.engine.recorder import DefaultStepRecorder
+from image_project.engine.scope import Scope
 from image_project.errors import (
     ImageProjectError,
 )
 from image_project.preflight import check_outputs
-from image_project.record import (
+from image_project.record.context import ContextOff, ContextRecord
+from image_project.record.events import ChatEvent, ImageEvent
+from image_project.record.run import (
     SCHEMA_VERSION,
     BackendInfo,
-    ChatEvent,
     ConceptFilter,
-    ContextOff,
-    ContextRecord,
-    ImageEvent,
     RunError,
     RunRecord,
     RunUsage,
-    ScoringOff,
     Timing,
     TitleRecord,
-    UpscaleRecord,
 )
+from image_project.record.scoring import ScoringOff
+from image_project.record.upscale import UpscaleRecord
 from image_project.stages.concepts import Categories, load_categories
 from image_project.stages.profile import Profile, check_profile_size, load_profile
 from image_project.stages.standard import Brief, Guidance
@@ -48,28 +48,9 @@ if TYPE_CHECKING:
 
     from image_project.artifacts.pending import PendingTranscript
     from image_project.artifacts.upscale import SavedUpscale, Upscaled, UpscaleSettings
-    from image_project.stages.scoring import NoveltyState, ScoringRun
+    from image_project.stages.scoring.flow import ScoringRun
+    from image_project.stages.scoring.novelty import NoveltyState
 
-
-__all__ = [
-    "PHASES",
-    "Contexted",
-    "Filtered",
-    "Inputs",
-    "Ledger",
-    "Loaded",
-    "Pictured",
-    "Produced",
-    "Prompted",
-    "RunFailed",
-    "RunResult",
-    "RunState",
-    "Saved",
-    "ToRecord",
-    "load_inputs",
-    "new_generation_id",
-    "utc_iso",
-]
 
 logger = logging.getLogger("image_project.run")
 

@@ -35,47 +35,15 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field, StringConstraints, create_model, model_validator
 
-from image_project.engine import (
-    Answer,
-    ChatStep,
-    JsonOutput,
-    MergeMode,
-    ReaskPolicy,
-    Scope,
-    TextOutput,
-    TokenBudget,
-)
+from image_project.engine.budget import TokenBudget
+from image_project.engine.nodes import ChatStep, MergeMode
+from image_project.engine.outcome import Answer
+from image_project.engine.output import JsonOutput, ReaskPolicy, TextOutput
+from image_project.engine.scope import Scope
 from image_project.record.base import RecordModel
 from image_project.record.gates import gate_error
 from image_project.record.textshape import repetition_loop
 from image_project.seeding import derive_seed
-
-__all__ = [
-    "CONCEPTS_KEY",
-    "CONSENSUS_DRAFTS",
-    "CRITICS",
-    "DALLE_PROMPT_KEY",
-    "NO_GUIDANCE",
-    "PROSE",
-    "PROSE_OUTPUT",
-    "PROSE_REASK",
-    "STAGES",
-    "SYSTEM_PROMPT",
-    "Brief",
-    "ConceptRewrite",
-    "Guidance",
-    "Refinement",
-    "StagePrompt",
-    "check_rewrite",
-    "concept_lines",
-    "concept_rewrite_output",
-    "dislike_phrases",
-    "dislike_rewrite_step",
-    "prompt_pipeline",
-    "run_stage",
-    "stage_prompt",
-    "tot_enclave",
-]
 
 Refinement = Literal["final", "per_stage", "none"]
 DALLE_PROMPT_KEY = "dalle_prompt"

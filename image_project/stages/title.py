@@ -43,24 +43,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("image_project.title")
 
-__all__ = [
-    "FALLBACK_TITLE",
-    "MAX_AVOID_TITLES_IN_PROMPT",
-    "ROMAN_NUMERALS",
-    "TITLE_KEY",
-    "TITLE_SYSTEM_PROMPT",
-    "TitleCollisionError",
-    "TitleResult",
-    "build_title_prompt",
-    "disambiguate",
-    "resolve_collision",
-    "run_title",
-    "sanitize_title",
-    "title_step",
-    "validate_title",
-]
-
-
 FALLBACK_TITLE = "Untitled Work"
 TITLE_KEY = "title"
 """The title step's name; its value is a :class:`TitleResult`."""

@@ -28,13 +28,10 @@ import pytest
 from image_project import testing
 from image_project.backends.base import TextRequest
 from image_project.backends.openai_backend import openai_backends
-from image_project.engine import (
-    ChatRunner,
-    ChatStep,
-    Context,
-    DefaultStepRecorder,
-    EngineEvent,
-)
+from image_project.engine.context import Context, EngineEvent
+from image_project.engine.nodes import ChatStep
+from image_project.engine.recorder import DefaultStepRecorder
+from image_project.engine.runner import ChatRunner
 from image_project.testing import FunctionTextBackend
 
 pytestmark = pytest.mark.anyio

@@ -18,8 +18,10 @@ import anyio.lowlevel
 import pytest
 
 from image_project.backends.base import Message, TextRequest
-from image_project.engine import ChatRunner, ChatStep, Context, Scope
-from image_project.engine.runner import ExecutionMode
+from image_project.engine.context import Context
+from image_project.engine.nodes import ChatStep
+from image_project.engine.runner import ChatRunner, ExecutionMode
+from image_project.engine.scope import Scope
 from image_project.errors import location_of
 from image_project.record.events import TIMING_FIELDS
 from image_project.testing import FunctionTextBackend, last_user_text

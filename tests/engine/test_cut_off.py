@@ -9,8 +9,10 @@ from typing import Any
 import pytest
 
 from image_project.backends.base import TextReply, TextRequest
-from image_project.engine import ChatRunner, Context, JsonOutput, ReaskPolicy
+from image_project.engine.context import Context
 from image_project.engine.nodes import ChatStep
+from image_project.engine.output import JsonOutput, ReaskPolicy
+from image_project.engine.runner import ChatRunner
 from image_project.errors import ModelOutputError
 from image_project.record.base import RecordModel
 from image_project.record.events import ChatEvent

@@ -6,7 +6,10 @@ import anyio
 import pytest
 
 from image_project.backends.base import ImageReply, ImageRequest
-from image_project.engine import ChatRunner, Context, DefaultStepRecorder, ImageStep
+from image_project.engine.context import Context
+from image_project.engine.nodes import ImageStep
+from image_project.engine.recorder import DefaultStepRecorder
+from image_project.engine.runner import ChatRunner
 from image_project.errors import PipelineDefinitionError, location_of
 from image_project.record.events import ImageEvent
 from image_project.testing import FakeImageBackend, FunctionTextBackend

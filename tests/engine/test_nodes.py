@@ -8,15 +8,11 @@ from typing import Any
 import pytest
 
 from image_project.backends.base import ImageRequest
-from image_project.engine import (
-    ChatRunner,
-    ChatStep,
-    Context,
-    ImageStep,
-    ReaskPolicy,
-    Scope,
-    TextOutput,
-)
+from image_project.engine.context import Context
+from image_project.engine.nodes import ChatStep, ImageStep
+from image_project.engine.output import ReaskPolicy, TextOutput
+from image_project.engine.runner import ChatRunner
+from image_project.engine.scope import Scope
 from image_project.errors import PipelineDefinitionError
 from image_project.testing import FakeImageBackend, FunctionTextBackend
 

@@ -22,15 +22,12 @@ from pydantic import (
 )
 
 from image_project.backends.base import GRAMMAR_KEYWORDS, STRICT_KEYWORDS, JsonSchema, TextRequest
-from image_project.engine import (
-    ChatRunner,
-    ChatStep,
-    Context,
+from image_project.engine.context import Context
+from image_project.engine.nodes import ChatStep
+from image_project.engine.output import (
     JsonOutput,
     ReaskPolicy,
     TextOutput,
-)
-from image_project.engine.output import (
     default_reask,
     describe_validation_error,
     extract_json_object,
@@ -40,6 +37,7 @@ from image_project.engine.output import (
     looks_like_refusal,
     strict_json_schema,
 )
+from image_project.engine.runner import ChatRunner
 from image_project.errors import ModelOutputError, PipelineDefinitionError, RefusalError
 from image_project.record.events import ChatEvent
 from image_project.testing import FunctionTextBackend, ScriptedTextBackend, last_user_text

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from image_project.cli import command as cli
-from image_project.engine import ChatRunner, Context
+from image_project.engine.context import Context
 from image_project.engine.nodes import ChatStep
+from image_project.engine.runner import ChatRunner
 from image_project.errors import PromptTooLongError
 from image_project.testing import ScriptedTextBackend
 

@@ -13,8 +13,10 @@ from typing import Any
 import pytest
 
 from image_project.backends.base import TextReply
-from image_project.engine import ChatRunner, Context, JsonOutput, ReaskPolicy
+from image_project.engine.context import Context
 from image_project.engine.nodes import ChatStep
+from image_project.engine.output import JsonOutput, ReaskPolicy
+from image_project.engine.runner import ChatRunner
 from image_project.errors import ModelOutputError, preview, rejected_of
 from image_project.record.base import RecordModel
 from image_project.stages.standard import PROSE_REASK

@@ -8,17 +8,12 @@ from typing import Any
 import pytest
 
 from image_project.backends.base import Message, TextReply, TextRequest
-from image_project.engine import (
-    ChatRunner,
-    ChatStep,
-    Context,
-    DefaultStepRecorder,
-    EngineEvent,
-    NullStepRecorder,
-    ReaskPolicy,
-    Scope,
-    TextOutput,
-)
+from image_project.engine.context import Context, EngineEvent
+from image_project.engine.nodes import ChatStep
+from image_project.engine.output import ReaskPolicy, TextOutput
+from image_project.engine.recorder import DefaultStepRecorder, NullStepRecorder
+from image_project.engine.runner import ChatRunner
+from image_project.engine.scope import Scope
 from image_project.errors import (
     EmptyPromptError,
     EmptyResponseError,

@@ -10,16 +10,13 @@ import anyio
 import pytest
 
 from image_project.backends.base import ImageReply, ImageRequest, TextRequest
-from image_project.engine import (
-    Answer,
-    ChatRunner,
-    ChatStep,
-    Context,
-    DefaultStepRecorder,
-    ImageStep,
-    Scope,
-)
+from image_project.engine.context import Context
+from image_project.engine.nodes import ChatStep, ImageStep
+from image_project.engine.outcome import Answer
 from image_project.engine.output import TextOutput
+from image_project.engine.recorder import DefaultStepRecorder
+from image_project.engine.runner import ChatRunner
+from image_project.engine.scope import Scope
 from image_project.errors import PipelineDefinitionError, location_of
 from image_project.record.events import ActionEvent, ChatEvent
 from image_project.testing import FakeImageBackend, FunctionTextBackend, last_user_text

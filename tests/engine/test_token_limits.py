@@ -11,15 +11,11 @@ from typing import Any
 import pytest
 
 from image_project.backends.base import Message, TextReply
-from image_project.engine import (
-    ChatRunner,
-    Context,
-    JsonOutput,
-    ReaskPolicy,
-    TokenBudget,
-    TokenLimits,
-)
+from image_project.engine.budget import TokenBudget, TokenLimits
+from image_project.engine.context import Context
 from image_project.engine.nodes import ChatStep
+from image_project.engine.output import JsonOutput, ReaskPolicy
+from image_project.engine.runner import ChatRunner
 from image_project.errors import ConfigError, PipelineDefinitionError
 from image_project.record.base import RecordModel
 from image_project.record.events import ChatEvent

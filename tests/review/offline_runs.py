@@ -14,14 +14,16 @@ from pathlib import Path
 import anyio
 import pytest
 
-from image_project.app import RunFailed, run_generation
 from image_project.backends.base import TextReply, TextRequest
 from image_project.backends.factory import Backends, make_backends
 from image_project.backends.offline.text import OfflineTextBackend
-from image_project.config import AppConfig, load_config
+from image_project.config.loading import load_config
+from image_project.config.models import AppConfig
 from image_project.errors import RequestRejectedError, ServerError
-from image_project.record import RunRecord
-from image_project.review import records_from_transcripts
+from image_project.record.run import RunRecord
+from image_project.review.source import records_from_transcripts
+from image_project.run.driver import run_generation
+from image_project.run.state import RunFailed
 from image_project.testing import FakeImageBackend, FunctionTextBackend
 
 __all__ = [

@@ -31,8 +31,9 @@ from playwright.sync_api import (
     sync_playwright,
 )
 
-from image_project.record import RunRecord
-from image_project.review import build_site, page_name
+from image_project.record.run import RunRecord
+from image_project.review.site import build_site
+from image_project.review.views import page_name
 from tests.review.offline_runs import make_offline_runs, make_round_runs
 from tests.support.records import run
 

@@ -25,11 +25,12 @@ import anyio
 import pytest
 from pydantic import BaseModel
 
-from image_project.app import run_generation
 from image_project.backends.factory import make_backends
 from image_project.cli import command as cli
-from image_project.record import RunRecord
-from image_project.review import PLOTS, records_from_transcripts
+from image_project.record.run import RunRecord
+from image_project.review.plots import PLOTS
+from image_project.review.source import records_from_transcripts
+from image_project.run.driver import run_generation
 from tests.review.offline_runs import make_offline_runs, make_round_runs, offline_cfg
 
 PACKAGE = Path(__file__).resolve().parents[2] / "image_project"

@@ -9,7 +9,9 @@ import anyio
 import pytest
 
 from image_project.backends.base import TextRequest
-from image_project.engine import ChatRunner, Context, JsonOutput
+from image_project.engine.context import Context
+from image_project.engine.output import JsonOutput
+from image_project.engine.runner import ChatRunner
 from image_project.errors import ModelOutputError
 from image_project.stages.standard import (
     CRITICS,

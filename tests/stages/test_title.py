@@ -9,7 +9,9 @@ from typing import TypedDict, Unpack
 import pytest
 
 from image_project.backends.base import Message, TextReply
-from image_project.engine import ChatRunner, Context, TextOutput
+from image_project.engine.context import Context
+from image_project.engine.output import TextOutput
+from image_project.engine.runner import ChatRunner
 from image_project.errors import EmptyPromptError, ServerError, location_of
 from image_project.record.events import ChatEvent
 from image_project.stages.title import (

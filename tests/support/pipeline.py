@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from image_project.engine import ChatRunner, Context, DefaultStepRecorder
+from image_project.engine.context import Context
+from image_project.engine.recorder import DefaultStepRecorder
+from image_project.engine.runner import ChatRunner
 from image_project.record.events import ChatEvent
 from image_project.stages.standard import SYSTEM_PROMPT, Brief, Refinement, prompt_pipeline
 from image_project.testing import FunctionTextBackend

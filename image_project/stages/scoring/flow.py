@@ -43,9 +43,12 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from image_project.config import EffectiveJudge, ScoringConfig
-from image_project.engine import Answer, ChatStep, ReaskPolicy, Scope
+from image_project.config.models import EffectiveJudge, ScoringConfig
 from image_project.engine.budget import TokenBudget
+from image_project.engine.nodes import ChatStep
+from image_project.engine.outcome import Answer
+from image_project.engine.output import ReaskPolicy
+from image_project.engine.scope import Scope
 from image_project.errors import EmptyResponseError, ModelOutputError, locate
 from image_project.record.scoring import (
     IdeaCard,
@@ -70,8 +73,6 @@ from image_project.stages.scoring.results import Judged, RoundResult, ScoringLog
 from image_project.stages.scoring.rounds import Rounds
 from image_project.stages.scoring.selection import select
 from image_project.stages.standard import NO_GUIDANCE, Brief, Guidance, run_stage, stage_prompt
-
-__all__ = ["ScoringRun", "ScoringSetup", "describe_ensemble"]
 
 logger = logging.getLogger("image_project.scoring")
 

@@ -8,8 +8,11 @@ from __future__ import annotations
 import pytest
 
 from image_project.backends.base import TextRequest
-from image_project.config import EffectiveJudge, RubricSpec, ScoringConfig
-from image_project.engine import ChatRunner, Context, JsonOutput, TokenBudget
+from image_project.config.models import EffectiveJudge, RubricSpec, ScoringConfig
+from image_project.engine.budget import TokenBudget
+from image_project.engine.context import Context
+from image_project.engine.output import JsonOutput
+from image_project.engine.runner import ChatRunner
 from image_project.errors import ModelOutputError
 from image_project.record.scoring import JudgeResult
 from image_project.seeding import derive_seed, rng_for
