@@ -758,7 +758,10 @@ def _quality_sweep(sources: list[tuple[str, Json]]) -> str:
             + " | ".join(cells)
             + " |"
         )
-    return "\n".join(lines) + f"\n\nFigures from `{path}`.\n"
+    return (
+        "\n".join(lines)
+        + f"\n\nFigures from `{path}`, which does not record the commit it was measured on.\n"
+    )
 
 
 # --------------------------------------------------------------------------- real model
