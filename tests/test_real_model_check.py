@@ -5,6 +5,7 @@ how it reads transcripts and judges a run."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import sys
 from pathlib import Path
@@ -522,8 +523,8 @@ def test_a_broken_must_is_an_assertion_failed_line_and_exit_1(
 def test_threads_are_the_cores_the_load_leaves_free(
     monkeypatch: pytest.MonkeyPatch, cores: int, load: float, threads: int
 ) -> None:
-    monkeypatch.setattr(real_model_io.os, "cpu_count", lambda: cores)
-    monkeypatch.setattr(real_model_io.os, "getloadavg", lambda: (load, load, load))
+    monkeypatch.setattr(os, "cpu_count", lambda: cores)
+    monkeypatch.setattr(os, "getloadavg", lambda: (load, load, load))
     assert real_model_io.free_threads() == threads
 
 
