@@ -15,8 +15,8 @@ start-up included), ``span_s`` from the first request the simulator saw to the l
 learn the limit from the first answers). The JSON records the commit, the machine (cores,
 load average before and after) and the date.
 
-    python bench/campaign.py --json docs/campaign.json     # 24 runs, 3 workers x 8, 3 repeats
-    python bench/campaign.py --quick                       # 6 runs, 1 repeat
+    python bench/campaign.py --json bench/results/campaign.json  # 24 runs, 3 workers x 8, 3 repeats
+    python bench/campaign.py --quick                             # 6 runs, 1 repeat
 """
 
 from __future__ import annotations
@@ -201,7 +201,7 @@ def table(report: dict[str, Any]) -> str:
         f"{s['rate_limit']}. Commit {report['commit'][:12]}"
         + (" (with uncommitted changes)" if report["dirty"] else "")
         + f", {m['cores']} cores, load {m['load_avg_1m_before']:.2f} before and "
-        f"{m['load_avg_1m_after']:.2f} after, {report['date']} ([campaign.json](campaign.json))."
+        f"{m['load_avg_1m_after']:.2f} after, {report['date']} ([campaign.json](../bench/results/campaign.json))."
     )
     return "\n".join(lines)
 

@@ -6,7 +6,7 @@ collection walks every tracked object of the process, so the segment that happen
 trigger it pays for garbage the whole process made before; in a bench process that has
 imported the SDK, the project and pydantic, one costs 50-70 ms, more than a whole standard
 run's calls. :func:`settle` therefore freezes the process's start-up objects (as
-:mod:`image_project.launch` does for the command line) and collects before every timed
+:mod:`image_project.cli.launch` does for the command line) and collects before every timed
 segment, so that each client starts from the same collector state and pays for its own
 garbage; :class:`CpuMeter` reports the collector's share of the segment separately.
 """

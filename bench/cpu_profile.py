@@ -3,7 +3,7 @@ SDK replaying its requests, profiled and with the garbage collector's share.
 
     python bench/cpu_profile.py                       # 10 runs, the bench's collector handling
     python bench/cpu_profile.py --unsettled           # without it (no freeze, no collect)
-    python bench/cpu_profile.py --json docs/cpu_profile.json
+    python bench/cpu_profile.py --json bench/results/cpu_profile.json
     python bench/cpu_profile.py --scenario "sweep N=24 x J=5"   # any bench/latency.py scenario
 
 Each of ``--runs`` rounds is, as in bench/latency.py, a sequential ``run_generation`` of its

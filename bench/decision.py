@@ -1,6 +1,6 @@
 """Which aggregation should be the default? A decision over every world a user can be in.
 
-``python bench/decision.py --json docs/decision.json`` scores simulated rounds with the
+``python bench/decision.py --json bench/results/decision.json`` scores simulated rounds with the
 product's own aggregation and selection code (:func:`image_project.stages.scoring.selection.
 aggregate` and :func:`~image_project.stages.scoring.selection.select`, the judges' answers
 passed through the product's degeneracy gate :func:`~image_project.stages.scoring.judges.
@@ -339,7 +339,7 @@ def markdown(report: Mapping[str, Any]) -> str:
     worlds = list(dict.fromkeys(c["world"] for c in report["cells"]))
     cell = {(c["world"], c["n"]): c for c in report["cells"]}
     lines = [
-        f"`python bench/decision.py --json docs/decision.json`: seed {report['seed']}, batches "
+        f"`python bench/decision.py --json bench/results/decision.json`: seed {report['seed']}, batches "
         f"of {report['batch']} rounds, a cell stops when every paired interval excludes 0 or "
         f"is at most ±{report['resolution']} wide, or at {report['max_rounds']} rounds; commit "
         f"{report['commit']}, {report['machine']}, {report['seconds']:.0f} s.",

@@ -1,7 +1,7 @@
 """How fast does Ctrl-C stop a run whose model calls are in flight?
 
     python bench/interrupt.py [--repeats 5] [--json PATH]
-    python bench/interrupt.py --json docs/interrupt.json   # the figures of docs/reliability.md
+    python bench/interrupt.py --json bench/results/interrupt.json  # docs/reliability.md's figures
 
 Starts ``python main.py`` (black-box scoring, 6 idea cards) against a local scripted
 OpenAI-compatible server that holds every idea-card call open, waits until all six calls are

@@ -30,7 +30,7 @@ protocol's round, so nothing measured is lost::
 
     python bench/judging.py                     # every protocol, as many rounds as fit
     python bench/judging.py --quick             # 2 rounds, list only (the slow test)
-    python bench/judging.py --rounds 8 --budget-s 2700 --json docs/judging.json
+    python bench/judging.py --rounds 8 --budget-s 2700 --json bench/results/judging.json
 
 Exit 0 with a SKIPPED line when no llama-server binary is found (``$LLAMA_SERVER``).
 """
@@ -273,7 +273,9 @@ async def judge_round(
         max_prompt_chars=cfg.prompt.max_prompt_chars,
     )
     panel = Panel(judges, brief, None, None, run_seed, scoring.max_reasks)
-    async with runner.scope(Context.with_system("judging bench"), "judging") as scope:
+    async with runner.root(Context.with_system("judging bench")).scope(
+        "judging", merge="all_messages"
+    ) as scope:
         return await panel.judge(scope, ids, cards, 0, lambda _r: None)
 
 

@@ -1,7 +1,7 @@
 """How strong should the novelty penalty be? A sweep in bench/quality.py's world.
 
-``python bench/novelty.py --json docs/novelty.json`` runs bench/quality.py's Variety part (the
-real pipeline in its simulated world: histories of consecutive full runs sharing one
+``python bench/novelty.py --json bench/results/novelty.json`` runs bench/quality.py's Variety
+part (the real pipeline in its simulated world: histories of consecutive full runs sharing one
 generations history) with the product's default judging (``aggregation`` and ``normalise``
 read from the config model) and no exploration, greedy against novelty only, for every
 penalty scale ``novelty.penalty_per_share`` (the cap ``novelty.max_penalty`` kept at 2.5
@@ -179,7 +179,7 @@ def markdown(report: dict[str, Any]) -> str:
     """The novelty table for docs/evidence.md (generated from the JSON; checked by
     tests/test_bench_decision.py)."""
     lines = [
-        f"`python bench/novelty.py --json docs/novelty.json`: seed {report['seed']}, "
+        f"`python bench/novelty.py --json bench/results/novelty.json`: seed {report['seed']}, "
         f"{report['histories']} histories of {report['runs']} consecutive runs per row (the same "
         f"histories in every row), judging {', '.join(report['judging'])}, exploration 0; commit "
         f"{report['commit']}, {report['machine']}, {report['seconds']} s.",

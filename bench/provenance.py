@@ -9,9 +9,10 @@ Every bench that writes JSON (``bench/latency.py`` and its ``--batch-only`` form
     report["measured"] = meter.finish()
 
 ``finish`` gives ``commit`` (``git rev-parse HEAD`` of the repository, with ``dirty`` true
-when tracked files outside ``docs/`` differ from it: the figures are then of uncommitted
-code; ``docs/`` holds the figures themselves and prose, which a bench run writes or a reader
-edits while it runs, and which measure nothing), ``date`` (UTC,
+when tracked files outside ``bench/results/`` and ``docs/`` differ from it: the figures are
+then of uncommitted code; ``bench/results/`` holds the figures themselves and ``docs/`` the
+pages that show them, which a bench run writes or a reader edits while it runs, and which
+measure nothing), ``date`` (UTC,
 ISO 8601, at the start), ``duration_s`` and ``machine``: the number of cores, the load
 average (1, 5, 15 minutes) before and after, the platform and Python. The load is what the
 other work on the machine was doing: a figure measured at a load above the cores is one of a
@@ -33,7 +34,7 @@ __all__ = ["Provenance", "git_commit"]
 REPO = Path(__file__).resolve().parents[1]
 
 
-MEASURES_NOTHING = ("docs/",)
+MEASURES_NOTHING = ("bench/results/", "docs/")
 """Paths whose changes leave the measured code as it was (see the module docstring)."""
 
 

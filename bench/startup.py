@@ -11,12 +11,12 @@ output in a fresh temporary directory:
 * ``python main.py --help``;
 * ``python main.py --offline --prompt-only --seed 42``: a whole offline prompt-only run,
   written to the run store as every run is (the default SQLite store, which exists after the
-  warm-up round: what a user's second and later runs pay, a write with ``sqlite3`` alone);
+  warm-up round: what a user's second and later runs pay);
 * the same with ``--set store.enabled=false``: what the store's write adds to a process.
 
 Reported per command: wall time (median, min, max) and CPU time (user + system of the child,
 median; steadier than wall time on a loaded machine), and the ratio of each median to the
-floor's. ``--imports`` adds the slowest imports of ``import image_project.cli``
+floor's. ``--imports`` adds the slowest imports of ``import image_project.cli.command``
 (``python -X importtime``, cumulative). Target (reported, never asserted): the offline
 ``--prompt-only`` run's median wall time <= 0.35 s.
 """
@@ -95,9 +95,9 @@ def measure(rounds: int) -> dict[str, dict[str, list[float]]]:
 
 
 def slowest_imports(count: int = 15) -> list[tuple[str, float]]:
-    """The modules with the largest cumulative import time under ``import image_project.cli``."""
+    """The modules with the largest cumulative import time under ``import image_project.cli.command``."""
     done = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", "import image_project.cli"],
+        [sys.executable, "-X", "importtime", "-c", "import image_project.cli.command"],
         cwd=REPO,
         env=_env(),
         capture_output=True,
@@ -151,7 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     result: dict[str, Any] = {"rounds": args.rounds, "commands": figures}
     if args.imports:
         result["slowest_imports_s"] = slowest_imports()
-        print("slowest imports of image_project.cli (cumulative):")
+        print("slowest imports of image_project.cli.command (cumulative):")
         for module, seconds in result["slowest_imports_s"]:
             print(f"  {seconds * 1000:8.1f} ms  {module.strip()}")
     result["measured"] = provenance.finish()

@@ -9,13 +9,12 @@ time of each, their ratio and the median time of the store write itself (the tim
 transcript being written to the end of the run). The store is a fresh SQLite file in a
 temporary directory unless ``--store-url`` names another (e.g. a PostgreSQL database). A
 SQLite store is created before the timed runs, so the runs write it as every run after a
-store's first does: with ``sqlite3`` alone (``image_project.store.sqlite_writer``); the
-report names the path taken (``via``).
+store's first does.
 
 The one-time cost of a process's first write is measured apart, in fresh interpreters,
 because it is paid once per process, not per run: opening an existing SQLite store (what
-every run after the first pays) and creating a new one (importing SQLAlchemy and Alembic,
-creating the schema). Timings are reported, never asserted; ``--quick`` is a small set for CI.
+every run after the first pays: importing SQLAlchemy) and creating a new one (importing
+SQLAlchemy and Alembic, creating the schema). Timings are reported, never asserted; ``--quick`` is a small set for CI.
 """
 
 from __future__ import annotations
@@ -100,7 +99,6 @@ async def measure(runs: int, scoring: bool, store_url: str | None) -> dict[str, 
                         tail.append(after)
                     else:
                         without.append((await one_run(plain_cfg, seed, None))[0])
-            via = writer.via
         finally:
             writer.close()
     plain, stored = statistics.median(without), statistics.median(with_store)
@@ -108,7 +106,6 @@ async def measure(runs: int, scoring: bool, store_url: str | None) -> dict[str, 
         "runs_each": runs,
         "scoring": scoring,
         "store": "sqlite (temporary file)" if store_url is None else "given URL",
-        "via": via,
         "median_without_s": round(plain, 4),
         "median_with_s": round(stored, 4),
         "ratio": round(stored / plain, 4),
@@ -121,13 +118,8 @@ _OPEN_PROBE = """
 import sys, time
 import image_project.app  # what a run has imported before it writes the store
 t = time.perf_counter()
-if sys.argv[2] == "existing":
-    from image_project.store.sqlite_writer import SqliteRunWriter
-    store = SqliteRunWriter.open(sys.argv[1])
-    assert store is not None and "sqlalchemy" not in sys.modules
-else:
-    from image_project.store import open_store
-    store = open_store(sys.argv[1])
+from image_project.store import open_store
+store = open_store(sys.argv[1])
 print(time.perf_counter() - t)
 store.close()
 """
@@ -135,13 +127,13 @@ store.close()
 
 def first_write_cost(existing: bool) -> float:
     """Seconds for a fresh interpreter that has imported the app, as a run has, to import the
-    store and open a SQLite store for a run's write: an ``existing`` one (at the current schema: sqlite3 alone), else a new one
-    (SQLAlchemy and Alembic create it)."""
+    store and open a SQLite store for a run's write: an ``existing`` one (at the current
+    schema), else a new one (Alembic creates it)."""
     with tempfile.TemporaryDirectory(prefix="bench_store_open_") as tmp:
         url = f"sqlite:///{tmp}/runs.sqlite"
         if existing:
             open_store(url).close()
-        argv = [sys.executable, "-c", _OPEN_PROBE, url, "existing" if existing else "new"]
+        argv = [sys.executable, "-c", _OPEN_PROBE, url]
         done = subprocess.run(argv, capture_output=True, text=True, check=True, cwd=REPO)
     return float(done.stdout.strip())
 
@@ -160,8 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     figures["open_existing_store_in_a_new_process_s"] = round(first_write_cost(True), 4)
     figures["create_new_store_in_a_new_process_s"] = round(first_write_cost(False), 4)
     print(
-        f"offline run{' with scoring' if args.scoring else ''}, {runs} runs each, interleaved"
-        f" (store written via {figures['via']}):\n"
+        f"offline run{' with scoring' if args.scoring else ''}, {runs} runs each, interleaved:\n"
         f"  without the store  median {figures['median_without_s']:.4f} s\n"
         f"  with the store     median {figures['median_with_s']:.4f} s\n"
         f"  ratio              {figures['ratio']:.3f} ({figures['added_percent']:+.1f}%)\n"

@@ -1,19 +1,13 @@
-"""The one fake OpenAI-compatible server: tests, ``image_project.testing`` and the benchmarks.
+"""The fake OpenAI-compatible server of tests and ``image_project.testing``.
 
 Internal module; its public names are re-exported by :mod:`image_project.testing`.
 
 :class:`OpenAIServer` answers ``POST /v1/chat/completions``, ``POST /v1/images/generations``
-and ``GET /v1/models`` on 127.0.0.1 (a free port), in one of two ways:
-
-* ``with OpenAIServer() as server:`` serves it in-process on a stdlib
-  :class:`http.server.ThreadingHTTPServer` (no dependency): every feature below, including
-  the ones that hold or drop a connection (:attr:`OpenAIServer.gate`, ``Reply.wait_for``,
-  ``Reply.disconnect``). Point a client at ``server.base_url``.
-* ``with server.serve_uvicorn() as base_url:`` serves the same object as an ASGI app under
-  uvicorn in a background thread, and :class:`OpenAIServerProcess` (``python -m
-  image_project._fake_openai``) in its own process, driven through a side door
-  (``/_control/...``): what the benchmarks use, so the server's CPU time does not compete with
-  the client's. uvicorn is in the ``bench`` extra.
+and ``GET /v1/models`` on 127.0.0.1 (a free port), served in-process on a stdlib
+:class:`http.server.ThreadingHTTPServer` (no dependency): ``with OpenAIServer() as server:``,
+then point a client at ``server.base_url``. Every feature below works, including the ones
+that hold or drop a connection (:attr:`OpenAIServer.gate`, ``Reply.wait_for``,
+``Reply.disconnect``).
 
 What it answers:
 
@@ -24,17 +18,13 @@ What it answers:
   default text is ``text``, or with ``offline=True`` the offline backend's answer to the
   request (schema-valid JSON for structured outputs, an image of the requested size), so a
   whole pipeline can run on it.
-* Latency: ``latency_s`` makes every default answer take that long; ``latency`` (a
-  :class:`LognormalLatency`) draws each request's latency from a generator seeded with the
-  SHA-256 of its body (or of its call identity), so the same request costs the same in every
-  run. A reply can carry a status, headers, a JSON body, a delay, an event to wait for, or
-  ``disconnect=True``; ``raw`` sends those bytes instead of JSON (:data:`HTML_PAGE`,
-  :func:`truncated`).
-* Rate limits (``rate_window``): :class:`RateWindow` is OpenAI's continuously refilled quota
-  (every answer carries the ``x-ratelimit-*`` headers; a request over it gets a 429
-  ``rate_limit_exceeded`` with ``retry-after-ms`` and ``Retry-After``); :class:`FixedWindow`
-  counts requests per fixed window (the benchmarks' limit). A refused request is answered at
-  once, before any rule or script is consulted.
+* Latency: ``latency_s`` makes every default answer take that long; ``latency`` (a function
+  of the call's kind and body bytes) gives each request its own. A reply can carry a status,
+  headers, a JSON body, a delay, an event to wait for, or ``disconnect=True``; ``raw`` sends
+  those bytes instead of JSON (:data:`HTML_PAGE`, :func:`truncated`).
+* Rate limits (``rate_window``): any :class:`RateLimit` admits or refuses each request and
+  gives the ``x-ratelimit-*`` headers of its answer; a refused request is answered at once
+  with its 429, before any rule or script is consulted.
 * Records: :attr:`OpenAIServer.requests` (each :class:`RecordedRequest` as it arrived, its
   status once answered) and :attr:`OpenAIServer.records` (a :class:`CallRecord` per answered
   completion or image call, with server-side ``time.time`` stamps and the latency slept).
@@ -47,32 +37,23 @@ What it answers:
   the replies queued in :attr:`OpenAIServer.model_list_faults` are answered to it first.
 
 :class:`image_project.testing.StrictLocalServer` is this server answering like llama.cpp's
-``llama-server`` with a strict chat template. Waits inside the threaded server also wake on
-shutdown, so stopping never hangs on a held request.
+``llama-server`` with a strict chat template. Waits inside the server also wake on shutdown,
+so stopping never hangs on a held request.
 """
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import base64
 import collections
-import contextlib
 import dataclasses
 import functools
-import hashlib
 import io
 import json
-import math
-import random
-import socket
-import subprocess
 import sys
 import threading
 import time
-import urllib.request
-from collections.abc import Awaitable, Callable, Iterator, Mapping, MutableMapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Literal, Protocol, Self
@@ -88,21 +69,15 @@ __all__ = [
     "TINY_PNG",
     "WAIT_BOUND_S",
     "CallRecord",
-    "FixedWindow",
-    "LognormalLatency",
     "OpenAIServer",
-    "OpenAIServerProcess",
     "RateLimit",
-    "RateWindow",
     "RecordedRequest",
     "Reply",
     "chat_completion",
     "error_body",
     "image_response",
-    "main",
     "offline_chat_completion",
     "offline_images_response",
-    "openai_duration",
     "truncated",
 ]
 
@@ -136,8 +111,7 @@ class Reply:
 
     ``body`` None means the path's default answer for a 2xx status and an OpenAI-shaped
     error body for any other status. ``raw`` (bytes) replaces the JSON body entirely and is
-    sent with ``content_type`` (None: no Content-Type header). ``wait_for`` and
-    ``disconnect`` need the threaded server (``with OpenAIServer():``).
+    sent with ``content_type`` (None: no Content-Type header).
     """
 
     status: int = 200
@@ -283,17 +257,6 @@ def error_body(
     return {"error": {"message": message, "type": type, "param": None, "code": code}}
 
 
-def openai_duration(seconds: float) -> str:
-    """A duration the way OpenAI writes ``x-ratelimit-reset-*``: ``20ms``, ``1.5s``, ``6m0s``
-    (rounded up to the millisecond, so a client waiting that long is never early)."""
-    millis = max(0, math.ceil(seconds * 1000 - 1e-6))
-    if millis < 1000:
-        return f"{millis}ms"
-    minutes, millis = divmod(millis, 60_000)
-    secs = f"{millis / 1000:.3f}".rstrip("0").rstrip(".")
-    return f"{minutes}m{secs}s" if minutes else f"{secs}s"
-
-
 _OFFLINE_TEXT = OfflineTextBackend()
 
 
@@ -358,51 +321,6 @@ def _gradient_png_b64(size: tuple[int, int]) -> str:
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-# --------------------------------------------------------------------------- latency
-
-
-@dataclass
-class LognormalLatency:
-    """Each request's latency: log-normal (median ``chat_median_s`` or ``image_median_s``,
-    ``sigma``, clipped to [0.25, 4] x median) drawn from a ``random.Random`` seeded with the
-    SHA-256 of the request body, so the same request costs the same in every run and mode.
-
-    ``key = "call"`` seeds the draw with the call's identity instead of its whole body: the
-    endpoint, the model and the API ``seed`` (an image request, which has none, is keyed by
-    model, size and quality); a step then costs the same whatever text it carries.
-    """
-
-    chat_median_s: float = 0.4
-    image_median_s: float = 2.0
-    sigma: float = 0.35
-    key: str = "body"  # "body" | "call"
-
-    def key_for(self, kind: str, body: bytes) -> bytes:
-        """The bytes that seed a request's latency draw (see ``key``)."""
-        if self.key == "body":
-            return body
-        if self.key != "call":
-            raise ValueError(f"latency_key must be 'body' or 'call', got {self.key!r}")
-        payload = json.loads(body or b"{}")
-        identity = [kind, payload.get("model")]
-        if kind == "chat" and payload.get("seed") is not None:
-            identity.append(payload["seed"])
-        elif kind == "image":
-            identity += [payload.get("size"), payload.get("quality")]
-        else:  # a chat call without a seed has no identity but its content
-            return body
-        return json.dumps(identity).encode()
-
-    def __call__(self, kind: str, body: bytes) -> float:
-        median = self.chat_median_s if kind == "chat" else self.image_median_s
-        if median <= 0:
-            return 0.0
-        key = self.key_for(kind, body)
-        rng = random.Random(int.from_bytes(hashlib.sha256(key).digest()[:8], "big"))
-        value = rng.lognormvariate(math.log(median), self.sigma)
-        return min(4 * median, max(0.25 * median, value))
-
-
 # --------------------------------------------------------------------------- rate limits
 
 
@@ -425,138 +343,6 @@ class RateLimit(Protocol):
     def answer_headers(self, admitted: dict[str, str]) -> dict[str, str]:
         """The rate headers of an accepted request's answer, as it is sent."""
         ...
-
-
-@dataclass
-class RateWindow:
-    """A request quota of ``limit`` requests per ``window_s`` seconds, enforced the way OpenAI
-    describes its limits: continuously, as a bucket of ``limit`` requests that refills at
-    ``limit / window_s`` per second (so after a burst the next request is allowed a fraction
-    of the window later, not a whole window later). It starts full; refused requests do not
-    count. On the server's monotonic clock.
-
-    Answers carry ``x-ratelimit-limit-requests``, ``-remaining-requests`` (whole requests left)
-    and ``-reset-requests`` (the time until the bucket is full again: OpenAI's "until the rate
-    limit resets to its initial state"), and a generous token quota that is never enforced. A
-    refusal says when the next request will be allowed: ``retry-after-ms`` and
-    ``Retry-After`` (whole seconds, rounded up).
-    """
-
-    limit: int
-    window_s: float
-    tokens: int = 1_000_000
-    accepted: int = 0
-    refused: int = 0
-    _level: float = field(default=-1.0, repr=False)
-    _last: float = field(default=0.0, repr=False)
-
-    @property
-    def rate(self) -> float:
-        return self.limit / self.window_s
-
-    def clock(self) -> float:
-        return time.monotonic()
-
-    def admit(self, now: float) -> tuple[bool, dict[str, str]]:
-        self._refill(now)
-        if self._level >= 1.0:
-            self._level -= 1.0
-            self.accepted += 1
-            return True, self._headers()
-        self.refused += 1
-        headers = self._headers()
-        wait = (1.0 - self._level) / self.rate
-        headers["retry-after-ms"] = str(math.ceil(wait * 1000))
-        headers["retry-after"] = str(math.ceil(wait))
-        return False, headers
-
-    def refusal_body(self) -> dict[str, Any]:
-        wait = (1.0 - self._level) / self.rate
-        return error_body(
-            f"Rate limit reached for requests: Limit {self.limit} per {self.window_s:g} s. "
-            f"Please try again in {wait * 1000:.0f}ms.",
-            type="requests",
-            code="rate_limit_exceeded",
-        )
-
-    def answer_headers(self, admitted: dict[str, str]) -> dict[str, str]:
-        return admitted
-
-    def _refill(self, now: float) -> None:
-        if self._level < 0:  # the first request: a full bucket
-            self._level = float(self.limit)
-        else:
-            self._level = min(float(self.limit), self._level + (now - self._last) * self.rate)
-        self._last = now
-
-    def _headers(self) -> dict[str, str]:
-        reset = openai_duration((self.limit - self._level) / self.rate)
-        used = self.limit - self._level
-        return {
-            "x-ratelimit-limit-requests": str(self.limit),
-            "x-ratelimit-remaining-requests": str(math.floor(self._level)),
-            "x-ratelimit-reset-requests": reset,
-            "x-ratelimit-limit-tokens": str(self.tokens),
-            "x-ratelimit-remaining-tokens": str(self.tokens - math.ceil(1000 * used)),
-            "x-ratelimit-reset-tokens": reset,
-        }
-
-
-class FixedWindow:
-    """``limit`` requests per fixed window of ``window_s`` seconds, the windows counted from
-    the moment it is made (``time.time``), a request counted when it arrives. A request over
-    it is refused with ``retry-after-ms`` the rest of the window and OpenAI's error code
-    ``rate_limit_exceeded``. Every answer carries OpenAI's ``x-ratelimit-limit-requests`` /
-    ``-remaining-requests`` / ``-reset-requests`` headers for the window current when it is
-    sent. OpenAI says a per-minute limit may be enforced over shorter periods (60,000 RPM as
-    1,000 a second); the window here is such a period, and its headers describe it."""
-
-    def __init__(self, limit: int, window_s: float) -> None:
-        self.limit, self.window_s = limit, window_s
-        self._window = (-1, 0)  # (window number, requests counted in it)
-        self._t0 = time.time()
-
-    def clock(self) -> float:
-        return time.time()
-
-    def window_now(self) -> tuple[int, float]:
-        """The current window's number and the seconds until it ends."""
-        elapsed = time.time() - self._t0
-        number = int(elapsed // self.window_s)
-        return number, (number + 1) * self.window_s - elapsed
-
-    def count(self) -> bool:
-        """Count a request in the current window; False when the window is full."""
-        number, _ = self.window_now()
-        counted = self._window[1] if self._window[0] == number else 0
-        if counted >= self.limit:
-            self._window = (number, counted)
-            return False
-        self._window = (number, counted + 1)
-        return True
-
-    def headers(self) -> dict[str, str]:
-        """The ``x-ratelimit-*`` headers for the window current now."""
-        number, left = self.window_now()
-        used = self._window[1] if self._window[0] == number else 0
-        return {
-            "x-ratelimit-limit-requests": str(self.limit),
-            "x-ratelimit-remaining-requests": str(max(0, self.limit - used)),
-            "x-ratelimit-reset-requests": f"{left:.3f}s",
-        }
-
-    def admit(self, now: float) -> tuple[bool, dict[str, str]]:
-        if self.count():
-            return True, {}
-        _, left = self.window_now()
-        return False, {"retry-after-ms": f"{left * 1000:.0f}", **self.headers()}
-
-    def refusal_body(self) -> dict[str, Any]:
-        error = {"message": "Rate limit reached for requests", "type": "requests"}
-        return {"error": {**error, "code": "rate_limit_exceeded"}}
-
-    def answer_headers(self, admitted: dict[str, str]) -> dict[str, str]:
-        return self.headers()
 
 
 # --------------------------------------------------------------------------- the server
@@ -617,7 +403,7 @@ class OpenAIServer:
         self._thread: threading.Thread | None = None
         self._base_url: str | None = None
 
-    # lifecycle (threaded, in-process) ----------------------------------------------------
+    # lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> Self:
         """Serve on a stdlib threaded HTTP server in a daemon thread."""
@@ -670,33 +456,6 @@ class OpenAIServer:
             raise RuntimeError("server not started")
         return self._base_url
 
-    # lifecycle (uvicorn) -----------------------------------------------------------------
-
-    @contextlib.contextmanager
-    def serve_uvicorn(self) -> Iterator[str]:
-        """Serve this server as an ASGI app under uvicorn on 127.0.0.1 (a free port) in a
-        background thread; yields the base URL. Needs the ``bench`` extra (uvicorn)."""
-        uvicorn = _import_uvicorn()
-        sock = _listening_socket()
-        port = sock.getsockname()[1]
-        server = uvicorn.Server(
-            uvicorn.Config(self, lifespan="off", log_level="warning", access_log=False)
-        )
-        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-        thread.start()
-        deadline = time.monotonic() + 10
-        while not server.started:
-            if not thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the fake OpenAI server did not start under uvicorn")
-            time.sleep(0.01)
-        self._base_url = f"http://127.0.0.1:{port}/v1"
-        try:
-            yield self._base_url
-        finally:
-            server.should_exit = True
-            thread.join(timeout=10)
-            sock.close()
-
     # scripting and inspection ------------------------------------------------------------
 
     def script(self, *replies: Reply) -> None:
@@ -715,10 +474,6 @@ class OpenAIServer:
         with self._cond:
             self._requests.clear()
             self.records.clear()
-
-    def set_rate_limit(self, limit: int, window_s: float) -> None:
-        """``limit`` requests per fixed window of ``window_s`` seconds from now (0: none)."""
-        self.rate_window = FixedWindow(limit, window_s) if limit else None
 
     @property
     def unused_replies(self) -> int:
@@ -770,7 +525,7 @@ class OpenAIServer:
         with self._cond:
             return self._cond.wait_for(lambda: len(self._requests) >= count, timeout=timeout)
 
-    # what to answer (both transports) ----------------------------------------------------
+    # what to answer ----------------------------------------------------------------------
 
     def _arrive(self, request: RecordedRequest) -> tuple[Reply | None, dict[str, str] | None]:
         """Record ``request`` as arrived and in flight; its reply (None: the default answer)
@@ -918,7 +673,7 @@ class OpenAIServer:
         with self._cond:
             self.records.append(record)
 
-    # threaded transport (server threads) -------------------------------------------------
+    # the transport (server threads) ------------------------------------------------------
 
     def _wait(self, event: threading.Event) -> None:
         while not event.wait(_POLL_S):
@@ -959,92 +714,6 @@ class OpenAIServer:
         self._record_call(request, delay if admitted is not None else 0.0, started, status)
         _write(handler, answer)
 
-    # ASGI transport (uvicorn) ------------------------------------------------------------
-
-    async def __call__(self, scope: _Scope, receive: _Receive, send: _Send) -> None:
-        if scope["type"] != "http":
-            return
-        raw = b""
-        while True:
-            message = await receive()
-            raw += message.get("body", b"")
-            if not message.get("more_body"):
-                break
-        method, path = scope["method"], scope["path"].rstrip("/")
-        if path.startswith("/_control"):
-            await _respond(send, self._control(method, path, raw))
-            return
-        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-        if method == "GET" and path.endswith("/models"):
-            await _respond(send, self._list_models(_recorded(method, path, headers, b"")))
-            return
-        started = time.time()
-        try:
-            payload = json.loads(raw or b"{}")
-        except json.JSONDecodeError:
-            await _respond(send, _json_answer(400, {"error": {"message": "invalid JSON body"}}))
-            return
-        if method != "POST" or _kind(path) is None:
-            error = {"error": {"message": f"no route {scope['path']}"}}
-            await _respond(send, _json_answer(404, error))
-            return
-        request = RecordedRequest(method, scope["path"], headers, payload)
-        await _respond(send, await self._serve_call(request, raw, started))
-
-    async def _serve_call(self, request: RecordedRequest, raw: bytes, started: float) -> _Answer:
-        """Answer a completion or image call under uvicorn. The default answer first, then
-        the quota: the order the benchmarks' figures were measured with (the answer's CPU
-        time counts within the simulated latency)."""
-        default = await self.default_answer(request) if self.offline else None
-        reply, admitted = self._arrive(request)
-        status: int | None = None
-        try:
-            if reply is not None and (reply.wait_for is not None or reply.disconnect):
-                status = 500
-                message = "Reply(wait_for=..., disconnect=True) needs the threaded server"
-                return _json_answer(500, error_body(message, type="fake_server_error"))
-            if admitted is None:  # refused by the quota: at once
-                assert reply is not None
-                latency, status = 0.0, reply.status
-                answer = self._encode(status, reply.body, None, dict(reply.headers))
-            else:
-                latency = self._delay(request, reply, raw)
-                await asyncio.sleep(max(0.0, latency - (time.time() - started)))
-                extra: Mapping[str, str] = {}
-                if reply is None and default is not None:
-                    status, body = default
-                else:
-                    status, body, extra = await self._payload(request, reply)
-                rate = self._rate_headers(admitted)
-                answer = self._encode(status, body, reply, {**rate, **extra})
-            self._record_call(request, latency, started, status)
-        finally:
-            self._done(request, status)
-        return answer
-
-    def _control(self, method: str, path: str, raw: bytes) -> _Answer:
-        """The side door of a server in its own process: ``GET /_control/records``, ``POST
-        /_control/reset``, ``POST /_control/latency_key``, ``POST /_control/rate_limit``."""
-        if method == "GET" and path == "/_control/records":
-            return _json_answer(200, {"records": [asdict(r) for r in self.records]})
-        if method == "POST" and path == "/_control/reset":
-            self.reset()
-        elif method == "POST" and path == "/_control/latency_key":
-            if not isinstance(self.latency, LognormalLatency):
-                return _json_answer(409, {"error": {"message": "no latency model"}})
-            self.latency.key = json.loads(raw)["latency_key"]
-        elif method == "POST" and path == "/_control/rate_limit":
-            limit = json.loads(raw)
-            self.set_rate_limit(int(limit["limit"]), float(limit["window_s"]))
-        else:
-            return _json_answer(404, {"error": {"message": f"no route {path}"}})
-        return _json_answer(200, {})
-
-
-_Scope = MutableMapping[str, Any]
-_Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-_Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-
 
 def _kind(route: str) -> Kind | None:
     if route.endswith("/chat/completions"):
@@ -1068,10 +737,6 @@ def _recorded(method: str, path: str, headers: Mapping[str, str], raw: bytes) ->
     )
 
 
-def _json_answer(status: int, payload: Any) -> _Answer:
-    return _Answer(status, json.dumps(payload).encode("utf-8"), "application/json", {})
-
-
 def _write(handler: BaseHTTPRequestHandler, answer: _Answer) -> None:
     """Send ``answer`` through the threaded server (no data: drop the connection)."""
     if answer.data is None:
@@ -1089,17 +754,6 @@ def _write(handler: BaseHTTPRequestHandler, answer: _Answer) -> None:
         handler.wfile.flush()
     except OSError:
         handler.close_connection = True
-
-
-async def _respond(send: _Send, answer: _Answer) -> None:
-    """Send ``answer`` through the ASGI server."""
-    data = answer.data or b""
-    headers = [(b"content-length", str(len(data)).encode())]
-    if answer.content_type is not None:
-        headers.insert(0, (b"content-type", answer.content_type.encode()))
-    headers += [(k.encode(), v.encode()) for k, v in answer.headers.items()]
-    await send({"type": "http.response.start", "status": answer.status, "headers": headers})
-    await send({"type": "http.response.body", "body": data})
 
 
 class _QuietHTTPServer(ThreadingHTTPServer):
@@ -1126,116 +780,3 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
-
-
-def _listening_socket() -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    # Accepted sockets inherit TCP_NODELAY on Linux. Without it the response's header and
-    # body writes meet the client's delayed ACK: ~40 ms added to every call, an artefact of
-    # the server that real APIs do not have.
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.bind(("127.0.0.1", 0))
-    return sock
-
-
-def _import_uvicorn() -> Any:
-    try:
-        import uvicorn
-    except ModuleNotFoundError as exc:
-        raise ModuleNotFoundError(
-            "serving the fake OpenAI server under uvicorn needs uvicorn, which the base "
-            "install leaves out: pip install 'image-project[bench]'"
-        ) from exc
-    return uvicorn
-
-
-class OpenAIServerProcess:
-    """An :class:`OpenAIServer` with offline answers and :class:`LognormalLatency` latencies,
-    served by uvicorn in its own process (``python -m image_project._fake_openai``) and driven
-    through its side door: a real API runs on other machines, so the server's CPU time must
-    not compete with the client's for one GIL."""
-
-    def __init__(
-        self, chat_median_s: float = 0.4, image_median_s: float = 2.0, sigma: float = 0.35
-    ) -> None:
-        self.chat_median_s, self.image_median_s, self.sigma = chat_median_s, image_median_s, sigma
-        self.base_url = ""
-        self._key = "body"
-
-    def command(self) -> list[str]:
-        """The command line that serves it."""
-        return [
-            sys.executable,
-            "-m",
-            "image_project._fake_openai",
-            f"--chat-median={self.chat_median_s}",
-            f"--image-median={self.image_median_s}",
-            f"--sigma={self.sigma}",
-        ]
-
-    @contextlib.contextmanager
-    def serve(self) -> Iterator[str]:
-        """Start the server process, yield its base URL, stop it (and close its pipe)."""
-        with subprocess.Popen(self.command(), stdout=subprocess.PIPE, text=True) as proc:
-            try:
-                assert proc.stdout is not None
-                line = proc.stdout.readline().strip()
-                if not line.startswith("http://"):
-                    raise RuntimeError(f"the fake OpenAI server did not start (said {line!r})")
-                self.base_url = line
-                yield line
-            finally:
-                proc.terminate()
-                proc.wait(timeout=10)
-
-    def _call(self, method: str, path: str, payload: dict[str, Any] | None = None) -> Any:
-        data = None if payload is None else json.dumps(payload).encode()
-        root = self.base_url.removesuffix("/v1")
-        request = urllib.request.Request(f"{root}{path}", data=data, method=method)
-        with urllib.request.urlopen(request, timeout=30) as reply:
-            return json.loads(reply.read())
-
-    @property
-    def latency_key(self) -> str:
-        return self._key
-
-    @latency_key.setter
-    def latency_key(self, value: str) -> None:
-        self._call("POST", "/_control/latency_key", {"latency_key": value})
-        self._key = value
-
-    @property
-    def records(self) -> list[CallRecord]:
-        return [CallRecord(**r) for r in self._call("GET", "/_control/records")["records"]]
-
-    def reset(self) -> None:
-        self._call("POST", "/_control/reset", {})
-
-    def set_rate_limit(self, limit: int, window_s: float) -> None:
-        """``limit`` requests per ``window_s`` window from now on (0: no limit)."""
-        self._call("POST", "/_control/rate_limit", {"limit": limit, "window_s": window_s})
-
-
-def main(argv: list[str] | None = None) -> None:
-    """Serve an offline server with log-normal latencies under uvicorn in this process until
-    terminated; print the base URL first."""
-    parser = argparse.ArgumentParser(description="OpenAI-compatible fake server with latencies")
-    parser.add_argument("--chat-median", type=float, default=0.4)
-    parser.add_argument("--image-median", type=float, default=2.0)
-    parser.add_argument("--sigma", type=float, default=0.35)
-    args = parser.parse_args(argv)
-    server = OpenAIServer(
-        offline=True, latency=LognormalLatency(args.chat_median, args.image_median, args.sigma)
-    )
-    uvicorn = _import_uvicorn()
-    sock = _listening_socket()
-    sock.listen(128)  # connections wait in the backlog until uvicorn accepts them
-    print(f"http://127.0.0.1:{sock.getsockname()[1]}/v1", flush=True)
-    uvicorn.Server(
-        uvicorn.Config(server, lifespan="off", log_level="warning", access_log=False)
-    ).run(sockets=[sock])
-
-
-if __name__ == "__main__":
-    main()

@@ -19,6 +19,9 @@
     ├── UpscaleError                     the 4K upscale failed at run time (the upscaler binary
     │                                    exited non-zero, timed out or wrote no image); carries
     │                                    the tails of its output
+    ├── RunFailed                        a run failed after it started, its transcript
+    │                                    written; carries the record's error (exit 1;
+    │                                    defined in ``image_project.run``)
     ├── StepFailedError                  a step could not produce a usable result at run time
     │   ├── EmptyPromptError             a None / non-string / blank prompt (before any call)
     │   ├── PromptTooLongError           a request longer than its bound (before that call)

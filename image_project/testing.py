@@ -8,13 +8,11 @@
   raises :class:`UnexpectedCallError`; :meth:`ScriptedTextBackend.assert_all_used` checks
   that nothing in the script was left over.
 * :class:`FakeImageBackend` — a real PNG of the requested size, no network.
-* :class:`OpenAIServer` — the fake OpenAI-compatible HTTP server on 127.0.0.1 (scripted
-  replies and rules, recorded requests, latencies keyed by the request body's hash, rate
-  limits with ``x-ratelimit-*`` headers and 429s, errors and dropped connections to inject;
-  served in-process, under uvicorn, or in its own process by :class:`OpenAIServerProcess`),
-  with :class:`Reply`, :class:`RateWindow`, :class:`FixedWindow`,
-  :class:`LognormalLatency` and the wire-body helpers (:func:`chat_completion`,
-  :func:`image_response`, :func:`error_body`, ...). :func:`offline_chat_completion` /
+* :class:`OpenAIServer` — the fake OpenAI-compatible HTTP server on 127.0.0.1, served
+  in-process (scripted replies and rules, recorded requests, per-request latencies, rate
+  limits through a :class:`RateLimit`, errors and dropped connections to inject), with
+  :class:`Reply` and the wire-body helpers (:func:`chat_completion`, :func:`image_response`,
+  :func:`error_body`, ...). :func:`offline_chat_completion` /
   :func:`offline_images_response` are the offline backend's answers in the wire format.
 * :class:`StrictLocalServer` — that server answering like llama.cpp's ``llama-server`` with a
   strict chat template and a base model: it refuses a conversation that does not alternate
@@ -39,12 +37,8 @@ from image_project._fake_openai import (
     TINY_PNG,
     WAIT_BOUND_S,
     CallRecord,
-    FixedWindow,
-    LognormalLatency,
     OpenAIServer,
-    OpenAIServerProcess,
     RateLimit,
-    RateWindow,
     RecordedRequest,
     Reply,
     chat_completion,
@@ -52,7 +46,6 @@ from image_project._fake_openai import (
     image_response,
     offline_chat_completion,
     offline_images_response,
-    openai_duration,
     truncated,
 )
 from image_project.backends.base import ImageReply, ImageRequest, TextReply, TextRequest, Usage
@@ -65,13 +58,9 @@ __all__ = [
     "WAIT_BOUND_S",
     "CallRecord",
     "FakeImageBackend",
-    "FixedWindow",
     "FunctionTextBackend",
-    "LognormalLatency",
     "OpenAIServer",
-    "OpenAIServerProcess",
     "RateLimit",
-    "RateWindow",
     "RecordedRequest",
     "Reply",
     "ReplyLike",
@@ -88,7 +77,6 @@ __all__ = [
     "last_user_text",
     "offline_chat_completion",
     "offline_images_response",
-    "openai_duration",
     "truncated",
 ]
 

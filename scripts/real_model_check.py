@@ -24,8 +24,8 @@ model makes stable is asserted:
 Each gate's outcome is counted from the transcripts, whatever its name: re-asks by reason, and
 every ``status`` in the scoring record (judges, selectors, variants ...).
 
-Prints a Markdown table and writes it as JSON (``--json``, default docs/real_model.json) and
-optionally as Markdown (``--md``). ``--code DIR`` runs the CLI of another checkout (the
+Prints a Markdown table and writes it as JSON (``--json``, default
+bench/results/real_model.json) and optionally as Markdown (``--md``). ``--code DIR`` runs the CLI of another checkout (the
 "before" table: ``--code /work/wt-before --record-only``); config keys that checkout does not
 have are not set (listed in the output). Exit 0 when all assertions hold (or with
 ``--record-only``), 1 when one fails, 0 with a skip line when no llama-server binary is found
@@ -321,7 +321,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--json",
         type=Path,
         default=None,
-        help="write the result here (default docs/real_model.json for this repo)",
+        help="write the result here (default bench/results/real_model.json for this repo)",
     )
     ap.add_argument("--md", type=Path, default=None, help="also write the table as Markdown here")
     ap.add_argument(
@@ -561,7 +561,9 @@ def main(argv: list[str] | None = None) -> int:
             f"real-model-check: SKIPPED: no llama-server binary at {binary_path()} (set $LLAMA_SERVER)"
         )
         return 0
-    json_path = args.json or (REPO / "docs" / "real_model.json" if code == REPO else None)
+    json_path = args.json or (
+        REPO / "bench" / "results" / "real_model.json" if code == REPO else None
+    )
     ctx = Context(
         binary=binary,
         code=code,

@@ -1,4 +1,4 @@
-"""Render the figures of README.md and docs/*.md from the benches' JSON files.
+"""Render the figures of README.md and docs/*.md from the benches' JSON files in bench/results/.
 
 A figure in the README or the docs is never typed by hand: it stands in a block between two
 markers, ``<!-- figures:NAME -->`` and ``<!-- /figures:NAME -->``, and this script writes
@@ -216,7 +216,7 @@ def _store(sources: list[tuple[str, Json]]) -> str:
         f"In-process, the transcript and store write is {write_ms:.0f} ms and the store adds "
         f"{data['added_percent']:+.1f}% to an offline run (`python bench/store.py`: "
         f"{data['median_without_s']:.4f} s without, {data['median_with_s']:.4f} s with, "
-        f"{data['runs']} interleaved runs each, written through `{data['via']}`). Once per "
+        f"{data['runs']} interleaved runs each). Once per "
         f"process, importing and opening an existing store costs "
         f"{data['open_existing_store_in_a_new_process_s'] * 1000:.0f} ms; creating a new one "
         f"(SQLAlchemy, Alembic, the schema) costs "
@@ -458,7 +458,7 @@ def _evidence_decision(sources: list[tuple[str, Json]]) -> str:
     in_cells = len(worse[default])
     return (
         f"- **The default never costs more than one sound judge.** `python bench/decision.py "
-        f"--json docs/decision.json` ({len(cells)} cells: sound judges on one or different "
+        f"--json bench/results/decision.json` ({len(cells)} cells: sound judges on one or different "
         f"scales at \N{GREEK SMALL LETTER RHO} 0 / 0.5 / 0.8, one random, near-constant or position judge, {ns} cards; "
         f"up to {data['max_rounds']:,} paired rounds each). The default, the **median after "
         f"`normalise: robust`**, is worse than one sound judge in "
@@ -524,7 +524,7 @@ def _evidence_novelty(sources: list[tuple[str, Json]]) -> str:
     now = [row(e, choice["scale"], choice["cap"], choice["min_share"]) for e in data["encodings"]]
     return (
         f"- **Novelty, strong enough to matter.** `python bench/novelty.py --json "
-        f"docs/novelty.json` ({data['histories']} histories of {data['runs']} runs per row, "
+        f"bench/results/novelty.json` ({data['histories']} histories of {data['runs']} runs per row, "
         f"the default judging): a penalty of {old['penalty_per_share']:g} "
         f"points per share (motifs in {old['min_share']:.0%} of the window) removed "
         f"{removed(before)} of greedy's excess liked-motif tilt "
@@ -559,7 +559,7 @@ def _bold_ci(d: Json, scale: float = 1.0, digits: int = 2) -> str:
 
 def _quality_findings(sources: list[tuple[str, Json]]) -> str:
     """docs/evidence.md's findings of bench/quality.py: the summary table and what it says,
-    every figure read from docs/quality.json."""
+    every figure read from bench/results/quality.json."""
     path, data = sources[0]
     sweep = {(s["judge_scale_spread"] > 0, s["judge_corr"]): s for s in data["judge_corr_sweep"]}
     shown = ("median of 3", "mean of 3", "trimmed_mean of 3 (trim 1)", "mean of 3, zscores")
@@ -813,29 +813,29 @@ def _real_model(sources: list[tuple[str, Json]]) -> str:
 
 
 BLOCKS: dict[str, Block] = {
-    "real-model": Block("docs/real_model.json", _real_model),
-    "latency": Block("docs/latency.json", _latency),
-    "latency-summary": Block("docs/latency.json", _latency_summary),
-    "latency-conversation": Block("docs/latency.json", _latency_conversation),
-    "latency-quick": Block("docs/latency_quick/run*.json", _latency_quick),
-    "startup": Block("docs/startup.json", _startup),
-    "store": Block("docs/store.json", _store),
-    "batch": Block("docs/batch.json", _batch),
-    "interrupt": Block("docs/interrupt.json", _interrupt),
-    "batch-two-machines": Block("docs/batch.json", _batch_two_machines),
-    "quality": Block("docs/quality.json", _quality),
-    "cpu-profile": Block("docs/cpu_profile.json", _cpu_profile),
-    "cpu-profile-unsettled": Block("docs/cpu_profile_unsettled.json", _cpu_profile),
-    "cpu-profile-scoring-before": Block("docs/cpu_profile_scoring_before.json", _cpu_profile),
-    "cpu-profile-scoring": Block("docs/cpu_profile_scoring.json", _cpu_profile),
-    "cpu-profile-direct": Block("docs/cpu_profile_direct.json", _cpu_profile),
-    "cpu-profile-scoring-direct": Block("docs/cpu_profile_scoring_direct.json", _cpu_profile),
-    "judging": Block("docs/judging.json", _judging),
-    "evidence-decision": Block("docs/decision.json", _evidence_decision),
-    "evidence-quality": Block("docs/quality.json", _evidence_quality),
-    "evidence-novelty": Block("docs/novelty.json", _evidence_novelty),
-    "quality-findings": Block("docs/quality.json", _quality_findings),
-    "quality-sweep": Block("docs/quality.json", _quality_sweep),
+    "real-model": Block("bench/results/real_model.json", _real_model),
+    "latency": Block("bench/results/latency.json", _latency),
+    "latency-summary": Block("bench/results/latency.json", _latency_summary),
+    "latency-conversation": Block("bench/results/latency.json", _latency_conversation),
+    "latency-quick": Block("bench/results/latency_quick/run*.json", _latency_quick),
+    "startup": Block("bench/results/startup.json", _startup),
+    "store": Block("bench/results/store.json", _store),
+    "batch": Block("bench/results/batch.json", _batch),
+    "interrupt": Block("bench/results/interrupt.json", _interrupt),
+    "batch-two-machines": Block("bench/results/batch.json", _batch_two_machines),
+    "quality": Block("bench/results/quality.json", _quality),
+    "cpu-profile": Block("bench/results/cpu_profile.json", _cpu_profile),
+    "cpu-profile-unsettled": Block("bench/results/cpu_profile_unsettled.json", _cpu_profile),
+    "cpu-profile-scoring-before": Block(
+        "bench/results/cpu_profile_scoring_before.json", _cpu_profile
+    ),
+    "cpu-profile-scoring": Block("bench/results/cpu_profile_scoring.json", _cpu_profile),
+    "judging": Block("bench/results/judging.json", _judging),
+    "evidence-decision": Block("bench/results/decision.json", _evidence_decision),
+    "evidence-quality": Block("bench/results/quality.json", _evidence_quality),
+    "evidence-novelty": Block("bench/results/novelty.json", _evidence_novelty),
+    "quality-findings": Block("bench/results/quality.json", _quality_findings),
+    "quality-sweep": Block("bench/results/quality.json", _quality_sweep),
 }
 
 

@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from image_project.cli import main  # noqa: E402
+from image_project.cli.command import main  # noqa: E402
 from tests.support.openai_server import OpenAIServer  # noqa: E402
 
 SCENARIOS: dict[str, list[str]] = {

@@ -14,10 +14,10 @@ from pathlib import Path
 import anyio
 import pytest
 
-from image_project import cli
 from image_project.backends.base import TextRequest
 from image_project.backends.offline import OfflineTextBackend
 from image_project.backends.pacing import CallPacing, Pacer
+from image_project.cli import command as cli
 from image_project.config import AppConfig
 from image_project.errors import AuthenticationError
 from image_project.run import batch, driver

@@ -18,10 +18,10 @@ from PIL import Image
 
 from image_project.backends.base import ImageRequest, Message, TextRequest
 from image_project.backends.openai_backend import OpenAIBackends, openai_backends
-from image_project.engine import Block, walk
 from image_project.stages.scoring.cards import CARD_OUTPUT, parse_card
 from image_project.stages.scoring.judges import judge_output, parse_scores
-from image_project.stages.standard import Brief, prompt_pipeline
+from image_project.stages.standard import Brief
+from tests.support.pipeline import pipeline_shape
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 sys.path.insert(0, str(BENCH))
@@ -176,20 +176,14 @@ async def test_a_standard_run_records_the_shape_of_its_step_tree(
     scenario = runs.Scenario(refinement, (f"prompt.refinement={refinement}",))
     outcome = await latency.run_once(scenario, "sequential", base_url, sim)
     shape = outcome.shape
-    tree = prompt_pipeline(
-        brief=Brief(("a", "b", "c"), "Likes:\n- x"),
+    tree = await pipeline_shape(
+        Brief(("a", "b", "c"), "Likes:\n- x"),
         run_seed=latency.SEED,
         refinement=refinement,
         temperature=0.7,
     )
-    assert [p for p in shape.steps if p.startswith("pipeline/")] == [
-        path for path, node in walk(tree) if not isinstance(node, Block)
-    ]
-    assert outcome.groups == {
-        path: len(node.nodes)
-        for path, node in walk(tree)
-        if isinstance(node, Block) and node.parallel
-    }
+    assert [p for p in shape.steps if p.startswith("pipeline/")] == list(tree.paths)
+    assert outcome.groups == tree.groups
     assert shape.stages() == [("dislike_rewrite",), ("pipeline",), ("image", "title")]
     ones = dict.fromkeys(shape.steps, 1.0)
     assert shape.cost("pipeline", ones) == pytest.approx(6 + 3 * enclaves)
@@ -431,9 +425,12 @@ def test_the_simulator_refuses_requests_over_its_window_and_its_headers_say_so()
     assert 0 < reset <= 3600
 
 
-def test_provenance_calls_code_changes_dirty_but_not_the_figures_in_docs(tmp_path: Path) -> None:
-    """A bench writes its JSON under docs/ (and a reader may edit the prose there) while the
-    next bench runs: neither changes the code measured, so neither marks it uncommitted."""
+def test_provenance_calls_code_changes_dirty_but_not_the_results_or_the_docs(
+    tmp_path: Path,
+) -> None:
+    """A bench writes its JSON under bench/results/ (and a reader may edit the pages of docs/)
+    while the next bench runs: neither changes the code measured, so neither marks it
+    uncommitted."""
     import subprocess
 
     from provenance import git_commit
@@ -442,14 +439,18 @@ def test_provenance_calls_code_changes_dirty_but_not_the_figures_in_docs(tmp_pat
         subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
 
     git("init", "-q")
+    (tmp_path / "bench" / "results").mkdir(parents=True)
+    (tmp_path / "bench" / "results" / "latency.json").write_text("{}")
     (tmp_path / "docs").mkdir()
-    (tmp_path / "docs" / "latency.json").write_text("{}")
+    (tmp_path / "docs" / "performance.md").write_text("# Performance\n")
     (tmp_path / "code.py").write_text("x = 1\n")
     git("add", ".")
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "start")
     head, dirty = git_commit(tmp_path)
     assert head is not None and len(head) == 40 and not dirty
-    (tmp_path / "docs" / "latency.json").write_text('{"new": 1}')
+    (tmp_path / "bench" / "results" / "latency.json").write_text('{"new": 1}')
+    assert git_commit(tmp_path) == (head, False)
+    (tmp_path / "docs" / "performance.md").write_text("# Performance, edited\n")
     assert git_commit(tmp_path) == (head, False)
     (tmp_path / "code.py").write_text("x = 2\n")
     assert git_commit(tmp_path) == (head, True)

@@ -2,7 +2,7 @@
 decision bench's fast path chooses the card the product's own aggregate() and select() choose
 in every world and card count, its rule picks as docs/evidence.md states, its simulated bad
 judges behave as named, and docs/evidence.md carries the tables generated from the benches'
-JSON (docs/decision.json, docs/novelty.json), not typed by hand."""
+JSON (bench/results/decision.json, bench/results/novelty.json), not typed by hand."""
 
 from __future__ import annotations
 
@@ -70,16 +70,16 @@ def test_the_rule_excludes_a_candidate_worse_than_one_judge_then_minimises_the_w
 
 
 def test_the_default_is_what_the_decision_bench_chose() -> None:
-    report = json.loads((REPO / "docs" / "decision.json").read_text(encoding="utf-8"))
+    report = json.loads((REPO / "bench" / "results" / "decision.json").read_text(encoding="utf-8"))
     d = ScoringConfig()
     chosen = next(c for c in decision.CANDIDATES if c.name == report["decision"]["choice"])
     assert (d.aggregation, d.normalise) == (chosen.method, chosen.normalise)
 
 
 def test_docs_evidence_carries_the_generated_tables() -> None:
-    report = json.loads((REPO / "docs" / "decision.json").read_text(encoding="utf-8"))
+    report = json.loads((REPO / "bench" / "results" / "decision.json").read_text(encoding="utf-8"))
     assert decision.markdown(report) in EVIDENCE
-    sweep = json.loads((REPO / "docs" / "novelty.json").read_text(encoding="utf-8"))
+    sweep = json.loads((REPO / "bench" / "results" / "novelty.json").read_text(encoding="utf-8"))
     assert novelty.markdown(sweep) in EVIDENCE
     d = ScoringConfig().novelty
     choice = sweep["decision"]

@@ -128,7 +128,7 @@ def test_example_ensemble_overlay_is_valid() -> None:
     assert [j.id for j in judges] == ["strict", "warm", "novel"]
     assert judges[2].backend == "local" and judges[2].model == "qwen3-8b-local"
     assert all(j.temperature == 0.0 for j in judges)
-    assert len({j.model for j in judges}) == 2  # a mixed-model panel (docs/scoring.md)
+    assert len({j.model for j in judges}) == 2  # a mixed-model panel (docs/panel.md)
     assert config.prompt.scoring.effective_min_ok_judges == 2
 
 
@@ -1264,7 +1264,7 @@ def test_panel_settings_can_be_set_from_the_command_line(tmp_path: Path) -> None
 def test_cli_rubric_error_exits_2_naming_the_key(
     rubric: object, expected: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from image_project.cli import main
+    from image_project.cli.command import main
     from tests.faults.common import write_config
 
     config = write_config(

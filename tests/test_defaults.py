@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from image_project.cli import main
+from image_project.cli.command import main
 from image_project.config import CONFIG_ENV_VAR, load_config
 from image_project.config.defaults import (
     BUILTIN_CONFIG,

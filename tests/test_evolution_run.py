@@ -18,7 +18,7 @@ import pytest
 
 from image_project.app import RunFailed, run_generation
 from image_project.backends.base import TextReply, TextRequest
-from image_project.cli import main
+from image_project.cli.command import main
 from image_project.record import RunRecord, gate_counts
 from image_project.seeding import derive_seed
 from image_project.testing import FunctionTextBackend, last_user_text

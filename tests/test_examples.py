@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from image_project.cli import build_parser
+from image_project.cli.command import build_parser
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts"))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from image_project.cli import main
+from image_project.cli.command import main
 from image_project.extras import EXTRA_OF, missing_extra
 
 REPO = Path(__file__).resolve().parents[1]
@@ -84,7 +84,7 @@ _BLOCKED_RUN = textwrap.dedent(
             return None
 
     sys.meta_path.insert(0, Blocker())
-    from image_project.cli import main
+    from image_project.cli.command import main
 
     code = main(sys.argv[2:], env={}, root=Path(sys.argv[1]))
     assert not BLOCKED & {m.split(".")[0] for m in sys.modules}

@@ -1,4 +1,4 @@
-"""The figures in README.md and docs/ are the ones the benches' JSON files hold.
+"""The figures in README.md and docs/ are the ones the benches' JSON files in bench/results/ hold.
 
 Every performance and quality table of the README and the docs stands between
 ``<!-- figures:NAME -->`` markers and is written by ``scripts/render_figures.py`` from a
@@ -65,15 +65,17 @@ def test_every_simulation_block_names_its_commit_or_says_its_json_has_none(name:
     assert re.search(r"commit `?[0-9a-f]{7,}", last) or "does not record the commit" in last, last
 
 
+def _copy_pages_and_results(root: Path) -> None:
+    """README.md, docs/ and bench/results/ of the checkout, copied under ``root``."""
+    shutil.copy(REPO / "README.md", root / "README.md")
+    shutil.copytree(REPO / "docs", root / "docs")
+    shutil.copytree(REPO / "bench" / "results", root / "bench" / "results")
+
+
 def test_a_figure_changed_in_the_json_makes_its_block_stale(tmp_path: Path) -> None:
     """Control: the check sees a JSON that no longer matches the page showing it."""
-    for part in ("README.md", "docs"):
-        source = REPO / part
-        if source.is_dir():
-            shutil.copytree(source, tmp_path / part)
-        else:
-            shutil.copy(source, tmp_path / part)
-    latency = tmp_path / "docs" / "latency.json"
+    _copy_pages_and_results(tmp_path)
+    latency = tmp_path / "bench" / "results" / "latency.json"
     data = json.loads(latency.read_text(encoding="utf-8"))
     data["scenarios"][0]["cpu_ratio"] += 0.5
     latency.write_text(json.dumps(data), encoding="utf-8")
@@ -88,10 +90,10 @@ def test_a_figure_changed_in_the_json_makes_its_block_stale(tmp_path: Path) -> N
 
 def test_the_two_processes_429s_in_the_batches_page_come_from_batch_json(tmp_path: Path) -> None:
     """The late 429s of two processes pacing alone on one key are rendered from
-    docs/batch.json (``two_machines``), not typed: changing them there makes the block stale."""
-    shutil.copytree(REPO / "docs", tmp_path / "docs")
-    shutil.copy(REPO / "README.md", tmp_path / "README.md")
-    batch = tmp_path / "docs" / "batch.json"
+    bench/results/batch.json (``two_machines``), not typed: changing them there makes the block
+    stale."""
+    _copy_pages_and_results(tmp_path)
+    batch = tmp_path / "bench" / "results" / "batch.json"
     data = json.loads(batch.read_text(encoding="utf-8"))
     data["simulator"]["batch"]["two_machines"]["429s_after_first_window"] += 7
     batch.write_text(json.dumps(data), encoding="utf-8")
@@ -107,11 +109,10 @@ def test_the_evidence_summary_comes_from_the_benches_json(tmp_path: Path) -> Non
     """docs/evidence.md's figures are rendered from decision.json, quality.json and
     novelty.json (the summary, the pipeline bench's findings and its sweep): a figure
     changed in each makes its blocks stale."""
-    shutil.copytree(REPO / "docs", tmp_path / "docs")
-    shutil.copy(REPO / "README.md", tmp_path / "README.md")
+    _copy_pages_and_results(tmp_path)
 
     def change(name: str, edit: Callable[[dict[str, Any]], object]) -> None:
-        path = tmp_path / "docs" / f"{name}.json"
+        path = tmp_path / "bench" / "results" / f"{name}.json"
         data = json.loads(path.read_text(encoding="utf-8"))
         edit(data)
         path.write_text(json.dumps(data), encoding="utf-8")

@@ -16,7 +16,7 @@ import pytest
 from image_project.app import RunFailed, run_generation
 from image_project.backends.base import TextReply, TextRequest, TokenLogprob
 from image_project.backends.offline import OfflineTextBackend
-from image_project.cli import main
+from image_project.cli.command import main
 from image_project.config import RubricSpec
 from image_project.errors import ConfigError
 from image_project.record.events import TokenLogprobs

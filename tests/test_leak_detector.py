@@ -51,7 +51,7 @@ from typing import Any, get_args
 import pytest
 
 from image_project import markers
-from image_project.cli import main
+from image_project.cli.command import main
 from image_project.config import JudgeProtocol
 from image_project.stages import standard, title
 from image_project.stages.scoring import cards, evolution, hints, prompts

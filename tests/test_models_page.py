@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from image_project import cli
+from image_project.cli import command as cli
 from image_project.config.capabilities import IMAGE_MODELS, TEXT_MODELS
 from image_project.engine.output import JsonOutput
 

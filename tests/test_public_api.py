@@ -104,13 +104,9 @@ TESTING_NAMES = [
     "WAIT_BOUND_S",
     "CallRecord",
     "FakeImageBackend",
-    "FixedWindow",
     "FunctionTextBackend",
-    "LognormalLatency",
     "OpenAIServer",
-    "OpenAIServerProcess",
     "RateLimit",
-    "RateWindow",
     "RecordedRequest",
     "Reply",
     "ReplyLike",
@@ -127,7 +123,6 @@ TESTING_NAMES = [
     "last_user_text",
     "offline_chat_completion",
     "offline_images_response",
-    "openai_duration",
     "truncated",
 ]
 

@@ -1,5 +1,5 @@
 """A re-ask says why the answer was rejected and never quotes it, for every step kind and
-every reason (docs/scoring.md, "Quality gates").
+every reason (docs/scoring_runs.md, "Quality gates").
 
 Each case is a whole offline run (the offline backend behind a
 :class:`~image_project.testing.FunctionTextBackend`) in which the first request of one step

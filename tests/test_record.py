@@ -25,7 +25,7 @@ from pydantic import ValidationError
 from image_project.app import RunFailed, run_generation
 from image_project.backends.base import TextRequest
 from image_project.backends.factory import Backends, make_backends
-from image_project.cli import main
+from image_project.cli.command import main
 from image_project.config import AppConfig, load_config
 from image_project.errors import RequestRejectedError
 from image_project.record import (

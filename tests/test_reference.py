@@ -85,7 +85,7 @@ def test_a_rubric_changed_in_the_code_makes_its_block_stale(
     assert isinstance(texts, dict)
     monkeypatch.setitem(texts, "profile_fit", "Be kind.")
     stale = render_reference.stale_blocks(render_reference.documents())
-    assert stale == ["docs/scoring.md: rubric-profile-fit"]
+    assert stale == ["docs/panel.md: rubric-profile-fit"]
 
 
 def test_an_instruction_changed_in_the_code_makes_its_blocks_stale(
@@ -93,4 +93,4 @@ def test_an_instruction_changed_in_the_code_makes_its_blocks_stale(
 ) -> None:
     monkeypatch.setattr(rubrics, "DEFAULT_CRITERION", "for how pretty it is")
     stale = render_reference.stale_blocks(render_reference.documents())
-    assert stale == ["docs/scoring.md: judge-prompt-default"]
+    assert stale == ["docs/panel.md: judge-prompt-default"]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from image_project import cli
+from image_project.cli import command as cli
 from image_project.record import RunRecord, ScoringRecord, pick_rule
 from tests.review.offline_runs import make_round_runs
 
@@ -120,7 +120,7 @@ def test_an_interrupted_scoring_run_says_why_there_is_no_card(
 
 
 def test_a_one_round_run_has_round_0_and_cards(tmp_path: Path) -> None:
-    from image_project.summary import card_lines, round_lines
+    from image_project.cli.summary import card_lines, round_lines
     from tests.support.records import judge, run
 
     record = run(1, [judge("strict", {"A": 80, "B": 20, "C": 50})])

@@ -1,12 +1,12 @@
 """Start-up cost: the OpenAI SDK is imported only when the OpenAI-compatible backend is built,
-SQLAlchemy only when a run store is created, migrated or read, Pillow only when an image is
-drawn or saved, and the scoring stage only when scoring is on; the objects the imports make
-are frozen out of the garbage collector (``image_project.launch``).
+SQLAlchemy only when a run store is written or read, Pillow only when an image is drawn or
+saved, and the scoring stage only when scoring is on; the objects the imports make are frozen
+out of the garbage collector (``image_project.cli.launch``).
 
 ``openai`` was most of the import time of the command line, and ``--help`` or an offline run
-never use it; SQLAlchemy's import was most of the rest, and a run written into an existing
-SQLite store does not need it (``image_project.store.sqlite_writer``). Each check runs in a fresh interpreter (``sys.modules`` of the test process
-already holds everything), offline, with no OpenAI variables in the environment.
+never use it; SQLAlchemy's import is most of the rest, and a run with ``store.enabled:
+false`` does not need it. Each check runs in a fresh interpreter (``sys.modules`` of the test
+process already holds everything), offline, with no OpenAI variables in the environment.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 _PROBE = """
 import contextlib, io, json, sys
-import image_project.cli as cli
+import image_project.cli.command as cli
 watched = sys.argv[2]
 after_import = watched in sys.modules
 argv = json.loads(sys.argv[1])
@@ -96,14 +96,16 @@ def test_the_openai_backend_still_imports_it_when_chosen(tmp_path: Path) -> None
     assert result["code"] == 2  # the pre-flight probe found the port closed: exit 2
 
 
-def test_a_run_into_an_existing_sqlite_store_does_not_import_sqlalchemy(tmp_path: Path) -> None:
-    """The first run creates the store (SQLAlchemy and Alembic); the next process writes its
-    run with ``sqlite3`` alone, and both runs are in the store."""
+def test_a_run_without_the_store_does_not_import_sqlalchemy(tmp_path: Path) -> None:
+    """With ``store.enabled: false`` no process imports SQLAlchemy; the controls: a run that
+    creates the store and one that writes into it do, and both runs are in the store."""
     argv = ["--offline", "--prompt-only", *outputs(tmp_path)]
+    off = probe([*argv, "--seed", "6", "--set", "store.enabled=false"], watched="sqlalchemy")
+    assert off == {"after_import": False, "after_run": False, "code": 0}
     first = probe([*argv, "--seed", "7"], watched="sqlalchemy")
     assert first == {"after_import": False, "after_run": True, "code": 0}
     second = probe([*argv, "--seed", "8"], watched="sqlalchemy")
-    assert second == {"after_import": False, "after_run": False, "code": 0}
+    assert second == {"after_import": False, "after_run": True, "code": 0}
 
     from image_project.store import open_store
 
@@ -142,7 +144,7 @@ def test_pillow_and_the_scoring_stage_are_imported_when_used(tmp_path: Path) -> 
 
 _SCHEMA_PROBE = """
 import contextlib, io, json, sys
-import image_project.cli as cli
+import image_project.cli.command as cli
 from image_project.config.models import AppConfig
 from image_project.record.run import RunRecord
 models = (AppConfig, RunRecord)
@@ -167,7 +169,7 @@ def test_the_config_and_record_models_build_their_validators_when_first_used(
 _GC_PROBE = """
 import gc, json, sys
 from pathlib import Path
-from image_project.launch import launch
+from image_project.cli.launch import launch
 sys.argv = ["main.py", *json.loads(sys.argv[1])]
 code = launch(prog="main.py", root=Path.cwd())
 print(json.dumps({"frozen": gc.get_freeze_count(), "enabled": gc.isenabled(), "code": code}))

@@ -25,7 +25,7 @@ from image_project.app import run_generation
 from image_project.backends.base import JsonSchema, Message, TextRequest
 from image_project.backends.offline import OfflineTextBackend
 from image_project.backends.openai_backend import openai_backends
-from image_project.cli import main
+from image_project.cli.command import main
 from image_project.testing import FunctionTextBackend, StrictLocalServer, alternation_error
 from tests.test_app import backends, make_cfg
 from tests.test_cli import REPO, write_config

@@ -26,7 +26,7 @@ from image_project.artifacts.upscale import BINARY_ENV_VAR
 from image_project.backends.base import ImageRequest, TextRequest
 from image_project.backends.factory import Backends
 from image_project.backends.offline import OfflineImageBackend
-from image_project.cli import main
+from image_project.cli.command import main
 from image_project.config import AppConfig
 from image_project.errors import UpscaleError
 from image_project.preflight import check_upscale

@@ -1,5 +1,5 @@
 """How independent the judges on one model are: the *effective number of judges* of a
-same-model group, measured against judges on other models (docs/scoring.md, "Know your
+same-model group, measured against judges on other models (docs/panel.md, "Know your
 panel").
 
 Model. Judge ``j`` scores card ``c`` as ``s_jc = a_j + q_c + e_jc``: an offset of its own,

@@ -93,7 +93,7 @@ def _pair_lines(stats: PanelStats) -> list[str]:
 
 
 def _independence_lines(stats: PanelStats) -> list[str]:
-    """The effective number of judges of every same-model group (docs/scoring.md, "Know
+    """The effective number of judges of every same-model group (docs/panel.md, "Know
     your panel"), or why it cannot be measured."""
     sentences = stats.independence.sentences()
     if not sentences:

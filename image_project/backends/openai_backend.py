@@ -1,6 +1,7 @@
 """The OpenAI adapter: the one module of image_project that sends requests through ``openai``
-and its HTTP library ``httpx2`` (the model probe, :mod:`.probe`, lists models with an SDK
-client of its own; ``tests/backends/test_openai_backend.py`` keeps both rules).
+(the model probe, :mod:`.probe`, lists models with an SDK client of its own;
+``tests/backends/test_openai_backend.py`` keeps the rule), through the SDK's public API only
+(``tests/test_architecture.py`` keeps that).
 
 Why one module of over 600 lines: it is the one seam to the SDK, and keeping every use of
 ``openai`` (client, requests, responses, the error mapping) in one file is the rule that makes
@@ -45,49 +46,42 @@ APIResponseValidationError  MalformedResponseError (content type and a body prev
 anything else from openai   BackendError
 ==========================  =============================================================
 
-Chat requests. The SDK's per-call machinery (its request options, header merging, the typed
-parameter transform of ``chat.completions.create`` and the typed answer) costs client CPU on
-every call for nothing the adapter uses (docs/performance.md, "The request path"). So the
-transport posts a chat request itself
-(:meth:`OpenAITransport.post`) through the SDK's own HTTP client (``httpx2``, one
-``openai.DefaultAsyncHttpxClient`` that the ``openai.AsyncOpenAI`` client also uses: the same
-connection pool, limits and redirects), with the SDK client's headers and the body
-``chat.completions.create`` would send, built once here. What the SDK would raise is raised:
-``APITimeoutError`` for a timeout, ``APIConnectionError`` for any other failure to get an
-answer, ``APIStatusError`` for a 4xx or 5xx (message and ``body`` as the SDK sets them); and
-the answer is read as its raw-response mode reads it (:class:`JsonAnswer`), and the fields the
-adapter uses are checked and read on the JSON object itself, the ``ChatCompletion`` shape
-(building the SDK's object from it, even without validation, takes a call per field).
-The image call stays on ``images.generate`` (one call per run).
-
-Malformed success answers. An answer is read inside the request (the body as well, so the
-timeout and connection errors apply). Without strict validation, which would reject the
-slightly different shapes OpenAI-compatible servers send, a 200 whose content type is not
-JSON reads as a plain ``str`` (an HTML error page from a proxy), a truncated JSON body raises
-a bare ``json.JSONDecodeError``, and JSON of another shape (``choices`` missing or not a
-list) parses as it is. Each of these is turned into the SDK's
-own ``APIResponseValidationError`` (what its strict mode raises) and mapped like any SDK
-error, so it becomes a :class:`MalformedResponseError`, retried like a 5xx. A well-formed
-answer with no choices or no image data stays a plain, non-retried :class:`BackendError`.
+Malformed success answers. Requests go through the SDK's ``with_raw_response`` (the body is
+still read inside the SDK, so its timeout and connection errors apply; the answer's headers
+feed the pacer) and the answer is parsed here. Without strict validation, which would reject
+the slightly different shapes OpenAI-compatible servers send, the SDK returns a 200 whose
+content type is not JSON as a plain ``str`` (an HTML error page from a proxy), raises a bare
+``json.JSONDecodeError`` for a truncated JSON body, and builds a typed object without checking
+it from JSON of another shape (``choices`` missing or not a list). Each of these is turned
+into the SDK's own ``APIResponseValidationError`` (what its strict mode raises) and mapped
+like any SDK error, so it becomes a :class:`MalformedResponseError`, retried like a 5xx. A
+well-formed answer with no choices or no image data stays a plain, non-retried
+:class:`BackendError`.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
 import json
 import random
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar, cast, get_args
+from typing import Any, Generic, Literal, Protocol, TypeVar, cast, get_args
 
 import anyio
-import httpx2
 import openai
-from openai._legacy_response import LegacyAPIResponse
-from openai.types import Image, ImagesResponse
-from openai.types.chat.completion_create_params import ResponseFormat
+from openai.types import CompletionUsage, Image, ImagesResponse
+from openai.types.chat import (
+    ChatCompletion,
+    ChatCompletionMessage,
+    ChatCompletionMessageParam,
+)
+from openai.types.chat.chat_completion import Choice
+from openai.types.chat.completion_create_params import (
+    CompletionCreateParamsNonStreaming,
+    ResponseFormat,
+)
 
 from image_project.backends.base import (
     ImageReply,
@@ -129,12 +123,12 @@ __all__ = [
     "OPENAI_BASE_URL",
     "QUOTA_ERROR_CODES",
     "Check",
-    "JsonAnswer",
     "NetworkPolicy",
     "OpenAIBackends",
     "OpenAIImageBackend",
     "OpenAITextBackend",
     "OpenAITransport",
+    "RawAnswer",
     "Send",
     "Sent",
     "get_network_policy",
@@ -172,40 +166,28 @@ _ImageQuality = Literal["low", "medium", "high", "xhigh", "max", "auto", "standa
 _network_policy: NetworkPolicy = "any"
 
 T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
 
 
-class JsonAnswer:
-    """A JSON answer to :meth:`OpenAITransport.post`, read as the SDK's raw-response mode
-    (``LegacyAPIResponse``) reads one: its JSON, or, for a body that is neither JSON nor
-    declared as JSON, its text."""
-
-    def __init__(self, response: httpx2.Response) -> None:
-        self.http_response = response
+class RawAnswer(Protocol[T_co]):
+    """What the SDK's ``with_raw_response`` methods return, as the transport reads it: the
+    HTTP answer, its headers and text, and ``parse()`` (the typed answer, unvalidated)."""
 
     @property
-    def headers(self) -> httpx2.Headers:
-        return self.http_response.headers
+    def http_response(self) -> Any: ...  # the SDK's HTTP library's response
 
     @property
-    def text(self) -> str:
-        return self.http_response.text
+    def headers(self) -> Mapping[str, str]: ...
 
-    def parse(self) -> object:
-        """The answer; raises ``ValueError`` for a body declared as JSON that is not."""
-        response = self.http_response
-        try:
-            data: object = json.loads(response.content)
-        except ValueError:
-            if response.headers.get("content-type", "*").split(";")[0].endswith("json"):
-                raise
-            return response.text
-        return data
+    @property
+    def text(self) -> str: ...
+
+    def parse(self) -> T_co: ...
 
 
-Raw = LegacyAPIResponse[T] | JsonAnswer
-Send = Callable[[openai.AsyncOpenAI], Awaitable[Raw[T]]]
-"""One request, through the SDK's ``with_raw_response`` or :meth:`OpenAITransport.post`: the
-raw answer, parsed by the transport."""
+Send = Callable[[openai.AsyncOpenAI], Awaitable[RawAnswer[T]]]
+"""One request through the SDK's ``with_raw_response``: the raw answer, parsed by the
+transport."""
 Check = Callable[[object], str | None]
 """What is wrong with a parsed answer for the caller's use, or None when it is usable."""
 
@@ -285,17 +267,12 @@ class OpenAITransport:
         )
         self._retrier = Retrier(self._retry, sleep=sleep, rng=rng)
         self._timeout_s = timeout_s
-        self._http = openai.DefaultAsyncHttpxClient(timeout=httpx2.Timeout(timeout_s))
         self._client = openai.AsyncOpenAI(
             api_key=api_key,
             base_url=base_url if base_url is not None else OPENAI_BASE_URL,
             timeout=timeout_s,
             max_retries=0,
-            http_client=self._http,
         )
-        sdk_headers = {**self._client.default_headers, **self._client.auth_headers}
-        self._headers = httpx2.Headers({k: v for k, v in sdk_headers.items() if isinstance(v, str)})
-        self._urls: dict[str, httpx2.URL] = {}
 
     @property
     def base_url(self) -> str:
@@ -316,29 +293,6 @@ class OpenAITransport:
     async def aclose(self) -> None:
         """Close the underlying HTTP connection pool."""
         await self._client.close()
-        await self._http.aclose()
-
-    async def post(self, path: str, body: Mapping[str, object]) -> JsonAnswer:
-        """POST ``body`` as JSON to ``path`` (relative to the base URL) with the SDK client's
-        headers, raising what the SDK raises (see the module docstring)."""
-        url = self._urls.get(path)
-        if url is None:
-            url = self._urls[path] = httpx2.URL(f"{self._client.base_url}{path.lstrip('/')}")
-        # Serialised as the SDK serialises a body (``openai._utils._json.openapi_dumps``):
-        # the same bytes on the wire.
-        content = json.dumps(
-            body, ensure_ascii=False, separators=(",", ":"), allow_nan=False
-        ).encode()
-        request = self._http.build_request("POST", url, content=content, headers=self._headers)
-        try:
-            response = await self._http.send(request)
-        except httpx2.TimeoutException as exc:
-            raise openai.APITimeoutError(request=request) from exc
-        except Exception as exc:
-            raise openai.APIConnectionError(request=request) from exc
-        if response.is_error:
-            raise _status_error(response)
-        return JsonAnswer(response)
 
     def check_network(self) -> None:
         """Raise :class:`NetworkDisabledError` if the network policy forbids this server."""
@@ -389,7 +343,9 @@ class OpenAITransport:
             raise
         return Sent(done.value, done.attempts, _ms(pacing.waited_s))
 
-    async def _send(self, send: Send[T], slot: Slot, *, operation: str, attempt: int) -> Raw[T]:
+    async def _send(
+        self, send: Send[T], slot: Slot, *, operation: str, attempt: int
+    ) -> RawAnswer[T]:
         """One request; an SDK error is mapped, and an HTTP error answer reported to the pacer
         (a 429 that may pass with the wait it asked for)."""
         try:
@@ -406,7 +362,7 @@ class OpenAITransport:
         except openai.OpenAIError as exc:
             raise self.map_error(exc, operation=operation, attempt=attempt) from exc
 
-    def parse(self, raw: Raw[T], check: Check, *, operation: str, attempt: int = 1) -> T:
+    def parse(self, raw: RawAnswer[T], check: Check, *, operation: str, attempt: int = 1) -> T:
         """The parsed answer of a success status, or a :class:`MalformedResponseError`.
 
         A body that does not parse, or parses into something ``check`` rejects, becomes the
@@ -422,7 +378,7 @@ class OpenAITransport:
         else:
             checked = check(value)
             if checked is None:
-                return cast(T, value)
+                return value
             problem = checked
         invalid = openai.APIResponseValidationError(
             response=raw.http_response, body=raw.text, message=problem
@@ -503,21 +459,6 @@ class OpenAITransport:
         return err
 
 
-def _status_error(response: httpx2.Response) -> openai.APIStatusError:
-    """The SDK's exception for an HTTP error answer: its message, and as ``body`` the
-    answer's ``error`` object (else the parsed body, else its text)."""
-    text = response.text.strip()
-    body: object = text
-    with contextlib.suppress(ValueError):
-        body = json.loads(text)
-    data = body.get("error", body) if isinstance(body, dict) else body
-    said = data.get("message") if isinstance(data, dict) else None
-    message = f"Error code: {response.status_code}"
-    if isinstance(said, str) and said:
-        message += f" - {said}"
-    return openai.APIStatusError(message, response=response, body=data)
-
-
 def _ms(seconds: float) -> float:
     return round(seconds * 1000, 3)
 
@@ -578,31 +519,29 @@ def _kind(value: object) -> str:
 
 
 def _wrong_strings(obj: object, names: tuple[str, ...], prefix: str = "") -> str | None:
-    """The first of ``obj``'s optional string fields that holds something else, described
-    (``obj`` an SDK object, or a JSON object)."""
+    """The first of ``obj``'s optional string fields that holds something else, described."""
     for name in names:
-        value = obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+        value = getattr(obj, name, None)
         if value is not None and not isinstance(value, str):
             return f"'{prefix}{name}' is {_kind(value)}, not a string"
     return None
 
 
 def _completion_problem(value: object) -> str | None:
-    """What makes ``value`` unusable as a chat completion (None: usable): a JSON object of
-    the ``ChatCompletion`` shape, every field read later checked here."""
-    if not isinstance(value, dict):
+    """What makes ``value`` unusable as a chat completion (None: usable). The SDK builds the
+    object without validating it, so every field read later is checked here."""
+    if not isinstance(value, ChatCompletion):
         return f"expected a chat completion object, got {_kind(value)}"
-    choices = value.get("choices")
-    if not isinstance(choices, list):
-        return f"'choices' is {_kind(choices)}, not a list"
+    if not isinstance(value.choices, list):
+        return f"'choices' is {_kind(value.choices)}, not a list"
     wrong = _wrong_strings(value, ("model", "system_fingerprint"))
-    if wrong is not None or not choices:  # no choices: reported by the caller
+    if wrong is not None or not value.choices:  # no choices: reported by the caller
         return wrong
-    choice = choices[0]
-    if not isinstance(choice, dict) or not isinstance(choice.get("message"), dict):
+    choice = value.choices[0]
+    if not isinstance(choice, Choice) or not isinstance(choice.message, ChatCompletionMessage):
         return "'choices[0]' has no message object"
     return _wrong_strings(choice, ("finish_reason",), "choices[0].") or _wrong_strings(
-        choice["message"], ("content", "refusal"), "choices[0].message."
+        choice.message, ("content", "refusal"), "choices[0].message."
     )
 
 
@@ -621,18 +560,16 @@ def _images_problem(value: object) -> str | None:
     return _wrong_strings(data[0], ("b64_json", "url", "revised_prompt"), "data[0].")
 
 
-def _usage(usage: object) -> Usage | None:
-    """Token counts when the server sent them as numbers (``usage``: the answer's JSON
-    object); anything else is not recorded."""
-    if not isinstance(usage, dict):
-        return None
-    counts = [usage.get(n) for n in ("prompt_tokens", "completion_tokens")]
-    if not all(isinstance(c, int) and not isinstance(c, bool) for c in counts):
+def _usage(usage: CompletionUsage | None) -> Usage | None:
+    """Token counts when the server sent them as numbers (the SDK builds ``usage`` without
+    validating it); anything else is not recorded."""
+    counts = [getattr(usage, n, None) for n in ("prompt_tokens", "completion_tokens")]
+    if usage is None or not all(isinstance(c, int) and not isinstance(c, bool) for c in counts):
         return None
     prompt, completion = cast(list[int], counts)
-    total = usage.get("total_tokens")
-    details = usage.get("prompt_tokens_details")
-    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    total = getattr(usage, "total_tokens", None)
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", None)
     return Usage(
         prompt,
         completion,
@@ -695,17 +632,20 @@ class OpenAITextBackend(_OpenAIBackend):
         *,
         max_output_tokens: int | None = None,
         messages: list[dict[str, str]] | None = None,
-    ) -> dict[str, object]:
-        """The JSON body of the chat request: what ``chat.completions.create`` sends for these
-        arguments, keys in its order, unset ones left out. ``max_output_tokens`` replaces the
-        request's limit (a retry after a timeout); ``messages``, when given, are the request's
-        messages as :func:`~image_project.backends.wire.wire_messages` already made them (the
-        body holds that list itself, not a copy)."""
+    ) -> CompletionCreateParamsNonStreaming:
+        """The arguments of ``chat.completions.create`` for the request, unset ones left out
+        (the SDK sends them as the JSON body). ``max_output_tokens`` replaces the request's
+        limit (a retry after a timeout); ``messages``, when given, are the request's messages
+        as :func:`~image_project.backends.wire.wire_messages` already made them (the body
+        holds that list itself, not a copy)."""
         if messages is None:
             messages, _ = wire_messages(request, self._wire)
         schema = request.json_schema
         structured = self._wire.structured_outputs
-        body: dict[str, object] = {"model": model, "messages": messages}
+        body: CompletionCreateParamsNonStreaming = {
+            "model": model,
+            "messages": cast(list[ChatCompletionMessageParam], messages),
+        }
         limit = max_output_tokens or request.max_output_tokens
         if limit is not None:
             body[self._wire.token_limit_param] = limit
@@ -736,41 +676,32 @@ class OpenAITextBackend(_OpenAIBackend):
         model = request.model or self._default_model
         messages, notes = wire_messages(request, self._wire)
         budget = _Budget(request.max_output_tokens)
-        bodies = {budget.limit: self.body(request, model, messages=messages)}
 
-        async def send(client: openai.AsyncOpenAI) -> JsonAnswer:
+        async def send(client: openai.AsyncOpenAI) -> RawAnswer[ChatCompletion]:
             budget.attempt += 1
-            limit = budget.limit
-            if limit not in bodies:
-                bodies[limit] = self.body(
-                    request, model, max_output_tokens=limit, messages=messages
-                )
-            # The body ``chat.completions.create`` would send (built by :meth:`body`), posted
-            # by the transport without the SDK's per-call machinery (the module docstring).
+            body = self.body(request, model, max_output_tokens=budget.limit, messages=messages)
             try:
-                return await self._transport.post("/chat/completions", bodies[limit])
+                return await client.chat.completions.with_raw_response.create(**body)
             except openai.APITimeoutError:
                 budget.timed_out(self._wire.token_limit_param)
                 raise
 
-        sent: Sent[dict[str, Any]] = await self._transport.call(
-            "chat.completions", send, _completion_problem
-        )
+        sent = await self._transport.call("chat.completions", send, _completion_problem)
         completion = sent.value
-        if not completion["choices"]:
+        if not completion.choices:
             raise BackendError(
                 f"chat.completions for model {model!r} returned no choices",
                 attempts=sent.attempts,
             )
-        choice = completion["choices"][0]
-        message = choice["message"]
+        choice = completion.choices[0]
+        message = choice.message
         return TextReply(
-            text=message.get("content"),
-            model=completion.get("model") or model,
-            refusal=message.get("refusal"),
-            usage=_usage(completion.get("usage")),
-            system_fingerprint=completion.get("system_fingerprint"),
-            finish_reason=choice.get("finish_reason"),
+            text=message.content,
+            model=completion.model or model,
+            refusal=message.refusal,
+            usage=_usage(completion.usage),
+            system_fingerprint=completion.system_fingerprint,
+            finish_reason=choice.finish_reason,
             attempts=sent.attempts,
             pacing_wait_ms=sent.pacing_wait_ms,
             max_output_tokens=budget.limit if budget.notes else None,
@@ -779,18 +710,17 @@ class OpenAITextBackend(_OpenAIBackend):
         )
 
 
-def _logprobs(choice: Mapping[str, Any]) -> tuple[TokenLogprob, ...] | None:
+def _logprobs(choice: Choice) -> tuple[TokenLogprob, ...] | None:
     """The answer's token log-probabilities (``choices[0].logprobs.content``), or None when
     the server returned none."""
-    logprobs = choice.get("logprobs")
-    content = logprobs.get("content") if isinstance(logprobs, dict) else None
+    content = getattr(choice.logprobs, "content", None)
     if not content:
         return None
     return tuple(
         TokenLogprob(
-            t["token"],
-            float(t["logprob"]),
-            tuple((a["token"], float(a["logprob"])) for a in t.get("top_logprobs") or ()),
+            t.token,
+            float(t.logprob),
+            tuple((a.token, float(a.logprob)) for a in t.top_logprobs or ()),
         )
         for t in content
     )
@@ -832,7 +762,7 @@ class OpenAIImageBackend(_OpenAIBackend):
         )
         quality = cast(_ImageQuality, request.quality)
 
-        async def send(client: openai.AsyncOpenAI) -> LegacyAPIResponse[ImagesResponse]:
+        async def send(client: openai.AsyncOpenAI) -> RawAnswer[ImagesResponse]:
             return await client.images.with_raw_response.generate(
                 model=model,
                 prompt=request.prompt,

@@ -30,19 +30,21 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Literal, TypeVar
 
-from image_project.config.models import AppConfig
+from image_project.config.models import JUDGE_PROTOCOLS, AppConfig
 from image_project.errors import ConfigError
 
 __all__ = [
     "IMAGE_MODELS",
+    "PROTOCOL_NEEDS",
     "TEXT_MODELS",
     "FlexibleSizes",
     "ImageModel",
+    "Need",
     "Temperature",
     "TextModel",
     "check_models",
@@ -320,7 +322,8 @@ def gives_no_logprobs(name: str, table: Mapping[str, TextModel] = TEXT_MODELS) -
 
 
 def _logprobs_problem(cfg: AppConfig, use: _Use, table: Mapping[str, TextModel]) -> str | None:
-    """Why a ``logprobs`` judge cannot get log-probabilities from its model or backend."""
+    """Why a judge whose protocol needs log-probabilities cannot get them from its model or
+    backend."""
     backend = cfg.backend_config(use.backend)
     section = "backend" if use.backend is None else f"backends.{use.backend}"
     if backend is not None and not backend.logprobs:
@@ -331,9 +334,31 @@ def _logprobs_problem(cfg: AppConfig, use: _Use, table: Mapping[str, TextModel])
             return None
         why = f"its model {use.model!r} is {found}" if found.startswith("a ") else found
     return (
-        f"got 'logprobs' for {use.who} (model {use.model!r}), but {why}; choose protocol "
-        "list, reasoned, pointwise or pairwise for it"
+        f"got {use.protocol!r} for {use.who} (model {use.model!r}), but {why}; choose protocol "
+        f"{_protocols_without('logprobs')} for it"
     )
+
+
+Need = Literal["logprobs"]
+"""What a judging protocol may need of its model and backend beyond a chat completion:
+``logprobs``, the answer tokens' log-probabilities."""
+
+PROTOCOL_NEEDS: Mapping[str, frozenset[Need]] = {"logprobs": frozenset({"logprobs"})}
+"""The needs of each judging protocol that has any, by its name. The protocols themselves
+are the stages' (``image_project/stages/scoring/protocols/``), a layer above the
+configuration, so what the configuration checks before any call is declared here;
+``tests/stages/scoring/protocols/test_registry.py`` fails when a protocol asks for what
+this table does not say it needs, or the other way round."""
+
+_NEED_PROBLEMS: Mapping[Need, Callable[[AppConfig, _Use, Mapping[str, TextModel]], str | None]] = {
+    "logprobs": _logprobs_problem
+}
+
+
+def _protocols_without(need: Need) -> str:
+    """The protocols that do not need ``need``, as a message lists them."""
+    *others, last = [p for p in JUDGE_PROTOCOLS if need not in PROTOCOL_NEEDS.get(p, ())]
+    return f"{', '.join(others)} or {last}" if others else last
 
 
 def _shutdown_problem(
@@ -383,10 +408,11 @@ def _text_problems(
     for use in _text_uses(cfg):
         entry = text_model(use.model, table)
         backend = cfg.backend_config(use.backend) if use.backend in served else None
-        if use.protocol == "logprobs" and backend is not None:
-            logprobs = _logprobs_problem(cfg, use, table)
-            if logprobs:
-                problems.append((use.protocol_key, logprobs))
+        needs = PROTOCOL_NEEDS.get(use.protocol or "", frozenset())
+        for need in sorted(needs) if backend is not None else ():
+            problem = _NEED_PROBLEMS[need](cfg, use, table)
+            if problem:
+                problems.append((use.protocol_key, problem))
         if entry is None or backend is None:
             continue
         error, warning = _shutdown_problem(use.model, entry.shutdown, entry.replacement, today)
@@ -476,8 +502,9 @@ def check_models(
     Raises ONE :class:`ConfigError` naming the first bad key and the allowed values (further
     problems listed in its message, as the loader does): a model that is shut down, a text
     model or judge that cannot honour its temperature, structured outputs or a seed a model
-    does not support, a ``logprobs`` judge whose model (a reasoning model,
-    :func:`gives_no_logprobs`) or backend (``logprobs: false``) gives no log-probabilities,
+    does not support, a judge whose protocol needs log-probabilities (``logprobs``,
+    :data:`PROTOCOL_NEEDS`) on a model (a reasoning model, :func:`gives_no_logprobs`) or
+    backend (``logprobs: false``) that gives none,
     an image size or quality the image model would reject. Returns the
     warnings (each also logged at WARNING on ``image_project.config``): models scheduled to
     shut down. ``today`` defaults to the current UTC date.

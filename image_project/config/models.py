@@ -276,7 +276,7 @@ class RunConfig(_Section):
 
 
 class NoveltyConfig(_Section):
-    """Novelty (``prompt.scoring.novelty``; docs/scoring.md "Novelty"): a card loses
+    """Novelty (``prompt.scoring.novelty``; docs/aggregation.md "Novelty"): a card loses
     ``penalty_per_share`` points per unit of the recent-motif share it repeats, at most
     ``max_penalty``; a motif counts when it is in at least ``min_share`` of the last
     ``window`` final prompts (and in two of them)."""
@@ -300,7 +300,7 @@ BUILTIN_RUBRICS: tuple[str, ...] = ("default", "strict", "novelty_heavy", "profi
 """The built-in judge rubrics (their texts: ``image_project.stages.scoring.rubrics``)."""
 ProfileView = Literal["raw", "dislikes_only", "hints"]
 JudgeProtocol = Literal["list", "reasoned", "pointwise", "pairwise", "logprobs"]
-"""How a judge is asked (docs/scoring.md "Judging protocols"): ``list`` every card in one
+"""How a judge is asked (docs/protocols.md): ``list`` every card in one
 call, a bare score each; ``reasoned`` every card in one call, a short rationale before each
 score; ``pointwise`` one call per card; ``pairwise`` one call per pair of cards, scores
 fitted from the outcomes (Bradley-Terry); ``logprobs`` as ``list``, each score weighted by
@@ -479,7 +479,7 @@ class SurvivorQuota(_Section):
 
 
 class EvolutionConfig(_Section):
-    """Multi-round selection (``prompt.scoring.evolution``; docs/scoring.md "Rounds").
+    """Multi-round selection (``prompt.scoring.evolution``; docs/rounds.md).
 
     Round 0 is the ordinary card set and judge panel; each of ``generations`` later rounds
     breeds ``variants_per_survivor`` variants of each of the previous round's ``survivors``
@@ -530,8 +530,7 @@ class ScoringConfig(_Section):
     """The temperature of every judge that names none; anything but 0 makes the selection vary
     between identical runs (a WARNING at load)."""
     judge_protocol: JudgeProtocol = "list"
-    """How every judge that names no ``protocol`` is asked (docs/scoring.md "Judging
-    protocols")."""
+    """How every judge that names no ``protocol`` is asked (docs/protocols.md)."""
     judge_model: _Text | None = None
     """The model of every judge that names none; null = the text model of the judge's backend."""
     judge_backend: _BackendRef = None

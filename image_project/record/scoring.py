@@ -16,6 +16,7 @@ from pydantic import ConfigDict, Field, JsonValue, StringConstraints, model_vali
 from image_project.record.base import RecordModel
 
 __all__ = [
+    "DEFAULT_PROTOCOL",
     "ITEM_MAX_CHARS",
     "JUDGE_STATUSES",
     "TEXT_MAX_CHARS",
@@ -39,12 +40,17 @@ __all__ = [
     "SelectorRecord",
     "Survivor",
     "SurvivorCategory",
+    "named_protocol",
     "pick_rule",
 ]
 
 JudgeStatus = Literal["ok", "parse_error", "degenerate", "refused", "error"]
 JUDGE_STATUSES: tuple[JudgeStatus, ...] = ("ok", "parse_error", "degenerate", "refused", "error")
 SelectionMode = Literal["exploit", "explore"]
+DEFAULT_PROTOCOL = "list"
+"""The judging protocol a record leaves unnamed (a judge's ``protocol``, the config snapshot's
+``judge_protocol``): the configuration's default, so a run whose judges all use it records
+no protocol."""
 SurvivorCategory = Literal["performance", "diversity", "potential"]
 
 TEXT_MAX_CHARS = 600
@@ -97,6 +103,12 @@ class CandidateRecord(RecordModel):
     invalid: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
+def named_protocol(protocol: str) -> str | None:
+    """``protocol`` as a record and the run's lines name it: None for
+    :data:`DEFAULT_PROTOCOL`."""
+    return None if protocol == DEFAULT_PROTOCOL else protocol
+
+
 class JudgeResult(RecordModel):
     """One judge's outcome and what it saw. ``rubric`` names the rubric it scored by,
     ``profile`` the view of the profile it was shown (``raw``, ``dislikes_only``, ``hints``),
@@ -122,7 +134,7 @@ class JudgeResult(RecordModel):
     scores: dict[str, int] | None = None
     error: str | None = None
     output_preview: str | None = None
-    protocol: str = Field(default="list", exclude_if=lambda v: v == "list")
+    protocol: str = Field(default=DEFAULT_PROTOCOL, exclude_if=lambda v: named_protocol(v) is None)
     rationales: dict[str, str] | None = Field(default=None, exclude_if=lambda v: v is None)
     comparisons: tuple[tuple[str, str, str], ...] | None = Field(
         default=None, exclude_if=lambda v: v is None

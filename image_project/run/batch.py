@@ -46,6 +46,7 @@ import anyio
 
 from image_project.artifacts import existing_titles, read_manifest
 from image_project.backends.factory import Backends
+from image_project.cli.summary import record_lines, terminal_safe
 from image_project.config import AppConfig
 from image_project.engine import DefaultStepRecorder
 from image_project.errors import AuthenticationError, QuotaExceededError, RequestRejectedError
@@ -55,7 +56,6 @@ from image_project.run.interrupts import Interrupts
 from image_project.run.state import Inputs, RunFailed, RunResult, load_inputs
 from image_project.seeding import run_seed
 from image_project.store.writer import StoreWriter
-from image_project.summary import record_lines, terminal_safe
 
 if TYPE_CHECKING:
     from image_project.artifacts.upscale import UpscaleSettings

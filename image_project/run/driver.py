@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING
 from image_project.artifacts import transcript_path, write_transcript
 from image_project.artifacts.pending import at_point
 from image_project.backends.factory import Backends
+from image_project.cli.progress import ProgressRecorder
 from image_project.config import AppConfig
 from image_project.config.capabilities import TEXT_MODELS
 from image_project.engine import ChatRunner, Context, DefaultStepRecorder, TokenLimits
@@ -68,7 +69,6 @@ from image_project.errors import (
     rejected_of,
 )
 from image_project.preflight import check_upscale
-from image_project.progress import ProgressRecorder
 from image_project.record import RunError, RunRecord
 from image_project.record.events import Reask
 from image_project.record.ids import check_generation_id
@@ -219,6 +219,15 @@ class _Run:
         if own_store:
             store = StoreWriter(cfg.effective_store_url)
         recorder = recorder or (ProgressRecorder(say) if emit else DefaultStepRecorder())
+        ctx = Context.with_system(SYSTEM_PROMPT)
+        runner = ChatRunner(
+            backends.text,
+            recorder=recorder,
+            mode=cfg.run.concurrency,
+            image_backend=backends.image,
+            token_limits=token_limits(cfg),
+            max_prompt_chars=cfg.prompt.max_prompt_chars,
+        )
         state = RunState(
             cfg=cfg,
             backends=backends,
@@ -226,15 +235,8 @@ class _Run:
             seed=seed if seed is not None else run_seed(cfg.prompt.random_seed),
             prompt_only=prompt_only,
             created_at=utc_iso(),
-            ctx=Context.with_system(SYSTEM_PROMPT),
-            runner=ChatRunner(
-                backends.text,
-                recorder=recorder,
-                mode=cfg.run.concurrency,
-                image_backend=backends.image,
-                token_limits=token_limits(cfg),
-                max_prompt_chars=cfg.prompt.max_prompt_chars,
-            ),
+            ctx=ctx,
+            root=runner.root(ctx),
             recorder=recorder,
             say=say,
             started=started,

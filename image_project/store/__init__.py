@@ -9,20 +9,17 @@ Alembic migrations shipped in this package and applied when a store is opened. S
 ``docs/store.md``.
 
 This package is imported by every run that writes its record, so importing it stays light:
-SQLAlchemy and Alembic are imported only when a store is created, migrated or read, or is
-PostgreSQL. A run written into an existing SQLite store at the current schema (every run
-after a store's first) uses :mod:`.sqlite_writer`: the same rows, inserted with ``sqlite3``
-alone, because SQLAlchemy's import was about half of a short run's start-up.
+SQLAlchemy is imported when a run first writes the store (or a command reads it), Alembic
+only when a store is created or migrated.
 
 * :mod:`image_project.config.store_url` — the store URL, checked without SQLAlchemy (part of
   the configuration, which checks it when it loads; re-exported here);
 * :mod:`.rows` — a RunRecord as table rows (pure data);
 * :mod:`.schema` — the tables; :mod:`.db` — :class:`~image_project.store.db.RunStore`;
-* :mod:`.writer` — what a run uses to write itself (and, with PostgreSQL, allocate ``seq``);
-* :mod:`.sqlite_writer` — a run's rows into an existing SQLite store, without SQLAlchemy.
+* :mod:`.writer` — what a run uses to write itself (and, with PostgreSQL, allocate ``seq``).
 
 The ``image-project runs …`` and ``review`` commands over the store are
-:mod:`image_project.store_commands`.
+:mod:`image_project.cli.runs`.
 
 Internal: import the public names from ``image_project`` (docs/api.md); this package's
 modules may change without notice.

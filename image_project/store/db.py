@@ -1,11 +1,10 @@
 """The run store over SQLAlchemy 2 Core: :class:`RunStore` (open, migrate, write, read).
 
-One code path for both engines (a run into an existing SQLite store is written by
-:mod:`.sqlite_writer` instead); what differs is set up in :func:`_engine` (SQLite: a busy
-timeout, foreign keys on, write transactions that take the database lock at ``BEGIN`` while
-reads never wait for one) and
-in two PostgreSQL advisory locks (the schema migration, and the allocation of the titles
-``seq`` across machines).
+One code path for both engines, and the only one that writes a store's rows
+(``tests/store/test_one_writer.py``); what differs is set up in :func:`_engine` (SQLite: a
+busy timeout, foreign keys on, write transactions that take the database lock at ``BEGIN``
+while reads never wait for one) and in two PostgreSQL advisory locks (the schema migration,
+and the allocation of the titles ``seq`` across machines).
 
 Errors: anything that goes wrong talking to the database is raised as :class:`StoreError`,
 whose message names the store by its URL without the password
@@ -48,7 +47,6 @@ from image_project.store.schema import (
     judge_results,
     runs,
 )
-from image_project.store.sqlite_writer import BUSY_TIMEOUT_S
 
 __all__ = [
     "MIGRATIONS_DIR",
@@ -66,6 +64,8 @@ _MIGRATE_LOCK: Final = 0x1A6E_0001  # pg_advisory_xact_lock keys of this applica
 _SEQ_LOCK: Final = 0x1A6E_0002
 _WRITE: Final = "image_project_write"
 """The execution option of the store's write transactions (SQLite: ``BEGIN IMMEDIATE``)."""
+BUSY_TIMEOUT_S: Final = 60.0
+"""How long a SQLite write waits for another writer's lock."""
 
 
 def safe_url(url: str) -> str:
@@ -169,18 +169,45 @@ class RunStore:
     @classmethod
     def open(cls, url: str) -> RunStore:
         """Connect to ``url`` and bring its schema to :data:`SCHEMA_REVISION`."""
-        url = check_store_url(url)
-        try:
-            engine = _engine(url)
-        except (SQLAlchemyError, OSError) as exc:
-            raise StoreError(f"cannot open the run store {safe_url(url)}: {exc}") from exc
-        store = cls(engine, url)
+        store = cls._connect(check_store_url(url))
         try:
             store.migrate()
         except BaseException:
             store.close()
             raise
         return store
+
+    @classmethod
+    def open_current(cls, url: str) -> RunStore | None:
+        """The SQLite store at ``url`` if its file exists and is at :data:`SCHEMA_REVISION`,
+        opened without creating or migrating anything; None otherwise (no file, an empty
+        one, another revision). A file that is not a database raises StoreError."""
+        url = check_store_url(url)
+        path = sqlite_path(url)
+        if path is None:
+            raise ValueError(f"not a SQLite store URL: {safe_url(url)!r}")
+        if not path.is_file():
+            return None
+        store = cls._connect(url)
+        try:
+            with store._errors("open"), store.engine.connect() as conn:
+                current = _current_revision(conn)
+        except BaseException:
+            store.close()
+            raise
+        if current != SCHEMA_REVISION:
+            store.close()
+            return None
+        return store
+
+    @classmethod
+    def _connect(cls, url: str) -> RunStore:
+        """The store at the checked ``url``, its schema not looked at."""
+        try:
+            engine = _engine(url)
+        except (SQLAlchemyError, OSError) as exc:
+            raise StoreError(f"cannot open the run store {safe_url(url)}: {exc}") from exc
+        return cls(engine, url)
 
     @property
     def safe_url(self) -> str:

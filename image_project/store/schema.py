@@ -2,7 +2,7 @@
 
 The Alembic migrations in ``migrations/versions`` create exactly these tables; a test
 compares the migrated database with this metadata, so the two cannot drift apart.
-``SCHEMA_REVISION`` is the newest migration: a store at that revision is opened without
+:data:`SCHEMA_REVISION` is the newest migration: a store at that revision is opened without
 loading Alembic at all.
 
 Every child table's rows belong to one run (``generation_id``, deleted with it). Times are
@@ -18,6 +18,8 @@ from the store is the record the run wrote (the other columns are for queries).
 """
 
 from __future__ import annotations
+
+from typing import Final
 
 from sqlalchemy import (
     JSON,
@@ -37,8 +39,6 @@ from sqlalchemy import (
     Text,
 )
 
-from image_project.store.sqlite_writer import SCHEMA_REVISION
-
 __all__ = [
     "ALL_TABLES",
     "SCHEMA_REVISION",
@@ -56,6 +56,9 @@ __all__ = [
     "survivors",
 ]
 
+
+SCHEMA_REVISION: Final = "0002"
+"""The newest migration's revision id (``migrations/versions/v0002_context.py``)."""
 
 metadata = MetaData()
 

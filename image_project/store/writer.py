@@ -2,11 +2,11 @@
 
 The transcript is the source of truth, so the writer never fails a run: every problem is
 returned as a :class:`StoreOutcome` (and the run says so, loudly). The store is opened when
-the writer first touches it: a SQLite store already at the current schema is written with
-``sqlite3`` alone (:mod:`.sqlite_writer`), any other store through SQLAlchemy (which creates
-or migrates it). One writer serves one run or, in the CLI, all the runs of one process (the
-store is opened once), also runs in flight together (``run.parallel``): each run's ``seq``
-transaction is kept under its generation id, so one run's claim never rolls back another's.
+the writer first touches it, through :class:`~image_project.store.db.RunStore` (which
+creates or migrates it). One writer serves one run or, in the CLI, all the runs of one
+process (the store is opened once), also runs in flight together (``run.parallel``): each
+run's ``seq`` transaction is kept under its generation id, so one run's claim never rolls
+back another's.
 
 ``seq``: with a PostgreSQL store the titles ``seq`` is allocated inside the run's store
 transaction (:meth:`StoreWriter.claim_seq`), so machines sharing the store never share a
@@ -19,7 +19,7 @@ import logging
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from image_project.config.store_url import POSTGRES_PREFIX, redact_url, sqlite_path
 from image_project.errors import ImageProjectError
@@ -98,7 +98,7 @@ class StoreWriter:
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self._store: _Sink | None = None
+        self._store: RunStore | None = None
         # The open seq transactions (PostgreSQL), by the generation id of the run that
         # claimed it (None: a caller that named none).
         self._pending: dict[str | None, PendingWrite] = {}
@@ -113,21 +113,11 @@ class StoreWriter:
         return redact_url(self.url)
 
     @property
-    def via(self) -> str | None:
-        """How the open store is written: ``sqlite3`` (a SQLite store at the current schema)
-        or ``sqlalchemy`` (any other); None before the first write or claim."""
-        if self._store is None:
-            return None
-        from image_project.store.sqlite_writer import SqliteRunWriter
-
-        return "sqlite3" if isinstance(self._store, SqliteRunWriter) else "sqlalchemy"
-
-    @property
     def allocates_seq(self) -> bool:
         """True when the store, not the manifest lock, allocates ``seq`` (PostgreSQL)."""
         return self.url.startswith(POSTGRES_PREFIX)
 
-    def _open(self) -> _Sink:
+    def _open(self) -> RunStore:
         """The open store. A store that could not be opened is not tried again by this
         writer: each attempt can wait for the connect timeout, and a later run of the same
         process would pay it twice more (its ``seq`` claim and its save); its runs say the
@@ -135,21 +125,14 @@ class StoreWriter:
         if self._open_failure is not None:
             raise self._open_failure
         if self._store is None:
+            from image_project.store.db import RunStore
+
             try:
-                self._store = _open_sink(self.url)
+                self._store = RunStore.open(self.url)
             except Exception as exc:
                 self._open_failure = exc
                 raise
         return self._store
-
-    def _run_store(self) -> RunStore:
-        """The open store as a RunStore (a PostgreSQL store always is one)."""
-        from image_project.store.db import RunStore
-
-        store = self._open()
-        if isinstance(store, RunStore):
-            return store
-        raise TypeError(f"{self.shown_url} is written without SQLAlchemy; it allocates no seq")
 
     def claim_seq(self, local_next: int, run_id: str | None = None) -> tuple[int, str | None]:
         """The run's ``seq`` and, if the store could not allocate it, why (``seq`` is then
@@ -161,7 +144,7 @@ class StoreWriter:
             return local_next, None
         self.abandon(run_id)
         try:
-            pending = self._run_store().claim_seq(local_next)
+            pending = self._open().claim_seq(local_next)
         except Exception as exc:
             return local_next, _reason(exc)
         self._pending[run_id] = pending
@@ -172,11 +155,11 @@ class StoreWriter:
         raises for a store problem: the outcome says what went wrong.
 
         ``only_if_ready`` (an interrupted run, whose user is waiting for the exit): write
-        only into a store that is open or is a SQLite file at the current schema, where the
-        write takes milliseconds; a SQLite store that would first have to be created (the
-        first run into a new output folder: SQLAlchemy and Alembic imported, the schema
-        migrated, 1-2 s) is left alone and the outcome says so. The transcript has the run,
-        and the next run names it with the command that imports it."""
+        only into a store that is open or is a SQLite file at the current schema, which
+        SQLAlchemy opens and writes in a fraction of a second; a SQLite store that would
+        first have to be created (the first run into a new output folder: Alembic imported,
+        the schema migrated, 1-2 s) is left alone and the outcome says so. The transcript
+        has the run, and the next run names it with the command that imports it."""
         if only_if_ready and self._store is None and self._open_failure is None:
             not_ready = self._not_ready()
             if not_ready is not None:
@@ -201,15 +184,15 @@ class StoreWriter:
         another schema revision), else None, with it then open for the write."""
         if sqlite_path(self.url) is None:
             return None
-        from image_project.store.sqlite_writer import SqliteRunWriter
+        from image_project.store.db import RunStore
 
         try:
-            writer = SqliteRunWriter.open(self.url)
+            store = RunStore.open_current(self.url)
         except Exception:
             return None  # the write reports the problem
-        if writer is None:
+        if store is None:
             return "not created on an interrupted exit, which it would slow down"
-        self._store = writer
+        self._store = store
         return None
 
     def unstored_once(self, folder: Path) -> list[Path]:
@@ -243,35 +226,6 @@ class StoreWriter:
         if self._store is not None:
             self._store.close()
             self._store = None
-
-
-class _Sink(Protocol):
-    """What the writer writes through: :class:`~image_project.store.db.RunStore`, or for a
-    SQLite store already at the current schema :class:`SqliteRunWriter` (no SQLAlchemy)."""
-
-    @property
-    def safe_url(self) -> str: ...
-
-    def write(self, record: RunRecord, *, pending: PendingWrite | None = None) -> None: ...
-
-    def stored_ids(self) -> set[str]: ...
-
-    def close(self) -> None: ...
-
-
-def _open_sink(url: str) -> _Sink:
-    """A SQLite store at the current schema is written with ``sqlite3`` alone (SQLAlchemy's
-    import would be most of a short run's start-up, see ``sqlite_writer``); any other store
-    (a new or older SQLite file, PostgreSQL) is opened, created or migrated by RunStore."""
-    if sqlite_path(url) is not None:
-        from image_project.store.sqlite_writer import SqliteRunWriter
-
-        writer = SqliteRunWriter.open(url)
-        if writer is not None:
-            return writer
-    from image_project.store.db import RunStore
-
-    return RunStore.open(url)
 
 
 def _reason(exc: Exception) -> str:

@@ -13,9 +13,9 @@ import anyio
 from image_project.analysis import panel_stats, stats_command
 from image_project.app import run_generation
 from image_project.backends.factory import make_backends
+from image_project.cli.summary import record_lines
 from image_project.record import RunRecord, ScoringRecord
 from image_project.review import build_site, records_from_transcripts
-from image_project.summary import record_lines
 from tests.review.offline_runs import offline_cfg
 
 MIXED = (

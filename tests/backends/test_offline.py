@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import importlib
 import importlib.util
 import io
@@ -48,7 +49,7 @@ from image_project.errors import RequestRejectedError
 from image_project.record import IdeaCard
 from image_project.stages.scoring.cards import CARD_OUTPUT
 from image_project.stages.scoring.hints import ProfileHints, hints_output
-from image_project.stages.scoring.judges import judge_output
+from image_project.stages.scoring.judges import judge_output, reasoned_output
 from image_project.stages.scoring.novelty import NoveltyState, recent_motifs
 from image_project.stages.scoring.prompts import judge_prompt
 from image_project.stages.scoring.rubrics import judge_system_prompt
@@ -463,7 +464,7 @@ async def test_offline_dislike_rewrite_keeps_the_concepts() -> None:
     concepts = ["Baroque", "Bird's-Eye View", "Harbour at dusk"]
     step = dislike_rewrite_step(concepts, ["gore", "clowns", "neon signs"], run_seed=1)
     ctx = Context.with_system("s")
-    assert await ChatRunner(OfflineTextBackend()).ask(ctx, step) == tuple(concepts)
+    assert (await ChatRunner(OfflineTextBackend()).root(ctx).ask(step)).value == tuple(concepts)
 
 
 # --------------------------------------------------------------------------- unsupported schemas
@@ -900,6 +901,31 @@ async def test_only_the_judge_schema_is_answered_by_rubric() -> None:
     other = TextRequest(request.messages, request.temperature, seed=7, json_schema=renamed)
     assert await complete(other) == generic_answer(other)
     assert await complete(request) != generic_answer(request)
+
+
+async def test_a_rubric_judge_answers_each_card_in_the_form_its_schema_asks() -> None:
+    """A card's answer is its score, or an object with the score in its integer property and
+    the rationale in its string ones: the reasoned protocol's ``{"rationale", "score"}``, or
+    any other such form a protocol's schema asks for."""
+    request = judge_request(RubricSpec(name="strict"))
+    reasoned = reasoned_output(PANEL_ORDER).schema
+    noted = copy.deepcopy(reasoned.schema)
+    for node in noted["properties"]["scores"]["properties"].values():
+        fields = node["properties"]
+        node["properties"] = {"score": fields["score"], "note": fields["rationale"]}
+        node["required"] = ["score", "note"]
+    for shape, keys in (
+        (reasoned, ["rationale", "score"]),
+        (JsonSchema("idea_scores", noted), ["score", "note"]),
+    ):
+        asked = TextRequest(request.messages, request.temperature, seed=7, json_schema=shape)
+        value = json.loads(await complete(asked))
+        assert_valid(value, shape.schema)
+        assert list(value["scores"]) == list(PANEL_ORDER)
+        for answer in value["scores"].values():
+            assert list(answer) == keys
+            text = next(v for k, v in answer.items() if k != "score")
+            assert type(answer["score"]) is int and text.startswith("Against the rubric: ")
 
 
 RUBRICS_UNDER_TEST = [

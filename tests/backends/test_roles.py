@@ -18,7 +18,7 @@ from image_project.backends.offline import OfflineImageBackend, OfflineTextBacke
 from image_project.backends.openai_backend import OpenAIImageBackend, OpenAITextBackend
 from image_project.backends.probe import ModelNeed, ProbeTarget, probe_backends
 from image_project.backends.routing import RoutingTextBackend
-from image_project.cli import main
+from image_project.cli.command import main
 from image_project.config import AppConfig, load_config
 from image_project.config.capabilities import check_models
 from image_project.errors import ConfigError

@@ -33,7 +33,7 @@ from image_project.campaign.queue import (
     generation_id_for,
     require_campaign,
 )
-from image_project.cli import main
+from image_project.cli.command import main
 from image_project.errors import ConfigError
 from tests.store.conftest import PostgresServer, in_ci
 from tests.support.transcripts import RUN_VOLATILE, without_keys

@@ -1,5 +1,5 @@
-"""docs/batches.md's campaign figures are the ones docs/campaign.json holds (written by
-``python bench/campaign.py --json docs/campaign.json --doc docs/batches.md``)."""
+"""docs/batches.md's campaign figures are the ones bench/results/campaign.json holds (written
+by ``python bench/campaign.py --json bench/results/campaign.json --doc docs/batches.md``)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import campaign as bench  # noqa: E402
 
 
 def test_the_campaign_table_in_the_docs_is_the_json_s() -> None:
-    report = json.loads((REPO / "docs" / "campaign.json").read_text(encoding="utf-8"))
+    report = json.loads((REPO / "bench" / "results" / "campaign.json").read_text(encoding="utf-8"))
     doc = (REPO / "docs" / "batches.md").read_text(encoding="utf-8")
     block = doc.split(bench.BEGIN, 1)[1].split(bench.END, 1)[0]
     assert block.strip() == bench.table(report).strip()

@@ -24,7 +24,7 @@ import pytest
 from image_project.artifacts import read_manifest
 from image_project.campaign.fence import CLAIMS_TABLE
 from image_project.campaign.queue import TASK, campaign_status, conninfo, generation_id_for
-from image_project.cli import main
+from image_project.cli.command import main
 from tests.campaign.test_campaign import (
     ENV,
     EXTRA_MODULES,
@@ -201,7 +201,7 @@ def kill(reached):
     if reached == point:
         os.kill(os.getpid(), signal.SIGKILL)
 pending.on_point = kill
-from image_project.launch import launch
+from image_project.cli.launch import launch
 sys.exit(launch(prog="image-project"))
 """
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from image_project import cli
 from image_project.app import RunFailed, run_generation
+from image_project.cli import command as cli
 from image_project.config import ContextConfig, load_config
 from image_project.context import load_injectors
 from image_project.errors import ConfigError

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from image_project import cli
 from image_project.app import run_generation
+from image_project.cli import command as cli
 from image_project.record import ContextRecord, RunRecord
 from image_project.review import build_site, page_name
 from image_project.store import open_store

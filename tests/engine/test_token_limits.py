@@ -28,6 +28,7 @@ from image_project.stages.scoring.cards import CARD_OUTPUT
 from image_project.stages.scoring.evolution import selector_output
 from image_project.stages.scoring.hints import hints_output
 from image_project.stages.scoring.judges import judge_output, reasoned_output
+from image_project.stages.scoring.protocols import PROTOCOLS
 from image_project.stages.standard import concept_rewrite_output
 from image_project.testing import ScriptedTextBackend
 from tests.test_app import make_cfg
@@ -77,7 +78,7 @@ async def test_every_request_of_a_step_carries_its_resolved_limit_and_the_record
     )
     ctx = Context()
     limits = TokenLimits(selector_base=21, selector_per_pick=150)
-    await ChatRunner(backend, token_limits=limits).run(ctx, step)
+    await ChatRunner(backend, token_limits=limits).root(ctx).ask(step)
     assert [r.max_output_tokens for r in backend.requests] == [321, 321]
     (event,) = [e for e in ctx.steps if isinstance(e, ChatEvent)]
     assert event.params.max_output_tokens == 321
@@ -108,7 +109,7 @@ async def test_a_cut_off_after_a_smaller_retry_names_the_limit_that_was_sent() -
         reask=ReaskPolicy(max=1),
     )
     ctx = Context()
-    await ChatRunner(backend).run(ctx, step)
+    await ChatRunner(backend).root(ctx).ask(step)
     (event,) = [e for e in ctx.steps if isinstance(e, ChatEvent)]
     assert "cut off at 500 tokens" in event.reasks[0].error
     assert event.wire_notes == (note,)
@@ -118,7 +119,7 @@ async def test_a_conversation_strict_templates_reject_is_never_sent() -> None:
     backend = ScriptedTextBackend(["never"])
     ctx = Context(messages=(Message("system", "s"), Message("assistant", "orphan")))
     with pytest.raises(PipelineDefinitionError, match="break strict chat templates"):
-        await ChatRunner(backend).run(ctx, ChatStep(name="s", prompt="p", temperature=0.0))
+        await ChatRunner(backend).root(ctx).ask(ChatStep(name="s", prompt="p", temperature=0.0))
     assert backend.requests == []
 
 
@@ -185,7 +186,7 @@ def test_the_default_limits_fit_the_longest_valid_answer(kind: str) -> None:
         "rewrite": (concept_rewrite_output(3), TokenBudget("rewrite")),
         "hints": (hints_output(["light"]), TokenBudget("hints")),
         "judge": (judge_output(ids), TokenBudget("judge", items=len(ids))),
-        "judge_reasoned": (reasoned_output(ids), TokenBudget("judge_reasoned", items=len(ids))),
+        "judge_reasoned": (reasoned_output(ids), PROTOCOLS["reasoned"].budget(tuple(ids))),
         "selector": (
             selector_output(ids, ("performance", "diversity", "potential")),
             TokenBudget("selector", items=3),

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from image_project.cli import main
+from image_project.cli.command import main
 from image_project.config import capabilities, load_config
 from tests.faults import common
 from tests.faults.common import transcripts

@@ -82,7 +82,7 @@ def test_twenty_runs_in_one_process(tmp_path: Path, allow_loopback: None) -> Non
 
 GATED_MAIN = """
 import runpy, sys
-import image_project.cli  # imports done before the gate opens
+import image_project.cli.command  # imports done before the gate opens
 print("ready", flush=True)
 sys.stdin.readline()
 sys.argv = [sys.argv[1], *sys.argv[2:]]

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from image_project import cli
 from image_project.artifacts.pending import PENDING_SUFFIX
+from image_project.cli import command as cli
 from image_project.store import open_store
 from tests.faults.common import REPO, write_config
 from tests.support.records import run

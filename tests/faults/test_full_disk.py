@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from image_project import cli
 from image_project.artifacts.pending import PENDING_SUFFIX
+from image_project.cli import command as cli
 from image_project.store import open_store
 from tests.faults.common import REPO, child_env, read_rows, write_config
 
@@ -33,7 +33,7 @@ if sys.argv.pop(1) == "all":
     atomic._write_all = full
 else:
     transcript.atomic_write_bytes = full
-from image_project.launch import launch
+from image_project.cli.launch import launch
 sys.exit(launch(prog="image-project"))
 """
 

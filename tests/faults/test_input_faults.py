@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from image_project.artifacts import GENERATIONS_FIELDS, MANIFEST_FIELDS
-from image_project.cli import main
+from image_project.cli.command import main
 from image_project.stages.concepts import EXPECTED_COLUMNS
 from tests.faults import common
 from tests.faults.common import read_rows

@@ -22,11 +22,11 @@ from typing import IO, Any
 import anyio
 import pytest
 
-from image_project import cli
 from image_project.app import RunResult, run_generation
 from image_project.artifacts import manifest_lock
 from image_project.backends.base import TextReply, TextRequest
 from image_project.backends.offline import OfflineTextBackend
+from image_project.cli import command as cli
 from image_project.run import batch
 from image_project.testing import FunctionTextBackend
 from tests.faults.common import (
@@ -267,7 +267,7 @@ def test_ctrl_c_during_start_up_exits_130_without_a_traceback(tmp_path: Path, en
         text=True,
     )
     err = Lines(proc.stderr)
-    # The first module the command line imports (image_project.launch is the entry point's
+    # The first module the command line imports (image_project.cli.launch is the entry point's
     # own): the import of the command line, most of a second, is under way.
     err.wait_for(lambda line: (m := _IMPORTED.match(line)) is not None and m[1] != "launch")
     proc.send_signal(signal.SIGINT)

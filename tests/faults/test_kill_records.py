@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
-from image_project import cli
 from image_project.artifacts.pending import PENDING_SUFFIX, POINTS
+from image_project.cli import command as cli
 from image_project.store import open_store
 from tests.faults.common import REPO, child_env, read_rows, transcripts, write_config
 
@@ -36,7 +36,7 @@ def kill(reached):
     if reached == point:
         os.kill(os.getpid(), signal.SIGKILL)
 pending.on_point = kill
-from image_project.launch import launch
+from image_project.cli.launch import launch
 sys.exit(launch(prog="image-project"))
 """
 

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from image_project.cli import main
+from image_project.cli.command import main
 from image_project.config import (
     IMAGE_SIDE_MAX,
     MAX_NAME_CHARS,

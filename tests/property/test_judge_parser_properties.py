@@ -380,7 +380,7 @@ def test_judge_step_ends_in_scores_or_model_output_error(text: str) -> None:
     backend = FunctionTextBackend(lambda _request: text)
 
     async def run() -> object:
-        return await ChatRunner(backend).ask(Context.with_system("sys"), step)
+        return (await ChatRunner(backend).root(Context.with_system("sys")).ask(step)).value
 
     try:
         scores = anyio.run(run)

@@ -18,8 +18,8 @@ import jinja2
 import pytest
 from PIL import Image
 
-from image_project import cli
 from image_project.analysis import panel_stats, stats_command
+from image_project.cli import command as cli
 from image_project.record import RunError, RunRecord, ScoringRecord
 from image_project.review import build_site, page_name, plots
 from image_project.review.gallery import GALLERY_FILTERS

@@ -25,9 +25,9 @@ import anyio
 import pytest
 from pydantic import BaseModel
 
-from image_project import cli
 from image_project.app import run_generation
 from image_project.backends.factory import make_backends
+from image_project.cli import command as cli
 from image_project.record import RunRecord
 from image_project.review import PLOTS, records_from_transcripts
 from tests.review.offline_runs import make_offline_runs, make_round_runs, offline_cfg

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from image_project import cli
+from image_project.cli import command as cli
 from image_project.record import RunRecord
 from image_project.review import build_site, page_name
 from tests.support.records import judge, run

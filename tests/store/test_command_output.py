@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from image_project import cli
+from image_project.cli import command as cli
 from image_project.record import ActionEvent, RunError, RunRecord, ScoringOff
 from image_project.run.batch import summary_text
 from image_project.run.state import RunResult

@@ -14,9 +14,9 @@ from typing import Any
 import anyio
 import pytest
 
-from image_project import cli
 from image_project.app import RunFailed, RunResult, run_generation
 from image_project.backends.base import TextRequest
+from image_project.cli import command as cli
 from image_project.config.store_url import sqlite_path
 from image_project.record import RunRecord, ScoringRecord
 from image_project.store import open_store
@@ -289,7 +289,7 @@ async def test_an_interrupted_first_run_does_not_create_the_sqlite_store(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Creating a SQLite store (SQLAlchemy, Alembic, the migration) would delay a Ctrl-C exit
-    (docs/store.json: ``create_new_store_in_a_new_process_s``); the interrupted first run
+    (bench/results/store.json: ``create_new_store_in_a_new_process_s``); the interrupted first run
     leaves it for the next run, saying so with the command that imports it, and the next run
     names it again."""
     url = f"sqlite:///{tmp_path / 'store' / 'runs.sqlite'}"
@@ -394,7 +394,7 @@ def test_sqlalchemy_is_imported_only_when_a_store_is_used() -> None:
     import sys
 
     probe = (
-        "import sys, image_project.cli, image_project.app, image_project.config; "
+        "import sys, image_project.cli.command, image_project.app, image_project.config; "
         "print(sorted(m for m in ('sqlalchemy', 'alembic', 'psycopg') if m in sys.modules))"
     )
     out = subprocess.run(

@@ -20,9 +20,9 @@ import anyio
 import pytest
 from sqlalchemy import LargeBinary, text
 
-from image_project import cli
 from image_project.app import run_generation
 from image_project.backends.base import TextReply, TextRequest
+from image_project.cli import command as cli
 from image_project.record import ContextRecord, RunRecord, ScoringRecord
 from image_project.store import open_store
 from image_project.store.db import parse_since

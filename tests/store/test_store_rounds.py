@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from image_project import cli
 from image_project.app import RunFailed, run_generation
 from image_project.backends.base import TextReply, TextRequest
+from image_project.cli import command as cli
 from image_project.record import RunRecord, ScoringRecord
 from image_project.record.scoring import EvolutionRecord
 from image_project.store import open_store

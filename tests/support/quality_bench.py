@@ -1,5 +1,6 @@
-"""bench/quality.py as a module for the tests that drive it (tests/test_bench_quality.py and
-the evidence test), and the shipped profile's likes its simulated world is built on."""
+"""The package bench/quality/ (what bench/quality.py runs) for the tests that drive it
+(tests/test_bench_quality.py and the evidence test), and the shipped profile's likes its
+simulated world is built on."""
 
 from __future__ import annotations
 

@@ -157,10 +157,10 @@ def _read_rubric(system_text: str) -> _Rubric | None:
     return _Rubric(min(100, int(start[1])) if start else _DEFAULT_START, readable)
 
 
-def _judge_ids(schema: Mapping[str, Any]) -> tuple[list[str], bool] | None:
+def _judge_ids(schema: Mapping[str, Any]) -> tuple[list[str], dict[str, Any]] | None:
     """The card ids of a judge schema (the properties of ``scores``, in order) when every
-    one must be scored, and whether each card's answer is a ``{"rationale", "score"}``
-    object (a ``reasoned`` judge) rather than a bare integer."""
+    one must be scored, with each card's schema (a bare integer, or an object such as
+    ``{"rationale", "score"}``)."""
     try:
         node = schema["properties"]["scores"]
         ids = list(node["properties"])
@@ -168,9 +168,7 @@ def _judge_ids(schema: Mapping[str, Any]) -> tuple[list[str], bool] | None:
         return None
     if not ids or not all(isinstance(i, str) for i in ids):
         return None
-    first = node["properties"][ids[0]]
-    reasoned = isinstance(first, Mapping) and first.get("type") == "object"
-    return (ids, reasoned) if node.get("required") == ids else None
+    return (ids, dict(node["properties"])) if node.get("required") == ids else None
 
 
 def _pair_ids(schema: Mapping[str, Any]) -> list[str] | None:
@@ -183,9 +181,23 @@ def _pair_ids(schema: Mapping[str, Any]) -> list[str] | None:
 
 
 def _rationale(features: Mapping[str, tuple[float, float]]) -> str:
-    """A reasoned rubric judge's rationale: what the card's features came to, in words."""
+    """A rubric judge's rationale: what the card's features came to, in words."""
     parts = [f"{name} {round(100 * reward)}%" for name, (reward, _) in features.items()]
     return f"Against the rubric: {', '.join(parts)}."
+
+
+def _card_answer(node: Any, score: int, features: Mapping[str, tuple[float, float]]) -> Any:
+    """A card's answer in the form its schema ``node`` asks for: the score; or, for an
+    object, the score in each integer property and the rationale in each string one."""
+    if not (isinstance(node, Mapping) and node.get("type") == "object"):
+        return score
+    properties: Mapping[str, Any] = node.get("properties") or {}
+    return {
+        key: score
+        if isinstance(sub, Mapping) and sub.get("type") == "integer"
+        else _rationale(features)
+        for key, sub in properties.items()
+    }
 
 
 def _strings(value: Any) -> list[str]:
@@ -431,10 +443,10 @@ def _rubric_judge_reply(
         return None
     rubric = _read_rubric("\n".join(m.content for m in request.messages if m.role == "system"))
     pair = _pair_ids(schema.schema) if schema.name == _PAIR_SCHEMA else None
-    found = _judge_ids(schema.schema) if pair is None else (pair, False)
+    found = _judge_ids(schema.schema) if pair is None else (pair, {})
     if rubric is None or found is None:
         return None
-    ids, reasoned = found
+    ids, forms = found
     view = _judge_view(_last_user_text(request.messages))
     jitter = 1.0 + 2.0 * min(max(request.temperature, 0.0), 1.0)
     scores: dict[str, Any] = {}
@@ -443,7 +455,7 @@ def _rubric_judge_reply(
         shared = _model_error(model, card, model_error)
         features = _features(view, card_id, card)
         score = _card_score(rubric, features, rng, jitter, shared)
-        scores[card_id] = {"rationale": _rationale(features), "score": score} if reasoned else score
+        scores[card_id] = _card_answer(forms.get(card_id), score, features)
     if pair is not None:
         return json.dumps({"better": max(pair, key=lambda i: scores[i])}, ensure_ascii=False)
     return json.dumps({"scores": scores}, ensure_ascii=False)

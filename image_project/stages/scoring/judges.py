@@ -4,7 +4,7 @@ A judge answers ``{"scores": {"A": 0..100, "B": 0..100, ...}}``: one integer sco
 id (the schema makes every id a required property, so a grammar enforces it), no other keys,
 no prose (see :func:`parse_scores`); a ``reasoned`` judge answers
 ``{"scores": {"A": {"rationale": "...", "score": 0..100}, ...}}`` (:func:`reasoned_output`;
-the other protocols: docs/scoring.md "Judging protocols"). Each judge ends in
+the other protocols: docs/protocols.md). Each judge ends in
 a :class:`JudgeResult` whose ``status`` is one of
 
 ``ok``           the answer (possibly after re-asks) parsed; ``scores`` holds it

@@ -16,11 +16,11 @@ import json
 from collections.abc import Mapping, Sequence
 
 from image_project import markers
-from image_project.config import JudgeProtocol, ProfileView, SurvivorCategory
-from image_project.record.scoring import IdeaCard, ScoreRow
+from image_project.config import ProfileView, SurvivorCategory
+from image_project.record.scoring import DEFAULT_PROTOCOL, IdeaCard, ScoreRow
 from image_project.stages.scoring.hints import ProfileHints, render_hints
-from image_project.stages.scoring.judges import RATIONALE_MAX_CHARS
 from image_project.stages.scoring.novelty import NoveltySummary
+from image_project.stages.scoring.protocols import protocol_of
 from image_project.stages.standard import Brief, concept_lines
 
 __all__ = [
@@ -158,11 +158,12 @@ def judge_prompt(
     view: ProfileView,
     hints: ProfileHints | None,
     *,
-    protocol: JudgeProtocol = "list",
+    protocol: str = DEFAULT_PROTOCOL,
 ) -> str:
     """One judge's request: the concepts, its view of the person, the recent history (when
-    novelty is used), the cards in the judge's own order (a ``pairwise`` judge: the two
-    cards compared), and the answer's form under its ``protocol``."""
+    novelty is used), the cards the call shows in the judge's own order (a ``pairwise``
+    comparison: its two cards), and the answer's form under its ``protocol``
+    (:mod:`.protocols`)."""
     shown = "\n".join(card_line(card_id, cards[card_id]) for card_id in order)
     recent = ""
     if history is not None:
@@ -175,39 +176,8 @@ def judge_prompt(
         f"{_profile_view(view, brief, hints)}"
         f"{recent}\n"
         f"{markers.IDEA_CARDS}\n{shown}\n\n"
-        f"{_answer_form(order, protocol)}"
+        f"{protocol_of(protocol).answer_form(tuple(order))}"
     )
-
-
-def _answer_form(order: Sequence[str], protocol: JudgeProtocol) -> str:
-    """The closing instruction: the answer's form under ``protocol``."""
-    if protocol == "pairwise":
-        first, second = order
-        return (
-            f"Which card is better by the rubric, {first} or {second}? "
-            f'Output ONLY {{"better": "{first}"}} or {{"better": "{second}"}}.'
-        )
-    lead = f"{markers.SCORE_EVERY}{', '.join(order)}), integers 0-100. "
-    if protocol == "reasoned":
-        return lead + _reasoned_form(order)
-    return lead + f"Output ONLY {_keyed_example(order)}."
-
-
-def _reasoned_form(order: Sequence[str]) -> str:
-    """The answer form of a ``reasoned`` judge: per card, first what the card does well or
-    badly against the rubric, then the score."""
-    keys = ", ".join(f'"{i}": {{"rationale": "...", "score": ...}}' for i in order)
-    return (
-        f"For each card first write a rationale (one or two sentences, at most "
-        f"{RATIONALE_MAX_CHARS} characters: what it does well or badly against the rubric), "
-        f'then its score. Output ONLY {{"scores": {{{keys}}}}}.'
-    )
-
-
-def _keyed_example(order: Sequence[str]) -> str:
-    """``{"scores": {"A": ..., "B": ...}}`` for the ids in ``order``."""
-    keys = ", ".join(f'"{i}": ...' for i in order)
-    return '{"scores": {' + keys + "}}"
 
 
 def selector_prompt(

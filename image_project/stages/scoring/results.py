@@ -28,6 +28,7 @@ from image_project.record.scoring import (
     ScoringRecord,
     SelectorRecord,
     Survivor,
+    named_protocol,
 )
 from image_project.stages.scoring.novelty import NoveltyState
 from image_project.stages.scoring.selection import Selection
@@ -135,7 +136,7 @@ def _judge_snapshot(judge: EffectiveJudge) -> dict[str, JsonValue]:
         "weight": judge.weight,
         "profile": judge.profile,
         **({"backend": judge.backend} if judge.backend is not None else {}),
-        **({"protocol": judge.protocol} if judge.protocol != "list" else {}),
+        **({"protocol": p} if (p := named_protocol(judge.protocol)) else {}),
     }
 
 
@@ -237,7 +238,7 @@ class ScoringLog:
         out = {"judges"}
         if not s.evolution.enabled:
             out.add("evolution")
-        if s.judge_protocol == "list":
+        if named_protocol(s.judge_protocol) is None:
             out.add("judge_protocol")
         return out
 

@@ -26,7 +26,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from image_project import markers
-from image_project.config import JudgeProtocol, RubricSpec
+from image_project.config import RubricSpec
+from image_project.record.scoring import DEFAULT_PROTOCOL
+from image_project.stages.scoring.protocols import protocol_of
 
 __all__ = ["BUILTIN_RUBRIC_TEXTS", "DEFAULT_CRITERION", "judge_system_prompt", "rubric_text"]
 
@@ -64,13 +66,6 @@ BUILTIN_RUBRIC_TEXTS: Mapping[str, str | None] = {
 }
 """Rubric name -> its text (``default`` has none: its criterion is in the instruction)."""
 
-_INSTRUCTION = (
-    "You are a judge. You score idea cards for one specific viewer, numbers only: for each "
-    "card an integer from 0 to 100 {criterion}. Reply with ONLY the JSON object "
-    '{{"scores": {{"<card id>": <0-100>, ...}}}}: every card id exactly '
-    "once, no other keys, no explanation."
-)
-
 
 def rubric_text(rubric: RubricSpec) -> str | None:
     """The rubric's text (None for ``default``)."""
@@ -79,32 +74,11 @@ def rubric_text(rubric: RubricSpec) -> str | None:
     return rubric.text
 
 
-_REASONED_INSTRUCTION = (
-    "You are a judge. You score idea cards for one specific viewer: for each card first a "
-    "brief rationale (one or two sentences on what the card does well or badly), then an "
-    "integer score from 0 to 100 {criterion}. Reply with ONLY the JSON object "
-    '{{"scores": {{"<card id>": {{"rationale": "...", "score": <0-100>}}, ...}}}}: every '
-    "card id exactly once, no other keys."
-)
-_PAIRWISE_INSTRUCTION = (
-    "You are a judge. You compare two idea cards for one specific viewer: which of the two "
-    "deserves the higher score from 0 to 100 {criterion}. Reply with ONLY the JSON object "
-    '{{"better": "<card id>"}}: the id of the better card, no other keys, no explanation.'
-)
-_INSTRUCTIONS = {
-    "list": _INSTRUCTION,
-    "pointwise": _INSTRUCTION,
-    "reasoned": _REASONED_INSTRUCTION,
-    "pairwise": _PAIRWISE_INSTRUCTION,
-    "logprobs": _INSTRUCTION,
-}
-
-
-def judge_system_prompt(rubric: RubricSpec, protocol: JudgeProtocol = "list") -> str:
-    """The judge's system prompt: the judging instruction of its ``protocol`` with the
-    rubric in it. For the ``default`` rubric and the ``list`` protocol it is exactly the
-    first wave's judge system prompt."""
-    instruction = _INSTRUCTIONS[protocol]
+def judge_system_prompt(rubric: RubricSpec, protocol: str = DEFAULT_PROTOCOL) -> str:
+    """The judge's system prompt: the judging instruction of its ``protocol``
+    (:mod:`.protocols`) with the rubric in it. For the ``default`` rubric and the ``list``
+    protocol it is exactly the first wave's judge system prompt."""
+    instruction = protocol_of(protocol).instruction
     text = rubric_text(rubric)
     if text is None:
         return instruction.format(criterion=DEFAULT_CRITERION)

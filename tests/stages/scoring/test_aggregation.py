@@ -189,7 +189,7 @@ def test_mean_examples(
         ([50, 80, 50, 90], [3, 1, 1, 1], 1, 57.5),
         ([10, 40, 60, 60], [1, 1, 4, 1], 1, 50),
         ([10, 10, 60, 90], [4, 1, 1, 1], 1, 20),
-        # a weight-0 judge still takes a place in the trimming order (docs/scoring.md, Weights)
+        # a weight-0 judge still takes a place in the trimming order (docs/panel.md, Weights)
         ([20, 70, 80, 90], [0, 1, 1, 1], 1, 75),
         ([70, 80, 90], [1, 1, 1], 1, 80),
     ],
@@ -439,20 +439,20 @@ def test_select_breaks_effective_ties_by_the_aggregate_then_the_id() -> None:
     assert selection.ranking == ("A", "B", "C")
 
 
-# -- the worked examples of docs/scoring.md ----------------------------------------------
+# -- the worked examples of docs/aggregation.md --------------------------------------------
 
-SCORING_MD = Path(__file__).resolve().parents[3] / "docs" / "scoring.md"
+AGGREGATION_MD = Path(__file__).resolve().parents[3] / "docs" / "aggregation.md"
 
 
 def _worked_examples() -> list[list[str]]:
-    """The rows of the table under "**Worked examples**" in docs/scoring.md, as cells."""
-    text = SCORING_MD.read_text(encoding="utf-8")
+    """The rows of the table under "**Worked examples**" in docs/aggregation.md, as cells."""
+    text = AGGREGATION_MD.read_text(encoding="utf-8")
     after = text.split("**Worked examples**", 1)[1]
     lines = itertools.dropwhile(lambda line: not line.startswith("|"), after.splitlines())
     rows = list(itertools.takewhile(lambda line: line.startswith("|"), lines))
     table = [[cell.strip() for cell in line.strip("|").split("|")] for line in rows[2:]]
     if not table:
-        raise AssertionError("no worked-examples table found in docs/scoring.md")
+        raise AssertionError("no worked-examples table found in docs/aggregation.md")
     return table
 
 

@@ -15,6 +15,7 @@ import pytest
 
 from image_project.app import run_generation
 from image_project.backends.factory import make_backends
+from image_project.cli.summary import record_lines
 from image_project.errors import ConfigError
 from image_project.record import RunRecord
 from image_project.stages.scoring.aggregation import (
@@ -23,7 +24,6 @@ from image_project.stages.scoring.aggregation import (
     normalise_scores,
 )
 from image_project.stages.scoring.selection import aggregate
-from image_project.summary import record_lines
 from tests.review.offline_runs import offline_cfg
 
 IDS = ("A", "B", "C")

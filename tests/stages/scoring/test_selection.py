@@ -315,7 +315,7 @@ def test_a_row_written_before_aggregations_reads_its_median_as_the_aggregate() -
 
 
 def test_the_worked_example_of_the_docs_explores_and_picks_f() -> None:
-    """docs/scoring.md, "The selector": seed 7, rate 0.15, effective scores A 85, F 80, D 79,
+    """docs/aggregation.md, "The selector": seed 7, rate 0.15, effective scores A 85, F 80, D 79,
     B 77, C 73, E 69: roll 0.0444 explores, the pool is A and F, pick 0.6505 lands in F's
     [0.515, 1), so F is selected with its aggregate 80; a rate under the roll exploits A."""
     scores = {"A": 85, "B": 77, "C": 73, "D": 79, "E": 69, "F": 80}

@@ -1,29 +1,36 @@
-"""The one fake OpenAI server (``image_project.testing.OpenAIServer``) behaves the same served
-in-process on its threaded server and under uvicorn: the same answers, records, rate limits
-and headers. Plain HTTP from the standard library; no timing is asserted."""
+"""The package's fake OpenAI server (``image_project.testing.OpenAIServer``) behaves the same
+served in-process on its threaded server and under uvicorn by the benchmarks
+(``bench/simulator.py``: ``UvicornServer``): the same answers, records, rate limits and
+headers. Plain HTTP from the standard library; no timing is asserted."""
 
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from image_project.testing import (
-    FixedWindow,
-    LognormalLatency,
-    OpenAIServer,
-    RateWindow,
-    Reply,
-    chat_completion,
-)
+from image_project.testing import OpenAIServer, Reply, chat_completion
+from tests.support.openai_server import RateWindow
 
-Serve = Callable[[OpenAIServer], AbstractContextManager[str]]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+
+if TYPE_CHECKING:  # mypy sees the real module (bench/ is on its path; see pyproject.toml)
+    from simulator import FixedWindow, LognormalLatency, UvicornServer
+else:
+    simulator = pytest.importorskip("simulator")
+    FixedWindow = simulator.FixedWindow
+    LognormalLatency = simulator.LognormalLatency
+    UvicornServer = simulator.UvicornServer
+
+Serve = Callable[[UvicornServer], AbstractContextManager[str]]
 
 
 @contextmanager
@@ -33,9 +40,9 @@ def threaded(server: OpenAIServer) -> Iterator[str]:
 
 
 @contextmanager
-def under_uvicorn(server: OpenAIServer) -> Iterator[str]:
+def under_uvicorn(server: UvicornServer) -> Iterator[str]:
     pytest.importorskip("uvicorn")
-    with server.serve_uvicorn() as base_url:
+    with server.serve() as base_url:
         yield base_url
 
 
@@ -64,7 +71,7 @@ def chat(seed: int, text: str = "hello", **extra: Any) -> dict[str, Any]:
 
 @pytest.mark.parametrize("serve", TRANSPORTS)
 def test_offline_answers_and_call_records_are_the_same_on_both_transports(serve: Serve) -> None:
-    server = OpenAIServer(offline=True)
+    server = UvicornServer(offline=True)
     with serve(server) as base_url:
         status, _, answer = post(base_url, "/chat/completions", chat(3, "a harbour at dusk"))
         image_status, _, image = post(
@@ -88,7 +95,7 @@ def test_offline_answers_and_call_records_are_the_same_on_both_transports(serve:
 
 @pytest.mark.parametrize("serve", TRANSPORTS)
 def test_scripted_replies_and_rules_answer_on_both_transports(serve: Serve) -> None:
-    server = OpenAIServer()
+    server = UvicornServer()
     server.rule(lambda r: r.seed == 9, Reply(body=chat_completion("ruled")))
     server.script(Reply(status=503), Reply(body=chat_completion("scripted")))
     with serve(server) as base_url:
@@ -113,7 +120,7 @@ def test_a_rate_limit_refuses_the_request_over_it_with_openai_s_headers(
     back; every answer carries ``x-ratelimit-*``; the refused call is recorded without its
     body or latency."""
     limit = FixedWindow(2, 3600.0) if window == "fixed" else RateWindow(2, 3600.0)
-    server = OpenAIServer(rate_window=limit)
+    server = UvicornServer(rate_window=limit)
     with serve(server) as base_url:
         answers = [post(base_url, "/chat/completions", chat(i)) for i in range(3)]
     assert [status for status, _, _ in answers] == [200, 200, 429]
@@ -130,7 +137,7 @@ def test_a_rate_limit_refuses_the_request_over_it_with_openai_s_headers(
 def test_latencies_come_from_the_model_keyed_by_the_request_body(serve: Serve) -> None:
     """A zero-median model still goes through the model (latency 0 for every call); the
     draws for non-zero medians are a function of the body alone."""
-    server = OpenAIServer(offline=True, latency=LognormalLatency(0.0, 0.0))
+    server = UvicornServer(offline=True, latency=LognormalLatency(0.0, 0.0))
     with serve(server) as base_url:
         post(base_url, "/chat/completions", chat(1))
     assert [r.latency_s for r in server.records] == [0.0]
@@ -161,8 +168,8 @@ def test_holding_and_dropping_a_connection_need_the_threaded_server() -> None:
             post(server.base_url, "/chat/completions", chat(2))
     assert [r.status for r in server.requests] == [200, None]
     pytest.importorskip("uvicorn")
-    server = OpenAIServer()
-    server.script(Reply(disconnect=True))
-    with server.serve_uvicorn() as base_url:
+    uvicorn_server = UvicornServer()
+    uvicorn_server.script(Reply(disconnect=True))
+    with uvicorn_server.serve() as base_url:
         status, _, answer = post(base_url, "/chat/completions", chat(3))
     assert status == 500 and "needs the threaded server" in answer["error"]["message"]

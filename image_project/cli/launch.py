@@ -2,7 +2,7 @@
 
 Importing the command line (pydantic models, anyio, YAML) takes about 0.2 s, and reading
 the configuration and making the backends follow; only then does
-:func:`image_project.cli.main` take over the signals. A Ctrl-C in that window would print a
+:func:`image_project.cli.command.main` take over the signals. A Ctrl-C in that window would print a
 long traceback out of whatever module was being imported. The three ways in (``main.py``,
 ``python -m image_project`` and the ``image-project`` console script) therefore start through
 :func:`launch`, which imports the command line itself: an interrupt before the runs begin
@@ -26,12 +26,12 @@ from pathlib import Path
 
 __all__ = ["console_script", "launch"]
 
-_EXIT_INTERRUPTED = 130  # 128 + SIGINT, as image_project.cli.EXIT_INTERRUPTED
+_EXIT_INTERRUPTED = 130  # 128 + SIGINT, as image_project.cli.command.EXIT_INTERRUPTED
 _EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: standard output's reader closed the pipe
 
 
 def launch(*, prog: str, root: Path | None = None) -> int:
-    """Import and run :func:`image_project.cli.main` with ``sys.argv``; a KeyboardInterrupt
+    """Import and run :func:`image_project.cli.command.main` with ``sys.argv``; a KeyboardInterrupt
     that escapes it (one during start-up: once the runs have begun, ``main`` handles the
     signals itself) is reported on one line and exits 130."""
     try:
@@ -61,17 +61,17 @@ def _closed_stdout() -> int:
 
 
 def _import_main() -> Callable[..., int]:
-    """:func:`image_project.cli.main`, imported with the collector off and its objects frozen
+    """:func:`image_project.cli.command.main`, imported with the collector off and its objects frozen
     the first time (a later call, in a process that embeds :func:`launch`, freezes nothing
     more: what it made since is that process's to collect)."""
-    if "image_project.cli" in sys.modules:
-        from image_project.cli import main
+    if "image_project.cli.command" in sys.modules:
+        from image_project.cli.command import main
 
         return main
     enabled = gc.isenabled()
     gc.disable()
     try:
-        from image_project.cli import main
+        from image_project.cli.command import main
     finally:
         gc.freeze()
         if enabled:

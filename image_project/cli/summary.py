@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from image_project.progress import counted
+from image_project.cli.progress import counted
 from image_project.record import (
     ContextRecord,
     InjectorRecord,
@@ -26,6 +26,7 @@ from image_project.record import (
     scoring_absent,
     stopped_reason,
 )
+from image_project.record.scoring import named_protocol
 
 __all__ = [
     "card_lines",
@@ -269,7 +270,7 @@ def _panel_lines(scoring: ScoringRecord) -> list[str]:
         lines.append(
             f"{lead}{j.id:<{width['id']}}  {j.status:<11} rubric {j.rubric:<{width['rubric']}}"
             f"  profile {j.profile:<{width['profile']}}  weight {j.weight:g}  {j.model}"
-            + (f"  protocol {j.protocol}" if j.protocol != "list" else "")
+            + (f"  protocol {p}" if (p := named_protocol(j.protocol)) else "")
         )
     warned = [f"  WARNING     judge {j.id}: {j.warning}" for j in judges if j.warning]
     return lines + warned + _one_model_warning(judges)
@@ -277,7 +278,7 @@ def _panel_lines(scoring: ScoringRecord) -> list[str]:
 
 def _one_model_warning(judges: Sequence[JudgeResult]) -> list[str]:
     """A warning when two or more judges all ran on one model: their errors move together,
-    by how much their own scores cannot tell (docs/scoring.md, "Know your panel")."""
+    by how much their own scores cannot tell (docs/panel.md, "Know your panel")."""
     models = {j.model for j in judges}
     if len(judges) < 2 or len(models) != 1:
         return []

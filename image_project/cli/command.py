@@ -4,7 +4,7 @@ One CLI, three ways in, each naming itself in ``--help`` and errors: the console
 ``image-project`` and ``python -m image_project`` read ``config/`` from the current
 directory; ``python main.py`` reads it from the checkout that holds ``main.py``. The
 subcommands are ``generate``, ``runs`` (``list``, ``show``, ``export``, ``import``,
-``stats``: the run store, :mod:`image_project.store_commands`) and ``review`` (a static site
+``stats``: the run store, :mod:`image_project.cli.runs`) and ``review`` (a static site
 of the stored runs); with no subcommand the options mean ``generate``, so ``image-project --seed 42`` is ``image-project generate --seed 42``.
 
 Exit codes: 0 success; 1 a run failed (its transcript was written, the error attributed to a
@@ -23,7 +23,7 @@ With several runs (``--runs``, ``--parallel``: :mod:`image_project.run.batch`) n
 after the first signal, and the closing line counts the runs completed, interrupted and never
 started.
 A Ctrl-C during start-up (imports, configuration) exits 130 with one line, no traceback
-(:mod:`image_project.launch`).
+(:mod:`image_project.cli.launch`).
 
 Configuration is read and validated once, here at the edge, and passed down as typed
 objects. Environment variables are read here (and by the backend adapter's key lookup), the
@@ -336,7 +336,7 @@ def _positive_int(text: str) -> int:
 
 def _store_command(args: argparse.Namespace, env: Mapping[str, str], root: Path) -> int:
     """``runs …`` and ``review``: the store's URL from ``--store`` or the configuration's
-    ``store.url``, then :mod:`image_project.store_commands` (imported only now: it imports
+    ``store.url``, then :mod:`image_project.cli.runs` (imported only now: it imports
     SQLAlchemy, and ``review`` Jinja2 and matplotlib). The configuration is read only when
     something comes from it (no ``--store``; ``review``: the folders its images may come
     from, ``image.generation_path`` and the 4K ``upscale.output_path``; ``runs import``: the
@@ -361,7 +361,7 @@ def _store_command(args: argparse.Namespace, env: Mapping[str, str], root: Path)
         print(f"configuration error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     if args.command == "review":
-        from image_project.store_commands import review_stored_runs
+        from image_project.cli.runs import review_stored_runs
 
         if out_dir is None:
             assert cfg is not None
@@ -378,7 +378,7 @@ def _store_command(args: argparse.Namespace, env: Mapping[str, str], root: Path)
             image_dirs=image_dirs,
             max_image_pixels=cfg.review.max_image_pixels,
         )
-    from image_project.store_commands import run_command
+    from image_project.cli.runs import run_command
 
     # The configured log folder holds the configured store's transcripts: runs list says
     # which of them that store lacks (not for another store named with --store).

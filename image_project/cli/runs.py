@@ -1,7 +1,7 @@
 """The ``image-project runs …`` subcommands (``list``, ``show``, ``export``, ``import``,
 ``stats``) and ``image-project review``, over the run store.
 
-The parser is built by :mod:`image_project.cli` (argparse only, so the CLI stays light to
+The parser is built by :mod:`image_project.cli.command` (argparse only, so the CLI stays light to
 import); this module, which imports SQLAlchemy through :mod:`image_project.store.db`, is
 imported only when a ``runs`` command runs. Exit codes: 0 done; 1 a store error or a file
 that could not be imported (the others are imported); 2 a usage error (an unknown or
@@ -26,17 +26,17 @@ from typing import IO, TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from image_project.config.store_url import sqlite_path
-from image_project.extras import missing_extra
-from image_project.record import RunRecord, ScoringRecord, run_status, stopped_reason
-from image_project.store.db import RunStore, RunSummary, StoreError, parse_since
-from image_project.summary import (
+from image_project.cli.summary import (
     card_lines,
     record_lines,
     round_lines,
     rounds_lines,
     terminal_safe,
 )
+from image_project.config.store_url import sqlite_path
+from image_project.extras import missing_extra
+from image_project.record import RunRecord, ScoringRecord, run_status, stopped_reason
+from image_project.store.db import RunStore, RunSummary, StoreError, parse_since
 
 if TYPE_CHECKING:
     from image_project.artifacts.pending import RepairScope
@@ -301,7 +301,7 @@ def _show(
 def show_lines(
     record: RunRecord, *, round_index: int | None = None, card: str | None = None
 ) -> list[str]:
-    """``runs show``: the run's summary as the CLI printed it (:mod:`image_project.summary`),
+    """``runs show``: the run's summary as the CLI printed it (:mod:`image_project.cli.summary`),
     with its status and error, and (for a scoring run) the score table and each judge's
     status; for a multi-round run then every round (each card's origin, scores, survivor
     category, proposer and reason, the selector and any fallback) and the final pick's rule.
