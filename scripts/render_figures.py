@@ -432,7 +432,7 @@ def _bench_line(path: str, data: Json) -> str:
 
 def _evidence_decision(sources: list[tuple[str, Json]]) -> str:
     """docs/evidence.md's summary of bench/decision.py: the default against one judge in
-    every cell, the previous default's worst cells, and the price where every judge is
+    every cell, the mean of z-scores' worst cells, and the price where every judge is
     sound."""
     path, data = sources[0]
     default = data["default"]
@@ -464,7 +464,7 @@ def _evidence_decision(sources: list[tuple[str, Json]]) -> str:
         f"`normalise: robust`**, is worse than one sound judge in "
         f"{'no cell' if not in_cells else f'{in_cells} cells'} (its largest difference: "
         f"{_ci(largest['vs_one_judge'][default])} regret points, {label(largest)}). The mean "
-        f"of z-scores, the previous default, is worse than one judge in {len(zscores)} cells "
+        f"of z-scores is worse than one judge in {len(zscores)} cells "
         f"(the worst: {_ci(worst_z['vs_one_judge']['mean, zscores'])}, {label(worst_z)}). "
         f"The price: where every judge is sound, the best candidate beats the default by up "
         f"to {gap(price):.2f} points ({price['world']}, N {price['n']}).\n"
@@ -486,8 +486,7 @@ def _evidence_quality(sources: list[tuple[str, Json]]) -> str:
     rounds = [rows[f"{k} rounds, variants -0"]["vs_control"] for k in (1, 2, 3)]
     return (
         f"- **The panel in the real pipeline**: `python bench/quality.py --only choosing` "
-        f"({data['seeds']} run seeds; the median of the judges' own scores, the default "
-        f"then): the median of 3 against one judge {_ci(panel)} regret points over "
+        f"({data['seeds']} run seeds; the median of the judges' own scores): the median of 3 against one judge {_ci(panel)} regret points over "
         f"{panel['runs']} paired runs.\n"
         f"- **Shuffling removes most of the position bias.** The first-shown card's win share "
         f"with each judge's own order against one shared order (median of 3, paired): "
@@ -526,11 +525,11 @@ def _evidence_novelty(sources: list[tuple[str, Json]]) -> str:
     return (
         f"- **Novelty, strong enough to matter.** `python bench/novelty.py --json "
         f"bench/results/novelty.json` ({data['histories']} histories of {data['runs']} runs per row, "
-        f"the default judging): the penalty shipped before ({old['penalty_per_share']:g} "
-        f"points per share, motifs in {old['min_share']:.0%} of the window) removed "
+        f"the default judging): a penalty of {old['penalty_per_share']:g} "
+        f"points per share (motifs in {old['min_share']:.0%} of the window) removed "
         f"{removed(before)} of greedy's excess liked-motif tilt "
         f"({_ci(before['quality_vs_greedy'])} true-quality points against greedy; positive "
-        f"is better); the new default (`penalty_per_share: {choice['scale']:g}`, "
+        f"is better); the default (`penalty_per_share: {choice['scale']:g}`, "
         f"`max_penalty: {choice['cap']:g}`, `min_share: {choice['min_share']:g}`) removes "
         + ", and ".join(
             f"{removed(r)} at {_ci(r['quality_vs_greedy'])} points"
@@ -588,7 +587,7 @@ def _quality_findings(sources: list[tuple[str, Json]]) -> str:
     ]
     first = (
         "regret: one judge \N{RIGHTWARDS ARROW} panel of 3, median / mean / trimmed mean "
-        "(trim 1) / mean of z-scores (the default then)"
+        "(trim 1) / mean of z-scores"
     )
     lines = ["| world | figure | result (95% interval) |", "|---|---|---|"]
     for i, (key, world) in enumerate(worlds):
@@ -758,7 +757,10 @@ def _quality_sweep(sources: list[tuple[str, Json]]) -> str:
             + " | ".join(cells)
             + " |"
         )
-    return "\n".join(lines) + f"\n\nFigures from `{path}`.\n"
+    return (
+        "\n".join(lines)
+        + f"\n\nFigures from `{path}`, which does not record the commit it was measured on.\n"
+    )
 
 
 # --------------------------------------------------------------------------- real model

@@ -32,6 +32,7 @@ from playwright.sync_api import (
 )
 
 from image_project.record.run import RunRecord
+from image_project.review.gallery import GALLERY_FILTERS
 from image_project.review.site import build_site
 from image_project.review.views import page_name
 from tests.review.offline_runs import make_offline_runs, make_round_runs
@@ -324,3 +325,22 @@ def test_gallery_filters_are_links_and_long_tokens_stay_inside_cards(
     assert page.locator(".gallery .card").count() == 1
     assert page.locator(".gallery .card.run-interrupted").count() == 1
     assert_clean(page, problems, min_images=0)
+
+
+def test_every_page_type_works_served_and_opened_from_disk(
+    site: Site, round_site: RoundSite, browser: BrowserContext, tmp_path: Path
+) -> None:
+    """Every gallery filter page, the panel page and every run page (scoring, failed, no
+    scoring with a 4K image, multi-round, interrupted, failed early, prompt only), over http
+    and from disk: every image loads, nothing fails to load, the console has no error."""
+    pages = [(site.root, site.url, f"runs/{page_name(r.generation_id)}.html") for r in site.records]
+    pages += [(round_site.root, round_site.url, file) for _, file, _ in GALLERY_FILTERS]
+    pages += [(round_site.root, round_site.url, "panel.html")]
+    pages += [
+        (round_site.root, round_site.url, f"runs/{page_name(r.generation_id)}.html")
+        for r in round_site.runs.values()
+    ]
+    for root, url, name in pages:
+        for where in (url + name, (root / name).as_uri()):
+            page, problems = open_page(browser, where, tmp_path / "page.png")
+            assert_clean(page, problems, min_images=0)
