@@ -327,53 +327,6 @@ def _quality(sources: list[tuple[str, Json]]) -> str:
     return _fenced(quality.format_table(data), path, data)
 
 
-def _cpu_profile(sources: list[tuple[str, Json]]) -> str:
-    """bench/cpu_profile.py's rounds in short (the median, the range, and every round whose
-    collections took more than 1 ms per call), then the top of its profiles."""
-    path, data = sources[0]
-    rounds = data["rounds"]
-    ratios = [r["project_ms"] / r["sdk_ms"] for r in rounds]
-    m = data["median"]
-    lines = [
-        f"{data['scenario']}, {len(rounds)} rounds, collector "
-        f"{'settled' if data['settled'] else 'unsettled'}",
-        f"median ms per call: project {m['project_ms']:.2f} (gc {m['project_gc_ms']:.2f}), "
-        f"bare SDK {m['sdk_ms']:.2f} (gc {m['sdk_gc_ms']:.2f}); ratio median "
-        f"{data['ratio_median']:.2f}, from {min(ratios):.2f} to {max(ratios):.2f}",
-    ]
-    lines.append(
-        f"at the end: {data['tracked_objects']} objects tracked by the collector, a full "
-        f"collection of them {data['full_collection_ms']:.1f} ms; {data['calls']} calls per run"
-    )
-    heavy = [(i, r) for i, r in enumerate(rounds, 1) if max(r["project_gc_ms"], r["sdk_gc_ms"]) > 1]
-    lines.append(
-        f"rounds with more than 1 ms per call of garbage collection: {len(heavy)}"
-        + "".join(
-            f"\n  round {i}: project {r['project_ms']:.2f} ms per call, of which gc "
-            f"{r['project_gc_ms']:.2f} ({r['project_gc_ms'] * data['calls']:.0f} ms per run); bare SDK {r['sdk_ms']:.2f} (gc {r['sdk_gc_ms']:.2f}); "
-            f"ratio {r['project_ms'] / r['sdk_ms']:.2f}"
-            for i, r in heavy
-        )
-    )
-    if "between_calls_ms" in m:
-        between = [r["between_calls_ms"] for r in rounds]
-        lines.append(
-            f"the run's own work between its calls (sequential run, event loop): median "
-            f"{m['between_calls_ms']:.1f} ms per run, from {min(between):.1f} to "
-            f"{max(between):.1f} ({m['between_calls_ms'] / data['calls']:.2f} ms per call)"
-        )
-    profiles = [("project", "project"), ("sdk", "bare SDK")]
-    if "project_own" in data["profile"]:
-        profiles.append(("project_own", "project, its own code (image_project/)"))
-    for who, label in profiles:
-        lines.append(f"cProfile, {label}: own CPU ms per call (calls per call), top 10")
-        lines += [
-            f"  {r['own_ms_per_call']:7.3f} ({r['calls_per_call']:7.1f})  {r['function']}"
-            for r in data["profile"][who][:10]
-        ]
-    return _fenced("\n".join(lines), path, data)
-
-
 def _judging(sources: list[tuple[str, Json]]) -> str:
     """bench/judging.py: what ran (models, speed, rounds), the tables, the rule's verdict."""
     import judging
@@ -824,12 +777,6 @@ BLOCKS: dict[str, Block] = {
     "interrupt": Block("bench/results/interrupt.json", _interrupt),
     "batch-two-machines": Block("bench/results/batch.json", _batch_two_machines),
     "quality": Block("bench/results/quality.json", _quality),
-    "cpu-profile": Block("bench/results/cpu_profile.json", _cpu_profile),
-    "cpu-profile-unsettled": Block("bench/results/cpu_profile_unsettled.json", _cpu_profile),
-    "cpu-profile-scoring-before": Block(
-        "bench/results/cpu_profile_scoring_before.json", _cpu_profile
-    ),
-    "cpu-profile-scoring": Block("bench/results/cpu_profile_scoring.json", _cpu_profile),
     "judging": Block("bench/results/judging.json", _judging),
     "evidence-decision": Block("bench/results/decision.json", _evidence_decision),
     "evidence-quality": Block("bench/results/quality.json", _evidence_quality),
