@@ -790,6 +790,7 @@ async def main_async(args: argparse.Namespace) -> tuple[list[Result], dict[str, 
     report = {
         "simulator": sim_info,
         "repeats": args.repeats,
+        "sweep_repeats": args.sweep_repeats,
         "quick": args.quick,
         "scenarios": [r.to_dict() for r in results],
         "sweep": sweep,

@@ -90,7 +90,10 @@ def _latency(sources: list[tuple[str, Json]]) -> str:
     import latency
 
     path, data = sources[0]
-    return _fenced(latency.report_text(data), path, data)
+    runs = f"{data['repeats']} repeat(s) per mode, the N x J sweep {data.get('sweep_repeats', data['repeats'])}"
+    return _fenced(latency.report_text(data), path, data).replace(
+        "\n\nMeasured", f"\n\n{runs}. Measured", 1
+    )
 
 
 def _by_name(data: Json, prefix: str) -> Json:
