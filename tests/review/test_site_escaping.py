@@ -21,29 +21,16 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any, Literal
 
-import anyio
 import pytest
 from pydantic import BaseModel
 
-from image_project.app import run_generation
-from image_project.backends.factory import make_backends
 from image_project.cli import command as cli
 from image_project.record import RunRecord
-from image_project.review import PLOTS, records_from_transcripts
-from tests.review.offline_runs import make_offline_runs, make_round_runs, offline_cfg
+from image_project.review import PLOTS
+from tests.review.offline_runs import make_offline_runs, make_protocol_run, make_round_runs
 
 PACKAGE = Path(__file__).resolve().parents[2] / "image_project"
 TEMPLATES = PACKAGE / "review" / "templates"
-
-PROTOCOLS_AND_CONTEXT = (
-    "prompt.scoring.enabled=true",
-    "prompt.scoring.judges=[{id: why, protocol: reasoned, rubric: strict},"
-    " {id: duel, protocol: pairwise, rubric: {text: 'Score by the harbour light.'}},"
-    " {id: probs, protocol: logprobs, profile: hints}, {id: each, protocol: pointwise}]",
-    "prompt.scoring.novelty.enabled=true",
-    "context.enabled=true",
-    "context.date=2026-12-20",
-)
 
 
 def hostile(n: int, tag: str) -> str:
@@ -168,18 +155,11 @@ class Hostile:
         return value
 
 
-async def _protocol_run(out: Path) -> None:
-    cfg = offline_cfg(out, 31, *PROTOCOLS_AND_CONTEXT)
-    await run_generation(cfg, make_backends(cfg, {}))
-
-
 def real_records(work: Path) -> list[RunRecord]:
     """Nine real offline runs: every kind the site has a page or a branch for."""
     records = make_offline_runs(work / "one-round")
     records += list(make_round_runs(work / "rounds").values())
-    anyio.run(_protocol_run, work / "protocols")
-    logs = sorted((work / "protocols" / "logs").glob("*_transcript.json"))
-    records += records_from_transcripts(logs)
+    records.append(make_protocol_run(work / "protocols"))
     assert len(records) == 9
     return records
 
