@@ -43,6 +43,7 @@ from image_project.record import JUDGE_STATUSES, RunRecord
 from image_project.review.gallery import gallery_pages
 from image_project.review.plots import write_plots
 from image_project.review.views import (
+    CALL_COLUMNS,
     RunView,
     page_name,
     run_view,
@@ -279,7 +280,8 @@ def build_site(
     views = _run_views(records, out, base, progress, dirs, max_image_pixels, skipped)
     run_page = env.get_template("run.html")
     for n, view in enumerate(views, start=1):
-        _write(out / "runs" / f"{view.page}.html", run_page.render(root="../", run=view))
+        html = run_page.render(root="../", run=view, columns=CALL_COLUMNS)
+        _write(out / "runs" / f"{view.page}.html", html)
         if progress is not None:
             progress(f"page {n}/{len(views)}: runs/{view.page}.html")
     stats = panel_stats(records)

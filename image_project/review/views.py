@@ -22,20 +22,34 @@ from image_project.record import (
     scoring_absent,
     stopped_reason,
 )
+from image_project.record.calls import (
+    CALL_COLUMNS,
+    JudgeView,
+    Message,
+    call_cells,
+    choice_text,
+    reask_head,
+    reask_note,
+    run_calls,
+)
 from image_project.record.ids import generation_id_problem
 
 __all__ = [
+    "CALL_COLUMNS",
+    "CallView",
     "ContextView",
     "HeatCell",
     "HeatRow",
     "InjectorLine",
     "JudgeLine",
     "PickView",
+    "ReaskView",
     "RoundView",
     "RunView",
     "SelectorLine",
     "SurvivorLine",
     "UpscaleView",
+    "call_views",
     "heat_style",
     "page_name",
     "run_view",
@@ -200,6 +214,65 @@ class UpscaleView:
 
 
 @dataclass(frozen=True)
+class ReaskView:
+    """One rejected answer of a call: its heading (which one, the reason its re-ask gave),
+    what the record kept of it, and the answer."""
+
+    head: str
+    note: str
+    text: str
+
+
+@dataclass(frozen=True)
+class CallView:
+    """One model call on the run page (:func:`image_project.record.calls.run_calls`):
+    ``cells`` under :data:`CALL_COLUMNS` for its summary line, the rest for when it is
+    opened. ``anchor`` is its element id (``call-<n>``, n its place in the list)."""
+
+    anchor: str
+    cells: tuple[str, ...]
+    outcome: str
+    facts: tuple[tuple[str, str], ...]
+    messages: tuple[Message, ...]
+    earlier: str
+    answer: str | None
+    answer_head: str
+    reasks: tuple[ReaskView, ...]
+    judge: JudgeView | None
+    choice: str
+
+
+def call_views(record: RunRecord) -> tuple[CallView, ...]:
+    """Every model call of ``record`` as its run page shows it."""
+    views = []
+    for n, call in enumerate(run_calls(record), start=1):
+        judge = call.judge
+        views.append(
+            CallView(
+                anchor=f"call-{n}",
+                cells=call_cells(call),
+                outcome=call.outcome,
+                facts=call.facts,
+                messages=call.messages,
+                earlier=call.earlier_note,
+                answer=call.answer,
+                answer_head=call.answer_head,
+                reasks=tuple(
+                    ReaskView(
+                        head=reask_head(k, r, len(call.reasks)),
+                        note=reask_note(r),
+                        text=r.response,
+                    )
+                    for k, r in enumerate(call.reasks, start=1)
+                ),
+                judge=judge,
+                choice=choice_text(judge.choice) if judge and judge.choice else "",
+            )
+        )
+    return tuple(views)
+
+
+@dataclass(frozen=True)
 class RunView:
     """One run as the gallery and its page show it."""
 
@@ -231,6 +304,7 @@ class RunView:
     prompt_first: str = ""
     rounds: tuple[RoundView, ...] = ()
     pick: PickView | None = None
+    calls: tuple[CallView, ...] = ()
 
 
 def _number(value: float | None) -> str:
@@ -534,6 +608,7 @@ def run_view(
         prompt_first=_first_line(record.final_image_prompt),
         rounds=_round_views(record, scoring) if scoring is not None else (),
         pick=_pick(scoring) if scoring is not None else None,
+        calls=call_views(record),
     )
 
 
