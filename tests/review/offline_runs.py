@@ -4,7 +4,8 @@ call; (:func:`make_round_runs`) a multi-round run with the LLM selector (its sec
 round's proposal invalid, so the code choice replaces it), a multi-round run interrupted while
 its second round is judged, a scoring run that fails before scoring starts and a prompt-only
 run; and (:func:`make_protocol_run`) a run whose judges use every judging protocol, with
-context injectors and novelty on."""
+context injectors and novelty on (with ``reask=True``, the ``reasoned`` judge's first answer
+is prose, rejected and re-asked)."""
 
 from __future__ import annotations
 
@@ -197,14 +198,37 @@ def make_round_runs(out: Path) -> dict[str, RunRecord]:
     }
 
 
-async def _protocol_run(out: Path) -> None:
+def _reasoned_judge_answers_prose_once() -> FunctionTextBackend:
+    """The offline answers, except the ``reasoned`` judge's first (its scores' schema asks
+    for rationales): a sentence of prose, which its re-ask rejects."""
+    offline = OfflineTextBackend()
+    prose = True
+
+    async def answer(request: TextRequest) -> TextReply:
+        nonlocal prose
+        schema = request.json_schema
+        reasoned = schema is not None and "rationale" in str(schema.schema)
+        reply = await offline.complete(request)
+        if reasoned and prose:
+            prose = False
+            return dataclasses.replace(reply, text="Card A is the best of them, I would say.")
+        return reply
+
+    return FunctionTextBackend(answer)
+
+
+async def _protocol_run(out: Path, reask: bool) -> None:
     cfg = offline_cfg(out, 31, *PROTOCOLS_AND_CONTEXT)
-    await run_generation(cfg, make_backends(cfg, {}))
+    if reask:
+        await run_generation(cfg, _with_text(cfg, _reasoned_judge_answers_prose_once()))
+    else:
+        await run_generation(cfg, make_backends(cfg, {}))
 
 
-def make_protocol_run(out: Path) -> RunRecord:
+def make_protocol_run(out: Path, *, reask: bool = False) -> RunRecord:
     """One run into ``out`` whose four judges use the ``reasoned``, ``pairwise``,
-    ``logprobs`` and ``pointwise`` protocols, with context injectors and novelty on."""
-    anyio.run(_protocol_run, out)
+    ``logprobs`` and ``pointwise`` protocols, with context injectors and novelty on;
+    ``reask``: the ``reasoned`` judge's first answer is prose (rejected, re-asked)."""
+    anyio.run(_protocol_run, out, reask)
     (record,) = records_from_transcripts(sorted((out / "logs").glob("*_transcript.json")))
     return record
