@@ -195,16 +195,15 @@ def call_cells(call: Call) -> tuple[str, ...]:
         call.model or "-",
         call.protocol or "-",
         "-" if call.tokens is None else f"{call.tokens:,}",
-        "-" if call.latency_ms is None else _ms(call.latency_ms),
+        "-" if call.latency_ms is None else _seconds(call.latency_ms),
         "-" if call.attempts is None else str(call.attempts),
         call.status,
     )
 
 
-def _ms(value: float) -> str:
-    if value >= 1000:
-        return f"{value / 1000:.2f} s"
-    return f"{value:.1f} ms"
+def _seconds(ms: float) -> str:
+    """A latency in seconds, to the millisecond: ``0.004 s``, ``12.381 s``."""
+    return f"{ms / 1000:.3f} s"
 
 
 def _judges(record: RunRecord) -> tuple[JudgeResult, ...]:
@@ -319,8 +318,8 @@ def _chat_facts(step: ChatEvent) -> Iterator[tuple[str, str]]:
     )
     yield (
         "timing",
-        f"started {step.created_at}, {_ms(step.latency_ms)} "
-        f"(of which {_ms(step.pacing_wait_ms)} held by pacing)",
+        f"started {step.created_at}, {_seconds(step.latency_ms)} "
+        f"(of which {_seconds(step.pacing_wait_ms)} held by pacing)",
     )
     yield "answers", f"{step.answers} answer(s) in {step.attempts} transport attempt(s)"
     for note in step.wire_notes:
@@ -345,7 +344,7 @@ def _image(step: ImageEvent) -> Call:
     facts = [
         ("model", step.model),
         ("request", f"size {step.size}, quality {step.quality}, seed {step.seed}"),
-        ("timing", f"started {step.created_at}, {_ms(step.latency_ms)}"),
+        ("timing", f"started {step.created_at}, {_seconds(step.latency_ms)}"),
     ]
     if step.received_bytes is not None:
         facts.append(("received", f"{step.format or 'image'}, {step.received_bytes:,} bytes"))
