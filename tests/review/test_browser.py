@@ -11,6 +11,7 @@ Skipped locally when Chromium is absent; under CI (env ``CI`` set) that is a fai
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import functools
 import os
 import shutil
@@ -76,24 +77,23 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     work = tmp_path_factory.mktemp("review-runs")
     records = make_offline_runs(work)
     root = build_site(records, work / "site").parent
+    with served(root) as url:
+        yield Site(root, records, url)
+
+
+@contextlib.contextmanager
+def served(root: Path) -> Iterator[str]:
+    """``root`` served over http from 127.0.0.1 while the block runs: its URL."""
     handler = functools.partial(_QuietHandler, directory=str(root))
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield Site(root, records, f"http://127.0.0.1:{server.server_address[1]}/")
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
     finally:
         server.shutdown()
         server.server_close()
         thread.join()
-
-
-def serve(root: Path) -> tuple[ThreadingHTTPServer, threading.Thread, str]:
-    handler = functools.partial(_QuietHandler, directory=str(root))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    return server, thread, f"http://127.0.0.1:{server.server_address[1]}/"
 
 
 @dataclass
@@ -116,13 +116,8 @@ def round_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RoundSite]:
         runs = pool.submit(make_round_runs, work).result()
     long = run(99, scoring=False, title=LONG, concepts=[LONG + "-concept"])
     root = build_site([*runs.values(), long], work / "site").parent
-    server, thread, url = serve(root)
-    try:
+    with served(root) as url:
         yield RoundSite(root, runs, url)
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
 
 
 @dataclass
@@ -140,13 +135,8 @@ def calls_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CallsSite]:
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         record = pool.submit(make_protocol_run, work, reask=True).result()
     root = build_site([record], work / "site").parent
-    server, thread, url = serve(root)
-    try:
+    with served(root) as url:
         yield CallsSite(root, record, url)
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
 
 
 def keep_screenshot(path: Path, name: str) -> None:
