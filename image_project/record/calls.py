@@ -92,9 +92,10 @@ class Call:
     of the run's conversation sent before them, which the step does not repeat (they are
     earlier steps' prompts and answers). ``answer`` is the last answer (the rejected one,
     bounded, for a call that failed: ``answer_chars`` is then its full length), ``reasks``
-    every rejected answer (bounded), each with the reason its re-ask gave (a call that failed
-    on a bad answer has its last one both here and as ``answer``). ``facts`` are ``(label, text)`` lines: the
-    model and sampling, tokens, timing, wire notes, the error."""
+    every rejected answer (bounded), each with the reason its re-ask gave (a call that
+    failed on a bad answer has its last one both here and as ``answer``). ``facts`` are
+    ``(label, text)`` lines: the model and sampling, tokens, timing, wire notes, the
+    error."""
 
     kind: CallKind
     path: str
