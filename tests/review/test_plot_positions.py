@@ -4,6 +4,7 @@ judge's colour."""
 
 from __future__ import annotations
 
+import numpy as np
 from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
@@ -26,6 +27,10 @@ def markers(fig: Figure, gid: str) -> list[Line2D]:
     return [line for line in fig.axes[0].get_lines() if line.get_gid() == gid]
 
 
+def xs(line: Line2D) -> list[float]:
+    return [float(x) for x in np.asarray(line.get_xdata())]
+
+
 def runs(n: int, cards: str, first: int = 1) -> list[RunRecord]:
     scores = {c: 50 + 10 * i for i, c in enumerate(cards)}
     return [
@@ -40,10 +45,10 @@ def test_positions_with_few_scores_are_hollow() -> None:
     enough, few = markers(fig, "enough"), markers(fig, "few")
     assert len(enough) == len(few) == 2  # one of each per judge
     for line in enough:
-        assert list(line.get_xdata()) == [1, 2, 3]
+        assert xs(line) == [1, 2, 3]
         assert to_rgba(line.get_markerfacecolor()) == to_rgba(line.get_color())
     for line in few:
-        assert list(line.get_xdata()) == [4]
+        assert xs(line) == [4]
         assert to_rgba(line.get_markerfacecolor()) == to_rgba("white")
     assert fig.get_suptitle() == (
         f"hollow: a mean over fewer than {FEW_SCORES} scores (read it as noise)"
