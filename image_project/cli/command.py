@@ -267,6 +267,16 @@ def _add_runs_parser(commands: Any, prog: str, common: argparse.ArgumentParser) 
         metavar="X",
         help="only card X's history: its parent chain, scores per round, survivor reasons",
     )
+    view.add_argument(
+        "--calls",
+        action="store_true",
+        help="every model call: path, role, model, protocol, tokens, latency, attempts, status",
+    )
+    view.add_argument(
+        "--call",
+        metavar="PATH",
+        help="the call at PATH whole: its request, re-asks and their reasons, answer, judge's view",
+    )
     export = sub.add_parser(
         "export", parents=[common, _filters(None)], help="the stored runs as CSV or JSON lines"
     )

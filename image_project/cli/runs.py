@@ -27,6 +27,8 @@ from typing import IO, TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from image_project.cli.summary import (
+    call_lines,
+    calls_lines,
     card_lines,
     record_lines,
     round_lines,
@@ -111,6 +113,8 @@ def run_command(
                     out,
                     round_index=getattr(args, "round", None),
                     card=getattr(args, "card", None),
+                    calls=getattr(args, "calls", False),
+                    call=getattr(args, "call", None),
                 )
             if action == "export":
                 return _export(store, args, since, out)
@@ -276,23 +280,33 @@ def _show(
     *,
     round_index: int | None = None,
     card: str | None = None,
+    calls: bool = False,
+    call: str | None = None,
 ) -> int:
     try:
         record = store.find(ref)
     except KeyError as exc:  # no such run, or an ambiguous start: a usage error
         print(f"error: {exc.args[0]}", file=sys.stderr)
         return 2
+    except ValidationError as exc:  # the stored text is input: name it, no traceback
+        print(f"error: {_unreadable(ref, exc)}", file=sys.stderr)
+        return 1
     try:
-        lines = show_lines(record, round_index=round_index, card=card)
-    except (KeyError, ValueError) as exc:
-        print(f"error: {exc.args[0]}", file=sys.stderr)
+        lines = show_lines(record, round_index=round_index, card=card, calls=calls, call=call)
+    except (KeyError, ValueError) as exc:  # it may quote the record: escaped
+        print(f"error: {terminal_safe(exc.args[0], newlines=False)}", file=sys.stderr)
         return 2
     print(terminal_safe("\n".join(lines)), file=out)
     return 0
 
 
 def show_lines(
-    record: RunRecord, *, round_index: int | None = None, card: str | None = None
+    record: RunRecord,
+    *,
+    round_index: int | None = None,
+    card: str | None = None,
+    calls: bool = False,
+    call: str | None = None,
 ) -> list[str]:
     """``runs show``: the run's summary as the CLI printed it (:mod:`image_project.cli.summary`),
     with its status and error, and (for a scoring run) the score table and each judge's
@@ -300,7 +314,14 @@ def show_lines(
     category, proposer and reason, the selector and any fallback) and the final pick's rule.
     ``round_index`` prints only that round, ``card`` only that card's history (its parent
     chain, scores per round, survivor reasons). Raises ``ValueError`` for either on a run
-    without scoring and ``KeyError`` (naming what there is) for an unknown round or card."""
+    without scoring and ``KeyError`` (naming what there is) for an unknown round or card.
+    ``calls`` lists every model call of the run, one line each; ``call`` prints the call at
+    that path whole (its request, re-asks, answer, judge's view), a ``KeyError`` naming the
+    closest paths when there is none."""
+    if calls:
+        return calls_lines(record)
+    if call is not None:
+        return call_lines(record, call)
     scoring = record.blackbox_scoring
     stopped = stopped_reason(record)
     if round_index is not None or card is not None:
@@ -333,6 +354,18 @@ def _export(store: RunStore, args: argparse.Namespace, since: Any, out: IO[str])
     else:
         _write_export(records, args.format, out)
     return 0
+
+
+def _unreadable(ref: str, exc: ValidationError) -> str:
+    """A stored record that is not a run record of this version, in one line."""
+    return f"the stored record of run {ref} is not a run record of this version ({_first(exc)})"
+
+
+def _first(exc: ValidationError) -> str:
+    """The first problem pydantic found, with where: ``steps.3.path: Field required``."""
+    first = exc.errors(include_url=False)[0]
+    loc = ".".join(str(p) for p in first["loc"])
+    return f"{loc + ': ' if loc else ''}{first['msg']}"
 
 
 def _reason(exc: OSError) -> str:
@@ -422,11 +455,7 @@ def _parse(text: str, where: str) -> RunRecord:
     try:
         return RunRecord.model_validate_json(text)
     except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        loc = ".".join(str(p) for p in first["loc"])
-        raise ValueError(
-            f"{where}: not a run record of this version ({loc + ': ' if loc else ''}{first['msg']})"
-        ) from exc
+        raise ValueError(f"{where}: not a run record of this version ({_first(exc)})") from exc
 
 
 def _repair(
