@@ -40,11 +40,11 @@ from batch_replay import RunDag, ideal_wall
 from runs import REPO, RunOutcome, Scenario, critical_path, paths_by_seed
 
 from image_project.backends.factory import make_backends
-from image_project.config import load_config
-from image_project.engine import DefaultStepRecorder
-from image_project.run import run_generation
+from image_project.config.loading import load_config
+from image_project.engine.recorder import DefaultStepRecorder
 from image_project.run.batch import Batch, run_batch
 from image_project.run.batch_progress import BatchProgress
+from image_project.run.driver import run_generation
 
 if TYPE_CHECKING:
     from simulator import CallRecord, RemoteSimulator

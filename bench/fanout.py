@@ -22,21 +22,18 @@ import anyio
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from image_project.backends.base import TextRequest
-from image_project.engine import Block, ChatRunner, ChatStep, Context, NullStepRecorder
-from image_project.engine.runner import ExecutionMode
+from image_project.engine.context import Context
+from image_project.engine.nodes import ChatStep
+from image_project.engine.recorder import NullStepRecorder
+from image_project.engine.runner import ChatRunner, ExecutionMode
 from image_project.testing import FunctionTextBackend
 
 
-def six_way(width: int) -> Block:
-    return Block(
-        name="fan",
-        parallel=True,
-        merge="none",
-        nodes=[
-            ChatStep(name=f"c{i}", prompt=f"call {i}", temperature=0, merge="none")
-            for i in range(width)
-        ],
-    )
+def six_way(width: int) -> list[ChatStep[str]]:
+    return [
+        ChatStep(name=f"c{i}", prompt=f"call {i}", temperature=0, merge="none")
+        for i in range(width)
+    ]
 
 
 async def wall_time(mode: ExecutionMode, latency_s: float, width: int) -> float:
@@ -46,17 +43,16 @@ async def wall_time(mode: ExecutionMode, latency_s: float, width: int) -> float:
 
     runner = ChatRunner(FunctionTextBackend(answer), mode=mode, recorder=NullStepRecorder())
     t0 = time.perf_counter()
-    await runner.run(Context(), six_way(width))
+    await runner.root(Context()).gather("fan", six_way(width))
     return time.perf_counter() - t0
 
 
 async def overhead_per_step(steps: int) -> float:
     runner = ChatRunner(FunctionTextBackend(lambda r: "ok"), recorder=NullStepRecorder())
-    tree = Block(
-        nodes=[ChatStep(prompt=f"p{i}", temperature=0, merge="none") for i in range(steps)]
-    )
     t0 = time.perf_counter()
-    await runner.run(Context(), tree)
+    async with runner.root(Context()).scope("pipeline") as pipeline:
+        for i in range(steps):
+            await pipeline.ask(ChatStep(prompt=f"p{i}", temperature=0, merge="none"))
     return (time.perf_counter() - t0) / steps
 
 

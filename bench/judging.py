@@ -57,8 +57,10 @@ sys.path.insert(0, str(REPO / "bench"))
 import anyio  # noqa: E402
 
 from image_project.backends.base import TextBackend  # noqa: E402
-from image_project.config import AppConfig, ScoringConfig, load_config  # noqa: E402
-from image_project.engine import ChatRunner, Context  # noqa: E402
+from image_project.config.loading import load_config  # noqa: E402
+from image_project.config.models import AppConfig, ScoringConfig  # noqa: E402
+from image_project.engine.context import Context  # noqa: E402
+from image_project.engine.runner import ChatRunner  # noqa: E402
 from image_project.errors import ModelOutputError  # noqa: E402
 from image_project.record.events import ChatEvent  # noqa: E402
 from image_project.record.scoring import IdeaCard, JudgeResult  # noqa: E402
@@ -273,7 +275,9 @@ async def judge_round(
         max_prompt_chars=cfg.prompt.max_prompt_chars,
     )
     panel = Panel(judges, brief, None, None, run_seed, scoring.max_reasks)
-    async with runner.scope(Context.with_system("judging bench"), "judging") as scope:
+    async with runner.root(Context.with_system("judging bench")).scope(
+        "judging", merge="all_messages"
+    ) as scope:
         return await panel.judge(scope, ids, cards, 0, lambda _r: None)
 
 

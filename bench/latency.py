@@ -84,20 +84,18 @@ from cpu import CpuMeter, freeze_startup, settle  # noqa: E402
 from provenance import Provenance  # noqa: E402
 from runs import RunOutcome, Scenario, critical_path, paths_by_seed, step_latencies  # noqa: E402
 
-from image_project.app import run_generation  # noqa: E402
 from image_project.backends.base import TextReply, TextRequest  # noqa: E402
 from image_project.backends.factory import make_backends  # noqa: E402
-from image_project.backends.offline import OfflineTextBackend  # noqa: E402
-from image_project.config import AppConfig, load_config  # noqa: E402
-from image_project.engine import (  # noqa: E402
-    ChatRunner,
-    Context,
-    DefaultStepRecorder,
-    EngineEvent,
-    NullStepRecorder,
-)
+from image_project.backends.offline.text import OfflineTextBackend  # noqa: E402
+from image_project.config.loading import load_config  # noqa: E402
+from image_project.config.models import AppConfig  # noqa: E402
+from image_project.engine.context import Context, EngineEvent  # noqa: E402
+from image_project.engine.recorder import DefaultStepRecorder, NullStepRecorder  # noqa: E402
+from image_project.engine.runner import ChatRunner  # noqa: E402
+from image_project.run.driver import run_generation  # noqa: E402
 from image_project.stages.profile import avoid_list, load_profile, render_guidance  # noqa: E402
-from image_project.stages.scoring import NoveltyState, ScoringRun, ScoringSetup  # noqa: E402
+from image_project.stages.scoring.flow import ScoringRun, ScoringSetup  # noqa: E402
+from image_project.stages.scoring.novelty import NoveltyState  # noqa: E402
 from image_project.stages.standard import Brief  # noqa: E402
 
 if TYPE_CHECKING:  # the simulator (and uvicorn) is imported only when it is used
@@ -560,7 +558,7 @@ async def engine_overhead(runs: int = 30) -> float:
         runner = ChatRunner(backend, recorder=recorder)
         before = backend.spent
         t0 = time.perf_counter()
-        await flow.run(runner, ctx)
+        await flow.run(runner.root(ctx))
         walls.append((time.perf_counter() - t0) - (backend.spent - before))
         steps = recorder.steps
     return statistics.median(walls) / steps * 1000
@@ -792,6 +790,7 @@ async def main_async(args: argparse.Namespace) -> tuple[list[Result], dict[str, 
     report = {
         "simulator": sim_info,
         "repeats": args.repeats,
+        "sweep_repeats": args.sweep_repeats,
         "quick": args.quick,
         "scenarios": [r.to_dict() for r in results],
         "sweep": sweep,

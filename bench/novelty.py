@@ -39,7 +39,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 import quality  # noqa: E402
 
-from image_project.config import load_config  # noqa: E402
+from image_project.config.loading import load_config  # noqa: E402
 from image_project.config.models import NoveltyConfig, ScoringConfig  # noqa: E402
 from image_project.stages.profile import load_profile  # noqa: E402
 

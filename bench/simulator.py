@@ -54,7 +54,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from image_project.testing import CallRecord, OpenAIServer, RecordedRequest, error_body
+from image_project._fake_openai import CallRecord, OpenAIServer, RecordedRequest, error_body
 
 if TYPE_CHECKING:
     from image_project._fake_openai import _Answer

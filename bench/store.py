@@ -35,9 +35,10 @@ sys.path.insert(0, str(REPO))
 import anyio  # noqa: E402
 from provenance import Provenance  # noqa: E402
 
-from image_project.app import run_generation  # noqa: E402
 from image_project.backends.factory import make_backends  # noqa: E402
-from image_project.config import AppConfig, load_config  # noqa: E402
+from image_project.config.loading import load_config  # noqa: E402
+from image_project.config.models import AppConfig  # noqa: E402
+from image_project.run.driver import run_generation  # noqa: E402
 from image_project.store import open_store  # noqa: E402
 from image_project.store.writer import StoreWriter  # noqa: E402
 

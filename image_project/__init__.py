@@ -88,12 +88,10 @@ __all__ = [
 ]
 
 _HOMES: dict[str, tuple[str, ...]] = {
-    # running: one generation, a batch, their inputs and outcome
-    "image_project.run": ("Inputs", "RunFailed", "RunResult", "load_inputs", "run_generation"),
-    "image_project.run.batch": ("run_batch",),
-    "image_project.config": ("AppConfig", "load_config"),
-    # the model seam: the backends a run uses, and the protocols and types to write one
-    "image_project.backends.factory": ("Backends", "make_backends"),
+    # each public name's home: the module that defines it
+    "image_project.analysis.panel": ("panel_stats",),
+    "image_project.analysis.table": ("format_panel_table",),
+    "image_project.artifacts.transcript": ("read_transcript",),
     "image_project.backends.base": (
         "ImageBackend",
         "ImageReply",
@@ -105,27 +103,17 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "TextRequest",
         "Usage",
     ),
-    # what a run leaves: the transcript's record, and readers of it
-    "image_project.record": (
-        "ActionEvent",
-        "ChatEvent",
-        "ContextRecord",
-        "ImageEvent",
-        "RunRecord",
-        "ScoringRecord",
-        "StepEvent",
-        "gate_counts",
-        "run_status",
-        "transcript_json_schema",
+    "image_project.backends.factory": (
+        "Backends",
+        "make_backends",
     ),
-    "image_project.artifacts": ("read_transcript",),
-    "image_project.store": ("open_store",),
-    "image_project.review": ("build_site", "records_from_transcripts"),
-    "image_project.analysis": ("format_panel_table", "panel_stats"),
-    # plugins: a context injector, and the seeded randomness it draws from
-    "image_project.context": ("Injection", "Injector", "InjectorInput"),
-    "image_project.seeding": ("derive_seed", "rng_for"),
-    # the error tree (image_project.errors' docstring draws it)
+    "image_project.config.loading": ("load_config",),
+    "image_project.config.models": ("AppConfig",),
+    "image_project.context.base": (
+        "Injection",
+        "Injector",
+        "InjectorInput",
+    ),
     "image_project.errors": (
         "AuthenticationError",
         "BackendConnectionError",
@@ -152,6 +140,35 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "StoreError",
         "UpscaleError",
     ),
+    "image_project.record.context": ("ContextRecord",),
+    "image_project.record.events": (
+        "ActionEvent",
+        "ChatEvent",
+        "ImageEvent",
+        "StepEvent",
+    ),
+    "image_project.record.gates": ("gate_counts",),
+    "image_project.record.run": (
+        "RunRecord",
+        "run_status",
+    ),
+    "image_project.record.schema": ("transcript_json_schema",),
+    "image_project.record.scoring": ("ScoringRecord",),
+    "image_project.review.site": ("build_site",),
+    "image_project.review.source": ("records_from_transcripts",),
+    "image_project.run.batch": ("run_batch",),
+    "image_project.run.driver": ("run_generation",),
+    "image_project.run.state": (
+        "Inputs",
+        "RunFailed",
+        "RunResult",
+        "load_inputs",
+    ),
+    "image_project.seeding": (
+        "derive_seed",
+        "rng_for",
+    ),
+    "image_project.store": ("open_store",),
 }
 
 _HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
@@ -181,8 +198,9 @@ if not TYPE_CHECKING:  # the type checker sees the imports below, and no other n
 if TYPE_CHECKING:
     from typing import Any
 
-    from image_project.analysis import format_panel_table, panel_stats
-    from image_project.artifacts import read_transcript
+    from image_project.analysis.panel import panel_stats
+    from image_project.analysis.table import format_panel_table
+    from image_project.artifacts.transcript import read_transcript
     from image_project.backends.base import (
         ImageBackend,
         ImageReply,
@@ -195,8 +213,9 @@ if TYPE_CHECKING:
         Usage,
     )
     from image_project.backends.factory import Backends, make_backends
-    from image_project.config import AppConfig, load_config
-    from image_project.context import Injection, Injector, InjectorInput
+    from image_project.config.loading import load_config
+    from image_project.config.models import AppConfig
+    from image_project.context.base import Injection, Injector, InjectorInput
     from image_project.errors import (
         AuthenticationError,
         BackendConnectionError,
@@ -223,21 +242,17 @@ if TYPE_CHECKING:
         StoreError,
         UpscaleError,
     )
-    from image_project.record import (
-        ActionEvent,
-        ChatEvent,
-        ContextRecord,
-        ImageEvent,
-        RunRecord,
-        ScoringRecord,
-        StepEvent,
-        gate_counts,
-        run_status,
-        transcript_json_schema,
-    )
-    from image_project.review import build_site, records_from_transcripts
-    from image_project.run import Inputs, RunFailed, RunResult, load_inputs, run_generation
+    from image_project.record.context import ContextRecord
+    from image_project.record.events import ActionEvent, ChatEvent, ImageEvent, StepEvent
+    from image_project.record.gates import gate_counts
+    from image_project.record.run import RunRecord, run_status
+    from image_project.record.schema import transcript_json_schema
+    from image_project.record.scoring import ScoringRecord
+    from image_project.review.site import build_site
+    from image_project.review.source import records_from_transcripts
     from image_project.run.batch import run_batch
+    from image_project.run.driver import run_generation
+    from image_project.run.state import Inputs, RunFailed, RunResult, load_inputs
     from image_project.seeding import derive_seed, rng_for
     from image_project.store import open_store
 

@@ -62,24 +62,8 @@ import anyio
 from PIL import Image
 
 from image_project.backends.base import JsonSchema, Message, TextRequest, Usage
-from image_project.backends.offline import OfflineTextBackend, parse_size
-
-__all__ = [
-    "HTML_PAGE",
-    "TINY_PNG",
-    "WAIT_BOUND_S",
-    "CallRecord",
-    "OpenAIServer",
-    "RateLimit",
-    "RecordedRequest",
-    "Reply",
-    "chat_completion",
-    "error_body",
-    "image_response",
-    "offline_chat_completion",
-    "offline_images_response",
-    "truncated",
-]
+from image_project.backends.offline.image import parse_size
+from image_project.backends.offline.text import OfflineTextBackend
 
 TINY_PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="

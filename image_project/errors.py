@@ -61,44 +61,6 @@ import reprlib
 from dataclasses import dataclass, field
 from typing import Literal
 
-__all__ = [
-    "PREVIEW_CHARS",
-    "AuthenticationError",
-    "BackendConnectionError",
-    "BackendError",
-    "BackendTimeoutError",
-    "ConfigError",
-    "ContextInjectorError",
-    "EmptyPromptError",
-    "EmptyResponseError",
-    "ImageProjectError",
-    "InputFileError",
-    "MalformedResponseError",
-    "ModelOutputError",
-    "NetworkDisabledError",
-    "NodeType",
-    "PipelineDefinitionError",
-    "PromptTooLongError",
-    "QuotaExceededError",
-    "RateLimitedError",
-    "RefusalError",
-    "RequestRejectedError",
-    "RetryAfterTooLongError",
-    "ServerError",
-    "StepFailedError",
-    "StepLocation",
-    "StoreError",
-    "UpscaleError",
-    "add_cancelled_paths",
-    "attach_rejected",
-    "cancelled_paths_of",
-    "locate",
-    "location_of",
-    "preview",
-    "rejected_of",
-    "short_repr",
-]
-
 NodeType = Literal["chat", "action", "block", "image"]
 
 PREVIEW_CHARS = 200

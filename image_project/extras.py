@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import importlib.util
 
-__all__ = ["EXTRA_OF", "missing_extra"]
-
 EXTRA_OF: dict[str, str] = {"psycopg": "postgres", "jinja2": "review", "matplotlib": "review"}
 """Module -> the extra that installs it."""
 

@@ -12,28 +12,6 @@ prompts and parse them back.
 A leaf module: it imports nothing, so every layer may read it.
 """
 
-__all__ = [
-    "CONCEPTS",
-    "CONCEPTS_TO_BLEND",
-    "DIRECTION",
-    "DIRECTIVE",
-    "DO_NOT_COPY_CLOSE",
-    "DO_NOT_COPY_OPEN",
-    "HOOK",
-    "IDEA_CARDS",
-    "PROFILE_AUTHORITATIVE",
-    "PROFILE_DISLIKES",
-    "PROFILE_HINTS",
-    "RECENT_HISTORY",
-    "REWORK",
-    "RUBRIC",
-    "SCORE_EVERY",
-    "SELECTOR_SLOTS",
-    "STAND_IN_WORDS",
-    "TASTE_DISLIKES",
-    "TASTE_HINTS",
-]
-
 CONCEPTS = "Concepts:"
 """A judge prompt's first section: the concepts, one ``- `` line each."""
 

@@ -40,14 +40,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from image_project.artifacts import GENERATIONS_FIELDS, MANIFEST_FIELDS, MANIFEST_HEADERS
-from image_project.config import AppConfig
+from image_project.artifacts.generations import GENERATIONS_FIELDS
+from image_project.artifacts.manifest import MANIFEST_FIELDS, MANIFEST_HEADERS
+from image_project.config.models import AppConfig
 from image_project.errors import ConfigError, InputFileError, UpscaleError
 
 if TYPE_CHECKING:
     from image_project.artifacts.upscale import UpscaleSettings
-
-__all__ = ["check_csv_record_file", "check_outputs", "check_upscale", "check_writable_dir"]
 
 _PROBE_PREFIX = ".image_project-write-check-"
 

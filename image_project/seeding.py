@@ -13,8 +13,6 @@ import json
 import random
 import secrets
 
-__all__ = ["MAX_SEED", "derive_seed", "fresh_seed", "rng_for", "run_seed"]
-
 MAX_SEED = 2**31 - 1
 
 

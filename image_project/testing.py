@@ -49,7 +49,7 @@ from image_project._fake_openai import (
     truncated,
 )
 from image_project.backends.base import ImageReply, ImageRequest, TextReply, TextRequest, Usage
-from image_project.backends.offline import parse_size
+from image_project.backends.offline.image import parse_size
 from image_project.errors import preview
 
 __all__ = [

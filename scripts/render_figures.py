@@ -90,7 +90,10 @@ def _latency(sources: list[tuple[str, Json]]) -> str:
     import latency
 
     path, data = sources[0]
-    return _fenced(latency.report_text(data), path, data)
+    runs = f"{data['repeats']} repeat(s) per mode, the N x J sweep {data.get('sweep_repeats', data['repeats'])}"
+    return _fenced(latency.report_text(data), path, data).replace(
+        "\n\nMeasured", f"\n\n{runs}. Measured", 1
+    )
 
 
 def _by_name(data: Json, prefix: str) -> Json:
@@ -327,53 +330,6 @@ def _quality(sources: list[tuple[str, Json]]) -> str:
     return _fenced(quality.format_table(data), path, data)
 
 
-def _cpu_profile(sources: list[tuple[str, Json]]) -> str:
-    """bench/cpu_profile.py's rounds in short (the median, the range, and every round whose
-    collections took more than 1 ms per call), then the top of its profiles."""
-    path, data = sources[0]
-    rounds = data["rounds"]
-    ratios = [r["project_ms"] / r["sdk_ms"] for r in rounds]
-    m = data["median"]
-    lines = [
-        f"{data['scenario']}, {len(rounds)} rounds, collector "
-        f"{'settled' if data['settled'] else 'unsettled'}",
-        f"median ms per call: project {m['project_ms']:.2f} (gc {m['project_gc_ms']:.2f}), "
-        f"bare SDK {m['sdk_ms']:.2f} (gc {m['sdk_gc_ms']:.2f}); ratio median "
-        f"{data['ratio_median']:.2f}, from {min(ratios):.2f} to {max(ratios):.2f}",
-    ]
-    lines.append(
-        f"at the end: {data['tracked_objects']} objects tracked by the collector, a full "
-        f"collection of them {data['full_collection_ms']:.1f} ms; {data['calls']} calls per run"
-    )
-    heavy = [(i, r) for i, r in enumerate(rounds, 1) if max(r["project_gc_ms"], r["sdk_gc_ms"]) > 1]
-    lines.append(
-        f"rounds with more than 1 ms per call of garbage collection: {len(heavy)}"
-        + "".join(
-            f"\n  round {i}: project {r['project_ms']:.2f} ms per call, of which gc "
-            f"{r['project_gc_ms']:.2f} ({r['project_gc_ms'] * data['calls']:.0f} ms per run); bare SDK {r['sdk_ms']:.2f} (gc {r['sdk_gc_ms']:.2f}); "
-            f"ratio {r['project_ms'] / r['sdk_ms']:.2f}"
-            for i, r in heavy
-        )
-    )
-    if "between_calls_ms" in m:
-        between = [r["between_calls_ms"] for r in rounds]
-        lines.append(
-            f"the run's own work between its calls (sequential run, event loop): median "
-            f"{m['between_calls_ms']:.1f} ms per run, from {min(between):.1f} to "
-            f"{max(between):.1f} ({m['between_calls_ms'] / data['calls']:.2f} ms per call)"
-        )
-    profiles = [("project", "project"), ("sdk", "bare SDK")]
-    if "project_own" in data["profile"]:
-        profiles.append(("project_own", "project, its own code (image_project/)"))
-    for who, label in profiles:
-        lines.append(f"cProfile, {label}: own CPU ms per call (calls per call), top 10")
-        lines += [
-            f"  {r['own_ms_per_call']:7.3f} ({r['calls_per_call']:7.1f})  {r['function']}"
-            for r in data["profile"][who][:10]
-        ]
-    return _fenced("\n".join(lines), path, data)
-
-
 def _judging(sources: list[tuple[str, Json]]) -> str:
     """bench/judging.py: what ran (models, speed, rounds), the tables, the rule's verdict."""
     import judging
@@ -432,7 +388,7 @@ def _bench_line(path: str, data: Json) -> str:
 
 def _evidence_decision(sources: list[tuple[str, Json]]) -> str:
     """docs/evidence.md's summary of bench/decision.py: the default against one judge in
-    every cell, the previous default's worst cells, and the price where every judge is
+    every cell, the mean of z-scores' worst cells, and the price where every judge is
     sound."""
     path, data = sources[0]
     default = data["default"]
@@ -464,7 +420,7 @@ def _evidence_decision(sources: list[tuple[str, Json]]) -> str:
         f"`normalise: robust`**, is worse than one sound judge in "
         f"{'no cell' if not in_cells else f'{in_cells} cells'} (its largest difference: "
         f"{_ci(largest['vs_one_judge'][default])} regret points, {label(largest)}). The mean "
-        f"of z-scores, the previous default, is worse than one judge in {len(zscores)} cells "
+        f"of z-scores is worse than one judge in {len(zscores)} cells "
         f"(the worst: {_ci(worst_z['vs_one_judge']['mean, zscores'])}, {label(worst_z)}). "
         f"The price: where every judge is sound, the best candidate beats the default by up "
         f"to {gap(price):.2f} points ({price['world']}, N {price['n']}).\n"
@@ -486,8 +442,7 @@ def _evidence_quality(sources: list[tuple[str, Json]]) -> str:
     rounds = [rows[f"{k} rounds, variants -0"]["vs_control"] for k in (1, 2, 3)]
     return (
         f"- **The panel in the real pipeline**: `python bench/quality.py --only choosing` "
-        f"({data['seeds']} run seeds; the median of the judges' own scores, the default "
-        f"then): the median of 3 against one judge {_ci(panel)} regret points over "
+        f"({data['seeds']} run seeds; the median of the judges' own scores): the median of 3 against one judge {_ci(panel)} regret points over "
         f"{panel['runs']} paired runs.\n"
         f"- **Shuffling removes most of the position bias.** The first-shown card's win share "
         f"with each judge's own order against one shared order (median of 3, paired): "
@@ -526,11 +481,11 @@ def _evidence_novelty(sources: list[tuple[str, Json]]) -> str:
     return (
         f"- **Novelty, strong enough to matter.** `python bench/novelty.py --json "
         f"bench/results/novelty.json` ({data['histories']} histories of {data['runs']} runs per row, "
-        f"the default judging): the penalty shipped before ({old['penalty_per_share']:g} "
-        f"points per share, motifs in {old['min_share']:.0%} of the window) removed "
+        f"the default judging): a penalty of {old['penalty_per_share']:g} "
+        f"points per share (motifs in {old['min_share']:.0%} of the window) removed "
         f"{removed(before)} of greedy's excess liked-motif tilt "
         f"({_ci(before['quality_vs_greedy'])} true-quality points against greedy; positive "
-        f"is better); the new default (`penalty_per_share: {choice['scale']:g}`, "
+        f"is better); the default (`penalty_per_share: {choice['scale']:g}`, "
         f"`max_penalty: {choice['cap']:g}`, `min_share: {choice['min_share']:g}`) removes "
         + ", and ".join(
             f"{removed(r)} at {_ci(r['quality_vs_greedy'])} points"
@@ -588,7 +543,7 @@ def _quality_findings(sources: list[tuple[str, Json]]) -> str:
     ]
     first = (
         "regret: one judge \N{RIGHTWARDS ARROW} panel of 3, median / mean / trimmed mean "
-        "(trim 1) / mean of z-scores (the default then)"
+        "(trim 1) / mean of z-scores"
     )
     lines = ["| world | figure | result (95% interval) |", "|---|---|---|"]
     for i, (key, world) in enumerate(worlds):
@@ -758,7 +713,10 @@ def _quality_sweep(sources: list[tuple[str, Json]]) -> str:
             + " | ".join(cells)
             + " |"
         )
-    return "\n".join(lines) + f"\n\nFigures from `{path}`.\n"
+    return (
+        "\n".join(lines)
+        + f"\n\nFigures from `{path}`, which does not record the commit it was measured on.\n"
+    )
 
 
 # --------------------------------------------------------------------------- real model
@@ -822,12 +780,6 @@ BLOCKS: dict[str, Block] = {
     "interrupt": Block("bench/results/interrupt.json", _interrupt),
     "batch-two-machines": Block("bench/results/batch.json", _batch_two_machines),
     "quality": Block("bench/results/quality.json", _quality),
-    "cpu-profile": Block("bench/results/cpu_profile.json", _cpu_profile),
-    "cpu-profile-unsettled": Block("bench/results/cpu_profile_unsettled.json", _cpu_profile),
-    "cpu-profile-scoring-before": Block(
-        "bench/results/cpu_profile_scoring_before.json", _cpu_profile
-    ),
-    "cpu-profile-scoring": Block("bench/results/cpu_profile_scoring.json", _cpu_profile),
     "judging": Block("bench/results/judging.json", _judging),
     "evidence-decision": Block("bench/results/decision.json", _evidence_decision),
     "evidence-quality": Block("bench/results/quality.json", _evidence_quality),

@@ -60,8 +60,7 @@ def _table(prefix: str, *, exclude: str | None = None, relative: bool = False) -
 
 
 def _whole_reference() -> str:
-    from image_project.config import AppConfig
-    from image_project.config.models import _INTERNAL_FIELDS
+    from image_project.config.models import _INTERNAL_FIELDS, AppConfig
 
     parts = []
     for name in AppConfig.model_fields:
@@ -77,7 +76,7 @@ def _fenced(text: str, lang: str = "") -> str:
 
 def _judge_prompt(rubric: str) -> Callable[[], str]:
     def render() -> str:
-        from image_project.config import RubricSpec
+        from image_project.config.models import RubricSpec
         from image_project.stages.scoring.rubrics import judge_system_prompt
 
         return _fenced(judge_system_prompt(RubricSpec(name=rubric)))

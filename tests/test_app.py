@@ -11,11 +11,13 @@ from typing import Any
 import anyio
 import pytest
 
-from image_project.app import RunFailed, run_generation
 from image_project.backends.base import TextBackend, TextRequest
 from image_project.backends.factory import Backends
-from image_project.config import AppConfig, load_config
+from image_project.config.loading import load_config
+from image_project.config.models import AppConfig
 from image_project.errors import BackendTimeoutError
+from image_project.run.driver import run_generation
+from image_project.run.state import RunFailed
 from image_project.testing import FakeImageBackend, FunctionTextBackend, last_user_text
 
 pytestmark = pytest.mark.anyio

@@ -93,9 +93,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("launch", ("cli.launch",)),
     # The fake OpenAI server (tests and image_project.testing serve it; bench/ under uvicorn).
     ("fake server", ("_fake_openai",)),
-    # Nothing in the package imports these: `python -m image_project`, app.py (the earlier
-    # home of run_generation, re-exporting image_project.run) and the public fakes for tests.
-    ("entry", ("__main__", "app", "testing")),
+    # Nothing in the package imports these: `python -m image_project` and the public fakes
+    # for tests.
+    ("entry", ("__main__", "testing")),
     # The package root: the public names (docs/api.md), gathered from the layers below on
     # first use; no module of the package imports it.
     ("surface", ("__init__",)),

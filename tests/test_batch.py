@@ -15,7 +15,7 @@ import anyio
 import pytest
 
 from image_project.backends.base import TextReply, TextRequest
-from image_project.backends.offline import OfflineTextBackend
+from image_project.backends.offline.text import OfflineTextBackend
 from image_project.cli.command import main
 from image_project.errors import AuthenticationError, ConfigError
 from image_project.run.batch import Batch, fatal_cause, run_batch

@@ -18,10 +18,10 @@ from PIL import Image
 
 from image_project.backends.base import ImageRequest, Message, TextRequest
 from image_project.backends.openai_backend import OpenAIBackends, openai_backends
-from image_project.engine import Block, walk
 from image_project.stages.scoring.cards import CARD_OUTPUT, parse_card
 from image_project.stages.scoring.judges import judge_output, parse_scores
-from image_project.stages.standard import Brief, prompt_pipeline
+from image_project.stages.standard import Brief
+from tests.support.pipeline import pipeline_shape
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 sys.path.insert(0, str(BENCH))
@@ -176,20 +176,14 @@ async def test_a_standard_run_records_the_shape_of_its_step_tree(
     scenario = runs.Scenario(refinement, (f"prompt.refinement={refinement}",))
     outcome = await latency.run_once(scenario, "sequential", base_url, sim)
     shape = outcome.shape
-    tree = prompt_pipeline(
-        brief=Brief(("a", "b", "c"), "Likes:\n- x"),
+    tree = await pipeline_shape(
+        Brief(("a", "b", "c"), "Likes:\n- x"),
         run_seed=latency.SEED,
         refinement=refinement,
         temperature=0.7,
     )
-    assert [p for p in shape.steps if p.startswith("pipeline/")] == [
-        path for path, node in walk(tree) if not isinstance(node, Block)
-    ]
-    assert outcome.groups == {
-        path: len(node.nodes)
-        for path, node in walk(tree)
-        if isinstance(node, Block) and node.parallel
-    }
+    assert [p for p in shape.steps if p.startswith("pipeline/")] == list(tree.paths)
+    assert outcome.groups == tree.groups
     assert shape.stages() == [("dislike_rewrite",), ("pipeline",), ("image", "title")]
     ones = dict.fromkeys(shape.steps, 1.0)
     assert shape.cost("pipeline", ones) == pytest.approx(6 + 3 * enclaves)

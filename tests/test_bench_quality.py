@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from image_project.app import RunResult, run_generation
 from image_project.backends.base import Message, TextRequest
-from image_project.record import IdeaCard, ScoringRecord
+from image_project.record.scoring import IdeaCard, ScoringRecord
+from image_project.run.driver import run_generation
+from image_project.run.state import RunResult
 from image_project.stages.scoring.hints import content_tokens
 from tests.support.quality_bench import LIKES, quality
 

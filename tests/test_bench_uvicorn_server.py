@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from image_project.testing import OpenAIServer, Reply, chat_completion
+from image_project._fake_openai import OpenAIServer, Reply, chat_completion
 from tests.support.openai_server import RateWindow
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import os
 import subprocess
@@ -10,17 +11,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from PIL import Image, ImageChops, ImageStat
 
 from image_project.backends.base import ImageRequest
-from image_project.backends.offline import OfflineImageBackend
+from image_project.backends.offline.image import OfflineImageBackend
 from image_project.cli.command import _with_command, build_parser, main
-from image_project.engine import ChatStep, walk
 from image_project.seeding import derive_seed
 from image_project.stages.concepts import load_categories, select_concepts
-from image_project.stages.standard import Brief, prompt_pipeline
+from image_project.stages.standard import Brief
 from tests.support.openai_server import OpenAIServer, Reply, chat_completion, error_body
+from tests.support.pipeline import pipeline_shape
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -74,9 +76,8 @@ def test_main_runs_offline_end_to_end_twice(tmp_path: Path) -> None:
     assert data["backend"]["provider"] == "offline" and data["seed"] == 7
     paths = [s["path"] for s in data["steps"]]
     brief = Brief(("a", "b", "c"), "Likes:\n- x")
-    tree = prompt_pipeline(brief=brief, run_seed=7, refinement="final", temperature=0.8)
-    declared = [p for p, node in walk(tree) if isinstance(node, ChatStep)]
-    assert paths == ["dislike_rewrite", *declared, "image", "title"]
+    shape = anyio.run(functools.partial(pipeline_shape, brief, run_seed=7, refinement="final"))
+    assert paths == ["dislike_rewrite", *shape.paths, "image", "title"]
     assert (logs / f"{data['generation_id']}.log").exists()
 
     image_path = Path(data["image_path"])
@@ -85,8 +86,6 @@ def test_main_runs_offline_end_to_end_twice(tmp_path: Path) -> None:
         captioned = img.convert("RGB")
     # Re-render the uncaptioned image (the offline backend is deterministic): the caption
     # strip changed the bottom rows and nothing else.
-    import anyio
-
     raw = anyio.run(
         OfflineImageBackend().generate,
         ImageRequest(

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from image_project.cli import command as cli
-from image_project.record import RunRecord
 from image_project.record.__main__ import main as write_schema
+from image_project.record.run import RunRecord
 from image_project.store import open_store
 from tests.support.records import run
 

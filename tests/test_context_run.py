@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from image_project.app import run_generation
 from image_project.backends.base import TextRequest
 from image_project.cli import command as cli
-from image_project.context import GUIDANCE_HEADER
+from image_project.context.base import GUIDANCE_HEADER
+from image_project.run.driver import run_generation
 from image_project.seeding import rng_for
 from image_project.stages.standard import SYSTEM_PROMPT
 from image_project.testing import FunctionTextBackend

@@ -21,7 +21,7 @@ import anyio
 import pytest
 
 from image_project.backends.base import Message, TextReply, TextRequest, conversation_problem
-from image_project.backends.offline import OfflineTextBackend
+from image_project.backends.offline.text import OfflineTextBackend
 from image_project.run.driver import run_generation
 from image_project.stages.standard import STAGES, Brief, stage_prompt
 from tests.test_app import backends, make_cfg

@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 
 from image_project.cli.command import main
-from image_project.config import CONFIG_ENV_VAR, load_config
 from image_project.config.defaults import (
     BUILTIN_CONFIG,
     BUILTIN_DIR,
     BUILTIN_INPUTS,
     STARTER_FILES,
 )
+from image_project.config.loading import CONFIG_ENV_VAR, load_config
 
 REPO = Path(__file__).resolve().parents[1]
 CONSOLE_SCRIPT = Path(sys.executable).parent / "image-project"

@@ -16,10 +16,12 @@ from typing import Any
 import anyio
 import pytest
 
-from image_project.app import RunFailed, run_generation
 from image_project.backends.base import TextReply, TextRequest
 from image_project.cli.command import main
-from image_project.record import RunRecord, gate_counts
+from image_project.record.gates import gate_counts
+from image_project.record.run import RunRecord
+from image_project.run.driver import run_generation
+from image_project.run.state import RunFailed
 from image_project.seeding import derive_seed
 from image_project.testing import FunctionTextBackend, last_user_text
 from tests.test_app import backends, make_cfg, transcript, untimed_steps

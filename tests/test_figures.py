@@ -10,6 +10,7 @@ the commit its figures were measured on.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 from collections.abc import Callable
@@ -56,6 +57,12 @@ def test_every_performance_block_names_its_commit_date_and_load(name: str) -> No
     body = render_figures.render(name)
     assert "Measured on commit `" in body, body[-300:]
     assert "UTC" in body and "load average" in body
+
+
+@pytest.mark.parametrize("name", sorted(SIMULATIONS))
+def test_every_simulation_block_names_its_commit_or_says_its_json_has_none(name: str) -> None:
+    last = render_figures.render(name).strip().splitlines()[-1]
+    assert re.search(r"commit `?[0-9a-f]{7,}", last) or "does not record the commit" in last, last
 
 
 def _copy_pages_and_results(root: Path) -> None:

@@ -16,7 +16,7 @@ from image_project.record.ids import (
     check_generation_id,
     generation_id_problem,
 )
-from image_project.run import run_generation
+from image_project.run.driver import run_generation
 from image_project.run.state import new_generation_id
 from image_project.store.writer import StoreWriter
 from image_project.testing import FakeImageBackend, FunctionTextBackend

@@ -13,13 +13,14 @@ from typing import Any
 
 import pytest
 
-from image_project.app import RunFailed, run_generation
 from image_project.backends.base import TextReply, TextRequest, TokenLogprob
-from image_project.backends.offline import OfflineTextBackend
+from image_project.backends.offline.text import OfflineTextBackend
 from image_project.cli.command import main
-from image_project.config import RubricSpec
+from image_project.config.models import RubricSpec
 from image_project.errors import ConfigError
 from image_project.record.events import TokenLogprobs
+from image_project.run.driver import run_generation
+from image_project.run.state import RunFailed
 from image_project.seeding import derive_seed
 from image_project.stages.scoring.judges import RATIONALE_MAX_CHARS, reasoned_output
 from image_project.stages.scoring.logprobs import NO_LOGPROBS, Weighted, expected_scores

@@ -51,12 +51,12 @@ from typing import Any, get_args
 import pytest
 
 from image_project import markers
+from image_project._fake_openai import OpenAIServer, RecordedRequest, chat_completion
 from image_project.cli.command import main
-from image_project.config import JudgeProtocol
+from image_project.config.models import JudgeProtocol
 from image_project.stages import standard, title
 from image_project.stages.scoring import cards, evolution, hints, prompts
 from image_project.stages.scoring.rubrics import BUILTIN_RUBRIC_TEXTS
-from image_project.testing import OpenAIServer, RecordedRequest, chat_completion
 
 REPO = Path(__file__).resolve().parents[1]
 CONCEPTS = REPO / "config" / "categories.csv"
@@ -331,7 +331,7 @@ def numbers(text: str) -> set[str]:
 
 def template_numbers() -> set[str]:
     found = numbers(
-        "\n".join(getattr(markers, n) for n in markers.__all__ if n != "STAND_IN_WORDS")
+        "\n".join(v for n, v in vars(markers).items() if n.isupper() and isinstance(v, str))
     )
     for module in PROMPT_WRITERS:
         found |= numbers(inspect.getsource(module))

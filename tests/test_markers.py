@@ -14,7 +14,7 @@ import re
 import pytest
 
 from image_project import markers
-from image_project.config import RubricSpec, SurvivorCategory
+from image_project.config.models import RubricSpec, SurvivorCategory
 from image_project.record.scoring import CardOptions, IdeaCard, ScoreRow
 from image_project.stages.scoring.hints import ProfileHints
 from image_project.stages.scoring.novelty import recent_motifs

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from image_project.config import AppConfig
 from image_project.config.capabilities import (
     IMAGE_MODELS,
     TEXT_MODELS,
@@ -24,6 +23,7 @@ from image_project.config.capabilities import (
     reasoning_effort_for,
     text_model,
 )
+from image_project.config.models import AppConfig
 from image_project.errors import ConfigError
 
 TODAY = date(2026, 11, 23)

@@ -15,9 +15,10 @@ import yaml
 from pydantic import BaseModel
 
 from image_project.cli.command import EXIT_CONFIG, main
-from image_project.config import AppConfig, load_config
 from image_project.config.dependencies import GATES, READ_WHEN_CLOSED
 from image_project.config.fields import _Section
+from image_project.config.loading import load_config
+from image_project.config.models import AppConfig
 from image_project.errors import ConfigError
 
 SCORING = "prompt.scoring.enabled"

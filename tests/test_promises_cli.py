@@ -85,8 +85,9 @@ def listed(bullet: str, stop: str) -> list[str]:
 
 
 def test_the_pages_columns_are_the_files_and_the_error_keys_the_records() -> None:
-    from image_project.artifacts import GENERATIONS_FIELDS, MANIFEST_FIELDS
-    from image_project.record import RunError
+    from image_project.artifacts.generations import GENERATIONS_FIELDS
+    from image_project.artifacts.manifest import MANIFEST_FIELDS
+    from image_project.record.run import RunError
 
     manifest = listed("**Titles manifest** `output/images/titles_manifest.csv`:", " (the last")
     assert manifest == list(MANIFEST_FIELDS)

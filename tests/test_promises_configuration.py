@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from image_project.config import AppConfig, load_config
+from image_project.config.loading import load_config
+from image_project.config.models import AppConfig
 from image_project.errors import ConfigError
 
 

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from image_project.app import run_generation
-from image_project.config import load_config
-from image_project.context import load_injectors
+from image_project.config.loading import load_config
+from image_project.context.loading import load_injectors
 from image_project.errors import ConfigError
 from image_project.record.context import ContextRecord
+from image_project.run.driver import run_generation
 from image_project.seeding import rng_for
 from image_project.testing import FunctionTextBackend
 from tests.test_app import REPO, answer, backends, make_cfg

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from image_project.app import run_generation
 from image_project.backends.base import TextReply, TextRequest
 from image_project.backends.factory import Backends
-from image_project.backends.offline import OfflineTextBackend
-from image_project.record import ChatEvent, ImageEvent
+from image_project.backends.offline.text import OfflineTextBackend
+from image_project.record.events import ChatEvent, ImageEvent
+from image_project.run.driver import run_generation
 from image_project.testing import FakeImageBackend, FunctionTextBackend
 from tests.test_app import make_cfg
 

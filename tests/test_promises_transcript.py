@@ -19,10 +19,9 @@ import pytest
 from pydantic import BaseModel
 
 from image_project.cli.command import main
-from image_project.record import ActionEvent, ChatEvent, ImageEvent, RunRecord
 from image_project.record.context import ContextRecord
-from image_project.record.events import ChatParams, Reask
-from image_project.record.run import RunError, Timing
+from image_project.record.events import ActionEvent, ChatEvent, ChatParams, ImageEvent, Reask
+from image_project.record.run import RunError, RunRecord, Timing
 from image_project.record.scoring import JudgeResult, RoundRecord, ScoringRecord
 from image_project.record.upscale import UpscaleRecord
 
@@ -195,8 +194,8 @@ async def test_transcripts_written_before_the_keys_added_within_version_2_still_
     image's, the context's, the rounds' and the image step's ``error`` reads, each taking
     the default the page gives."""
     from image_project.backends.factory import make_backends
-    from image_project.config import load_config
-    from image_project.run import run_generation
+    from image_project.config.loading import load_config
+    from image_project.run.driver import run_generation
 
     cfg = load_config(
         root=REPO,

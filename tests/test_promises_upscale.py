@@ -17,8 +17,8 @@ import anyio
 import anyio.from_thread
 import pytest
 
-from image_project.app import run_generation
 from image_project.preflight import check_upscale
+from image_project.run.driver import run_generation
 from tests.artifacts.test_upscale import POSIX_ONLY, calls, fake_upscaler
 from tests.test_upscale_run import ON, fake_backends, run_cfg
 

@@ -242,3 +242,49 @@ def _module_names() -> list[str]:
 @pytest.mark.parametrize("name", _module_names())
 def test_every_module_imports(name: str) -> None:
     assert importlib.import_module(name).__name__ == name
+
+
+PUBLIC_FILES = {"image_project/__init__.py", "image_project/testing.py"}
+
+
+def modules_declaring_all(root: Path) -> list[str]:
+    """The package's files, other than the two public modules, that assign ``__all__``
+    at their top level: an internal module declares no surface of its own."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root.parent).as_posix()
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in tree.body:
+            targets = (
+                node.targets
+                if isinstance(node, ast.Assign)
+                else [node.target]
+                if isinstance(node, ast.AnnAssign | ast.AugAssign)
+                else []
+            )
+            if rel not in PUBLIC_FILES and any(
+                isinstance(t, ast.Name) and t.id == "__all__" for t in targets
+            ):
+                found.append(f"{rel}:{node.lineno}")
+    return found
+
+
+def test_only_the_root_and_testing_declare_all() -> None:
+    assert modules_declaring_all(Path(image_project.__file__).parent) == []
+
+
+def test_the_all_check_sees_an_internal_list(tmp_path: Path) -> None:
+    """Control: each way of assigning ``__all__`` in an internal module is seen; the public
+    modules' lists are not."""
+    pkg = tmp_path / "image_project"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text('__all__ = ["a"]\n', encoding="utf-8")
+    (pkg / "testing.py").write_text('__all__ = ["b"]\n', encoding="utf-8")
+    (pkg / "sub" / "__init__.py").write_text('__all__ = ["c"]\n', encoding="utf-8")
+    (pkg / "sub" / "m.py").write_text('x = 1\n__all__: list[str] = ["x"]\n', encoding="utf-8")
+    (pkg / "n.py").write_text("__all__ += ['y']\n", encoding="utf-8")
+    assert modules_declaring_all(pkg) == [
+        "image_project/n.py:1",
+        "image_project/sub/__init__.py:1",
+        "image_project/sub/m.py:2",
+    ]

@@ -5,6 +5,7 @@ how it reads transcripts and judges a run."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import sys
 from pathlib import Path
@@ -14,8 +15,8 @@ import openai
 import pytest
 import yaml
 
-from image_project.app import run_generation
-from image_project.backends.offline import OfflineTextBackend
+from image_project.backends.offline.text import OfflineTextBackend
+from image_project.run.driver import run_generation
 from image_project.testing import FunctionTextBackend, StrictLocalServer
 from tests.test_app import backends, make_cfg
 
@@ -476,3 +477,80 @@ def test_the_instruct_model_runs_first_and_the_repeat_last() -> None:
         assert [spec.name for spec, _ in runs] == ["standard"]
     judges = real_model_check.SCORING["prompt.scoring.judges"]
     assert len(judges) == 3 and {j["protocol"] for j in judges} == {"logprobs"}
+
+
+def _context(**over: Any) -> Any:
+    args = real_model_check.parse_args([])
+    fields: dict[str, Any] = {
+        "binary": Path("x"),
+        "code": REPO,
+        "keys": {},
+        "runs": [r for r in real_model_check.RUNS if r.name in args.runs.split(",")],
+        "tmp": Path("x"),
+        "args": args,
+        "started": 0.0,
+        "seeds": [24],
+        "threads": 1,
+    }
+    return real_model_check.Context(**{**fields, **over})
+
+
+def test_the_base_model_runs_the_standard_run_with_each_template() -> None:
+    ctx = _context()
+    base = real_model_io.MODELS["base"]
+    assert set(base.templates) == {"lenient", "strict"}
+    for template in base.templates:
+        runs = real_model_check.runs_for(ctx, base, template)
+        assert [(spec.name, repeat) for spec, repeat in runs] == [("standard", False)]
+
+
+def test_a_broken_must_is_an_assertion_failed_line_and_exit_1(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    failed = {"transcript": True, "error": {"path": "pipeline/x", "type": "ModelOutputError"}}
+    run = row(exit=1, transcript=failed, must_pass=True, scoring=True)
+    run.update(model="instruct", template="own", run="standard", wall_s=3.0)
+    run["proxy"].update(shapes={}, no_token_limit=0, finish={})
+    run["problems"] = real_model_report.problems_of(run)
+    table = real_model_report.markdown({"rows": [run]})
+    (line,) = [ln for ln in table.splitlines() if "ASSERTION FAILED" in ln]
+    assert line.startswith("- instruct/own/standard: ASSERTION FAILED: ") and "must exit 0" in line
+    assert real_model_check.verdict(_context(), [], failed=True, interrupted=False) == 1
+    assert "real-model-check: FAILED (see ASSERTION FAILED above)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("cores", "load", "threads"), [(2, 0.2, 2), (2, 1.2, 1), (2, 9.0, 1)])
+def test_threads_are_the_cores_the_load_leaves_free(
+    monkeypatch: pytest.MonkeyPatch, cores: int, load: float, threads: int
+) -> None:
+    monkeypatch.setattr(os, "cpu_count", lambda: cores)
+    monkeypatch.setattr(os, "getloadavg", lambda: (load, load, load))
+    assert real_model_io.free_threads() == threads
+
+
+def test_the_runs_are_configured_as_the_page_says() -> None:
+    """docs/real_model_check.md "Why the runs are set up as they are": logprobs judges with
+    the three rubrics, six cards asked up to three times, no enclave in the standard run,
+    and the token limits it names."""
+    runs = {spec.name: spec for spec in real_model_check.RUNS}
+    assert runs["standard"].overlay["prompt.refinement"] == "none"
+    for name in ("scoring-3-judges", "llm-selector-2-rounds"):
+        overlay = runs[name].overlay
+        judges = overlay["prompt.scoring.judges"]
+        assert [j["protocol"] for j in judges] == ["logprobs"] * 3
+        assert [j["rubric"] for j in judges] == ["strict", "profile_fit", "novelty_heavy"]
+        assert overlay["prompt.scoring.num_ideas"] == 6
+        assert overlay["prompt.scoring.max_reasks"] == 2
+    common = real_model_check.COMMON
+    limits = {k.rsplit(".", 1)[1]: v for k, v in common.items() if ".max_output_tokens." in k}
+    assert (limits["prose"], limits["card"]) == (300, 400)
+    assert (limits["judge_base"], limits["judge_per_card"]) == (60, 40)
+
+
+def test_runs_the_budget_left_out_are_skipped_not_failed(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    ctx = _context(skipped=["base/strict/standard seed 24"])
+    assert real_model_check.verdict(ctx, [], failed=False, interrupted=False) == 0
+    out = capsys.readouterr().out
+    assert "SKIPPED (over the 600 s budget, not a code failure): 1 run(s): base/strict" in out

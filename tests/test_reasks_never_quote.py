@@ -28,12 +28,13 @@ from typing import Any
 
 import pytest
 
-from image_project.app import RunFailed, run_generation
 from image_project.backends.base import TextReply, TextRequest
-from image_project.backends.offline import OfflineTextBackend
-from image_project.record import RunRecord
+from image_project.backends.offline.text import OfflineTextBackend
 from image_project.record.events import REJECTED_CHARS
+from image_project.record.run import RunRecord
 from image_project.record.scoring import IdeaCard
+from image_project.run.driver import run_generation
+from image_project.run.state import RunFailed
 from image_project.testing import FunctionTextBackend, last_user_text
 from tests.test_app import backends, make_cfg
 

@@ -22,20 +22,18 @@ import anyio
 import pytest
 from pydantic import ValidationError
 
-from image_project.app import RunFailed, run_generation
 from image_project.backends.base import TextRequest
 from image_project.backends.factory import Backends, make_backends
 from image_project.cli.command import main
-from image_project.config import AppConfig, load_config
+from image_project.config.loading import load_config
+from image_project.config.models import AppConfig
 from image_project.errors import RequestRejectedError
-from image_project.record import (
-    ChatEvent,
-    ImageEvent,
-    RunRecord,
-    ScoringRecord,
-    transcript_json_schema,
-)
-from image_project.record.schema import transcript_json_schema_text
+from image_project.record.events import ChatEvent, ImageEvent
+from image_project.record.run import RunRecord
+from image_project.record.schema import transcript_json_schema, transcript_json_schema_text
+from image_project.record.scoring import ScoringRecord
+from image_project.run.driver import run_generation
+from image_project.run.state import RunFailed
 from image_project.testing import FakeImageBackend, FunctionTextBackend
 
 pytestmark = pytest.mark.anyio

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from image_project.config import ScoringConfig
+from image_project.config.models import ScoringConfig
 from image_project.config.reference import config_reference
 from image_project.stages.scoring import rubrics
 

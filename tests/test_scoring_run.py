@@ -15,17 +15,20 @@ from typing import Any
 import anyio
 import pytest
 
-from image_project.app import RunFailed, run_generation
 from image_project.artifacts.generations import append_generation_row
 from image_project.backends.base import TextReply, TextRequest
 from image_project.cli.summary import gate_lines, record_lines
-from image_project.engine import walk
 from image_project.errors import ServerError
-from image_project.record import RunRecord, ScoringRecord, gate_counts
+from image_project.record.gates import gate_counts
+from image_project.record.run import RunRecord
+from image_project.record.scoring import ScoringRecord
+from image_project.run.driver import run_generation
+from image_project.run.state import RunFailed
 from image_project.seeding import derive_seed, rng_for
 from image_project.stages.profile import load_profile
-from image_project.stages.standard import Brief, prompt_pipeline
+from image_project.stages.standard import Brief
 from image_project.testing import FunctionTextBackend, last_user_text
+from tests.support.pipeline import pipeline_shape
 from tests.test_app import answer, backends, leftover_files, make_cfg, transcript, untimed_steps
 
 pytestmark = pytest.mark.anyio
@@ -224,9 +227,8 @@ async def test_disabled_scoring_is_exactly_the_standard_pipeline(tmp_path: Path)
     assert untimed_steps(a) == untimed_steps(b)
     assert a["final_image_prompt"] == b["final_image_prompt"]
     assert a["blackbox_scoring"] == b["blackbox_scoring"] == {"enabled": False}
-    tree = prompt_pipeline(brief=BRIEF, run_seed=SEED, refinement="final", temperature=0.8)
-    chat_paths = [p for p, node in walk(tree) if type(node).__name__ == "ChatStep"]
-    assert step_paths(a) == ["dislike_rewrite", *chat_paths, "image", "title"]
+    tree = await pipeline_shape(BRIEF, run_seed=SEED, refinement="final")
+    assert step_paths(a) == ["dislike_rewrite", *tree.paths, "image", "title"]
     # The artifacts are the same too: rows equal but for the run's id, paths and clock; the
     # captioned images byte for byte.
     volatile = {"generation_id", "created_at", "image_path"}

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from image_project.cli import command as cli
-from image_project.record import RunRecord, ScoringRecord, pick_rule
+from image_project.record.run import RunRecord
+from image_project.record.scoring import ScoringRecord, pick_rule
 from tests.review.offline_runs import make_round_runs
 
 

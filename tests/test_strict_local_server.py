@@ -21,11 +21,11 @@ import jinja2
 import openai
 import pytest
 
-from image_project.app import run_generation
 from image_project.backends.base import JsonSchema, Message, TextRequest
-from image_project.backends.offline import OfflineTextBackend
+from image_project.backends.offline.text import OfflineTextBackend
 from image_project.backends.openai_backend import openai_backends
 from image_project.cli.command import main
+from image_project.run.driver import run_generation
 from image_project.testing import FunctionTextBackend, StrictLocalServer, alternation_error
 from tests.test_app import backends, make_cfg
 from tests.test_cli import REPO, write_config

@@ -81,3 +81,11 @@ def test_commit_subjects_since_the_rule_are_at_most_72_characters() -> None:
     ).stdout.splitlines()
     long = [s for s in subjects if len(s) > 72]
     assert long == [], f"commit subjects over 72 characters (put details in the body): {long}"
+
+
+def test_an_unmarked_test_that_starts_an_interpreter_fails_before_it_starts() -> None:
+    """``scripts/check --fast`` leaves out the tests that start another interpreter by their
+    ``subprocess`` marker; a test without it that starts one fails (tests/conftest.py), so
+    the fast tier cannot silently start interpreters."""
+    with pytest.raises(AssertionError, match="is not marked subprocess"):
+        subprocess.Popen([sys.executable, "-c", "pass"])

@@ -10,10 +10,11 @@ from pathlib import Path
 import anyio
 import pytest
 
-from image_project.app import RunFailed, run_generation
 from image_project.backends.base import ImageReply, ImageRequest, TextRequest
 from image_project.backends.factory import Backends
 from image_project.errors import ServerError
+from image_project.run.driver import run_generation
+from image_project.run.state import RunFailed
 from image_project.testing import FakeImageBackend, FunctionTextBackend
 from tests.test_app import answer, leftover_files, make_cfg, system_text, transcript
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from image_project.artifacts.upscale import BINARY_ENV_VAR, UpscaleTarget
-from image_project.config import AppConfig, load_config
+from image_project.config.loading import load_config
+from image_project.config.models import AppConfig
 from image_project.errors import ConfigError, InputFileError
 from image_project.preflight import check_outputs, check_upscale
 

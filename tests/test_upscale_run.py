@@ -21,15 +21,16 @@ import anyio
 import pytest
 from PIL import Image, ImageChops, ImageOps, ImageStat
 
-from image_project.app import RunFailed, run_generation
 from image_project.artifacts.upscale import BINARY_ENV_VAR
 from image_project.backends.base import ImageRequest, TextRequest
 from image_project.backends.factory import Backends
-from image_project.backends.offline import OfflineImageBackend
+from image_project.backends.offline.image import OfflineImageBackend
 from image_project.cli.command import main
-from image_project.config import AppConfig
+from image_project.config.models import AppConfig
 from image_project.errors import UpscaleError
 from image_project.preflight import check_upscale
+from image_project.run.driver import run_generation
+from image_project.run.state import RunFailed
 from image_project.seeding import derive_seed
 from image_project.testing import FakeImageBackend, FunctionTextBackend, last_user_text
 from tests.artifacts.test_manifest_4k_columns import old_manifest

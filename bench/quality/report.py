@@ -11,7 +11,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from image_project.config import load_config
+from image_project.config.loading import load_config
 from image_project.stages.profile import load_profile
 
 from .runs import (

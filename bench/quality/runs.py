@@ -67,12 +67,13 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from image_project.app import RunFailed, RunResult, run_generation
 from image_project.backends.factory import Backends
-from image_project.config import AppConfig, load_config
-from image_project.config.models import Aggregation, Normalise
+from image_project.config.loading import load_config
+from image_project.config.models import Aggregation, AppConfig, Normalise
 from image_project.errors import ConfigError
-from image_project.record import ScoreRow, ScoringRecord
+from image_project.record.scoring import ScoreRow, ScoringRecord
+from image_project.run.driver import run_generation
+from image_project.run.state import RunFailed, RunResult
 from image_project.seeding import derive_seed
 from image_project.stages.scoring.evolution import ranked
 from image_project.testing import FakeImageBackend, FunctionTextBackend

@@ -75,7 +75,7 @@ sys.path.insert(0, str(REPO))
 
 from image_project import markers  # noqa: E402
 from image_project.backends.base import TextReply, TextRequest  # noqa: E402
-from image_project.backends.offline import OfflineTextBackend  # noqa: E402
+from image_project.backends.offline.text import OfflineTextBackend  # noqa: E402
 from image_project.seeding import derive_seed  # noqa: E402
 from image_project.stages.scoring.evolution import MUTATION_AXES  # noqa: E402
 from image_project.stages.scoring.hints import content_tokens  # noqa: E402

@@ -22,8 +22,6 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Literal
 
-__all__ = ["AlphaMetric", "krippendorff_alpha"]
-
 AlphaMetric = Literal["interval", "nominal"]
 
 

@@ -53,19 +53,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from itertools import combinations
 
-from image_project.record import JudgeResult, ScoringRecord
+from image_project.record.scoring import JudgeResult, ScoringRecord
 from image_project.seeding import rng_for
-
-__all__ = [
-    "BOOTSTRAP_SEED",
-    "MIN_RUNS",
-    "GroupIndependence",
-    "PanelIndependence",
-    "RoundScores",
-    "effective_judges",
-    "estimate_independence",
-    "panel_independence",
-]
 
 BOOTSTRAP_SEED = 0
 """The seed of the bootstrap (with the label ``panel_independence``): fixed, so the interval

@@ -21,29 +21,8 @@ from itertools import combinations, pairwise
 from image_project.analysis.alpha import krippendorff_alpha
 from image_project.analysis.independence import PanelIndependence, panel_independence
 from image_project.analysis.tau import kendall_tau_b
-from image_project.record import (
-    JUDGE_STATUSES,
-    JudgeResult,
-    JudgeStatus,
-    RunRecord,
-    ScoringRecord,
-    run_status,
-)
-
-__all__ = [
-    "MONOTONE_MIN_CARDS",
-    "JudgeStats",
-    "Monotone",
-    "PairAgreement",
-    "PanelAgreement",
-    "PanelStats",
-    "PositionMean",
-    "ScoreSummary",
-    "StatusCounts",
-    "monotone_direction",
-    "panel_stats",
-    "scoring_records",
-]
+from image_project.record.run import RunRecord, run_status
+from image_project.record.scoring import JUDGE_STATUSES, JudgeResult, JudgeStatus, ScoringRecord
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,8 @@ from collections.abc import Iterable, Sequence
 from typing import IO
 
 from image_project.analysis.panel import JudgeStats, PanelStats, PositionMean, panel_stats
-from image_project.record import JUDGE_STATUSES, RunRecord
-
-__all__ = ["format_panel_table", "render_columns", "stats_command"]
+from image_project.record.run import RunRecord
+from image_project.record.scoring import JUDGE_STATUSES
 
 
 def render_columns(

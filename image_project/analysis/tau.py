@@ -16,8 +16,6 @@ import math
 from collections.abc import Sequence
 from itertools import combinations
 
-__all__ = ["kendall_tau_b"]
-
 
 def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float | None:
     """Tau-b of the paired values ``x`` and ``y``; None when it is undefined (fewer than two

@@ -19,8 +19,6 @@ import os
 import secrets
 from pathlib import Path
 
-__all__ = ["append_bytes", "atomic_write_bytes", "atomic_write_text", "file_size", "truncate_back"]
-
 _BINARY = getattr(os, "O_BINARY", 0)
 
 

@@ -23,15 +23,6 @@ from image_project.artifacts.manifest import (
 )
 from image_project.errors import InputFileError
 
-__all__ = [
-    "GENERATIONS_FIELDS",
-    "GENERATIONS_REQUIRED_FIELDS",
-    "append_generation_row",
-    "parse_selected_concepts",
-    "read_generations",
-    "read_recent_prompts",
-]
-
 GENERATIONS_FIELDS: tuple[str, ...] = (
     "generation_id",
     "selected_concepts",

@@ -39,19 +39,6 @@ from PIL import Image, ImageDraw, ImageFont, UnidentifiedImageError
 from image_project.artifacts.atomic import atomic_write_bytes
 from image_project.errors import ImageProjectError, InputFileError, preview
 
-__all__ = [
-    "CaptionFont",
-    "CaptionLayout",
-    "caption_layout",
-    "caption_text",
-    "check_image",
-    "decode_checked",
-    "load_caption_font",
-    "overlay_caption",
-    "save_captioned_frame",
-    "save_captioned_jpeg",
-]
-
 CaptionFont: TypeAlias = ImageFont.FreeTypeFont | ImageFont.ImageFont
 
 _STRIP_FILL = (0, 0, 0, 110)

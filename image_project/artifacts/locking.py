@@ -51,8 +51,6 @@ from image_project.errors import ImageProjectError
 if TYPE_CHECKING:  # imported when a lock is first taken: a prompt-only run never takes one
     import filelock
 
-__all__ = ["DEFAULT_TIMEOUT_S", "FileLock"]
-
 DEFAULT_TIMEOUT_S = 30.0
 _POLL_INTERVAL_S = 0.025
 

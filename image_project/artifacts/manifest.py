@@ -49,29 +49,6 @@ from image_project.artifacts.atomic import (
 from image_project.artifacts.locking import DEFAULT_TIMEOUT_S, FileLock
 from image_project.errors import ImageProjectError, InputFileError
 
-__all__ = [
-    "MANIFEST_FIELDS",
-    "MANIFEST_HEADERS",
-    "MANIFEST_LEGACY_FIELDS",
-    "MANIFEST_REQUIRED_FIELDS",
-    "MANIFEST_UPSCALE_FIELDS",
-    "ManifestMark",
-    "append_csv_row",
-    "append_manifest_row",
-    "existing_titles",
-    "lock_path_for",
-    "manifest_lock",
-    "mark_manifest",
-    "next_seq",
-    "prepare_row",
-    "read_csv_header",
-    "read_csv_rows",
-    "read_manifest",
-    "restore_manifest",
-    "upgrade_manifest_header",
-    "utc_now_iso",
-]
-
 MANIFEST_LEGACY_FIELDS: tuple[str, ...] = (
     "seq",
     "title",

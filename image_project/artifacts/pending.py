@@ -56,27 +56,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from image_project.artifacts.generations import append_generation_row, read_generations
 from image_project.artifacts.manifest import manifest_lock, read_manifest
 from image_project.artifacts.transcript import write_transcript
-from image_project.record import RunError, RunRecord
 from image_project.record.ids import GENERATION_ID_PATTERN, generation_id_problem
-
-__all__ = [
-    "PENDING_SUFFIX",
-    "POINTS",
-    "Leftover",
-    "PendingRecords",
-    "PendingTranscript",
-    "RepairScope",
-    "Repaired",
-    "at_point",
-    "describe_all",
-    "describe_without_transcript",
-    "left_by_killed_runs",
-    "lock_file",
-    "on_point",
-    "pending_path",
-    "repair",
-    "runs_without_transcript",
-]
+from image_project.record.run import RunError, RunRecord
 
 PENDING_SUFFIX = "_transcript.pending.json"
 """A run's pending transcript is ``<image.log_path>/<generation_id>_transcript.pending.json``."""

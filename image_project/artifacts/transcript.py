@@ -19,8 +19,6 @@ from pydantic_core import PydanticSerializationError
 from image_project.artifacts.atomic import atomic_write_bytes
 from image_project.record.run import RunRecord
 
-__all__ = ["read_transcript", "transcript_path", "write_transcript"]
-
 
 def transcript_path(log_dir: str | os.PathLike[str], generation_id: str) -> Path:
     """``<log_dir>/<generation_id>_transcript.json``; the id must be a plain file-name part."""

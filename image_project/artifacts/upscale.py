@@ -64,24 +64,6 @@ from image_project.artifacts.image import save_captioned_frame
 from image_project.errors import ConfigError, UpscaleError
 from image_project.record.upscale import UpscaleMethodName
 
-__all__ = [
-    "BINARY_ENV_VAR",
-    "BINARY_NAME",
-    "UPSCALE_QUALITY",
-    "SavedUpscale",
-    "UpscaleSettings",
-    "UpscaleTarget",
-    "Upscaled",
-    "Upscaler",
-    "choose_method",
-    "find_upscaler",
-    "output_tail",
-    "run_upscaler",
-    "save_upscaled",
-    "upscale_frame",
-    "upscaled_path",
-]
-
 BINARY_NAME = "realesrgan-ncnn-vulkan"
 BINARY_ENV_VAR = "REALESRGAN_NCNN_VULKAN_PATH"
 UPSCALE_QUALITY = 95

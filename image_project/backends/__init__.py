@@ -4,5 +4,3 @@ itself exports nothing.
 
 Internal: import the public names from ``image_project`` (docs/api.md); this package's
 modules may change without notice."""
-
-__all__: list[str] = []

@@ -11,23 +11,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-__all__ = [
-    "GRAMMAR_KEYWORDS",
-    "STRICT_KEYWORDS",
-    "ImageBackend",
-    "ImageReply",
-    "ImageRequest",
-    "JsonSchema",
-    "Message",
-    "Role",
-    "TextBackend",
-    "TextReply",
-    "TextRequest",
-    "TokenLogprob",
-    "Usage",
-    "conversation_problem",
-]
-
 Role = Literal["system", "user", "assistant"]
 
 

@@ -39,29 +39,19 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from image_project.backends.base import ImageBackend, TextBackend
-from image_project.backends.offline import OfflineImageBackend, OfflineTextBackend
+from image_project.backends.offline.image import OfflineImageBackend
+from image_project.backends.offline.text import OfflineTextBackend
 from image_project.backends.pacing import Pacer
 from image_project.backends.probe import ModelNeed, ProbeTarget, probe_backends
 from image_project.backends.retry import RetryPolicy
 from image_project.backends.routing import RoutingTextBackend
-from image_project.config import AppConfig, BackendConfig
 from image_project.config.capabilities import check_models
-from image_project.config.models import OFFLINE_BACKEND
+from image_project.config.models import OFFLINE_BACKEND, AppConfig, BackendConfig
 from image_project.errors import AuthenticationError
 from image_project.record.run import PreflightMode, PreflightRecord
 
 if TYPE_CHECKING:
     from image_project.backends.openai_backend import OpenAIBackends
-
-__all__ = [
-    "PLACEHOLDER_KEY",
-    "PROBE_TIMEOUT_S",
-    "Backends",
-    "ProviderChoice",
-    "choose_provider",
-    "make_backends",
-    "preflight_mode",
-]
 
 PLACEHOLDER_KEY = "unused-by-local-server"
 PROBE_TIMEOUT_S = 10.0

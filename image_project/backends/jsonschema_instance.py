@@ -44,13 +44,6 @@ from image_project.backends.base import STRICT_KEYWORDS
 from image_project.errors import RequestRejectedError
 from image_project.markers import STAND_IN_WORDS
 
-__all__ = [
-    "SUPPORTED_KEYWORDS",
-    "UnsupportedSchemaError",
-    "check_schema",
-    "generate_instance",
-]
-
 SUPPORTED_KEYWORDS: frozenset[str] = STRICT_KEYWORDS | {"minLength", "maxLength"}
 """Every keyword :func:`check_schema` accepts: the strict subset answer models produce, and
 the string lengths of the grammar dialect."""

@@ -116,26 +116,6 @@ from image_project.errors import (
     preview,
 )
 
-__all__ = [
-    "DEFAULT_API_KEY_ENV",
-    "LABEL",
-    "LOOPBACK_HOSTS",
-    "OPENAI_BASE_URL",
-    "QUOTA_ERROR_CODES",
-    "Check",
-    "NetworkPolicy",
-    "OpenAIBackends",
-    "OpenAIImageBackend",
-    "OpenAITextBackend",
-    "OpenAITransport",
-    "RawAnswer",
-    "Send",
-    "Sent",
-    "get_network_policy",
-    "openai_backends",
-    "set_network_policy",
-]
-
 NetworkPolicy = Literal["any", "loopback", "deny"]
 
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"

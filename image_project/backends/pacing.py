@@ -55,18 +55,6 @@ import anyio
 
 from image_project.backends.retry import SleepFn, parse_non_negative
 
-__all__ = [
-    "AdaptiveLimit",
-    "CallPacing",
-    "Outcome",
-    "Pacer",
-    "RateLimitHeaders",
-    "SharedBudget",
-    "Slot",
-    "parse_duration",
-    "parse_rate_limit_headers",
-]
-
 Outcome = Literal["ok", "rate_limited", "failed"]
 
 _DURATION = re.compile(r"(?:(?:\d+(?:\.\d*)?|\.\d+)(?:ns|us|µs|ms|s|m|h))+")

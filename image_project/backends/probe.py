@@ -67,8 +67,6 @@ from image_project.errors import (
 )
 from image_project.record.run import PreflightMode, PreflightRecord
 
-__all__ = ["ModelNeed", "ProbeTarget", "probe_backends"]
-
 log = logging.getLogger(__name__)
 
 _NO_LIST = frozenset({404, 405, 501})

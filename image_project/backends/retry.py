@@ -72,23 +72,6 @@ from image_project.seeding import fresh_seed, rng_for
 if TYPE_CHECKING:  # tenacity is imported on the first retry only (offline runs never retry)
     from tenacity import RetryCallState
 
-__all__ = [
-    "RETRY_AFTER_SPREAD",
-    "Attempted",
-    "Retrier",
-    "RetryPolicy",
-    "SleepFn",
-    "attach_retry_after",
-    "call_with_retry",
-    "is_retryable_status",
-    "parse_non_negative",
-    "parse_retry_after",
-    "refuse_long_wait",
-    "retry_after_of",
-    "should_retry",
-    "wait_seconds",
-]
-
 log = logging.getLogger(__name__)
 
 RETRY_AFTER_SPREAD = 0.1

@@ -16,8 +16,6 @@ from collections.abc import Mapping
 
 from image_project.backends.base import TextBackend, TextReply, TextRequest
 
-__all__ = ["RoutingTextBackend"]
-
 
 class RoutingTextBackend:
     """Dispatch on :attr:`TextRequest.backend` (see the module docstring).

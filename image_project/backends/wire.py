@@ -35,15 +35,6 @@ from typing import Any, get_args
 from image_project.backends.base import JsonSchema, Message, TextRequest
 from image_project.config.wire_section import RoleStyle, SchemaDialect, TokenLimitParam
 
-__all__ = [
-    "SHRINK_FLOOR",
-    "WireOptions",
-    "schema_instruction",
-    "shrunk_limit",
-    "wire_messages",
-    "wire_schema",
-]
-
 SHRINK_FLOOR = 256
 """The smallest token limit a retry after a timeout shrinks to (never above the original)."""
 

@@ -13,5 +13,3 @@ PostgreSQL. Nothing here is imported by a batch on one machine.
 Internal: import the public names from ``image_project`` (docs/api.md); this package's
 modules may change without notice.
 """
-
-__all__: list[str] = []

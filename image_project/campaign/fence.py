@@ -42,10 +42,8 @@ if TYPE_CHECKING:
     from sqlalchemy import Connection
 
     from image_project.campaign.outage import Outage
-    from image_project.record import RunRecord
+    from image_project.record.run import RunRecord
     from image_project.store.db import RunStore
-
-__all__ = ["CLAIMS_DDL", "CLAIMS_TABLE", "FencedWriter", "new_attempt"]
 
 CLAIMS_TABLE: Final = "image_project_run_claims"
 CLAIMS_DDL: Final = (

@@ -35,8 +35,6 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-__all__ = ["RATES_TABLE", "TRANSIT_S", "PostgresBudget", "budget_name"]
-
 TRANSIT_S = 0.1
 """Added to the window: a request stamped at the end of one window may reach the server in
 the next."""

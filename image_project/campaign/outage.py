@@ -23,15 +23,6 @@ import anyio
 
 from image_project.store.writer import StoreUnreachable
 
-__all__ = [
-    "BACKOFF_MAX_S",
-    "BACKOFF_S",
-    "EXIT_DATABASE_LOST",
-    "DatabaseLost",
-    "Outage",
-    "is_connection_loss",
-]
-
 T = TypeVar("T")
 
 BACKOFF_S: Final = 0.1

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Final, LiteralString
 from sqlalchemy.engine import make_url
 
 from image_project.campaign.fence import CLAIMS_DDL
-from image_project.config import AppConfig
+from image_project.config.models import AppConfig
 from image_project.config.store_url import POSTGRES_PREFIX, redact_url
 from image_project.errors import ConfigError
 from image_project.seeding import fresh_seed, run_seed
@@ -32,21 +32,6 @@ if TYPE_CHECKING:
     import procrastinate
 
     from image_project.campaign.outage import Outage
-
-__all__ = [
-    "EXTRA",
-    "QUEUE",
-    "TASK",
-    "CampaignCounts",
-    "campaign_status",
-    "conninfo",
-    "ensure_schema",
-    "generation_id_for",
-    "make_app",
-    "new_campaign_id",
-    "require_campaign",
-    "submit_campaign",
-]
 
 TASK: Final = "image_project.campaign.run"
 QUEUE: Final = "image_project_runs"
@@ -337,7 +322,7 @@ def _files(
 ) -> tuple[tuple[int, int, int], list[str]]:
     """The campaign's records in this machine's ``logs`` and ``manifest``, and what does not
     agree with the store's ``stored`` ids."""
-    from image_project.artifacts import read_manifest
+    from image_project.artifacts.manifest import read_manifest
     from image_project.store.writer import TRANSCRIPT_SUFFIX
 
     prefix = f"{campaign}_r"

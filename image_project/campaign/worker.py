@@ -71,7 +71,8 @@ from image_project.campaign.queue import (
     generation_id_for,
     make_app,
 )
-from image_project.config import AppConfig, load_config
+from image_project.config.loading import load_config
+from image_project.config.models import AppConfig
 from image_project.config.store_url import redact_url
 from image_project.errors import ImageProjectError
 from image_project.preflight import check_upscale
@@ -91,16 +92,7 @@ if TYPE_CHECKING:
     from procrastinate.worker import Worker as ProcrastinateWorker
 
     from image_project.artifacts.upscale import UpscaleSettings
-    from image_project.record import RunRecord
-
-__all__ = [
-    "EXIT_DATABASE_LOST",
-    "EXIT_SETUP_FAILED",
-    "CampaignRunFailed",
-    "InfrastructureFailed",
-    "Worker",
-    "WorkerSetupFailed",
-]
+    from image_project.record.run import RunRecord
 
 EXIT_SETUP_FAILED = 1
 

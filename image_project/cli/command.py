@@ -50,16 +50,15 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from image_project.backends.factory import Backends, make_backends
-from image_project.config import AppConfig, load_config
 from image_project.config.defaults import BUILTIN_CONFIG, builtin_note, init_command
+from image_project.config.loading import load_config
+from image_project.config.models import AppConfig
 from image_project.errors import AuthenticationError, ConfigError, InputFileError, StoreError
 from image_project.preflight import check_upscale
 from image_project.run.batch import run_batch
 
 if TYPE_CHECKING:
     from image_project.artifacts.upscale import UpscaleSettings
-
-__all__ = ["EXIT_CONFIG", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_RUN_FAILED", "build_parser", "main"]
 
 EXIT_OK, EXIT_RUN_FAILED, EXIT_CONFIG, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -400,6 +399,16 @@ def _add_runs_parser(
         metavar="X",
         help="only card X's history: its parent chain, scores per round, survivor reasons",
     )
+    view.add_argument(
+        "--calls",
+        action="store_true",
+        help="every model call: path, role, model, protocol, tokens, latency, attempts, status",
+    )
+    view.add_argument(
+        "--call",
+        metavar="PATH",
+        help="the call at PATH whole: its request, re-asks and their reasons, answer, judge's view",
+    )
     export = sub.add_parser(
         "export",
         parents=[common, _filters(None)],
@@ -637,7 +646,7 @@ def _check_context(cfg: AppConfig) -> None:
     ``holidays`` package does not know, exits 2 before any call (ConfigError naming the key).
     The context package (and ``holidays``) is imported only then."""
     if cfg.context.enabled:
-        from image_project.context import load_injectors
+        from image_project.context.loading import load_injectors
 
         load_injectors(cfg.context)
 

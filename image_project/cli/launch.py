@@ -24,8 +24,6 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["console_script", "launch"]
-
 _EXIT_INTERRUPTED = 130  # 128 + SIGINT, as image_project.cli.command.EXIT_INTERRUPTED
 _EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: standard output's reader closed the pipe
 

@@ -5,10 +5,10 @@ every record in declared order) that also writes a short line per finished step,
 
     [  3.1s] ✓ pipeline/dalle_prompt_creation/tot_enclave/fanout/munch   3/5 of fanout
 
-The group counts come from the engine, which announces every parallel group as it starts with
-the number of steps in it (``on_group_start``; for a tree, :func:`parallel_groups` gives the
-same counts), so they are right whatever order concurrent steps finish in, also for groups
-that code builds as it goes (the rounds of a scoring run).
+The group counts come from the engine, which announces every parallel group of steps as it
+starts with the number of steps in it (``on_group_start``), so they are right whatever order
+concurrent steps finish in, also for groups that code builds as it goes (the rounds of a
+scoring run).
 """
 
 from __future__ import annotations
@@ -17,28 +17,14 @@ import logging
 import time
 from collections.abc import Callable
 
-from image_project.engine import Block, Context, DefaultStepRecorder, EngineEvent, Node, walk
+from image_project.engine.context import Context, EngineEvent
+from image_project.engine.recorder import DefaultStepRecorder
 from image_project.record.events import ChatEvent, ImageEvent
-
-__all__ = ["ProgressRecorder", "counted", "parallel_groups"]
 
 
 def counted(n: int, noun: str) -> str:
     """``"1 judge"``, ``"3 judges"``: a count with its noun in the right number."""
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
-
-
-def parallel_groups(root: Node) -> dict[str, int]:
-    """Path of every parallel block in ``root`` -> the number of steps in its subtree."""
-    nodes = list(walk(root))
-    groups: dict[str, int] = {}
-    for path, node in nodes:
-        if isinstance(node, Block) and node.parallel:
-            prefix = path + "/"
-            groups[path] = sum(
-                1 for p, n in nodes if p.startswith(prefix) and not isinstance(n, Block)
-            )
-    return groups
 
 
 class ProgressRecorder(DefaultStepRecorder):
@@ -54,11 +40,6 @@ class ProgressRecorder(DefaultStepRecorder):
         self.clock = clock
         self.started = clock()
         self.done: dict[str, int] = {}
-
-    def watch(self, root: Node) -> None:
-        """Register the concurrent groups of a tree about to run (the runner also announces
-        each as it starts)."""
-        self.groups.update(parallel_groups(root))
 
     def on_step_end(self, ctx: Context, record: EngineEvent) -> None:
         super().on_step_end(ctx, record)

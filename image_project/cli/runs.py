@@ -27,6 +27,8 @@ from typing import IO, TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from image_project.cli.summary import (
+    call_lines,
+    calls_lines,
     card_lines,
     record_lines,
     round_lines,
@@ -34,21 +36,14 @@ from image_project.cli.summary import (
     terminal_safe,
 )
 from image_project.config.store_url import sqlite_path
+from image_project.errors import StoreError
 from image_project.extras import missing_extra
-from image_project.record import RunRecord, ScoringRecord, run_status, stopped_reason
-from image_project.store.db import RunStore, RunSummary, StoreError, parse_since
+from image_project.record.run import RunRecord, run_status, stopped_reason
+from image_project.record.scoring import ScoringRecord
+from image_project.store.db import RunStore, RunSummary, parse_since
 
 if TYPE_CHECKING:
     from image_project.artifacts.pending import RepairScope
-
-__all__ = [
-    "EXPORT_CSV_FIELDS",
-    "format_summaries",
-    "iter_records",
-    "review_stored_runs",
-    "run_command",
-    "show_lines",
-]
 
 EXPORT_CSV_FIELDS: tuple[str, ...] = (
     "generation_id",
@@ -118,6 +113,8 @@ def run_command(
                     out,
                     round_index=getattr(args, "round", None),
                     card=getattr(args, "card", None),
+                    calls=getattr(args, "calls", False),
+                    call=getattr(args, "call", None),
                 )
             if action == "export":
                 return _export(store, args, since, out)
@@ -158,7 +155,7 @@ def review_stored_runs(
     except StoreError as exc:
         print(f"store error: {exc}", file=sys.stderr)
         return 1
-    from image_project.review import review_command
+    from image_project.review.site import review_command
 
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -191,7 +188,7 @@ def review_stored_runs(
 def _stats(store: RunStore, args: argparse.Namespace, since: Any, out: IO[str]) -> int:
     """``runs stats``: the judge-panel table (:mod:`image_project.analysis`) of the runs the
     filters select (all runs unless ``--limit``)."""
-    from image_project.analysis import stats_command
+    from image_project.analysis.table import stats_command
 
     records = store.records(last=args.limit, failed=args.failed, judge=args.judge, since=since)
     if not records:
@@ -283,23 +280,33 @@ def _show(
     *,
     round_index: int | None = None,
     card: str | None = None,
+    calls: bool = False,
+    call: str | None = None,
 ) -> int:
     try:
         record = store.find(ref)
     except KeyError as exc:  # no such run, or an ambiguous start: a usage error
         print(f"error: {exc.args[0]}", file=sys.stderr)
         return 2
+    except ValidationError as exc:  # the stored text is input: name it, no traceback
+        print(f"error: {_unreadable(ref, exc)}", file=sys.stderr)
+        return 1
     try:
-        lines = show_lines(record, round_index=round_index, card=card)
-    except (KeyError, ValueError) as exc:
-        print(f"error: {exc.args[0]}", file=sys.stderr)
+        lines = show_lines(record, round_index=round_index, card=card, calls=calls, call=call)
+    except (KeyError, ValueError) as exc:  # it may quote the record: escaped
+        print(f"error: {terminal_safe(exc.args[0], newlines=False)}", file=sys.stderr)
         return 2
     print(terminal_safe("\n".join(lines)), file=out)
     return 0
 
 
 def show_lines(
-    record: RunRecord, *, round_index: int | None = None, card: str | None = None
+    record: RunRecord,
+    *,
+    round_index: int | None = None,
+    card: str | None = None,
+    calls: bool = False,
+    call: str | None = None,
 ) -> list[str]:
     """``runs show``: the run's summary as the CLI printed it (:mod:`image_project.cli.summary`),
     with its status and error, and (for a scoring run) the score table and each judge's
@@ -307,7 +314,14 @@ def show_lines(
     category, proposer and reason, the selector and any fallback) and the final pick's rule.
     ``round_index`` prints only that round, ``card`` only that card's history (its parent
     chain, scores per round, survivor reasons). Raises ``ValueError`` for either on a run
-    without scoring and ``KeyError`` (naming what there is) for an unknown round or card."""
+    without scoring and ``KeyError`` (naming what there is) for an unknown round or card.
+    ``calls`` lists every model call of the run, one line each; ``call`` prints the call at
+    that path whole (its request, re-asks, answer, judge's view), a ``KeyError`` naming the
+    closest paths when there is none."""
+    if calls:
+        return calls_lines(record)
+    if call is not None:
+        return call_lines(record, call)
     scoring = record.blackbox_scoring
     stopped = stopped_reason(record)
     if round_index is not None or card is not None:
@@ -342,6 +356,18 @@ def _export(store: RunStore, args: argparse.Namespace, since: Any, out: IO[str])
     return 0
 
 
+def _unreadable(ref: str, exc: ValidationError) -> str:
+    """A stored record that is not a run record of this version, in one line."""
+    return f"the stored record of run {ref} is not a run record of this version ({_first(exc)})"
+
+
+def _first(exc: ValidationError) -> str:
+    """The first problem pydantic found, with where: ``steps.3.path: Field required``."""
+    first = exc.errors(include_url=False)[0]
+    loc = ".".join(str(p) for p in first["loc"])
+    return f"{loc + ': ' if loc else ''}{first['msg']}"
+
+
 def _reason(exc: OSError) -> str:
     """An OSError in a few words: ``Permission denied``, ``No such file or directory``, …"""
     return exc.strerror or str(exc) or type(exc).__name__
@@ -359,7 +385,7 @@ def _write_export(records: Sequence[RunRecord], fmt: str, out: IO[str]) -> None:
 
 
 def _csv_row(record: RunRecord) -> dict[str, Any]:
-    from image_project.record import ScoringRecord
+    from image_project.record.scoring import ScoringRecord
 
     scoring = record.blackbox_scoring
     scored = isinstance(scoring, ScoringRecord)
@@ -429,11 +455,7 @@ def _parse(text: str, where: str) -> RunRecord:
     try:
         return RunRecord.model_validate_json(text)
     except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        loc = ".".join(str(p) for p in first["loc"])
-        raise ValueError(
-            f"{where}: not a run record of this version ({loc + ': ' if loc else ''}{first['msg']})"
-        ) from exc
+        raise ValueError(f"{where}: not a run record of this version ({_first(exc)})") from exc
 
 
 def _repair(

@@ -6,40 +6,33 @@ terminal goes through :func:`terminal_safe`, as the review site's templates esca
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Sequence
 
 from image_project.cli.progress import counted
-from image_project.record import (
-    ContextRecord,
-    InjectorRecord,
+from image_project.record.calls import (
+    CALL_COLUMNS,
+    JudgeView,
+    call_cells,
+    choice_text,
+    reask_head,
+    reask_note,
+    run_calls,
+)
+from image_project.record.context import ContextRecord, InjectorRecord
+from image_project.record.gates import gate_counts
+from image_project.record.run import RunRecord, run_status, scoring_absent, stopped_reason
+from image_project.record.scoring import (
     JudgeResult,
     RoundCandidate,
     RoundRecord,
-    RunRecord,
     ScoreRow,
     ScoringRecord,
     SelectorRecord,
-    gate_counts,
+    named_protocol,
     pick_rule,
-    run_status,
-    scoring_absent,
-    stopped_reason,
 )
-from image_project.record.scoring import named_protocol
-
-__all__ = [
-    "card_lines",
-    "context_lines",
-    "gate_lines",
-    "prompt_lines",
-    "record_lines",
-    "round_lines",
-    "rounds_lines",
-    "scoring_lines",
-    "terminal_safe",
-]
-
 
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 _CONTROL_OR_NEWLINE = re.compile(_CONTROL.pattern[:-1] + "\n]")
@@ -455,4 +448,112 @@ def card_lines(scoring: ScoringRecord, card_id: str) -> list[str]:
     final = chain[-1]
     if final[0].index == last_round and scoring.selected_id == card_id:
         lines.append(f"  Final pick: {pick_rule(scoring)}")
+    return lines
+
+
+# --------------------------------------------------------------------------- model calls
+
+_RIGHT = frozenset({"tokens", "latency", "attempts"})
+
+
+def calls_lines(record: RunRecord) -> list[str]:
+    """Every model call of the run (``runs show ID --calls``), one line each under a header,
+    the columns aligned: its path, role, model, protocol (a judge's), tokens, latency,
+    transport attempts and status (:func:`image_project.record.calls.run_calls`). Each cell
+    is escaped for the terminal before it is measured, newlines included, so a call is
+    always one line and the columns stay aligned."""
+    calls = run_calls(record)
+    head = f"Model calls of {record.generation_id}: {len(calls)}"
+    if not calls:
+        return [head, "  none recorded"]
+    rows = [
+        CALL_COLUMNS,
+        *(tuple(terminal_safe(c, newlines=False) for c in call_cells(call)) for call in calls),
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(CALL_COLUMNS))]
+    lines = [head]
+    for row in rows:
+        cells = [
+            f"{cell:>{width}}" if name in _RIGHT else f"{cell:<{width}}"
+            for name, cell, width in zip(CALL_COLUMNS, row, widths, strict=True)
+        ]
+        lines.append(("  " + "  ".join(cells)).rstrip())
+    return lines
+
+
+def call_lines(record: RunRecord, path: str) -> list[str]:
+    """One call (``runs show ID --call PATH``): its role, status and facts, the request's
+    messages, every rejected answer with the reason its re-ask gave, the answer, and for a
+    judge's call what the judge's record says of it (protocol, status, the rationale of
+    each card it showed, the pairwise choice). Raises ``KeyError`` naming the closest paths
+    when no call has ``path``."""
+    calls = run_calls(record)
+    call = next((c for c in calls if c.path == path), None)
+    if call is None:
+        raise KeyError(_no_call(record.generation_id, path, [c.path for c in calls]))
+    one = _one_line
+    protocol = f", protocol {one(call.protocol)}" if call.protocol else ""
+    lines = [
+        f"Call {one(call.path)}  (run {one(record.generation_id)})",
+        f"  {'role':<14}{one(call.role)}{protocol}",
+        f"  {'status':<14}{one(call.status)}",
+        *(f"  {one(label):<14}{one(text)}" for label, text in call.facts),
+    ]
+    if call.messages:
+        lines += ["", "Request"]
+    for message in call.messages:
+        if message.role == "user" and call.earlier:
+            lines.append(f"  ({call.earlier_note})")
+        lines += [f"  {message.role}:", *_indented(message.text)]
+    for n, reask in enumerate(call.reasks, start=1):
+        lines += [
+            "",
+            one(reask_head(n, reask, len(call.reasks))),
+            f"  ({one(reask_note(reask))})",
+            *_indented(reask.response),
+        ]
+    if call.answer is not None:
+        lines += ["", call.answer_head, *_indented(call.answer)]
+    elif call.kind == "chat":
+        lines += ["", "Answer", "    (none)"]
+    if call.judge is not None:
+        lines += ["", *map(one, _judge_view_lines(call.judge))]
+    return lines
+
+
+def _one_line(text: str) -> str:
+    """A field shown on one line: escaped for the terminal, its newlines too."""
+    return terminal_safe(text, newlines=False)
+
+
+def _no_call(generation_id: str, path: str, paths: Sequence[str]) -> str:
+    """``--call PATH`` names no call: the closest paths (those ending with or holding
+    ``path``, then the most alike), or that the run has none."""
+    if not paths:
+        return f"--call: run {generation_id} has no model call"
+    near = [p for p in paths if p.endswith("/" + path)] or [p for p in paths if path in p]
+    near += difflib.get_close_matches(path, paths, n=3, cutoff=0.4)
+    closest = list(dict.fromkeys(near))[:3] or list(paths[:3])
+    return (
+        f"--call: no call {path!r} in run {generation_id}; did you mean: "
+        f"{', '.join(closest)}? ('runs show {generation_id} --calls' lists them)"
+    )
+
+
+def _indented(text: str) -> list[str]:
+    """``text`` indented under its heading, split at its newlines only: a carriage return
+    or any other line separator in it is escaped where it stands, never a line break."""
+    return [f"    {line}" for line in text.split("\n")] if text else ["    (empty)"]
+
+
+def _judge_view_lines(judge: JudgeView) -> list[str]:
+    lines = [judge.head]
+    if judge.choice is not None:
+        lines.append(f"  pairwise choice: {choice_text(judge.choice)}")
+    for card, rationale in judge.rationales:
+        lines.append(f"  rationale {card}: {rationale}")
+    if judge.warning:
+        lines.append(f"  warning: {judge.warning}")
+    if judge.error:
+        lines.append(f"  error: {judge.error}")
     return lines

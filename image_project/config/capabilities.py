@@ -38,22 +38,6 @@ from typing import Literal, TypeVar
 from image_project.config.models import JUDGE_PROTOCOLS, AppConfig
 from image_project.errors import ConfigError
 
-__all__ = [
-    "IMAGE_MODELS",
-    "PROTOCOL_NEEDS",
-    "TEXT_MODELS",
-    "FlexibleSizes",
-    "ImageModel",
-    "Need",
-    "Temperature",
-    "TextModel",
-    "check_models",
-    "gives_no_logprobs",
-    "image_model",
-    "reasoning_effort_for",
-    "text_model",
-]
-
 logger = logging.getLogger("image_project.config")
 
 Temperature = Literal["any", "reasoning_none", "default_only"]

@@ -28,21 +28,6 @@ from image_project.config.fields import (
     _show,
 )
 
-__all__ = [
-    "BUILTIN_INJECTORS",
-    "CONTEXT_DATE_MAX",
-    "CONTEXT_DATE_MIN",
-    "HOLIDAY_KEYS",
-    "ContextConfig",
-    "ContextDate",
-    "Hemisphere",
-    "HolidayConfig",
-    "HolidayKey",
-    "InjectionLocation",
-    "InjectorName",
-    "SeasonConfig",
-]
-
 # --------------------------------------------------------------------------- context
 
 HOLIDAY_KEYS: tuple[str, ...] = (

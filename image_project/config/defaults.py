@@ -23,18 +23,6 @@ import shlex
 import sys
 from pathlib import Path
 
-__all__ = [
-    "BUILTIN_CONFIG",
-    "BUILTIN_DIR",
-    "BUILTIN_INPUTS",
-    "EXAMPLE_PANEL",
-    "STARTER_FILES",
-    "StarterExistsError",
-    "builtin_note",
-    "init_command",
-    "write_starter",
-]
-
 BUILTIN_DIR = Path(__file__).resolve().parent.parent / "defaults"
 BUILTIN_CONFIG = BUILTIN_DIR / "config.yaml"
 BUILTIN_INPUTS: dict[str, Path] = {

@@ -42,8 +42,6 @@ from image_project.errors import ConfigError, short_repr
 if TYPE_CHECKING:
     from image_project.config.models import AppConfig
 
-__all__ = ["GATES", "READ_WHEN_CLOSED", "Gate", "check_dependencies"]
-
 
 @dataclass(frozen=True)
 class Gate:

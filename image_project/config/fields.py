@@ -24,17 +24,6 @@ from pydantic import (
 
 from image_project.errors import ConfigError, short_repr
 
-__all__ = [
-    "IMAGE_SIDE_MAX",
-    "IMAGE_SIDE_MIN",
-    "MAX_NAME_CHARS",
-    "MAX_PATH_CHARS",
-    "MAX_RUN_SEED",
-    "MAX_URL_CHARS",
-    "StrictBool",
-    "parse_strict_bool",
-]
-
 _TRUE_WORDS = frozenset({"true", "yes", "1"})
 _FALSE_WORDS = frozenset({"false", "no", "0"})
 _BOOL_ALLOWED = "true or false (also yes/no, 1/0)"

@@ -46,15 +46,6 @@ from image_project.config.fields import _BOOL_ALLOWED, _Invalid, _KeyedInvalid
 from image_project.config.models import _INTERNAL_FIELDS, AppConfig
 from image_project.errors import ConfigError, preview, short_repr
 
-__all__ = [
-    "CONFIG_ENV_VAR",
-    "DEFAULT_CONFIG",
-    "LOCAL_CONFIG",
-    "MAX_NESTING",
-    "deep_merge",
-    "load_config",
-]
-
 # The name the single-module config used, kept so log lines and logging setups stay the same.
 logger = logging.getLogger("image_project.config")
 

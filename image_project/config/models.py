@@ -46,24 +46,9 @@ from pydantic import (
 )
 
 from image_project.config.context_section import (
-    BUILTIN_INJECTORS,
-    CONTEXT_DATE_MAX,
-    CONTEXT_DATE_MIN,
-    HOLIDAY_KEYS,
     ContextConfig,
-    ContextDate,
-    Hemisphere,
-    HolidayConfig,
-    HolidayKey,
-    InjectionLocation,
-    InjectorName,
-    SeasonConfig,
 )
 from image_project.config.fields import (
-    IMAGE_SIDE_MAX,
-    IMAGE_SIDE_MIN,
-    MAX_NAME_CHARS,
-    MAX_PATH_CHARS,
     MAX_RUN_SEED,
     MAX_URL_CHARS,
     StrictBool,
@@ -82,12 +67,9 @@ from image_project.config.fields import (
     _Section,
     _show,
     _Text,
-    parse_strict_bool,
 )
 from image_project.config.store_url import check_store_url, default_store_url, redact_url
 from image_project.config.upscale_section import (
-    UPSCALE_SIDE_MAX,
-    UPSCALE_SIDE_MIN,
     UpscaleConfig,
 )
 from image_project.config.wire_section import (
@@ -96,58 +78,6 @@ from image_project.config.wire_section import (
     TokenLimitParam,
     TokenLimitsConfig,
 )
-
-__all__ = [
-    "BUILTIN_INJECTORS",
-    "BUILTIN_RUBRICS",
-    "CONTEXT_DATE_MAX",
-    "CONTEXT_DATE_MIN",
-    "DEFAULT_RUBRIC",
-    "HOLIDAY_KEYS",
-    "IMAGE_SIDE_MAX",
-    "IMAGE_SIDE_MIN",
-    "JUDGE_PROTOCOLS",
-    "MAX_BACKENDS",
-    "MAX_JUDGES",
-    "MAX_NAME_CHARS",
-    "MAX_PATH_CHARS",
-    "MAX_RUBRIC_CHARS",
-    "MAX_RUN_SEED",
-    "MAX_URL_CHARS",
-    "OFFLINE_BACKEND",
-    "UPSCALE_SIDE_MAX",
-    "UPSCALE_SIDE_MIN",
-    "Aggregation",
-    "AppConfig",
-    "BackendConfig",
-    "ContextConfig",
-    "ContextDate",
-    "EffectiveJudge",
-    "EvolutionConfig",
-    "Hemisphere",
-    "HolidayConfig",
-    "HolidayKey",
-    "ImageConfig",
-    "InjectionLocation",
-    "InjectorName",
-    "JudgeConfig",
-    "JudgeProtocol",
-    "Normalise",
-    "NoveltyConfig",
-    "ProfileView",
-    "PromptConfig",
-    "ReviewConfig",
-    "RubricSpec",
-    "RunConfig",
-    "ScoringConfig",
-    "SeasonConfig",
-    "StoreConfig",
-    "StrictBool",
-    "SurvivorCategory",
-    "SurvivorQuota",
-    "UpscaleConfig",
-    "parse_strict_bool",
-]
 
 
 class BackendConfig(_Section):

@@ -36,8 +36,6 @@ from image_project.config.fields import _Invalid
 from image_project.config.loading import _describe, _section_model
 from image_project.config.models import _INTERNAL_FIELDS, AppConfig
 
-__all__ = ["KeyDoc", "config_reference", "field_docstrings"]
-
 
 @dataclass(frozen=True)
 class KeyDoc:

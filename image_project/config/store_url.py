@@ -30,18 +30,6 @@ from urllib.parse import quote, unquote
 
 from image_project.extras import missing_extra
 
-__all__ = [
-    "DEFAULT_SQLITE_NAME",
-    "LIBPQ_PREFIXES",
-    "POSTGRES_PREFIX",
-    "SQLITE_PREFIX",
-    "check_store_url",
-    "default_store_url",
-    "import_command",
-    "redact_url",
-    "sqlite_path",
-]
-
 SQLITE_PREFIX = "sqlite:///"
 POSTGRES_PREFIX = "postgresql+psycopg://"
 LIBPQ_PREFIXES = ("postgresql://", "postgres://")

@@ -26,12 +26,6 @@ from image_project.config.fields import (
     _Section,
 )
 
-__all__ = [
-    "UPSCALE_SIDE_MAX",
-    "UPSCALE_SIDE_MIN",
-    "UpscaleConfig",
-]
-
 # --------------------------------------------------------------------------- upscale (4K)
 
 UPSCALE_SIDE_MIN, UPSCALE_SIDE_MAX = 16, 8192

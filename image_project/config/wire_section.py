@@ -10,14 +10,6 @@ from pydantic import Field
 
 from image_project.config.fields import _Int, _Section
 
-__all__ = [
-    "MAX_TOKEN_LIMIT",
-    "RoleStyle",
-    "SchemaDialect",
-    "TokenLimitParam",
-    "TokenLimitsConfig",
-]
-
 MAX_TOKEN_LIMIT = 200_000
 """The largest output-token limit the config accepts for one kind of answer."""
 

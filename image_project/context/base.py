@@ -33,15 +33,6 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = [
-    "GUIDANCE_HEADER",
-    "INJECTOR_NAME",
-    "Injection",
-    "Injector",
-    "InjectorInput",
-    "render_guidance",
-]
-
 GUIDANCE_HEADER = "Context guidance (optional):"
 """The first line of the guidance block; every injector line follows as a ``- `` bullet."""
 

@@ -30,14 +30,12 @@ from collections.abc import Iterable
 from datetime import date, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
-from image_project.config import HolidayConfig, HolidayKey
+from image_project.config.context_section import HolidayConfig, HolidayKey
 from image_project.context.base import Injection, InjectorInput
 from image_project.errors import ConfigError
 
 if TYPE_CHECKING:
     from holidays import HolidayBase
-
-__all__ = ["CULTURE_DAYS", "HOLIDAY_NAMES", "HolidayInjector", "holiday_probability"]
 
 HOLIDAY_NAMES: Final[dict[HolidayKey, str]] = {
     "new_year": "New Year's Day",

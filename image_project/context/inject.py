@@ -11,14 +11,12 @@ from typing import Literal
 
 from pydantic import ValidationError
 
-from image_project.config import InjectionLocation
+from image_project.config.context_section import InjectionLocation
 from image_project.context.base import Injection, InjectorInput, render_guidance
 from image_project.context.loading import LoadedInjector
 from image_project.errors import ContextInjectorError
-from image_project.record import ContextRecord, InjectorRecord
+from image_project.record.context import ContextRecord, InjectorRecord
 from image_project.seeding import rng_for
-
-__all__ = ["MAX_REASON_CHARS", "injector_rng_labels", "run_injectors"]
 
 MAX_REASON_CHARS = 200
 

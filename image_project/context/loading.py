@@ -16,13 +16,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from image_project.config import BUILTIN_INJECTORS, ContextConfig
+from image_project.config.context_section import BUILTIN_INJECTORS, ContextConfig
 from image_project.context.base import INJECTOR_NAME, Injector
 from image_project.context.holiday import HolidayInjector
 from image_project.context.season import SeasonInjector
 from image_project.errors import ConfigError
-
-__all__ = ["LoadedInjector", "load_injectors"]
 
 _SHAPE = (
     "a plugin module defines `injector`, an object with a `name` (lower-case letters, digits "

@@ -11,10 +11,8 @@ from __future__ import annotations
 from datetime import date
 from typing import Final, Literal
 
-from image_project.config import Hemisphere, SeasonConfig
+from image_project.config.context_section import Hemisphere, SeasonConfig
 from image_project.context.base import Injection, InjectorInput
-
-__all__ = ["SEASON_CUES", "Season", "SeasonInjector", "season_of"]
 
 Season = Literal["winter", "spring", "summer", "fall"]
 

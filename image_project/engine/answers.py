@@ -22,20 +22,6 @@ from image_project.errors import (
 )
 from image_project.record.events import Reask
 
-__all__ = [
-    "REASK_ERROR_CHARS",
-    "TRUNCATION_MARK",
-    "Call",
-    "Rejection",
-    "accepted",
-    "answer_text",
-    "cut_off",
-    "echo_of",
-    "reask_error",
-    "reask_messages",
-    "reject",
-]
-
 TRUNCATION_MARK = "…"
 REASK_ERROR_CHARS = 2000
 """The longest validation error a re-ask carries."""

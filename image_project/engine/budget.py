@@ -24,8 +24,6 @@ from typing import Literal, TypeAlias, get_args
 
 from image_project.errors import PipelineDefinitionError
 
-__all__ = ["TOKEN_KINDS", "TokenBudget", "TokenKind", "TokenLimits"]
-
 TokenKind: TypeAlias = Literal["prose", "rewrite", "hints", "card", "judge", "selector", "title"]
 TOKEN_KINDS: tuple[str, ...] = get_args(TokenKind)
 _PER_ITEM: dict[str, tuple[str, str]] = {

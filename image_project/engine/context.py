@@ -12,8 +12,6 @@ from typing import TypeAlias
 from image_project.backends.base import Message
 from image_project.record.events import ActionEvent, ChatEvent, ImageEvent
 
-__all__ = ["Context", "EngineEvent"]
-
 EngineEvent: TypeAlias = ChatEvent | ActionEvent | ImageEvent
 """What the engine records for a step."""
 
@@ -22,9 +20,9 @@ EngineEvent: TypeAlias = ChatEvent | ActionEvent | ImageEvent
 class Context:
     """What a pipeline run shares between its steps.
 
-    ``messages`` is the root conversation (changed only by the runner's merges), ``steps``
-    the step events in declared (pre-order) order;
-    successive root runs on one context (``roots_run`` counts them) record after each other.
+    ``messages`` is the root conversation (changed only by the merges of the root scope's
+    children), ``steps`` the step events in declared (pre-order) order; the root scope's
+    children (``roots_run`` counts them) record after each other.
     Applications subclass it to carry their own run fields; prompt functions and actions
     receive it.
     """

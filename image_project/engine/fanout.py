@@ -6,7 +6,7 @@ It runs callables in an anyio task group (optionally each under a shared
 If any fails, the task group cancels the rest; the failure with the lowest input index is
 raised (other concurrent failures are attached to it as notes), and the labels of the
 callables that did not complete are attached as cancelled paths
-(:func:`image_project.errors.cancelled_paths_of`).
+(:func:`image_project.errors.cancelled_paths_of`); a callable labelled None is never named.
 
 ``sequential=True`` runs the same callables one at a time, in order, with the same result and
 error contract; it is how the engine's sequential mode shares this code path.
@@ -21,8 +21,6 @@ import anyio
 
 from image_project.errors import add_cancelled_paths
 
-__all__ = ["ordered_fanout"]
-
 T = TypeVar("T")
 
 
@@ -31,11 +29,13 @@ async def ordered_fanout(
     *,
     limiter: anyio.CapacityLimiter | None = None,
     sequential: bool = False,
-    labels: Sequence[str] | None = None,
+    labels: Sequence[str | None] | None = None,
 ) -> list[T]:
     if labels is not None and len(labels) != len(fns):
         raise ValueError("labels must match fns one to one")
-    names = list(labels) if labels is not None else [f"#{i}" for i in range(len(fns))]
+    names: list[str | None] = (
+        list(labels) if labels is not None else [f"#{i}" for i in range(len(fns))]
+    )
     results: dict[int, T] = {}
     failures: dict[int, Exception] = {}
 
@@ -55,7 +55,11 @@ async def ordered_fanout(
     else:
         await _all_at_once(run_one, len(fns), failures)
     if failures:
-        incomplete = [names[i] for i in range(len(fns)) if i not in results and i not in failures]
+        incomplete = [
+            name
+            for i, name in enumerate(names)
+            if i not in results and i not in failures and name is not None
+        ]
         raise _first_failure(failures, names, incomplete)
     return [results[i] for i in range(len(fns))]
 
@@ -84,7 +88,7 @@ async def _all_at_once(
 
 
 def _first_failure(
-    failures: dict[int, Exception], names: Sequence[str], incomplete: list[str]
+    failures: dict[int, Exception], names: Sequence[str | None], incomplete: list[str]
 ) -> Exception:
     """The failure with the lowest index, the others attached as notes and the callables
     that never completed attached as cancelled paths."""
@@ -93,7 +97,7 @@ def _first_failure(
     for index in sorted(failures):
         if index != first:
             primary.add_note(
-                f"also failed concurrently: {names[index]}: "
+                f"also failed concurrently: {names[index] or f'#{index}'}: "
                 f"{type(failures[index]).__name__}: {failures[index]}"
             )
     add_cancelled_paths(primary, incomplete)

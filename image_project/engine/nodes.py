@@ -1,22 +1,16 @@
-"""The step tree: :class:`ChatStep`, :class:`ImageStep`, :class:`ActionStep` and :class:`Block`.
+"""The steps: :class:`ChatStep`, :class:`ImageStep` and :class:`ActionStep`.
 
-Nodes are frozen descriptions; :class:`~image_project.engine.runner.ChatRunner` executes them,
-as a whole tree (:meth:`~image_project.engine.runner.ChatRunner.run`) or one at a time from
-code that decides the next step on the typed values of the last
-(:class:`~image_project.engine.scope.Scope`: ``ask``, ``gather``, ``act``).
-Everything that can be checked without running (merge modes, names, sibling collisions,
-temperature as a field) is checked when the node is constructed, so a broken tree fails
-before any model call.
-
-Naming: an unnamed child gets ``step_NN`` / ``action_NN`` / ``block_NN`` from its 1-based index
-among its siblings; an unnamed root block is ``pipeline``. Two siblings with the same effective
-name are an error, never silently renamed.
+Steps are frozen descriptions, run one at a time from code that decides the next step on the
+typed values of the last (:class:`~image_project.engine.scope.Scope`: ``ask``, ``gather``,
+``act``). Everything that can be checked without running (merge modes, names, temperature as
+a field) is checked when the step is constructed, so a broken step fails before any model
+call.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias, TypeVar, get_args
 
@@ -28,31 +22,16 @@ from image_project.errors import PipelineDefinitionError
 if TYPE_CHECKING:
     from image_project.engine.context import Context
 
-__all__ = [
-    "MERGE_MODES",
-    "ActionFn",
-    "ActionStep",
-    "Block",
-    "ChatStep",
-    "ImageStep",
-    "MergeMode",
-    "Node",
-    "PromptFn",
-    "PromptSource",
-    "default_name",
-    "walk",
-]
-
 MergeMode = Literal["all_messages", "last_response", "none"]
 MERGE_MODES: tuple[str, ...] = get_args(MergeMode)
 
-PromptFn: TypeAlias = "Callable[[Context], str]"
 PromptSource: TypeAlias = "str | Callable[[Context], str]"
-ActionFn: TypeAlias = "Callable[[Context], object | Awaitable[object]]"
+ActionFn: TypeAlias = "Callable[[], object | Awaitable[object]]"
 T = TypeVar("T")
 
 
-def _check_name(value: object, what: str) -> str | None:
+def check_name(value: object, what: str) -> str | None:
+    """``value`` stripped: None, or a non-blank string without ``/`` (a path component)."""
     if value is None:
         return None
     if not isinstance(value, str):
@@ -92,14 +71,9 @@ class ChatStep(Generic[T]):
     (``ValueError`` or ``ModelOutputError``) is re-asked as ``reask`` says
     (:class:`~image_project.engine.output.ReaskPolicy`: how many times, in which style, with
     which wording, and an optional fallback once they are used up); a ``RefusalError`` is
-    never re-asked. The parsed value (a ``T``) is what the step hands back (``Scope.ask``)
-    and what ``keep`` receives; the conversation gets the answer's text. Without ``output``
-    the answer text itself is the value.
-
-    ``keep(value)``, when set, hands the step's value to the code that built the tree as soon
-    as the step has it (before the next sequential sibling starts; parallel siblings call
-    theirs as each finishes): how a later step's prompt function reads an earlier step's
-    typed result in a tree fixed before the run.
+    never re-asked. The parsed value (a ``T``) is what the step hands back (``Scope.ask``);
+    the conversation gets the answer's text. Without ``output`` the answer text itself is the
+    value.
 
     ``on_failure(exc)``, when set, makes the step *recoverable*: any error of the step (a
     transport error after the retries, a refusal, an answer still invalid after the re-asks)
@@ -128,7 +102,6 @@ class ChatStep(Generic[T]):
     stateless: bool = False
     system_prompt: str | None = None
     on_failure: Callable[[Exception], T] | None = None
-    keep: Callable[[T], object] | None = None
     allow_empty_prompt: bool = False
     allow_empty_response: bool = False
     meta: Mapping[str, Any] = field(default_factory=dict)
@@ -136,7 +109,7 @@ class ChatStep(Generic[T]):
     top_logprobs: int | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "name", _check_name(self.name, "ChatStep.name"))
+        object.__setattr__(self, "name", check_name(self.name, "ChatStep.name"))
         where = f"ChatStep {self.name or '(unnamed)'}"
         _check_merge(self.merge, where)
         if not (isinstance(self.prompt, str) or callable(self.prompt)):
@@ -166,17 +139,12 @@ class ChatStep(Generic[T]):
                 f"{where}: a fallback needs an output to validate the answer"
             )
         _check_limit(self.max_output_tokens, where)
-        _check_hooks(where, on_failure=self.on_failure, keep=self.keep)
+        if self.on_failure is not None and not callable(self.on_failure):
+            raise PipelineDefinitionError(f"{where}: on_failure must be callable")
         if self.system_prompt is not None and not self.stateless:
             raise PipelineDefinitionError(
                 f"{where}: system_prompt is only used by stateless steps; set stateless=True"
             )
-
-
-def _check_hooks(where: str, **hooks: object) -> None:
-    for hook, fn in hooks.items():
-        if fn is not None and not callable(fn):
-            raise PipelineDefinitionError(f"{where}: {hook} must be callable")
 
 
 def _check_limit(limit: object, where: str) -> None:
@@ -215,7 +183,7 @@ class ImageStep(Generic[T]):
         return "none"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "name", _check_name(self.name, "ImageStep.name"))
+        object.__setattr__(self, "name", check_name(self.name, "ImageStep.name"))
         if not isinstance(self.request, ImageRequest):
             raise PipelineDefinitionError(
                 f"ImageStep {self.name}: request must be an ImageRequest, got {self.request!r}"
@@ -224,82 +192,32 @@ class ImageStep(Generic[T]):
 
 @dataclass(frozen=True, kw_only=True)
 class ActionStep:
-    """Pure Python glue (sync or async). Produces no messages; its return value is its value
-    (the outcome's, :meth:`Scope.act <image_project.engine.scope.Scope.act>`'s), also
-    recorded in the transcript (as JSON, in full)."""
+    """Pure Python glue (sync or async), what :meth:`Scope.act
+    <image_project.engine.scope.Scope.act>` runs. Produces no messages; its return value is
+    its value, also recorded in the transcript (as JSON, in full)."""
 
     fn: ActionFn
     name: str | None = None
     meta: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "name", _check_name(self.name, "ActionStep.name"))
+        object.__setattr__(self, "name", check_name(self.name, "ActionStep.name"))
         if not callable(self.fn):
             raise PipelineDefinitionError(f"ActionStep {self.name}: fn must be callable")
 
 
-@dataclass(frozen=True, kw_only=True)
-class Block:
-    """A named group of nodes.
-
-    Sequential by default: each child sees the conversation as its previous siblings left it.
-    ``parallel=True`` runs the children concurrently, each from the block's starting
-    conversation; when all have finished their merges are applied in declared order, so the
-    result never depends on which call finished first. The block's value is its last
-    assistant response (the outcome's ``last_response``).
-    """
-
-    nodes: Sequence[Node]
-    name: str | None = None
-    merge: MergeMode = "all_messages"
-    parallel: bool = False
-    meta: Mapping[str, Any] = field(default_factory=dict)
-    child_names: tuple[str, ...] = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "name", _check_name(self.name, "Block.name"))
-        where = f"Block {self.name or '(unnamed)'}"
-        _check_merge(self.merge, where)
-        nodes = tuple(self.nodes)
-        for node in nodes:
-            if not isinstance(node, ChatStep | ImageStep | ActionStep | Block):
-                raise PipelineDefinitionError(
-                    f"{where}: children must be ChatStep, ImageStep, ActionStep or Block, "
-                    f"got {node!r}"
-                )
-        object.__setattr__(self, "nodes", nodes)
-        names = tuple(default_name(node, i) for i, node in enumerate(nodes, start=1))
-        seen: set[str] = set()
-        for n in names:
-            if n in seen:
-                raise PipelineDefinitionError(f"{where}: two children are named {n!r}")
-            seen.add(n)
-        object.__setattr__(self, "child_names", names)
+Step: TypeAlias = "ChatStep[Any] | ImageStep[Any] | ActionStep"
 
 
-Node: TypeAlias = "ChatStep[Any] | ImageStep[Any] | ActionStep | Block"
-
-
-def default_name(node: Node, index: int) -> str:
-    """The node's name, or ``step_NN`` / ``action_NN`` / ``block_NN`` from its 1-based index."""
-    if node.name is not None:
-        return node.name
+def default_name(step: Step, index: int) -> str:
+    """The step's name, or ``step_NN`` / ``image_NN`` / ``action_NN`` from its 1-based index."""
+    if step.name is not None:
+        return step.name
     prefix = (
         "step"
-        if isinstance(node, ChatStep)
+        if isinstance(step, ChatStep)
         else "image"
-        if isinstance(node, ImageStep)
+        if isinstance(step, ImageStep)
         else "action"
-        if isinstance(node, ActionStep)
-        else "block"
     )
     return f"{prefix}_{index:02d}"
-
-
-def walk(node: Node, path: str | None = None) -> Iterator[tuple[str, Node]]:
-    """Every node of the tree with its path, in declared pre-order (root first)."""
-    here = path or node.name or ("pipeline" if isinstance(node, Block) else default_name(node, 1))
-    yield here, node
-    if isinstance(node, Block):
-        for child_name, child in zip(node.child_names, node.nodes, strict=True):
-            yield from walk(child, f"{here}/{child_name}")

@@ -1,32 +1,46 @@
-"""What running a node hands back: :class:`NodeOutcome`, and the :data:`Conversation` a node
-runs on.
+"""What running a step hands back: a chat step's :class:`Answer`, an image step's
+:class:`Drawn`, where a step runs (:class:`Place`), and the :data:`Conversation` it runs on.
 
-Below both :mod:`image_project.engine.runner` (which makes outcomes) and
+Below both :mod:`image_project.engine.runner` (which runs steps) and
 :mod:`image_project.engine.scope` (which hands their values back to code), so that neither
-of those imports the other for it. Both names are also importable from the runner, where
-they were first defined.
+imports the other for them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import Generic, TypeAlias, TypeVar
 
 from image_project.backends.base import Message
-from image_project.engine.context import EngineEvent
+from image_project.record.events import ChatEvent, ImageEvent
 
-__all__ = ["Conversation", "NodeOutcome"]
+T = TypeVar("T")
 
 Conversation: TypeAlias = tuple[Message, ...]
 
 
 @dataclass(frozen=True)
-class NodeOutcome:
-    """What a node produced: the messages it added to its working copy, its last assistant
-    response (None when it produced none) and, for a step, its value (a chat step's parsed
-    answer or ``on_failure`` value, an action's return value) and its transcript event."""
+class Place:
+    """Where a step runs: its name, its path and its declared position (the order its record
+    sorts by)."""
 
-    produced: Conversation
-    last_response: str | None
-    value: object = None
-    event: EngineEvent | None = None
+    name: str
+    path: str
+    order: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Answer(Generic[T]):
+    """A chat step's value (its parsed answer, or its ``on_failure`` value) and the event the
+    transcript holds for it (path, answers received, error)."""
+
+    value: T
+    event: ChatEvent
+
+
+@dataclass(frozen=True)
+class Drawn(Generic[T]):
+    """An image step's value (its checked reply) and the event the transcript holds for it."""
+
+    value: T
+    event: ImageEvent

@@ -49,23 +49,6 @@ from pydantic import BaseModel, ValidationError
 from image_project.backends.base import GRAMMAR_KEYWORDS, STRICT_KEYWORDS, JsonSchema
 from image_project.errors import PipelineDefinitionError, RefusalError, preview
 
-__all__ = [
-    "REFUSAL_PATTERNS",
-    "JsonOutput",
-    "Output",
-    "ReaskPolicy",
-    "ReaskStyle",
-    "TextOutput",
-    "default_reask",
-    "describe_validation_error",
-    "extract_json_object",
-    "has_json_object",
-    "list_of",
-    "literal_of",
-    "looks_like_refusal",
-    "strict_json_schema",
-]
-
 ReaskStyle = Literal["conversation", "restate"]
 
 T = TypeVar("T")

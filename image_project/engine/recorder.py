@@ -26,13 +26,6 @@ from typing import Any, Protocol, runtime_checkable
 from image_project.engine.context import Context, EngineEvent
 from image_project.record.events import ChatEvent
 
-__all__ = [
-    "DefaultStepRecorder",
-    "NullStepRecorder",
-    "StepRecorder",
-    "check_recorder",
-]
-
 _REQUIRED = ("on_step_start", "on_step_end", "on_step_error")
 
 

@@ -1,38 +1,33 @@
-"""Executes a step tree: :class:`ChatRunner`.
+"""Runs steps: :class:`ChatRunner`, which code reaches through its root scope
+(:meth:`ChatRunner.root`, :class:`~image_project.engine.scope.Scope`).
 
 Semantics (the contract every stage relies on):
 
-* **Always copy, merge once.** Every node runs on its own copy of its parent's conversation
-  (conversations are immutable tuples). The parent changes once, when the node has finished,
-  according to the node's merge mode: ``all_messages`` appends everything the node produced,
-  ``last_response`` appends its first user message and its last assistant message, one
-  exchange that keeps the conversation alternating (an error if there is no answer),
-  ``none`` leaves the parent unchanged. A failing node therefore never leaves half-applied
+* **Always copy, merge once.** Every step runs on its scope's conversation (conversations
+  are immutable tuples) and hands back what it produced; the scope changes once, when the
+  step has finished, according to the step's merge mode (see
+  :mod:`image_project.engine.scope`). A failing step therefore never leaves half-applied
   messages behind.
-* **Parallel blocks** run their children concurrently through :func:`ordered_fanout`, each
-  child from the block's starting conversation; merges are applied in declared order once
-  all children have finished.
-  Records are placed by declared position, so the transcript never depends on completion
-  order. ``mode="sequential"`` runs the identical tree one call at a time; for the same
-  answers both modes produce the same conversation, values and records (timing aside).
-* **Values** are typed step results: a node's :class:`NodeOutcome` carries its value
-  (:meth:`ChatRunner.ask`, :class:`~image_project.engine.scope.Scope`), and a step in a
-  fixed tree hands its value on through ``ChatStep.keep``.
-* **Errors** carry the innermost failing node's path, name and type
-  (:func:`image_project.errors.location_of`); a failing child cancels its running siblings,
-  whose paths are attached as cancelled; completed siblings stay recorded.
+* **Values** are typed step results: a chat step's
+  :class:`~image_project.engine.outcome.Answer`, an image step's
+  :class:`~image_project.engine.outcome.Drawn`, an action's return value.
+* **Concurrency** is the scope's (``gather``, through :func:`ordered_fanout`);
+  ``mode="sequential"`` runs every group one call at a time, and for the same answers both
+  modes produce the same conversation, values and records (timing aside). Records are placed
+  by declared position, so the transcript never depends on completion order.
+* **Errors** carry the innermost failing step's path, name and type
+  (:func:`image_project.errors.location_of`); a failing step of a group cancels its running
+  siblings, whose paths are attached as cancelled; completed siblings stay recorded.
 """
 
 from __future__ import annotations
 
-import functools
 import inspect
 import time
-from collections.abc import Awaitable, Callable, Mapping
-from contextlib import AbstractAsyncContextManager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal, TypeAlias, TypeVar, cast
+from typing import Any, Literal, TypeAlias, TypeVar
 
 import anyio
 from pydantic import JsonValue
@@ -59,25 +54,14 @@ from image_project.engine.answers import (
 )
 from image_project.engine.budget import TokenLimits
 from image_project.engine.context import Context
-from image_project.engine.fanout import ordered_fanout
-from image_project.engine.nodes import (
-    ActionStep,
-    Block,
-    ChatStep,
-    ImageStep,
-    MergeMode,
-    Node,
-    default_name,
-    walk,
-)
-from image_project.engine.outcome import Conversation, NodeOutcome
+from image_project.engine.nodes import ActionStep, ChatStep, ImageStep
+from image_project.engine.outcome import Answer, Conversation, Drawn, Place
 from image_project.engine.recorder import DefaultStepRecorder, StepRecorder, check_recorder
-from image_project.engine.scope import Scope, merge_produced, root_scope
+from image_project.engine.scope import Scope, root
 from image_project.errors import (
     BackendError,
     EmptyPromptError,
     ModelOutputError,
-    NodeType,
     PipelineDefinitionError,
     PromptTooLongError,
     RefusalError,
@@ -94,8 +78,6 @@ from image_project.record.events import (
     TokenLogprobs,
 )
 
-__all__ = ["ChatRunner", "Conversation", "ExecutionMode", "NodeOutcome", "as_json"]
-
 T = TypeVar("T")
 
 ExecutionMode: TypeAlias = Literal["concurrent", "sequential"]
@@ -105,20 +87,9 @@ def _utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _node_type(node: Node) -> NodeType:
-    return (
-        "chat"
-        if isinstance(node, ChatStep)
-        else "image"
-        if isinstance(node, ImageStep)
-        else "action"
-        if isinstance(node, ActionStep)
-        else "block"
-    )
-
-
 class ChatRunner:
-    """Runs nodes against a :class:`TextBackend` (and, for image steps, ``image_backend``).
+    """Runs steps against a :class:`TextBackend` (and, for image steps, ``image_backend``),
+    for the scopes of :meth:`root`.
 
     ``limiter`` (optional) bounds the model calls this runner has in flight; backends may
     apply their own limit as well. ``clock`` is the monotonic clock used for latencies.
@@ -130,7 +101,7 @@ class ChatRunner:
 
     Every request is checked before it is sent: one optional leading system message, then
     user and assistant turns alternating, first and last ``user``
-    (:func:`~image_project.backends.base.conversation_problem`); a tree that would send
+    (:func:`~image_project.backends.base.conversation_problem`); a flow that would send
     anything else fails with a :class:`~image_project.errors.PipelineDefinitionError`.
     """
 
@@ -159,143 +130,57 @@ class ChatRunner:
         self.token_limits = token_limits if token_limits is not None else TokenLimits()
         self.max_prompt_chars = max_prompt_chars
 
-    # -- public API ---------------------------------------------------------------------
-
-    async def run(self, ctx: Context, node: Node) -> NodeOutcome:
-        """Run ``node`` as the root and merge its result into ``ctx.messages``."""
-        name = node.name or ("pipeline" if isinstance(node, Block) else default_name(node, 1))
-        root_index = ctx.roots_run
-        ctx.roots_run += 1
-        outcome = await self.run_node(
-            node, ctx, ctx.messages, path=name, name=name, order=(root_index,)
-        )
-        ctx.messages = self.merge(ctx.messages, node, outcome, name)
-        return outcome
-
-    def scope(
-        self, ctx: Context, name: str, *, merge: MergeMode = "all_messages"
-    ) -> AbstractAsyncContextManager[Scope]:
-        """A root block run from code (:class:`~image_project.engine.scope.Scope`): ``async
-        with runner.scope(ctx, "pipeline") as pipeline: ...``; merged into ``ctx.messages``
-        when it closes without an error."""
-        return root_scope(self, ctx, name, merge)
-
-    async def ask(self, ctx: Context, step: ChatStep[T]) -> T:
-        """Run one step as the root and return its typed value (what its ``output`` parsed;
-        its response text without one)."""
-        outcome = await self.run(ctx, step)
-        return cast(T, outcome.value)
-
-    async def run_step(self, ctx: Context, step: ChatStep[Any]) -> str:
-        """Run one step as the root and return its response text."""
-        outcome = await self.run(ctx, step)
-        return outcome.last_response or ""
-
-    # -- dispatch -----------------------------------------------------------------------
-
-    async def run_node(
-        self,
-        node: Node,
-        ctx: Context,
-        base: Conversation,
-        *,
-        path: str,
-        name: str,
-        order: tuple[int, ...],
-    ) -> NodeOutcome:
-        try:
-            if isinstance(node, ChatStep):
-                return await self._run_chat(node, ctx, base, path, name, order)
-            if isinstance(node, ActionStep):
-                return await self._run_action(node, ctx, path, name, order)
-            if isinstance(node, ImageStep):
-                return await self._run_image(node, ctx, path, name, order)
-            return await self._run_block(node, ctx, base, path, order)
-        except Exception as exc:
-            locate(exc, path=path, name=name, node_type=_node_type(node))
-            raise
-
-    def merge(
-        self, parent: Conversation, node: Node, outcome: NodeOutcome, path: str
-    ) -> Conversation:
-        """``parent`` after ``node`` (which produced ``outcome``) merged into it."""
-        mode: MergeMode = "none" if isinstance(node, ActionStep) else node.merge
-        return merge_produced(parent, mode, outcome.produced, path)
-
-    # -- blocks -------------------------------------------------------------------------
-
-    async def _run_block(
-        self, block: Block, ctx: Context, base: Conversation, path: str, order: tuple[int, ...]
-    ) -> NodeOutcome:
-        children = list(zip(block.child_names, block.nodes, strict=True))
-        working = base
-        if block.parallel:
-            self.announce_group(path, block)
-            fns: list[Callable[[], Awaitable[NodeOutcome]]] = [
-                functools.partial(
-                    self.run_node,
-                    child,
-                    ctx,
-                    base,
-                    path=f"{path}/{child_name}",
-                    name=child_name,
-                    order=(*order, i),
-                )
-                for i, (child_name, child) in enumerate(children)
-            ]
-            outcomes = await ordered_fanout(
-                fns,
-                sequential=self.mode == "sequential",
-                labels=[f"{path}/{child_name}" for child_name, _ in children],
-            )
-            for (child_name, child), outcome in zip(children, outcomes, strict=True):
-                working = self.merge(working, child, outcome, f"{path}/{child_name}")
-        else:
-            for i, (child_name, child) in enumerate(children):
-                child_path = f"{path}/{child_name}"
-                outcome = await self.run_node(
-                    child, ctx, working, path=child_path, name=child_name, order=(*order, i)
-                )
-                working = self.merge(working, child, outcome, child_path)
-        produced = working[len(base) :]
-        last = next((m.content for m in reversed(produced) if m.role == "assistant"), None)
-        return NodeOutcome(produced, last)
+    def root(self, ctx: Context) -> Scope:
+        """The root scope of ``ctx``: its children are the top of the transcript (paths
+        without a prefix), placed after everything recorded on ``ctx`` before; each child's
+        merge is applied to ``ctx.messages`` as it ends."""
+        return root(self, ctx)
 
     # -- actions ------------------------------------------------------------------------
 
-    async def _run_action(
-        self, step: ActionStep, ctx: Context, path: str, name: str, order: tuple[int, ...]
-    ) -> NodeOutcome:
-        created_at = _utc_now()
+    async def _action(self, step: ActionStep, ctx: Context, at: Place) -> tuple[Any, ActionEvent]:
+        """Run an action at ``at``: its return value (awaited when it is awaitable) and its
+        record."""
         try:
-            self.recorder.on_step_start(ctx, path, type="action", name=name)
+            created_at = _utc_now()
+            self.recorder.on_step_start(ctx, at.path, type="action", name=at.name)
             t0 = self.clock()
-            result = step.fn(ctx)
-            if inspect.isawaitable(result):
-                result = await result
-            record = ActionEvent(
-                order=order,
-                name=name,
-                path=path,
-                created_at=created_at,
-                latency_ms=round((self.clock() - t0) * 1000, 3),
-                result=as_json(result),
-                meta=_meta(step.meta),
-            )
-            self.recorder.on_step_end(ctx, record)
+            try:
+                result = step.fn()
+                if inspect.isawaitable(result):
+                    result = await result
+                record = ActionEvent(
+                    order=at.order,
+                    name=at.name,
+                    path=at.path,
+                    created_at=created_at,
+                    latency_ms=round((self.clock() - t0) * 1000, 3),
+                    result=as_json(result),
+                    meta=_meta(step.meta),
+                )
+                self.recorder.on_step_end(ctx, record)
+            except Exception as exc:
+                self._report_error(ctx, at.path, at.name, exc)
+                raise
         except Exception as exc:
-            self._report_error(ctx, path, name, exc)
+            locate(exc, path=at.path, name=at.name, node_type="action")
             raise
-        return NodeOutcome((), None, result, record)
+        return result, record
 
     # -- image --------------------------------------------------------------------------
 
-    async def _run_image(
-        self, step: ImageStep[Any], ctx: Context, path: str, name: str, order: tuple[int, ...]
-    ) -> NodeOutcome:
-        """The image call and its check, recorded however it ends (see :class:`ImageStep`).
-        A cut-off call is recorded with its ``cancelled`` error (``ImageEvent.cancelled``),
-        so its path is known to have been cut off."""
+    async def _image(self, step: ImageStep[T], ctx: Context, at: Place) -> Drawn[T]:
+        """The image call and its check at ``at``, recorded however it ends (see
+        :class:`ImageStep`). A cut-off call is recorded with its ``cancelled`` error
+        (``ImageEvent.cancelled``), so its path is known to have been cut off."""
+        try:
+            return await self._draw(step, ctx, at)
+        except Exception as exc:
+            locate(exc, path=at.path, name=at.name, node_type="image")
+            raise
+
+    async def _draw(self, step: ImageStep[T], ctx: Context, at: Place) -> Drawn[T]:
+        path, name, order = at.path, at.name, at.order
         if self.image_backend is None:
             raise PipelineDefinitionError(f"{path}: an image step needs the runner's image_backend")
         request = step.request
@@ -305,7 +190,7 @@ class ChatRunner:
         )
         try:
             call.reply = await self.image_backend.generate(request)
-            value = call.reply if step.check is None else await step.check(call.reply)
+            value: Any = call.reply if step.check is None else await step.check(call.reply)
         except Exception as exc:
             attempts = exc.attempts if isinstance(exc, BackendError) else None
             self.recorder.on_step_end(ctx, call.event(StepError.of(exc), attempts))
@@ -316,19 +201,25 @@ class ChatRunner:
             raise
         event = call.event()
         self.recorder.on_step_end(ctx, event)
-        return NodeOutcome((), None, value, event)
+        return Drawn(value, event)
 
     # -- chat ---------------------------------------------------------------------------
 
-    async def _run_chat(
-        self,
-        step: ChatStep[Any],
-        ctx: Context,
-        base: Conversation,
-        path: str,
-        name: str,
-        order: tuple[int, ...],
-    ) -> NodeOutcome:
+    async def _chat(
+        self, step: ChatStep[T], ctx: Context, base: Conversation, at: Place
+    ) -> tuple[Conversation, Answer[T]]:
+        """Run a chat step at ``at`` on ``base``: the messages it adds (its prompt and
+        answer; none for a recovered failure) and its answer."""
+        try:
+            return await self._say(step, ctx, base, at)
+        except Exception as exc:
+            locate(exc, path=at.path, name=at.name, node_type="chat")
+            raise
+
+    async def _say(
+        self, step: ChatStep[Any], ctx: Context, base: Conversation, at: Place
+    ) -> tuple[Conversation, Answer[Any]]:
+        path, name, order = at.path, at.name, at.order
         created_at = _utc_now()
         try:
             prompt = self._render_prompt(step, ctx, path)
@@ -408,13 +299,10 @@ class ChatRunner:
         except Exception as exc:
             self._report_error(ctx, path, name, exc)
             raise
-        if step.keep is not None:
-            step.keep(value)
+        answer = Answer(value, record)
         if failure is not None or text is None:
-            return NodeOutcome((), None, value, record)
-        return NodeOutcome(
-            (Message("user", prompt), Message("assistant", text)), text, value, record
-        )
+            return (), answer
+        return (Message("user", prompt), Message("assistant", text)), answer
 
     def _render_prompt(self, step: ChatStep[Any], ctx: Context, path: str) -> str:
         prompt = step.prompt(ctx) if callable(step.prompt) else step.prompt
@@ -515,12 +403,12 @@ class ChatRunner:
         async with self.limiter:
             return await self.backend.complete(request)
 
-    def announce_group(self, path: str, block: Block) -> None:
+    def _announce(self, path: str, steps: int) -> None:
         """Tell a recorder that has ``on_group_start(path, steps)`` (the CLI's progress lines)
-        that a parallel group starts, with the number of steps in it."""
+        that a parallel group of ``steps`` steps starts at ``path``."""
         hook = getattr(self.recorder, "on_group_start", None)
         if hook is not None:
-            hook(path, sum(1 for _, node in walk(block, path) if not isinstance(node, Block)))
+            hook(path, steps)
 
     def _report_error(self, ctx: Context, path: str, name: str, exc: BaseException) -> None:
         try:

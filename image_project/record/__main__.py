@@ -12,8 +12,6 @@ from pathlib import Path
 
 from image_project.record.schema import transcript_json_schema_text
 
-__all__ = ["main"]
-
 _DEFAULT = Path("docs/transcript.schema.json")
 
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["RecordModel"]
-
 
 class RecordModel(BaseModel):
     """A frozen pydantic model that rejects unknown keys, so a transcript written by another

@@ -13,8 +13,6 @@ from pydantic import Field, JsonValue
 
 from image_project.record.base import RecordModel
 
-__all__ = ["ContextOff", "ContextRecord", "ContextSection", "InjectorRecord"]
-
 
 class InjectorRecord(RecordModel):
     """One injector's decision. ``reason`` says why in a word (``season_of_the_date``,

@@ -27,20 +27,6 @@ from image_project.backends.base import Usage
 from image_project.errors import BackendError, ModelOutputError, preview
 from image_project.record.base import RecordModel
 
-__all__ = [
-    "REJECTED_CHARS",
-    "TIMING_FIELDS",
-    "ActionEvent",
-    "ChatEvent",
-    "ChatParams",
-    "ImageEvent",
-    "Reask",
-    "StepError",
-    "StepEvent",
-    "TokenLogprobs",
-    "rejected_fields",
-]
-
 TIMING_FIELDS: tuple[str, ...] = ("created_at", "latency_ms", "pacing_wait_ms")
 
 REJECTED_CHARS: Final = 2000

@@ -41,8 +41,6 @@ from image_project.errors import ModelOutputError
 from image_project.record.events import ChatEvent
 from image_project.record.run import RunRecord
 
-__all__ = ["GATES", "GATE_PREFIX", "GateCount", "GateName", "gate_counts", "gate_error"]
-
 GateName = Literal[
     "rewrite_dislike",
     "rewrite_meaning",

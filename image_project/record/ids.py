@@ -16,8 +16,6 @@ from __future__ import annotations
 import re
 from typing import Final
 
-__all__ = ["GENERATION_ID_PATTERN", "check_generation_id", "generation_id_problem"]
-
 GENERATION_ID_PATTERN: Final = r"[a-z0-9][a-z0-9_-]{0,63}"
 """What a generation id may be (a full match): see the module docstring."""
 

@@ -18,24 +18,6 @@ from image_project.record.events import ChatEvent, ImageEvent, Reask, StepEvent
 from image_project.record.scoring import ScoringOff, ScoringRecord, ScoringSection
 from image_project.record.upscale import UpscaleRecord
 
-__all__ = [
-    "SCHEMA_VERSION",
-    "BackendInfo",
-    "ConceptFilter",
-    "PreflightMode",
-    "PreflightOutcome",
-    "PreflightRecord",
-    "RunError",
-    "RunRecord",
-    "RunUsage",
-    "Timing",
-    "TitleRecord",
-    "TitleSource",
-    "run_status",
-    "scoring_absent",
-    "stopped_reason",
-]
-
 SCHEMA_VERSION: Final = 2
 """Version 1 was the hand-built transcript of the first wave (no ``schema_version`` key)."""
 

@@ -9,8 +9,6 @@ from typing import Any
 
 from image_project.record.run import SCHEMA_VERSION, RunRecord
 
-__all__ = ["SCHEMA_ID", "transcript_json_schema", "transcript_json_schema_text"]
-
 SCHEMA_ID = "https://image-project.invalid/transcript.schema.json"
 
 

@@ -15,35 +15,6 @@ from pydantic import ConfigDict, Field, JsonValue, StringConstraints, model_vali
 
 from image_project.record.base import RecordModel
 
-__all__ = [
-    "DEFAULT_PROTOCOL",
-    "ITEM_MAX_CHARS",
-    "JUDGE_STATUSES",
-    "TEXT_MAX_CHARS",
-    "CandidateRecord",
-    "CardOptions",
-    "EvolutionRecord",
-    "IdeaCard",
-    "JudgeResult",
-    "JudgeStatus",
-    "Motif",
-    "NearDuplicate",
-    "NoveltyRecord",
-    "RoundCandidate",
-    "RoundRecord",
-    "ScoreRow",
-    "ScoringOff",
-    "ScoringRecord",
-    "ScoringSection",
-    "SelectionDetail",
-    "SelectionMode",
-    "SelectorRecord",
-    "Survivor",
-    "SurvivorCategory",
-    "named_protocol",
-    "pick_rule",
-]
-
 JudgeStatus = Literal["ok", "parse_error", "degenerate", "refused", "error"]
 JUDGE_STATUSES: tuple[JudgeStatus, ...] = ("ok", "parse_error", "degenerate", "refused", "error")
 SelectionMode = Literal["exploit", "explore"]

@@ -8,17 +8,6 @@ from __future__ import annotations
 import operator
 import re
 
-__all__ = [
-    "DISTINCT_MIN_WORDS",
-    "LOOP_MAX_WORDS",
-    "LOOP_MIN_WORDS",
-    "LOOP_SHORT_REPEATS",
-    "cut_at_limit",
-    "distinct_share",
-    "repetition_loop",
-    "words",
-]
-
 _WORD = re.compile(r"[^\W_]+(?:['\u2019-][^\W_]+)*")
 
 LOOP_MIN_WORDS = 3

@@ -6,8 +6,6 @@ from typing import Literal
 
 from image_project.record.base import RecordModel
 
-__all__ = ["UpscaleMethodName", "UpscaleRecord"]
-
 UpscaleMethodName = Literal["copy", "lanczos_fit", "realesrgan", "lanczos_resize"]
 
 

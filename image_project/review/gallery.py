@@ -8,8 +8,6 @@ from dataclasses import dataclass
 
 from image_project.review.views import RunView
 
-__all__ = ["GALLERY_FILTERS", "GalleryFilter", "GalleryPage", "gallery_pages"]
-
 
 @dataclass(frozen=True)
 class GalleryFilter:

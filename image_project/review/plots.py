@@ -12,15 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from image_project.analysis import PanelStats
+from image_project.analysis.panel import PanelStats
 from image_project.artifacts.atomic import atomic_write_bytes
-from image_project.record import JUDGE_STATUSES
+from image_project.record.scoring import JUDGE_STATUSES
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
     from matplotlib.axis import Axis
     from matplotlib.figure import Figure
-
-__all__ = ["PLOTS", "Plot", "write_plots"]
 
 
 @dataclass(frozen=True)
@@ -72,15 +71,52 @@ def _distributions(fig: Figure, stats: PanelStats) -> None:
     ax.set_xlabel("score (ok results only)")
 
 
+FEW_SCORES = 10
+"""A position mean over fewer scores than this is drawn hollow on the position-bias plot:
+with a handful of scores a gap of several points is what chance alone gives."""
+
+
+def _marked(ax: Axes, xs: list[int], ys: list[float], counts: list[int], label: str) -> None:
+    """One judge's line, a filled marker where its mean is over :data:`FEW_SCORES` scores
+    or more, a hollow one (white inside, the line's colour around) where it is over fewer."""
+    (line,) = ax.plot(xs, ys, "-", label=label)
+    colour = line.get_color()
+    for few in (False, True):
+        at = [i for i, n in enumerate(counts) if (n < FEW_SCORES) == few]
+        if at:
+            ax.plot(
+                [xs[i] for i in at],
+                [ys[i] for i in at],
+                "o",
+                color=colour,
+                markerfacecolor="white" if few else colour,
+                markeredgewidth=1.5,
+                gid="few" if few else "enough",
+            )
+
+
 def _positions(fig: Figure, stats: PanelStats) -> None:
     means, offsets = fig.subplots(1, 2)
+    few = False
     for j in stats.judges:
         if j.positions:
-            means.plot([p.position for p in j.positions], [p.mean for p in j.positions], "o-")
-            known = [p for p in j.positions if p.offset is not None]
-            offsets.plot(
-                [p.position for p in known], [p.offset for p in known], "o-", label=j.judge
+            _marked(
+                means,
+                [p.position for p in j.positions],
+                [p.mean for p in j.positions],
+                [p.n for p in j.positions],
+                j.judge,
             )
+            known = [p for p in j.positions if p.offset is not None]
+            _marked(
+                offsets,
+                [p.position for p in known],
+                [p.offset for p in known if p.offset is not None],
+                [p.n_offset for p in known],
+                j.judge,
+            )
+            few = few or any(p.n < FEW_SCORES for p in j.positions)
+            few = few or any(p.n_offset < FEW_SCORES for p in known)
     offsets.axhline(0, color="#888", linewidth=0.8)
     for ax in (means, offsets):
         _integer_ticks(ax.xaxis)
@@ -88,6 +124,11 @@ def _positions(fig: Figure, stats: PanelStats) -> None:
     means.set_ylabel("mean score")
     offsets.set_ylabel("score - other judges' mean")
     offsets.legend(fontsize="small")
+    if few:
+        fig.suptitle(
+            f"hollow: a mean over fewer than {FEW_SCORES} scores (read it as noise)",
+            fontsize="small",
+        )
 
 
 def _agreement(fig: Figure, stats: PanelStats) -> None:

@@ -36,10 +36,12 @@ from typing import IO
 
 import jinja2
 
-from image_project.analysis import PanelStats, panel_stats
+from image_project.analysis.panel import PanelStats, panel_stats
 from image_project.artifacts.atomic import atomic_write_bytes, atomic_write_text
 from image_project.errors import preview
-from image_project.record import JUDGE_STATUSES, RunRecord
+from image_project.record.calls import CALL_COLUMNS
+from image_project.record.run import RunRecord
+from image_project.record.scoring import JUDGE_STATUSES
 from image_project.review.gallery import gallery_pages
 from image_project.review.plots import write_plots
 from image_project.review.views import (
@@ -48,8 +50,6 @@ from image_project.review.views import (
     run_view,
     upscale_view,
 )
-
-__all__ = ["DEFAULT_MAX_IMAGE_PIXELS", "build_site", "review_command"]
 
 _Progress = Callable[[str], None]
 _Skipped = Callable[[str, str], None]
@@ -279,7 +279,8 @@ def build_site(
     views = _run_views(records, out, base, progress, dirs, max_image_pixels, skipped)
     run_page = env.get_template("run.html")
     for n, view in enumerate(views, start=1):
-        _write(out / "runs" / f"{view.page}.html", run_page.render(root="../", run=view))
+        html = run_page.render(root="../", run=view, columns=CALL_COLUMNS)
+        _write(out / "runs" / f"{view.page}.html", html)
         if progress is not None:
             progress(f"page {n}/{len(views)}: runs/{view.page}.html")
     stats = panel_stats(records)

@@ -7,9 +7,7 @@ import os
 from collections.abc import Iterable
 
 from image_project.artifacts.transcript import read_transcript
-from image_project.record import RunRecord
-
-__all__ = ["newest_first", "records_from_transcripts"]
+from image_project.record.run import RunRecord
 
 
 def newest_first(records: Iterable[RunRecord]) -> list[RunRecord]:

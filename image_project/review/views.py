@@ -5,42 +5,30 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from image_project.record import (
-    ContextRecord,
+from image_project.record.calls import (
+    JudgeView,
+    Message,
+    call_cells,
+    choice_text,
+    reask_head,
+    reask_note,
+    run_calls,
+)
+from image_project.record.context import ContextRecord
+from image_project.record.ids import generation_id_problem
+from image_project.record.run import RunError, RunRecord, run_status, scoring_absent, stopped_reason
+from image_project.record.scoring import (
     JudgeResult,
     RoundCandidate,
     RoundRecord,
-    RunError,
-    RunRecord,
     ScoreRow,
     ScoringRecord,
     SelectorRecord,
     pick_rule,
-    run_status,
-    scoring_absent,
-    stopped_reason,
 )
-from image_project.record.ids import generation_id_problem
-
-__all__ = [
-    "ContextView",
-    "HeatCell",
-    "HeatRow",
-    "InjectorLine",
-    "JudgeLine",
-    "PickView",
-    "RoundView",
-    "RunView",
-    "SelectorLine",
-    "SurvivorLine",
-    "UpscaleView",
-    "heat_style",
-    "page_name",
-    "run_view",
-    "upscale_view",
-]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
@@ -61,15 +49,39 @@ def page_name(generation_id: str) -> str:
     return "__" + hashlib.sha256(raw).hexdigest()
 
 
-def heat_style(score: float | None) -> str:
-    """The CSS of one heatmap cell: a blue whose darkness grows with the 0..100 score (white
-    text on the dark half); grey for a missing score."""
+HeatScale = tuple[float, float]
+"""The lowest and highest score of one heatmap: its lightest and darkest blue."""
+
+
+def heat_style(score: float | None, scale: HeatScale = (0.0, 100.0)) -> str:
+    """The CSS of one heatmap cell: a blue whose darkness grows with the score from the
+    table's lowest score (lightest) to its highest (darkest), so that the scores a table
+    holds are told apart however close they are (white text on the dark half); the
+    middle blue when the table's scores are all equal; grey for a missing score."""
     if score is None:
         return "background-color: #eeeeee; color: #888888"
-    value = min(100.0, max(0.0, float(score)))
-    lightness = round(96 - 0.6 * value)
+    low, high = scale
+    share = 0.5 if high <= low else (min(high, max(low, float(score))) - low) / (high - low)
+    lightness = round(96 - 60 * share)
     text = "#ffffff" if lightness < 62 else "#111111"
     return f"background-color: hsl(212, 70%, {lightness}%); color: {text}"
+
+
+def heat_scale(scores: Iterable[float | None]) -> HeatScale | None:
+    """The scale of a heatmap holding ``scores`` (None: a missing score): their lowest and
+    highest; None when there is no score (every cell is grey)."""
+    known = [float(s) for s in scores if s is not None]
+    return (min(known), max(known)) if known else None
+
+
+def _scale_note(scale: HeatScale | None) -> str:
+    """What the ends of a heatmap's blue stand for ("" when it has no score)."""
+    if scale is None:
+        return ""
+    low, high = scale
+    if low == high:
+        return f"every score here is {_number(low)}"
+    return f"lightest = {_number(low)}, darkest = {_number(high)}: this table's lowest and highest"
 
 
 @dataclass(frozen=True)
@@ -134,6 +146,7 @@ class RoundView:
     selector: SelectorLine | None
     final: bool
     note: str
+    scale: str = ""
 
 
 @dataclass(frozen=True)
@@ -200,6 +213,65 @@ class UpscaleView:
 
 
 @dataclass(frozen=True)
+class ReaskView:
+    """One rejected answer of a call: its heading (which one, the reason its re-ask gave),
+    what the record kept of it, and the answer."""
+
+    head: str
+    note: str
+    text: str
+
+
+@dataclass(frozen=True)
+class CallView:
+    """One model call on the run page (:func:`image_project.record.calls.run_calls`):
+    ``cells`` under :data:`CALL_COLUMNS` for its summary line, the rest for when it is
+    opened. ``anchor`` is its element id (``call-<n>``, n its place in the list)."""
+
+    anchor: str
+    cells: tuple[str, ...]
+    outcome: str
+    facts: tuple[tuple[str, str], ...]
+    messages: tuple[Message, ...]
+    earlier: str
+    answer: str | None
+    answer_head: str
+    reasks: tuple[ReaskView, ...]
+    judge: JudgeView | None
+    choice: str
+
+
+def call_views(record: RunRecord) -> tuple[CallView, ...]:
+    """Every model call of ``record`` as its run page shows it."""
+    views = []
+    for n, call in enumerate(run_calls(record), start=1):
+        judge = call.judge
+        views.append(
+            CallView(
+                anchor=f"call-{n}",
+                cells=call_cells(call),
+                outcome=call.outcome,
+                facts=call.facts,
+                messages=call.messages,
+                earlier=call.earlier_note,
+                answer=call.answer,
+                answer_head=call.answer_head,
+                reasks=tuple(
+                    ReaskView(
+                        head=reask_head(k, r, len(call.reasks)),
+                        note=reask_note(r),
+                        text=r.response,
+                    )
+                    for k, r in enumerate(call.reasks, start=1)
+                ),
+                judge=judge,
+                choice=choice_text(judge.choice) if judge and judge.choice else "",
+            )
+        )
+    return tuple(views)
+
+
+@dataclass(frozen=True)
 class RunView:
     """One run as the gallery and its page show it."""
 
@@ -231,6 +303,8 @@ class RunView:
     prompt_first: str = ""
     rounds: tuple[RoundView, ...] = ()
     pick: PickView | None = None
+    calls: tuple[CallView, ...] = ()
+    scale: str = ""
 
 
 def _number(value: float | None) -> str:
@@ -239,8 +313,8 @@ def _number(value: float | None) -> str:
     return str(int(value)) if float(value).is_integer() else f"{value:.1f}"
 
 
-def _cell(score: float | None) -> HeatCell:
-    return HeatCell(text=_number(score), style=heat_style(score))
+def _cell(score: float | None, scale: HeatScale | None) -> HeatCell:
+    return HeatCell(text=_number(score), style=heat_style(score, scale or (0.0, 100.0)))
 
 
 def _anchor(index: int, card_id: str) -> str:
@@ -255,6 +329,7 @@ def _row(
     *,
     index: int,
     selected: bool,
+    scale: HeatScale | None,
     survivor: SurvivorLine | None = None,
 ) -> HeatRow:
     dropped = ""
@@ -269,8 +344,8 @@ def _row(
         card_id=candidate.id,
         hook=candidate.card.hook if candidate.card else "(card not generated)",
         selected=selected,
-        cells=tuple(_cell(ok.get(j, {}).get(candidate.id)) for j in judge_ids),
-        median=_cell(row.median if row else None),
+        cells=tuple(_cell(ok.get(j, {}).get(candidate.id), scale) for j in judge_ids),
+        median=_cell(row.median if row else None, scale),
         penalty=_number(row.novelty_penalty if row else None),
         effective=_number(row.effective_score if row else None),
         anchor=_anchor(index, candidate.id),
@@ -287,7 +362,24 @@ def _ok_scores(judges: tuple[JudgeResult, ...]) -> dict[str, dict[str, int]]:
     return {j.id: j.scores or {} for j in judges if j.status == "ok"}
 
 
-def _rows(scoring: ScoringRecord, judge_ids: tuple[str, ...]) -> tuple[HeatRow, ...]:
+def _table_scale(
+    cards: Iterable[str], table: dict[str, ScoreRow], ok: dict[str, dict[str, int]]
+) -> HeatScale | None:
+    """The scale of one heatmap: over every score it shows, the judges' and the medians."""
+    shown = list(cards)
+    judged = (scores.get(c) for scores in ok.values() for c in shown)
+    medians = (table[c].median for c in shown if c in table)
+    return heat_scale([*judged, *medians])
+
+
+def _one_round_scale(scoring: ScoringRecord) -> HeatScale | None:
+    table = {row.id: row for row in scoring.score_table}
+    return _table_scale((c.id for c in scoring.candidates), table, _ok_scores(scoring.judges))
+
+
+def _rows(
+    scoring: ScoringRecord, judge_ids: tuple[str, ...], scale: HeatScale | None
+) -> tuple[HeatRow, ...]:
     """The one-round score table (the last round's, for a multi-round run)."""
     table = {row.id: row for row in scoring.score_table}
     ok = _ok_scores(scoring.judges)
@@ -301,6 +393,7 @@ def _rows(scoring: ScoringRecord, judge_ids: tuple[str, ...]) -> tuple[HeatRow, 
             judge_ids,
             index=0,
             selected=c.id == scoring.selected_id,
+            scale=scale,
         )
         for c in scoring.candidates
     )
@@ -328,6 +421,7 @@ def _round_view(r: RoundRecord, scoring: ScoringRecord, *, final: bool, stopped:
         s.id: SurvivorLine(category=s.category, reason=s.reason, proposed_by=s.proposed_by)
         for s in r.survivors
     }
+    scale = _table_scale((c.id for c in r.candidates), table, ok)
     rows = tuple(
         _row(
             c,
@@ -336,6 +430,7 @@ def _round_view(r: RoundRecord, scoring: ScoringRecord, *, final: bool, stopped:
             judge_ids,
             index=r.index,
             selected=final and c.id == scoring.selected_id,
+            scale=scale,
             survivor=survivors.get(c.id),
         )
         for c in r.candidates
@@ -361,6 +456,7 @@ def _round_view(r: RoundRecord, scoring: ScoringRecord, *, final: bool, stopped:
         selector=_selector_line(r.selector) if r.selector is not None else None,
         final=final,
         note=note,
+        scale=_scale_note(scale),
     )
 
 
@@ -525,7 +621,7 @@ def run_view(
         aggregation=_aggregation(scoring) if scoring is not None else None,
         judges=tuple(_judge_line(j) for j in scoring.judges) if scoring is not None else (),
         judge_ids=judge_ids,
-        rows=_rows(scoring, judge_ids) if scoring is not None else (),
+        rows=_rows(scoring, judge_ids, _one_round_scale(scoring)) if scoring is not None else (),
         context=(
             _context_view(record.context) if isinstance(record.context, ContextRecord) else None
         ),
@@ -534,6 +630,8 @@ def run_view(
         prompt_first=_first_line(record.final_image_prompt),
         rounds=_round_views(record, scoring) if scoring is not None else (),
         pick=_pick(scoring) if scoring is not None else None,
+        calls=call_views(record),
+        scale=_scale_note(_one_round_scale(scoring)) if scoring is not None else "",
     )
 
 

@@ -11,25 +11,3 @@
 Internal: import the public names from ``image_project`` (docs/api.md); this package's
 modules may change without notice.
 """
-
-from image_project.run.driver import run_generation
-from image_project.run.state import (
-    PHASES,
-    Inputs,
-    RunFailed,
-    RunResult,
-    RunState,
-    load_inputs,
-    new_generation_id,
-)
-
-__all__ = [
-    "PHASES",
-    "Inputs",
-    "RunFailed",
-    "RunResult",
-    "RunState",
-    "load_inputs",
-    "new_generation_id",
-    "run_generation",
-]

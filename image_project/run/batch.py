@@ -44,11 +44,11 @@ from typing import TYPE_CHECKING, Literal
 
 import anyio
 
-from image_project.artifacts import existing_titles, read_manifest
+from image_project.artifacts.manifest import existing_titles, read_manifest
 from image_project.backends.factory import Backends
 from image_project.cli.summary import record_lines, terminal_safe
-from image_project.config import AppConfig
-from image_project.engine import DefaultStepRecorder
+from image_project.config.models import AppConfig
+from image_project.engine.recorder import DefaultStepRecorder
 from image_project.errors import AuthenticationError, QuotaExceededError, RequestRejectedError
 from image_project.run.batch_progress import BatchProgress
 from image_project.run.driver import run_generation
@@ -59,19 +59,6 @@ from image_project.store.writer import StoreWriter
 
 if TYPE_CHECKING:
     from image_project.artifacts.upscale import UpscaleSettings
-
-__all__ = [
-    "EXIT_BROKEN_PIPE",
-    "EXIT_OK",
-    "EXIT_RUN_FAILED",
-    "Batch",
-    "State",
-    "fatal_cause",
-    "run_batch",
-    "runs_line",
-    "summary_text",
-    "with_history",
-]
 
 EXIT_OK, EXIT_RUN_FAILED = 0, 1
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a command killed by it
@@ -357,7 +344,7 @@ def with_history(cfg: AppConfig, inputs: Inputs) -> Inputs:
     novelty = None
     scoring = cfg.prompt.scoring
     if scoring.enabled:
-        from image_project.stages.scoring import load_novelty
+        from image_project.stages.scoring.novelty import load_novelty
 
         novelty = load_novelty(
             scoring.novelty.enabled,

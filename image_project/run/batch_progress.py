@@ -13,8 +13,6 @@ import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
-__all__ = ["BatchProgress", "eta_text", "silence"]
-
 
 def eta_text(seconds: float) -> str:
     """``42s``, ``3m05s``, ``1h02m``: a rough remaining time."""

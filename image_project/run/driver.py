@@ -54,13 +54,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from image_project.artifacts import transcript_path, write_transcript
 from image_project.artifacts.pending import at_point
+from image_project.artifacts.transcript import transcript_path, write_transcript
 from image_project.backends.factory import Backends
 from image_project.cli.progress import ProgressRecorder
-from image_project.config import AppConfig
 from image_project.config.capabilities import TEXT_MODELS
-from image_project.engine import ChatRunner, Context, DefaultStepRecorder, TokenLimits
+from image_project.config.models import AppConfig
+from image_project.engine.budget import TokenLimits
+from image_project.engine.context import Context
+from image_project.engine.recorder import DefaultStepRecorder
+from image_project.engine.runner import ChatRunner
 from image_project.errors import (
     BackendError,
     ModelOutputError,
@@ -69,9 +72,9 @@ from image_project.errors import (
     rejected_of,
 )
 from image_project.preflight import check_upscale
-from image_project.record import RunError, RunRecord
 from image_project.record.events import Reask
 from image_project.record.ids import check_generation_id
+from image_project.record.run import RunError, RunRecord
 from image_project.run.log import RunLog
 from image_project.run.phases import PhaseFailed, run_phases
 from image_project.run.records import save_to_store
@@ -91,8 +94,6 @@ from image_project.store.writer import RecordsRefused, StoreOutcome, StoreWriter
 
 if TYPE_CHECKING:
     from image_project.artifacts.upscale import UpscaleSettings
-
-__all__ = ["run_error", "run_generation", "token_limits"]
 
 logger = logging.getLogger("image_project.run")
 
@@ -219,6 +220,15 @@ class _Run:
         if own_store:
             store = StoreWriter(cfg.effective_store_url)
         recorder = recorder or (ProgressRecorder(say) if emit else DefaultStepRecorder())
+        ctx = Context.with_system(SYSTEM_PROMPT)
+        runner = ChatRunner(
+            backends.text,
+            recorder=recorder,
+            mode=cfg.run.concurrency,
+            image_backend=backends.image,
+            token_limits=token_limits(cfg),
+            max_prompt_chars=cfg.prompt.max_prompt_chars,
+        )
         state = RunState(
             cfg=cfg,
             backends=backends,
@@ -226,15 +236,8 @@ class _Run:
             seed=seed if seed is not None else run_seed(cfg.prompt.random_seed),
             prompt_only=prompt_only,
             created_at=utc_iso(),
-            ctx=Context.with_system(SYSTEM_PROMPT),
-            runner=ChatRunner(
-                backends.text,
-                recorder=recorder,
-                mode=cfg.run.concurrency,
-                image_backend=backends.image,
-                token_limits=token_limits(cfg),
-                max_prompt_chars=cfg.prompt.max_prompt_chars,
-            ),
+            ctx=ctx,
+            root=runner.root(ctx),
             recorder=recorder,
             say=say,
             started=started,

@@ -33,8 +33,6 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-__all__ = ["INTERRUPT_SIGNALS", "RUNS_LEFT", "Interrupts", "quit_now_line"]
-
 INTERRUPT_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 

@@ -22,8 +22,6 @@ if TYPE_CHECKING:
     pass
 
 
-__all__ = ["BufferedFileHandler", "RunLog", "RunLogFormatter"]
-
 _CURRENT_RUN: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "image_project_run", default=None
 )

@@ -18,23 +18,18 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from image_project.artifacts import (
-    existing_titles,
-    read_manifest,
-)
+from image_project.artifacts.manifest import existing_titles, read_manifest
 from image_project.backends.base import ImageReply, ImageRequest, Message
 from image_project.cli.progress import counted
-from image_project.engine import ImageStep
+from image_project.engine.nodes import ImageStep
+from image_project.engine.scope import Scope
 from image_project.errors import (
     ImageProjectError,
     ModelOutputError,
     StepFailedError,
     add_cancelled_paths,
 )
-from image_project.record import (
-    ConceptFilter,
-    ImageEvent,
-)
+from image_project.record.run import ConceptFilter
 from image_project.run.records import write_records
 from image_project.run.state import (
     Contexted,
@@ -66,8 +61,6 @@ if TYPE_CHECKING:
     from image_project.artifacts.upscale import Upscaled, UpscaleSettings
 
 
-__all__ = ["PhaseFailed", "run_phases", "say_done"]
-
 logger = logging.getLogger("image_project.run")
 
 
@@ -81,7 +74,8 @@ async def _context(run: RunState, inputs: Inputs) -> Contexted:
     of the phases, before any model call: a plugin that fails here costs nothing. With
     ``system`` (or ``both``), the run's conversation starts from the system prompt with the
     guidance appended."""
-    from image_project.context import load_injectors, run_injectors
+    from image_project.context.inject import run_injectors
+    from image_project.context.loading import load_injectors
 
     cfg = run.cfg.context
     record = run_injectors(
@@ -117,9 +111,8 @@ async def _concept_filter(run: RunState, inputs: Inputs, selected: tuple[str, ..
     concepts = selected
     if dislikes:
         run.announce("concept filter")
-        concepts = await run.runner.ask(
-            run.ctx, dislike_rewrite_step(selected, dislikes, run_seed=run.seed)
-        )
+        rewrite = dislike_rewrite_step(selected, dislikes, run_seed=run.seed)
+        concepts = (await run.root.ask(rewrite)).value
     return Filtered(
         ConceptFilter(input=selected, output=concepts, dislikes=dislikes),
         Brief(concepts, render_guidance(inputs.profile), tuple(dislikes)),
@@ -130,25 +123,19 @@ async def _pipeline(run: RunState, inputs: Inputs, brief: Brief, guidance: Guida
     cfg, scoring = run.cfg, run.cfg.prompt.scoring
     if not scoring.enabled:
         run.announce(f"prompt pipeline (refinement: {cfg.prompt.refinement})")
-        outcome = await run.runner.run(
-            run.ctx,
-            prompt_pipeline(
-                brief=brief,
-                run_seed=run.seed,
-                refinement=cfg.prompt.refinement,
-                temperature=cfg.prompt.text_temperature,
-                guidance=guidance,
-            ),
+        final_prompt = await prompt_pipeline(
+            run.root,
+            brief=brief,
+            run_seed=run.seed,
+            refinement=cfg.prompt.refinement,
+            temperature=cfg.prompt.text_temperature,
+            guidance=guidance,
         )
-        return Prompted(_answered(outcome.last_response))
+        return Prompted(_answered(final_prompt))
     # Imported here: a run without scoring (the default) never needs it, and its import
     # is about 0.03 s of the command line's start-up (bench/startup.py).
-    from image_project.stages.scoring import (
-        ScoringRun,
-        ScoringSetup,
-        describe_ensemble,
-        load_novelty,
-    )
+    from image_project.stages.scoring.flow import ScoringRun, ScoringSetup, describe_ensemble
+    from image_project.stages.scoring.novelty import load_novelty
 
     text_model = run.backends.text.default_model
     judges = scoring.effective_judges(text_model, run.backends.text_models)
@@ -181,14 +168,10 @@ async def _pipeline(run: RunState, inputs: Inputs, brief: Brief, guidance: Guida
         )
     )
     run.produced.scoring = scoring_run  # recorded also when the scoring run fails
-    await scoring_run.run(run.runner, run.ctx)
-    # The scoring pipeline merges all its messages into the run's conversation: its last
-    # answer, the last stage's, is the final prompt.
-    last = run.ctx.messages[-1]
-    return Prompted(_answered(last.content if last.role == "assistant" else None), scoring_run)
+    return Prompted(_answered(await scoring_run.run(run.root)), scoring_run)
 
 
-def _answered(final_prompt: str | None) -> str:
+def _answered(final_prompt: str) -> str:
     if not final_prompt:
         raise StepFailedError("pipeline: the prompt pipeline produced no final prompt")
     return final_prompt
@@ -230,10 +213,10 @@ async def _checked(reply: ImageReply) -> _Checked:
     return _Checked(reply, await _verified(reply))
 
 
-async def _image(run: RunState, final_prompt: str) -> Pictured:
+async def _image(run: RunState, scope: Scope, final_prompt: str) -> Pictured:
     """The image call, and the check that its answer is a whole image: an engine
-    :class:`~image_project.engine.ImageStep` at path ``image``, recorded however it ends
-    (with its reply, failed, or cut off with ``error.type == "cancelled"``)."""
+    :class:`~image_project.engine.ImageStep` named ``image`` in ``scope``, recorded however
+    it ends (with its reply, failed, or cut off with ``error.type == "cancelled"``)."""
     cfg, image_backend = run.cfg, run.backends.image
     request = ImageRequest(
         prompt=final_prompt,
@@ -246,17 +229,13 @@ async def _image(run: RunState, final_prompt: str) -> Pictured:
     step: ImageStep[_Checked] = ImageStep(
         name="image", request=request, check=_checked, cancelled=lambda: run.ledger.cancel_reason
     )
-    outcome = await run.runner.run_node(
-        step, run.ctx, (), path="image", name="image", order=run.ledger.image_order
-    )
-    checked, event = outcome.value, outcome.event
-    if not isinstance(checked, _Checked) or not isinstance(event, ImageEvent):
-        raise TypeError(f"the image step returned {type(checked).__name__}, {type(event).__name__}")
+    drawn = await scope.ask(step)
+    checked = drawn.value
     say_done(run, f"image from {checked.reply.model} ({checked.reply.format}, {request.size})")
-    return Pictured(checked.reply, checked.frame, event)
+    return Pictured(checked.reply, checked.frame, drawn.event)
 
 
-async def _title(run: RunState, inputs: Inputs, final_prompt: str) -> TitleResult:
+async def _title(run: RunState, scope: Scope, inputs: Inputs, final_prompt: str) -> TitleResult:
     started = time.perf_counter()
     run.announce("title")
     snapshot = inputs.known_titles
@@ -267,9 +246,7 @@ async def _title(run: RunState, inputs: Inputs, final_prompt: str) -> TitleResul
         )
     else:
         known = snapshot
-    title = await run_title(
-        run.runner, run.ctx, final_prompt, known, seed=derive_seed(run.seed, "title")
-    )
+    title = await run_title(scope, final_prompt, known, seed=derive_seed(run.seed, "title"))
     run.ledger.phase_times["title"] = round(time.perf_counter() - started, 3)
     return title
 
@@ -287,68 +264,48 @@ class PhaseFailed(Exception):
 async def _image_and_title(
     run: RunState, inputs: Inputs, final_prompt: str
 ) -> tuple[Pictured, TitleResult]:
-    """The ``image`` and ``title`` phases, concurrently (in order in the sequential mode).
+    """The ``image`` and ``title`` phases, concurrently (in order in the sequential mode), as
+    the root scope's next two children: the engine places the image between the prompt
+    steps and the title whatever finishes first.
 
-    The image's place in the record is reserved first, so it is recorded between the prompt
-    trees and the title whatever finishes first. The first to fail cancels the other; its
-    error leaves as :class:`PhaseFailed` naming its phase, with the other's cut-off steps
-    as cancelled paths. ``run.ledger.unfinished`` lists the two until each is done, so that
-    an interrupt is attributed to the first still going (the title, once the image is
-    done)."""
+    The first to fail cancels the other; its error leaves as :class:`PhaseFailed` naming its
+    phase, with the other's cut-off steps as cancelled paths. ``run.ledger.unfinished`` lists
+    the two until each is done, so that an interrupt is attributed to the first still going
+    (the title, once the image is done)."""
     ledger = run.ledger
-    ledger.image_order = (run.ctx.roots_run,)
-    run.ctx.roots_run += 1
     ledger.unfinished = ["image", "title"]
     pictures: list[Pictured] = []
     titles: list[TitleResult] = []
 
-    async def image() -> None:
-        pictures.append(await _image(run, final_prompt))
+    async def image(scope: Scope) -> None:
+        pictures.append(await _image(run, scope, final_prompt))
 
-    async def title() -> None:
-        titles.append(await _title(run, inputs, final_prompt))
+    async def title(scope: Scope) -> None:
+        titles.append(await _title(run, scope, inputs, final_prompt))
 
-    both: tuple[tuple[str, _Step], ...] = (("image", image), ("title", title))
-    if run.cfg.run.concurrency == "sequential":
-        await _in_order(run, both)
-    else:
-        await _together(run, both)
+    try:
+        await run.root.gather(None, [_phase(run, "image", image), _phase(run, "title", title)])
+    except PhaseFailed as failed:
+        add_cancelled_paths(failed.cause, run.cut_off())
+        raise
     return pictures[0], titles[0]
 
 
-_Step = Callable[[], Awaitable[None]]
+def _phase(
+    run: RunState, phase: str, step: Callable[[Scope], Awaitable[None]]
+) -> Callable[[Scope], Awaitable[None]]:
+    """``step`` as the phase ``phase``: done, it leaves ``run.ledger.unfinished``; failed,
+    it says why the other phase is cut off and leaves as :class:`PhaseFailed`."""
 
-
-async def _in_order(run: RunState, steps: Sequence[tuple[str, _Step]]) -> None:
-    for phase, step in steps:
+    async def guarded(scope: Scope) -> None:
         try:
-            await step()
+            await step(scope)
         except Exception as exc:
+            run.ledger.cancel_reason = f"the {phase} call failed, so the run stopped"
             raise PhaseFailed(phase, exc) from exc
         run.ledger.unfinished.remove(phase)
 
-
-async def _together(run: RunState, steps: Sequence[tuple[str, _Step]]) -> None:
-    ledger = run.ledger
-    failed: list[PhaseFailed] = []
-    async with anyio.create_task_group() as tg:
-
-        async def guarded(phase: str, step: _Step) -> None:
-            try:
-                await step()
-            except Exception as exc:  # kept, not raised: no ExceptionGroup to unwrap
-                failed.append(PhaseFailed(phase, exc))
-                ledger.cancel_reason = f"the {phase} call failed, so the run stopped"
-                tg.cancel_scope.cancel()
-            else:
-                ledger.unfinished.remove(phase)
-
-        for phase, step in steps:
-            tg.start_soon(guarded, phase, step)
-    if failed:
-        first = failed[0]
-        add_cancelled_paths(first.cause, run.cut_off())
-        raise first from first.cause
+    return guarded
 
 
 def _upscale(frame: Image, settings: UpscaleSettings) -> tuple[Upscaled, float]:

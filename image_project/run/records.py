@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from image_project.artifacts import (
-    append_generation_row,
+from image_project.artifacts.generations import append_generation_row
+from image_project.artifacts.manifest import (
     append_manifest_row,
     existing_titles,
     manifest_lock,
@@ -19,8 +19,8 @@ from image_project.artifacts import (
     next_seq,
     read_manifest,
     restore_manifest,
+    utc_now_iso,
 )
-from image_project.artifacts.manifest import utc_now_iso
 from image_project.artifacts.pending import (
     PendingRecords,
     PendingTranscript,
@@ -29,11 +29,9 @@ from image_project.artifacts.pending import (
     pending_path,
 )
 from image_project.artifacts.transcript import transcript_path
-from image_project.config import AppConfig
+from image_project.config.models import AppConfig
 from image_project.config.store_url import import_command
-from image_project.record import (
-    RunRecord,
-)
+from image_project.record.run import RunRecord
 from image_project.run.state import RunState, Saved, ToRecord
 from image_project.stages.title import TitleResult, resolve_collision
 from image_project.store.writer import StoreOutcome, StoreWriter
@@ -41,8 +39,6 @@ from image_project.store.writer import StoreOutcome, StoreWriter
 if TYPE_CHECKING:
     pass
 
-
-__all__ = ["repair_command", "repair_scope", "save_to_store", "store_seq", "write_records"]
 
 logger = logging.getLogger("image_project.run")
 

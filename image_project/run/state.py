@@ -15,28 +15,28 @@ from typing import TYPE_CHECKING
 
 from image_project.backends.base import ImageReply, Usage
 from image_project.backends.factory import Backends
-from image_project.config import AppConfig
-from image_project.engine import ChatRunner, Context, DefaultStepRecorder
+from image_project.config.models import AppConfig
+from image_project.engine.context import Context
+from image_project.engine.recorder import DefaultStepRecorder
+from image_project.engine.scope import Scope
 from image_project.errors import (
     ImageProjectError,
 )
 from image_project.preflight import check_outputs
-from image_project.record import (
+from image_project.record.context import ContextOff, ContextRecord
+from image_project.record.events import ChatEvent, ImageEvent
+from image_project.record.run import (
     SCHEMA_VERSION,
     BackendInfo,
-    ChatEvent,
     ConceptFilter,
-    ContextOff,
-    ContextRecord,
-    ImageEvent,
     RunError,
     RunRecord,
     RunUsage,
-    ScoringOff,
     Timing,
     TitleRecord,
-    UpscaleRecord,
 )
+from image_project.record.scoring import ScoringOff
+from image_project.record.upscale import UpscaleRecord
 from image_project.stages.concepts import Categories, load_categories
 from image_project.stages.profile import Profile, check_profile_size, load_profile
 from image_project.stages.standard import Brief, Guidance
@@ -48,28 +48,9 @@ if TYPE_CHECKING:
 
     from image_project.artifacts.pending import PendingTranscript
     from image_project.artifacts.upscale import SavedUpscale, Upscaled, UpscaleSettings
-    from image_project.stages.scoring import NoveltyState, ScoringRun
+    from image_project.stages.scoring.flow import ScoringRun
+    from image_project.stages.scoring.novelty import NoveltyState
 
-
-__all__ = [
-    "PHASES",
-    "Contexted",
-    "Filtered",
-    "Inputs",
-    "Ledger",
-    "Loaded",
-    "Pictured",
-    "Produced",
-    "Prompted",
-    "RunFailed",
-    "RunResult",
-    "RunState",
-    "Saved",
-    "ToRecord",
-    "load_inputs",
-    "new_generation_id",
-    "utc_iso",
-]
 
 logger = logging.getLogger("image_project.run")
 
@@ -253,7 +234,7 @@ class Produced:
 @dataclass
 class Ledger:
     """Where the run is: phase times, the image and title phases not done yet, what a
-    cut-off image call records, the image step's reserved place, and the pending transcript
+    cut-off image call records, and the pending transcript
     (:mod:`image_project.artifacts.pending`) from the records phase's first write until the
     transcript is written."""
 
@@ -262,17 +243,15 @@ class Ledger:
     """Of the ``image`` and ``title`` phases (run together), those not done yet."""
     cancel_reason: str = "the run was interrupted during the image call"
     """What a cut-off image call records as its error message."""
-    image_order: tuple[int, ...] = ()
-    """The image step's declared position, reserved before it and the title start."""
     pending: PendingTranscript | None = None
 
 
 @dataclass(frozen=True)
 class RunState:
     """One run: what it is given (config, backends, store, seed, ids, where its progress
-    lines go, the engine context and runner), what its phases produced for the record
-    (:class:`Produced`) and its ledger (:class:`Ledger`). What a phase hands to the next
-    is a typed value (:mod:`image_project.run.phases`), never a field here."""
+    lines go, the engine context and its root scope), what its phases produced for the
+    record (:class:`Produced`) and its ledger (:class:`Ledger`). What a phase hands to the
+    next is a typed value (:mod:`image_project.run.phases`), never a field here."""
 
     cfg: AppConfig
     backends: Backends
@@ -281,7 +260,9 @@ class RunState:
     prompt_only: bool
     created_at: str
     ctx: Context
-    runner: ChatRunner
+    root: Scope
+    """The root scope of ``ctx`` (its runner's): every step of the run is its child or below
+    it."""
     recorder: DefaultStepRecorder
     say: Callable[[str], None]
     started: float

@@ -2,5 +2,3 @@
 
 Internal: import the public names from ``image_project`` (docs/api.md); this package's
 modules may change without notice."""
-
-__all__: list[str] = []

@@ -25,15 +25,6 @@ from types import MappingProxyType
 from image_project.errors import InputFileError
 from image_project.seeding import rng_for
 
-__all__ = [
-    "CONCEPT_GROUPS",
-    "EXPECTED_COLUMNS",
-    "Categories",
-    "load_categories",
-    "read_csv_rows",
-    "select_concepts",
-]
-
 CONCEPT_GROUPS: tuple[tuple[str, ...], ...] = (
     ("Subject Matter", "Narrative"),
     ("Mood", "Composition", "Perspective"),

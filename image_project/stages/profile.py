@@ -34,15 +34,6 @@ from pathlib import Path
 from image_project.errors import InputFileError
 from image_project.stages.concepts import read_csv_rows
 
-__all__ = [
-    "KNOWN_SECTIONS",
-    "Profile",
-    "avoid_list",
-    "check_profile_size",
-    "load_profile",
-    "render_guidance",
-]
-
 KNOWN_SECTIONS: tuple[str, ...] = ("Loves", "Likes", "Dislikes", "Hates", "Notes")
 _ALIASES: dict[str, str] = {}
 for _name in KNOWN_SECTIONS:

@@ -1,10 +1,10 @@
 """The standard prompt pipeline: dislike rewrite, six prompt stages, tree-of-thought refinement.
 
-Builds engine trees; knows prompts and policy, not transport or files. The run's inputs
-reach the prompts as one typed :class:`Brief` (the concepts after the dislike rewrite, the
-rendered profile, the dislikes). Values pass as typed step results: the dislike rewrite's
-concepts and the pipeline's last response come back from the runner; the enclave's
-critiques and drafts reach the steps after them through each step's ``keep``.
+Code on an engine :class:`~image_project.engine.Scope`; knows prompts and policy, not
+transport or files. The run's inputs reach the prompts as one typed :class:`Brief` (the
+concepts after the dislike rewrite, the rendered profile, the dislikes). Values pass as typed
+step results: the enclave's critiques and drafts are the answers its prompts are written
+from, each stage returns its output, and the pipeline the last one's: the final prompt.
 
 Shape (refinement ``final``)::
 
@@ -16,9 +16,9 @@ Shape (refinement ``final``)::
       section_4_concise_description/draft
       dalle_prompt_creation/                   its last response: the final prompt
         draft
-        tot_enclave/fanout/{5 critics}         concurrent, merge none, kept
-        tot_enclave/reduce/consensus/{3}       concurrent, merge none, kept
-        tot_enclave/reduce/final_consensus     the stage's only output
+        tot_enclave/fanout/{5 critics}         concurrent, merge none
+        tot_enclave/reduce/consensus/{3}       concurrent, merge none, from the critiques
+        tot_enclave/reduce/final_consensus     the stage's only output, from the drafts
 
 ``per_stage`` wraps every stage in the enclave (as the original project did); ``none`` keeps
 drafts only. Every chat step carries a seed derived from the run seed and its path.
@@ -35,50 +35,15 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field, StringConstraints, create_model, model_validator
 
-from image_project.engine import (
-    Block,
-    ChatStep,
-    Context,
-    JsonOutput,
-    Node,
-    PromptFn,
-    PromptSource,
-    ReaskPolicy,
-    TextOutput,
-    TokenBudget,
-    fanout_then_reduce,
-)
+from image_project.engine.budget import TokenBudget
+from image_project.engine.nodes import ChatStep, MergeMode
+from image_project.engine.outcome import Answer
+from image_project.engine.output import JsonOutput, ReaskPolicy, TextOutput
+from image_project.engine.scope import Scope
 from image_project.record.base import RecordModel
 from image_project.record.gates import gate_error
 from image_project.record.textshape import repetition_loop
 from image_project.seeding import derive_seed
-
-__all__ = [
-    "CONCEPTS_KEY",
-    "CONSENSUS_DRAFTS",
-    "CRITICS",
-    "DALLE_PROMPT_KEY",
-    "NO_GUIDANCE",
-    "PROSE",
-    "PROSE_OUTPUT",
-    "PROSE_REASK",
-    "STAGES",
-    "SYSTEM_PROMPT",
-    "Brief",
-    "ConceptRewrite",
-    "Guidance",
-    "Refinement",
-    "StagePrompt",
-    "check_rewrite",
-    "concept_lines",
-    "concept_rewrite_output",
-    "dislike_phrases",
-    "dislike_rewrite_step",
-    "prompt_pipeline",
-    "stage_block",
-    "stage_prompt",
-    "tot_enclave",
-]
 
 Refinement = Literal["final", "per_stage", "none"]
 DALLE_PROMPT_KEY = "dalle_prompt"
@@ -271,169 +236,128 @@ def _critic_prompt(label: str, persona: str, sees: str | None, brief: Brief) -> 
     )
 
 
-class _Voices:
-    """What one enclave's critics and consensus drafts answered, handed over by each step's
-    ``keep`` as it finishes, for the steps after them to read."""
-
-    def __init__(self, stage: str) -> None:
-        self.stage = stage
-        self.texts: dict[str, str] = {}
-
-    def keep(self, name: str) -> Callable[[str], None]:
-        def store(text: str) -> None:
-            self.texts[name] = text
-
-        return store
-
-    def text(self, name: str, what: str) -> str:
-        text = self.texts.get(name)
-        if not isinstance(text, str) or not text.strip():
-            raise ValueError(f"missing enclave {what}: enclave.{self.stage}.{name}")
-        return text
-
-    def critiques(self) -> str:
-        return "\n\n".join(
-            f"### {label}\n{self.text(name, 'thread output')}" for name, label, _, _ in CRITICS
-        )
-
-
-def _consensus_prompt(voices: _Voices) -> PromptFn:
-    def render(ctx: Context) -> str:
-        return (
-            "Five critics reviewed the last assistant response. Weigh them: the "
-            "Representative counts most and may veto; the Chameleon counts second.\n\n"
-            f"{voices.critiques()}\n\n"
-            "Output ONLY the revised version of the last assistant response, in the same form."
-        )
-
-    return render
-
-
-def _final_prompt(voices: _Voices) -> PromptFn:
-    def render(ctx: Context) -> str:
-        drafts = [
-            f"### Draft {i}\n{voices.text(f'consensus_{i}', 'consensus draft')}"
-            for i in range(1, CONSENSUS_DRAFTS + 1)
-        ]
-        return (
-            "Synthesise these revised drafts into one final version of the last assistant "
-            "response. Prefer what they agree on, clarity, the viewer's preferences and the "
-            "Representative's cautions.\n\n" + "\n\n".join(drafts) + "\n\n"
-            "Output ONLY the final version, in the same form."
-        )
-
-    return render
-
-
-def tot_enclave(stage: str, *, brief: Brief, run_seed: int, temperature: float) -> Block:
-    """Five critics concurrently, three consensus drafts concurrently, one synthesis. The
-    critiques and drafts reach the steps after them through each step's ``keep``."""
-    voices = _Voices(stage)
-
-    def seed(*labels: str) -> int:
-        return derive_seed(run_seed, "step", stage, "tot_enclave", *labels)
-
-    critics: list[Node] = [
-        ChatStep(
-            name=name,
-            prompt=_critic_prompt(label, persona, sees, brief),
-            temperature=temperature,
-            merge="none",
-            keep=voices.keep(name),
-            seed=seed(name),
-            max_output_tokens=PROSE,
-            output=PROSE_OUTPUT,
-            reask=PROSE_REASK,
-        )
-        for name, label, persona, sees in CRITICS
-    ]
-    consensus = Block(
-        name="consensus",
-        merge="none",
-        parallel=True,
-        nodes=[
-            ChatStep(
-                name=f"consensus_{i}",
-                prompt=_consensus_prompt(voices),
-                temperature=temperature,
-                merge="none",
-                keep=voices.keep(f"consensus_{i}"),
-                seed=seed(f"consensus_{i}"),
-                max_output_tokens=PROSE,
-                output=PROSE_OUTPUT,
-                reask=PROSE_REASK,
-            )
-            for i in range(1, CONSENSUS_DRAFTS + 1)
-        ],
+def _consensus_prompt(critiques: Sequence[Answer[str]]) -> str:
+    voices = "\n\n".join(
+        f"### {label}\n{critique.value}"
+        for (_, label, _, _), critique in zip(CRITICS, critiques, strict=True)
     )
-    final: ChatStep[str] = ChatStep(
-        name="final_consensus",
-        prompt=_final_prompt(voices),
+    return (
+        "Five critics reviewed the last assistant response. Weigh them: the "
+        "Representative counts most and may veto; the Chameleon counts second.\n\n"
+        f"{voices}\n\n"
+        "Output ONLY the revised version of the last assistant response, in the same form."
+    )
+
+
+def _final_prompt(drafts: Sequence[Answer[str]]) -> str:
+    revised = [f"### Draft {i}\n{draft.value}" for i, draft in enumerate(drafts, start=1)]
+    return (
+        "Synthesise these revised drafts into one final version of the last assistant "
+        "response. Prefer what they agree on, clarity, the viewer's preferences and the "
+        "Representative's cautions.\n\n" + "\n\n".join(revised) + "\n\n"
+        "Output ONLY the final version, in the same form."
+    )
+
+
+def _prose(
+    name: str, prompt: str, *, seed: int, temperature: float, merge: MergeMode = "all_messages"
+) -> ChatStep[str]:
+    """A prose step of the pipeline: its token limit, its loop gate and its one re-ask."""
+    return ChatStep(
+        name=name,
+        prompt=prompt,
         temperature=temperature,
-        seed=seed("final_consensus"),
+        merge=merge,
+        seed=seed,
         max_output_tokens=PROSE,
         output=PROSE_OUTPUT,
         reask=PROSE_REASK,
     )
-    return fanout_then_reduce("tot_enclave", fanout=critics, reduce=[consensus, final])
 
 
-def stage_block(
+async def tot_enclave(
+    scope: Scope, stage: str, *, brief: Brief, run_seed: int, temperature: float
+) -> str:
+    """``tot_enclave`` in ``scope``: five critics concurrently, three consensus drafts
+    concurrently (each reading the critiques), one synthesis of the drafts, whose text it
+    returns; only the synthesis reaches the conversation."""
+
+    def step(name: str, prompt: str, merge: MergeMode = "none") -> ChatStep[str]:
+        seed = derive_seed(run_seed, "step", stage, "tot_enclave", name)
+        return _prose(name, prompt, seed=seed, temperature=temperature, merge=merge)
+
+    async with scope.scope("tot_enclave", merge="all_messages") as enclave:
+        critiques = await enclave.gather(
+            "fanout",
+            [
+                step(name, _critic_prompt(label, persona, sees, brief))
+                for name, label, persona, sees in CRITICS
+            ],
+        )
+        async with enclave.scope("reduce", merge="all_messages") as reduce:
+            drafts = await reduce.gather(
+                "consensus",
+                [
+                    step(f"consensus_{i}", _consensus_prompt(critiques))
+                    for i in range(1, CONSENSUS_DRAFTS + 1)
+                ],
+            )
+            final = await reduce.ask(step("final_consensus", _final_prompt(drafts), "all_messages"))
+    return final.value
+
+
+async def run_stage(
+    scope: Scope,
     stage: str,
-    prompt: PromptSource,
+    prompt: str,
     *,
     brief: Brief,
     refine: bool,
     run_seed: int,
     temperature: float,
-) -> Block:
-    """One stage: a draft, then (``refine``) the ToT enclave; merges its last response (the
-    block's last response: the final prompt for the last stage)."""
-    draft: ChatStep[str] = ChatStep(
-        name="draft",
-        prompt=prompt,
-        temperature=temperature,
-        seed=derive_seed(run_seed, "step", stage, "draft"),
-        max_output_tokens=PROSE,
-        output=PROSE_OUTPUT,
-        reask=PROSE_REASK,
-    )
-    nodes: list[Node] = [draft]
-    if refine:
-        nodes.append(tot_enclave(stage, brief=brief, run_seed=run_seed, temperature=temperature))
-    return Block(name=stage, merge="last_response", nodes=nodes)
+) -> str:
+    """One stage in ``scope``: a draft, then (``refine``) the ToT enclave. The stage merges
+    its last response (its prompt answered by its output) and returns that output: the
+    final prompt for the last stage."""
+    async with scope.scope(stage, merge="last_response") as block:
+        seed = derive_seed(run_seed, "step", stage, "draft")
+        draft = await block.ask(_prose("draft", prompt, seed=seed, temperature=temperature))
+        output = draft.value
+        if refine:
+            output = await tot_enclave(
+                block, stage, brief=brief, run_seed=run_seed, temperature=temperature
+            )
+    return output
 
 
-def prompt_pipeline(
+async def prompt_pipeline(
+    scope: Scope,
     *,
     brief: Brief,
     run_seed: int,
     refinement: Refinement,
     temperature: float,
     guidance: Guidance = NO_GUIDANCE,
-) -> Block:
-    """The six prompt stages; the last one's answer (the block's last response) is the final
-    image prompt. ``guidance.prompt`` is
-    embedded in the first stage's prompt (its ``system`` part is the caller's, who owns the
-    conversation's system prompt)."""
+) -> str:
+    """The six prompt stages, as ``scope``'s next child ``pipeline``; the last one's output
+    is the final image prompt, returned. ``guidance.prompt`` is embedded in the first stage's
+    prompt (its ``system`` part is the caller's, who owns the conversation's system
+    prompt)."""
     last = len(STAGES) - 1
-    return Block(
-        name="pipeline",
-        merge="all_messages",
-        nodes=[
-            stage_block(
+    final_prompt = ""
+    async with scope.scope("pipeline", merge="all_messages") as pipeline:
+        for i, (stage, _) in enumerate(STAGES):
+            prompt = stage_prompt(stage, brief)
+            final_prompt = await run_stage(
+                pipeline,
                 stage,
-                guidance.in_prompt(stage_prompt(stage, brief))
-                if i == 0
-                else stage_prompt(stage, brief),
+                guidance.in_prompt(prompt) if i == 0 else prompt,
                 brief=brief,
                 refine=refinement == "per_stage" or (refinement == "final" and i == last),
                 run_seed=run_seed,
                 temperature=temperature,
             )
-            for i, (stage, _) in enumerate(STAGES)
-        ],
-    )
+    return final_prompt
 
 
 # -- dislike rewrite --------------------------------------------------------------------

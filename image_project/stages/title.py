@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 from image_project.engine.budget import TokenBudget
 from image_project.engine.nodes import ChatStep
 from image_project.engine.output import ReaskPolicy, TextOutput
-from image_project.engine.runner import ChatRunner
+from image_project.engine.scope import Scope
 from image_project.errors import EmptyPromptError, RefusalError
 from image_project.record.run import TitleSource
 
@@ -42,24 +42,6 @@ if TYPE_CHECKING:
     from image_project.engine.context import Context
 
 logger = logging.getLogger("image_project.title")
-
-__all__ = [
-    "FALLBACK_TITLE",
-    "MAX_AVOID_TITLES_IN_PROMPT",
-    "ROMAN_NUMERALS",
-    "TITLE_KEY",
-    "TITLE_SYSTEM_PROMPT",
-    "TitleCollisionError",
-    "TitleResult",
-    "build_title_prompt",
-    "disambiguate",
-    "resolve_collision",
-    "run_title",
-    "sanitize_title",
-    "title_step",
-    "validate_title",
-]
-
 
 FALLBACK_TITLE = "Untitled Work"
 TITLE_KEY = "title"
@@ -406,24 +388,23 @@ def title_step(
 
 
 async def run_title(
-    runner: ChatRunner,
-    ctx: Context,
+    scope: Scope,
     image_prompt: str,
     existing: Sequence[str],
     *,
     seed: int | None = None,
 ) -> TitleResult:
-    """The title of a finished image: :func:`title_step` run on ``ctx``.
+    """The title of a finished image: :func:`title_step` run as ``scope``'s next child.
 
     A title is never worth failing a finished image for: a refusal gives a deterministic
     fallback (``Untitled Work``, made unique) with ``source="fallback"`` and the refusal as
     ``raw``; bad answers already end in the step's own fallback. Transport errors propagate.
     """
     try:
-        result = await runner.ask(ctx, title_step(image_prompt, existing, seed=seed))
+        answer = await scope.ask(title_step(image_prompt, existing, seed=seed))
     except RefusalError as refusal:
         logger.warning("Title step refused (%s); using a deterministic fallback title", refusal)
         return TitleResult(
             disambiguate(FALLBACK_TITLE, existing), "fallback", refusal.output_preview, 1
         )
-    return result
+    return answer.value

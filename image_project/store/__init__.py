@@ -13,7 +13,7 @@ SQLAlchemy is imported when a run first writes the store (or a command reads it)
 only when a store is created or migrated.
 
 * :mod:`image_project.config.store_url` — the store URL, checked without SQLAlchemy (part of
-  the configuration, which checks it when it loads; re-exported here);
+  the configuration, which checks it when it loads);
 * :mod:`.rows` — a RunRecord as table rows (pure data);
 * :mod:`.schema` — the tables; :mod:`.db` — :class:`~image_project.store.db.RunStore`;
 * :mod:`.writer` — what a run uses to write itself (and, with PostgreSQL, allocate ``seq``).
@@ -29,12 +29,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from image_project.config.store_url import check_store_url, default_store_url, redact_url
-
 if TYPE_CHECKING:
     from image_project.store.db import RunStore
-
-__all__ = ["check_store_url", "default_store_url", "open_store", "redact_url"]
 
 
 def open_store(url: str) -> RunStore:

@@ -38,7 +38,7 @@ from sqlalchemy.exc import DataError, IntegrityError, SQLAlchemyError
 
 from image_project.config.store_url import check_store_url, sqlite_path
 from image_project.errors import StoreError
-from image_project.record import RunRecord
+from image_project.record.run import RunRecord
 from image_project.store.rows import parse_utc, record_rows, utc_now
 from image_project.store.schema import (
     ALL_TABLES,
@@ -47,17 +47,6 @@ from image_project.store.schema import (
     judge_results,
     runs,
 )
-
-__all__ = [
-    "MIGRATIONS_DIR",
-    "PendingWrite",
-    "RunStore",
-    "RunSummary",
-    "StoreError",
-    "known_revisions",
-    "parse_since",
-    "safe_url",
-]
 
 MIGRATIONS_DIR: Final = Path(__file__).with_name("migrations")
 _MIGRATE_LOCK: Final = 0x1A6E_0001  # pg_advisory_xact_lock keys of this application

@@ -15,18 +15,17 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from image_project.record import (
-    ChatEvent,
-    ContextRecord,
-    ImageEvent,
-    RunRecord,
-    ScoringRecord,
-    run_status,
-)
+from image_project.record.context import ContextRecord
+from image_project.record.events import ChatEvent, ImageEvent
 from image_project.record.ids import check_generation_id
-from image_project.record.scoring import JudgeResult, RoundCandidate, RoundRecord, ScoreRow
-
-__all__ = ["RecordRows", "Row", "parse_utc", "record_rows", "utc_now"]
+from image_project.record.run import RunRecord, run_status
+from image_project.record.scoring import (
+    JudgeResult,
+    RoundCandidate,
+    RoundRecord,
+    ScoreRow,
+    ScoringRecord,
+)
 
 Row = dict[str, Any]
 """One table row: column name to value."""

@@ -39,24 +39,6 @@ from sqlalchemy import (
     Text,
 )
 
-__all__ = [
-    "ALL_TABLES",
-    "SCHEMA_REVISION",
-    "calls",
-    "candidates",
-    "context_injectors",
-    "contexts",
-    "images",
-    "judge_results",
-    "metadata",
-    "rounds",
-    "runs",
-    "scores",
-    "selections",
-    "survivors",
-]
-
-
 SCHEMA_REVISION: Final = "0002"
 """The newest migration's revision id (``migrations/versions/v0002_context.py``)."""
 

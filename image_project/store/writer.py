@@ -25,19 +25,8 @@ from image_project.config.store_url import POSTGRES_PREFIX, redact_url, sqlite_p
 from image_project.errors import ImageProjectError
 
 if TYPE_CHECKING:
-    from image_project.record import RunRecord
+    from image_project.record.run import RunRecord
     from image_project.store.db import PendingWrite, RunStore
-
-__all__ = [
-    "TRANSCRIPT_SUFFIX",
-    "RecordsRefused",
-    "RunAlreadyRecorded",
-    "RunTakenOver",
-    "StoreOutcome",
-    "StoreUnreachable",
-    "StoreWriter",
-    "unstored_transcripts",
-]
 
 
 class RecordsRefused(ImageProjectError):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from image_project.analysis import krippendorff_alpha
+from image_project.analysis.alpha import krippendorff_alpha
 
 # Krippendorff (2011), "Computing Krippendorff's Alpha-Reliability", section C: 4 observers
 # (rows) x 12 units (columns), None = missing.

@@ -10,8 +10,7 @@ import random
 
 import pytest
 
-from image_project.analysis import effective_judges, estimate_independence
-from image_project.analysis.independence import RoundScores
+from image_project.analysis.independence import RoundScores, effective_judges, estimate_independence
 
 RUNS = 100
 CARDS = 6

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from image_project.analysis import effective_judges, estimate_independence
-from image_project.analysis.independence import MIN_RUNS
+from image_project.analysis.independence import MIN_RUNS, effective_judges, estimate_independence
 from tests.analysis.test_independence import SHARED_RHO, simulate
 
 WORLDS = 100

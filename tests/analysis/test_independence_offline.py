@@ -10,12 +10,15 @@ from pathlib import Path
 
 import anyio
 
-from image_project.analysis import panel_stats, stats_command
-from image_project.app import run_generation
+from image_project.analysis.panel import panel_stats
+from image_project.analysis.table import stats_command
 from image_project.backends.factory import make_backends
 from image_project.cli.summary import record_lines
-from image_project.record import RunRecord, ScoringRecord
-from image_project.review import build_site, records_from_transcripts
+from image_project.record.run import RunRecord
+from image_project.record.scoring import ScoringRecord
+from image_project.review.site import build_site
+from image_project.review.source import records_from_transcripts
+from image_project.run.driver import run_generation
 from tests.review.offline_runs import offline_cfg
 
 MIXED = (

@@ -6,7 +6,8 @@ import io
 
 import pytest
 
-from image_project.analysis import format_panel_table, panel_stats, stats_command
+from image_project.analysis.panel import panel_stats
+from image_project.analysis.table import format_panel_table, stats_command
 from tests.support.records import judge, run
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from image_project.analysis import panel_stats, stats_command
+from image_project.analysis.panel import panel_stats
+from image_project.analysis.table import stats_command
 from tests.review.offline_runs import make_offline_runs
 
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from image_project.analysis import kendall_tau_b
+from image_project.analysis.tau import kendall_tau_b
 
 
 @pytest.mark.parametrize(

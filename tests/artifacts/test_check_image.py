@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from image_project.artifacts import check_image, save_captioned_jpeg
+from image_project.artifacts.image import check_image, save_captioned_jpeg
 from image_project.errors import ImageProjectError
 
 

@@ -25,8 +25,8 @@ import anyio
 import anyio.to_thread
 import pytest
 
-from image_project.artifacts import manifest_lock
 from image_project.artifacts.locking import FileLock
+from image_project.artifacts.manifest import manifest_lock
 from image_project.errors import ImageProjectError
 
 # Holds the lock until told to let go (a line on stdin), or until it is killed. Before

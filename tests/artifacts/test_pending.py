@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from image_project.artifacts import append_manifest_row, read_manifest, read_transcript
 from image_project.artifacts.generations import read_generations
+from image_project.artifacts.manifest import append_manifest_row, read_manifest
 from image_project.artifacts.pending import (
     PendingRecords,
     PendingTranscript,
@@ -18,6 +18,7 @@ from image_project.artifacts.pending import (
     pending_path,
     repair,
 )
+from image_project.artifacts.transcript import read_transcript
 from tests.support.records import run
 
 GID = "run001"

@@ -11,28 +11,25 @@ from pydantic import ValidationError
 
 from image_project.artifacts.transcript import read_transcript, transcript_path, write_transcript
 from image_project.backends.base import Usage
-from image_project.record import (
+from image_project.record.events import (
     ActionEvent,
-    BackendInfo,
-    CandidateRecord,
-    CardOptions,
     ChatEvent,
     ChatParams,
-    IdeaCard,
     ImageEvent,
+    Reask,
+    StepError,
+)
+from image_project.record.run import BackendInfo, RunError, RunRecord, RunUsage, Timing, TitleRecord
+from image_project.record.scoring import (
+    CandidateRecord,
+    CardOptions,
+    IdeaCard,
     JudgeResult,
     Motif,
     NoveltyRecord,
-    Reask,
-    RunError,
-    RunRecord,
-    RunUsage,
     ScoreRow,
     ScoringRecord,
     SelectionDetail,
-    StepError,
-    Timing,
-    TitleRecord,
 )
 
 CREATED = "2024-05-01T12:00:00+00:00"

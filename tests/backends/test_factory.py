@@ -11,9 +11,10 @@ from image_project.backends.factory import (
     choose_provider,
     make_backends,
 )
-from image_project.backends.offline import OfflineImageBackend, OfflineTextBackend
+from image_project.backends.offline.image import OfflineImageBackend
+from image_project.backends.offline.text import OfflineTextBackend
 from image_project.backends.openai_backend import OpenAIImageBackend, OpenAITextBackend
-from image_project.config import AppConfig, BackendConfig
+from image_project.config.models import AppConfig, BackendConfig
 from image_project.errors import AuthenticationError
 from tests.support.openai_server import OpenAIServer
 

@@ -19,7 +19,6 @@ import pytest
 from PIL import Image, ImageDraw, ImageStat
 from pydantic import BaseModel, ConfigDict, Field
 
-from image_project.app import run_generation
 from image_project.artifacts.image import caption_layout
 from image_project.backends.base import (
     STRICT_KEYWORDS,
@@ -38,15 +37,20 @@ from image_project.backends.jsonschema_instance import (
     check_schema,
     generate_instance,
 )
-from image_project.backends.offline import LAYOUTS, OfflineImageBackend, OfflineTextBackend
 from image_project.backends.offline import drawing as offline_drawing
+from image_project.backends.offline.image import OfflineImageBackend
 from image_project.backends.offline.seed import _derive_seed
+from image_project.backends.offline.text import OfflineTextBackend
+from image_project.backends.offline.vocabulary import LAYOUTS
 from image_project.backends.offline.words import _last_user_text, _salient_units
-from image_project.config import ProfileView, RubricSpec, load_config
-from image_project.engine import ChatRunner, Context
+from image_project.config.loading import load_config
+from image_project.config.models import ProfileView, RubricSpec
+from image_project.engine.context import Context
 from image_project.engine.output import JsonOutput, strict_json_schema
+from image_project.engine.runner import ChatRunner
 from image_project.errors import RequestRejectedError
-from image_project.record import IdeaCard
+from image_project.record.scoring import IdeaCard
+from image_project.run.driver import run_generation
 from image_project.stages.scoring.cards import CARD_OUTPUT
 from image_project.stages.scoring.hints import ProfileHints, hints_output
 from image_project.stages.scoring.judges import judge_output, reasoned_output
@@ -464,7 +468,7 @@ async def test_offline_dislike_rewrite_keeps_the_concepts() -> None:
     concepts = ["Baroque", "Bird's-Eye View", "Harbour at dusk"]
     step = dislike_rewrite_step(concepts, ["gore", "clowns", "neon signs"], run_seed=1)
     ctx = Context.with_system("s")
-    assert await ChatRunner(OfflineTextBackend()).ask(ctx, step) == tuple(concepts)
+    assert (await ChatRunner(OfflineTextBackend()).root(ctx).ask(step)).value == tuple(concepts)
 
 
 # --------------------------------------------------------------------------- unsupported schemas

@@ -12,8 +12,8 @@ import anyio
 import pytest
 
 from image_project.backends.base import ImageRequest
-from image_project.backends.offline import OfflineImageBackend
 from image_project.backends.offline import drawing as offline_drawing
+from image_project.backends.offline.image import OfflineImageBackend
 
 pytestmark = pytest.mark.anyio
 

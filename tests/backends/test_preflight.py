@@ -18,7 +18,7 @@ from image_project.backends.factory import make_backends, preflight_mode
 from image_project.backends.probe import ModelNeed, ProbeTarget, probe_backends
 from image_project.backends.retry import RetryPolicy
 from image_project.cli.command import main
-from image_project.config import load_config
+from image_project.config.loading import load_config
 from image_project.config.models import BackendConfig
 from image_project.errors import ConfigError
 from tests.faults.common import REPO, write_config

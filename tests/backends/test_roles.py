@@ -14,13 +14,15 @@ import pytest
 
 from image_project.backends.base import Message, TextRequest
 from image_project.backends.factory import make_backends
-from image_project.backends.offline import OfflineImageBackend, OfflineTextBackend
+from image_project.backends.offline.image import OfflineImageBackend
+from image_project.backends.offline.text import OfflineTextBackend
 from image_project.backends.openai_backend import OpenAIImageBackend, OpenAITextBackend
 from image_project.backends.probe import ModelNeed, ProbeTarget, probe_backends
 from image_project.backends.routing import RoutingTextBackend
 from image_project.cli.command import main
-from image_project.config import AppConfig, load_config
 from image_project.config.capabilities import check_models
+from image_project.config.loading import load_config
+from image_project.config.models import AppConfig
 from image_project.errors import ConfigError
 from image_project.testing import FunctionTextBackend
 from tests.support.openai_server import OpenAIServer, Reply, error_body

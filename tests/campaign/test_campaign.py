@@ -628,3 +628,16 @@ def test_every_worker_reads_the_history_of_the_store_not_its_own_files(
 
 def _undescribed(transcript: dict[str, Any]) -> dict[str, Any]:
     return {**transcript, "backend": {**transcript["backend"], "description": None}}
+
+
+def test_a_worker_given_a_set_that_is_not_valid_configuration_exits_2_at_start(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from tests.store.conftest import free_port
+
+    nowhere = f"postgresql+psycopg://u@127.0.0.1:{free_port()}/runs"  # never reached
+    code = main(["worker", "--store", nowhere, "--set", "prompt.scoring.num_ideas=1"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("configuration error: prompt.scoring.num_ideas: got 1")
+    assert "store" not in err

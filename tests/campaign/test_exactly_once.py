@@ -21,7 +21,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from image_project.artifacts import read_manifest
+from image_project.artifacts.manifest import read_manifest
 from image_project.campaign.fence import CLAIMS_TABLE
 from image_project.campaign.queue import TASK, campaign_status, conninfo, generation_id_for
 from image_project.cli.command import main

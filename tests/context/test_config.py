@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from image_project.cli import command as cli
-from image_project.config import load_config
+from image_project.config.loading import load_config
 from image_project.errors import ConfigError
 from tests.test_app import REPO
 

@@ -10,20 +10,12 @@ from datetime import date
 
 import pytest
 
-from image_project.config import ContextConfig, HolidayConfig, SeasonConfig
-from image_project.context import (
-    GUIDANCE_HEADER,
-    HolidayInjector,
-    Injection,
-    InjectorInput,
-    LoadedInjector,
-    SeasonInjector,
-    holiday_probability,
-    load_injectors,
-    render_guidance,
-    run_injectors,
-    season_of,
-)
+from image_project.config.context_section import ContextConfig, HolidayConfig, SeasonConfig
+from image_project.context.base import GUIDANCE_HEADER, Injection, InjectorInput, render_guidance
+from image_project.context.holiday import HolidayInjector, holiday_probability
+from image_project.context.inject import run_injectors
+from image_project.context.loading import LoadedInjector, load_injectors
+from image_project.context.season import SeasonInjector, season_of
 from image_project.seeding import rng_for
 
 HORROR = ("Gore, body horror or anything gruesome",)

@@ -13,18 +13,20 @@ from pathlib import Path
 
 import pytest
 
-from image_project.app import RunFailed, run_generation
 from image_project.cli import command as cli
-from image_project.config import ContextConfig, load_config
-from image_project.context import load_injectors
+from image_project.config.context_section import ContextConfig
+from image_project.config.loading import load_config
+from image_project.context.loading import load_injectors
 from image_project.errors import ConfigError
+from image_project.run.driver import run_generation
+from image_project.run.state import RunFailed
 from image_project.testing import FunctionTextBackend
 from tests.test_app import REPO, answer, backends, make_cfg, transcript
 
 _names = itertools.count()
 
 MOON = """
-from image_project.context import Injection, InjectorInput
+from image_project import Injection, InjectorInput
 
 class Moon:
     name = "moon"
@@ -197,7 +199,7 @@ async def test_a_plugin_failing_at_run_time_fails_the_run_before_any_call(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str, expected: str
 ) -> None:
     source = (
-        "from image_project.context import Injection\n"
+        "from image_project import Injection\n"
         "class Broken:\n"
         "    name = 'broken'\n"
         "    def inject(self, given):\n"

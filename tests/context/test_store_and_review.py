@@ -9,10 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from image_project.app import run_generation
 from image_project.cli import command as cli
-from image_project.record import ContextRecord, RunRecord
-from image_project.review import build_site, page_name
+from image_project.record.context import ContextRecord
+from image_project.record.run import RunRecord
+from image_project.review.site import build_site
+from image_project.review.views import page_name
+from image_project.run.driver import run_generation
 from image_project.store import open_store
 from image_project.store.db import MIGRATIONS_DIR
 from image_project.testing import FunctionTextBackend

@@ -28,14 +28,10 @@ import pytest
 from image_project import testing
 from image_project.backends.base import TextRequest
 from image_project.backends.openai_backend import openai_backends
-from image_project.engine import (
-    Block,
-    ChatRunner,
-    ChatStep,
-    Context,
-    DefaultStepRecorder,
-    EngineEvent,
-)
+from image_project.engine.context import Context, EngineEvent
+from image_project.engine.nodes import ChatStep
+from image_project.engine.recorder import DefaultStepRecorder
+from image_project.engine.runner import ChatRunner
 from image_project.testing import FunctionTextBackend
 
 pytestmark = pytest.mark.anyio
@@ -124,13 +120,12 @@ async def _per_step(answer: Callable[[TextRequest], str]) -> list[tuple[int, int
     """(messages before the step, calls) of each step of a conversation of :data:`TURNS`."""
     recorder = _PerStep()
     runner = ChatRunner(FunctionTextBackend(answer), recorder=recorder)
-    tree = Block(
-        nodes=[ChatStep(name=f"turn{i}", prompt=f"say {i}", temperature=0.0) for i in range(TURNS)]
-    )
     ctx = Context.with_system("sys")
     with counting() as counter:
         recorder.counter = counter
-        await runner.run(ctx, tree)
+        async with runner.root(ctx).scope("pipeline", merge="all_messages") as pipeline:
+            for i in range(TURNS):
+                await pipeline.ask(ChatStep(name=f"turn{i}", prompt=f"say {i}", temperature=0.0))
     return recorder.per_step
 
 

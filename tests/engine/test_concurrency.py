@@ -1,4 +1,4 @@
-"""Parallel blocks: real concurrency, results independent of completion order, cancellation.
+"""Parallel groups: real concurrency, results independent of completion order, cancellation.
 
 No test here measures time. Concurrency is proven structurally: a barrier that only opens
 when all N calls are in flight at once (a sequential runner would never get past it; the
@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import random
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,15 +18,10 @@ import anyio.lowlevel
 import pytest
 
 from image_project.backends.base import Message, TextRequest
-from image_project.engine import (
-    ActionStep,
-    Block,
-    ChatRunner,
-    ChatStep,
-    Context,
-    fanout_then_reduce,
-)
-from image_project.engine.runner import ExecutionMode
+from image_project.engine.context import Context
+from image_project.engine.nodes import ChatStep
+from image_project.engine.runner import ChatRunner, ExecutionMode
+from image_project.engine.scope import Scope
 from image_project.errors import location_of
 from image_project.record.events import TIMING_FIELDS
 from image_project.testing import FunctionTextBackend, last_user_text
@@ -59,13 +53,14 @@ def shuffled_backend(
 
 @dataclass
 class KeptContext(Context):
-    """A run's context with the values its steps kept (``ChatStep.keep``)."""
+    """A run's context with the values its steps handed back, kept by the flow."""
 
     kept: dict[str, object] = field(default_factory=dict)
 
 
-def build_tree(kept: dict[str, object]) -> Block:
-    """Nested parallel groups, kept values read by later prompts, all three merge modes."""
+async def run_flow(root: Scope, kept: dict[str, object]) -> None:
+    """Nested parallel groups, values read by later prompts (and kept), all three merge
+    modes."""
 
     def critic(stage: str, i: int) -> ChatStep[str]:
         return ChatStep(
@@ -73,76 +68,50 @@ def build_tree(kept: dict[str, object]) -> Block:
             prompt=f"critique {stage} as critic {i}",
             temperature=0.8,
             merge="none",
-            keep=functools.partial(kept.__setitem__, f"{stage}.critic_{i}"),
         )
 
-    def polish(k: str) -> Callable[[Context], str]:
-        return lambda c: f"polish {kept[f'idea.{k}']}"
-
-    def stage(stage_name: str) -> Block:
-        enclave = fanout_then_reduce(
-            "enclave",
-            fanout=[critic(stage_name, i) for i in range(5)],
-            reduce=[
-                ChatStep(
-                    name="consensus",
-                    prompt=lambda c: (
-                        "merge: "
-                        + " | ".join(str(kept[f"{stage_name}.critic_{i}"]) for i in range(5))
-                    ),
-                    temperature=0.8,
+    async def stage(scope: Scope, stage_name: str) -> None:
+        async with scope.scope(stage_name, merge="last_response") as block:
+            await block.ask(ChatStep(name="draft", prompt=f"draft {stage_name}", temperature=0.8))
+            async with block.scope("enclave", merge="all_messages") as enclave:
+                critiques = await enclave.gather(
+                    "fanout", [critic(stage_name, i) for i in range(5)]
                 )
-            ],
-        )
-        return Block(
-            name=stage_name,
-            merge="last_response",
-            nodes=[ChatStep(name="draft", prompt=f"draft {stage_name}", temperature=0.8), enclave],
-        )
+                for i, critique in enumerate(critiques):
+                    kept[f"{stage_name}.critic_{i}"] = critique.value
+                async with enclave.scope("reduce", merge="all_messages") as reduce:
+                    await reduce.ask(
+                        ChatStep(
+                            name="consensus",
+                            prompt="merge: "
+                            + " | ".join(str(kept[f"{stage_name}.critic_{i}"]) for i in range(5)),
+                            temperature=0.8,
+                        )
+                    )
 
-    ideas = Block(
-        name="ideas",
-        parallel=True,
-        merge="all_messages",
-        nodes=[
-            Block(
-                name=f"idea_{k}",
-                merge="last_response",
-                nodes=[
-                    ChatStep(
-                        name="gen",
-                        prompt=f"idea {k}",
-                        temperature=0.9,
-                        keep=functools.partial(kept.__setitem__, f"idea.{k}"),
-                    ),
-                    ChatStep(
-                        name="polish",
-                        prompt=polish(k),
-                        temperature=0.9,
-                    ),
-                ],
+    async def idea(k: str, scope: Scope) -> None:
+        async with scope.scope(f"idea_{k}", merge="last_response") as block:
+            gen: ChatStep[str] = ChatStep(name="gen", prompt=f"idea {k}", temperature=0.9)
+            kept[f"idea.{k}"] = (await block.ask(gen)).value
+            await block.ask(
+                ChatStep(name="polish", prompt=f"polish {kept[f'idea.{k}']}", temperature=0.9)
             )
-            for k in "ABCD"
-        ],
-    )
-    return Block(
-        nodes=[
-            stage("s1"),
-            ideas,
-            ActionStep(
-                name="count",
-                fn=lambda c: sorted(k for k in kept if k.startswith("idea.")),
-            ),
-            stage("s2"),
-        ]
-    )
+
+    async with root.scope("pipeline", merge="all_messages") as pipeline:
+        await stage(pipeline, "s1")
+        await pipeline.gather(
+            "ideas", [functools.partial(idea, k) for k in "ABCD"], merge="all_messages"
+        )
+        await pipeline.act("count", lambda: sorted(k for k in kept if k.startswith("idea.")))
+        await stage(pipeline, "s2")
 
 
 async def run_once(
     mode: ExecutionMode, rng: random.Random, completions: list[str] | None = None
 ) -> KeptContext:
     ctx = KeptContext(messages=(Message("system", "system"),))
-    await ChatRunner(shuffled_backend(rng, completions), mode=mode).run(ctx, build_tree(ctx.kept))
+    runner = ChatRunner(shuffled_backend(rng, completions), mode=mode)
+    await run_flow(runner.root(ctx), ctx.kept)
     return ctx
 
 
@@ -197,18 +166,14 @@ async def test_parallel_merges_apply_in_declared_order() -> None:
             others_done.set()
         return f"ans({text})"
 
-    block = Block(
-        name="ideas",
-        parallel=True,
-        nodes=[
-            ChatStep(name=f"idea_{k}", prompt=f"idea {k}", temperature=0.5, merge="last_response")
-            for k in "ABC"
-        ],
-    )
+    steps: list[ChatStep[str]] = [
+        ChatStep(name=f"idea_{k}", prompt=f"idea {k}", temperature=0.5, merge="last_response")
+        for k in "ABC"
+    ]
     ctx = Context.with_system("s")
     backend = FunctionTextBackend(answer)
     with anyio.fail_after(HANG_GUARD_S):
-        await ChatRunner(backend).run(ctx, block)
+        await ChatRunner(backend).root(ctx).gather("ideas", steps, merge="all_messages")
     assert last_user_text(backend.requests[0]) == "idea A"
     assert answered[-1] == "idea A"
     assert [m.content for m in ctx.messages[2::2]] == ["ans(idea A)", "ans(idea B)", "ans(idea C)"]
@@ -235,18 +200,12 @@ class Gate:
 
 async def test_six_way_parallel_block_has_all_six_calls_in_flight_at_once() -> None:
     gate = Gate(6)
-    block = Block(
-        name="six",
-        parallel=True,
-        merge="none",
-        nodes=[
-            ChatStep(name=f"c{i}", prompt=f"call {i}", temperature=0, merge="none")
-            for i in range(6)
-        ],
-    )
+    steps: list[ChatStep[str]] = [
+        ChatStep(name=f"c{i}", prompt=f"call {i}", temperature=0, merge="none") for i in range(6)
+    ]
     ctx = Context()
     with anyio.fail_after(HANG_GUARD_S):
-        await ChatRunner(FunctionTextBackend(gate.call)).run(ctx, block)
+        await ChatRunner(FunctionTextBackend(gate.call)).root(ctx).gather("six", steps)
     assert gate.max_in_flight == 6
     assert [r.name for r in ctx.steps] == [f"c{i}" for i in range(6)]
 
@@ -263,11 +222,11 @@ async def test_sequential_mode_runs_one_call_at_a_time() -> None:
         in_flight -= 1
         return "ok"
 
-    block = Block(
-        parallel=True,
-        nodes=[ChatStep(prompt=f"c{i}", temperature=0, merge="none") for i in range(6)],
-    )
-    await ChatRunner(FunctionTextBackend(call), mode="sequential").run(Context(), block)
+    steps: list[ChatStep[str]] = [
+        ChatStep(prompt=f"c{i}", temperature=0, merge="none") for i in range(6)
+    ]
+    runner = ChatRunner(FunctionTextBackend(call), mode="sequential")
+    await runner.root(Context()).gather("pipeline", steps)
     assert peak == 1
 
 
@@ -287,14 +246,12 @@ async def test_runner_limiter_bounds_calls_in_flight() -> None:
         in_flight -= 1
         return "ok"
 
-    block = Block(
-        parallel=True,
-        nodes=[ChatStep(prompt=f"c{i}", temperature=0, merge="none") for i in range(8)],
-    )
+    steps: list[ChatStep[str]] = [
+        ChatStep(prompt=f"c{i}", temperature=0, merge="none") for i in range(8)
+    ]
+    runner = ChatRunner(FunctionTextBackend(call), limiter=anyio.CapacityLimiter(2))
     with anyio.fail_after(HANG_GUARD_S):
-        await ChatRunner(FunctionTextBackend(call), limiter=anyio.CapacityLimiter(2)).run(
-            Context(), block
-        )
+        await runner.root(Context()).gather("pipeline", steps)
     assert peak == 2
 
 
@@ -318,20 +275,17 @@ async def test_failing_child_cancels_running_siblings_and_names_its_path() -> No
             raise
         return "unreachable"
 
-    block = Block(
-        name="group",
-        parallel=True,
-        merge="none",
-        nodes=[
-            ChatStep(name="fast", prompt="fast", temperature=0, merge="none"),
-            ChatStep(name="slow_1", prompt="slow 1", temperature=0, merge="none"),
-            ChatStep(name="bad", prompt="bad", temperature=0, merge="none"),
-            ChatStep(name="slow_2", prompt="slow 2", temperature=0, merge="none"),
-        ],
-    )
+    steps: list[ChatStep[str]] = [
+        ChatStep(name="fast", prompt="fast", temperature=0, merge="none"),
+        ChatStep(name="slow_1", prompt="slow 1", temperature=0, merge="none"),
+        ChatStep(name="bad", prompt="bad", temperature=0, merge="none"),
+        ChatStep(name="slow_2", prompt="slow 2", temperature=0, merge="none"),
+    ]
     ctx = Context()
+    root = ChatRunner(FunctionTextBackend(call)).root(ctx)
     with anyio.fail_after(HANG_GUARD_S), pytest.raises(RuntimeError, match="upstream 500") as info:
-        await ChatRunner(FunctionTextBackend(call)).run(ctx, Block(nodes=[block]))
+        async with root.scope("pipeline", merge="all_messages") as pipeline:
+            await pipeline.gather("group", steps)
     loc = location_of(info.value)
     assert loc is not None
     assert loc.path == "pipeline/group/bad"
@@ -346,14 +300,16 @@ async def test_sequential_mode_reports_the_same_failure() -> None:
             raise RuntimeError("nope")
         return "ok"
 
-    block = Block(
-        name="group",
-        parallel=True,
-        nodes=[ChatStep(name=n, prompt=n, temperature=0, merge="none") for n in ("a", "bad", "c")],
-    )
+    steps: list[ChatStep[str]] = [
+        ChatStep(name=n, prompt=n, temperature=0, merge="none") for n in ("a", "bad", "c")
+    ]
     ctx = Context()
     with pytest.raises(RuntimeError) as info:
-        await ChatRunner(FunctionTextBackend(call), mode="sequential").run(ctx, block)
+        await (
+            ChatRunner(FunctionTextBackend(call), mode="sequential")
+            .root(ctx)
+            .gather("group", steps)
+        )
     loc = location_of(info.value)
     assert loc is not None and loc.path == "group/bad"
     assert loc.cancelled_paths == ("group/c",)

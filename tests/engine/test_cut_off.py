@@ -9,8 +9,10 @@ from typing import Any
 import pytest
 
 from image_project.backends.base import TextReply, TextRequest
-from image_project.engine import ChatRunner, Context, JsonOutput, ReaskPolicy
+from image_project.engine.context import Context
 from image_project.engine.nodes import ChatStep
+from image_project.engine.output import JsonOutput, ReaskPolicy
+from image_project.engine.runner import ChatRunner
 from image_project.errors import ModelOutputError
 from image_project.record.base import RecordModel
 from image_project.record.events import ChatEvent
@@ -39,7 +41,7 @@ async def test_a_cut_off_json_answer_is_reasked_saying_it_was_cut_off() -> None:
         output=JsonOutput(Pick),
         reask=ReaskPolicy(max=1, style="restate"),
     )
-    async with ChatRunner(backend).scope(ctx, "root") as root:
+    async with ChatRunner(backend).root(ctx).scope("root", merge="all_messages") as root:
         answer = await root.ask(step)
     assert answer.value == Pick(choice="a lot")
     (reask,) = answer.event.reasks
@@ -53,9 +55,8 @@ async def test_cut_off_prose_fails_loudly_instead_of_being_accepted() -> None:
     ctx = Context()
     step: ChatStep[str] = ChatStep(name="draft", prompt="write", temperature=0.0)
     with pytest.raises(ModelOutputError) as info:
-        await ChatRunner(ScriptedTextBackend([cut("A lighthouse at dusk, its beam")])).run(
-            ctx, step
-        )
+        backend = ScriptedTextBackend([cut("A lighthouse at dusk, its beam")])
+        await ChatRunner(backend).root(ctx).ask(step)
     assert info.value.reason == "cut_off"
     assert "the server's token limit" in str(info.value)
     assert not [e for e in ctx.steps if isinstance(e, ChatEvent)]  # not recorded as a success
@@ -71,7 +72,7 @@ async def test_a_cut_off_answer_still_cut_off_after_the_reasks_fails_with_that_r
         reask=ReaskPolicy(max=1),
     )
     with pytest.raises(ModelOutputError) as info:
-        await ChatRunner(backend).run(Context(), step)
+        await ChatRunner(backend).root(Context()).ask(step)
     assert info.value.reason == "cut_off"
 
 
@@ -82,7 +83,7 @@ async def test_pipeline_prose_cut_off_is_restated_once_then_accepted_when_it_sto
         name="draft", prompt="write", temperature=0.0, max_output_tokens=8, reask=PROSE_REASK
     )
     backend = ScriptedTextBackend([cut("A lighthouse at dusk, its beam"), "A lighthouse."])
-    async with ChatRunner(backend).scope(Context(), "root") as root:
+    async with ChatRunner(backend).root(Context()).scope("root", merge="all_messages") as root:
         answer = await root.ask(step)
     assert answer.value == "A lighthouse."
     (reask,) = answer.event.reasks

@@ -6,7 +6,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from image_project.engine import ordered_fanout
+from image_project.engine.fanout import ordered_fanout
 from image_project.errors import cancelled_paths_of
 
 pytestmark = pytest.mark.anyio

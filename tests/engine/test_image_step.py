@@ -6,7 +6,10 @@ import anyio
 import pytest
 
 from image_project.backends.base import ImageReply, ImageRequest
-from image_project.engine import ChatRunner, Context, DefaultStepRecorder, ImageStep
+from image_project.engine.context import Context
+from image_project.engine.nodes import ImageStep
+from image_project.engine.recorder import DefaultStepRecorder
+from image_project.engine.runner import ChatRunner
 from image_project.errors import PipelineDefinitionError, location_of
 from image_project.record.events import ImageEvent
 from image_project.testing import FakeImageBackend, FunctionTextBackend
@@ -32,11 +35,11 @@ async def test_the_checked_value_is_handed_back_and_the_call_recorded() -> None:
 
     ctx = Context()
     step: ImageStep[int] = ImageStep(name="image", request=REQUEST, check=size_of)
-    outcome = await runner(FakeImageBackend()).run(ctx, step)
+    drawn = await runner(FakeImageBackend()).root(ctx).ask(step)
     event = only_event(ctx)
-    assert outcome.value == event.received_bytes and event.error is None
+    assert drawn.value == event.received_bytes and event.error is None
     assert (event.path, event.model, event.size, event.seed) == ("image", "m", "64x32", 3)
-    assert outcome.event is event and ctx.messages == ()
+    assert drawn.event is event and ctx.messages == ()
 
 
 async def test_a_failed_check_is_recorded_with_the_reply_and_locates_the_step() -> None:
@@ -45,8 +48,10 @@ async def test_a_failed_check_is_recorded_with_the_reply_and_locates_the_step() 
 
     ctx = Context()
     with pytest.raises(ValueError) as info:
-        await runner(FakeImageBackend()).run(
-            ctx, ImageStep(name="image", request=REQUEST, check=refuse)
+        await (
+            runner(FakeImageBackend())
+            .root(ctx)
+            .ask(ImageStep(name="image", request=REQUEST, check=refuse))
         )
     event = only_event(ctx)
     assert event.error is not None and event.error.type == "ValueError"
@@ -73,8 +78,12 @@ async def test_a_cut_off_call_is_recorded_as_cancelled_with_the_message_of_that_
     run = ChatRunner(
         FunctionTextBackend(lambda _r: "x"), image_backend=Hanging(), recorder=recorder
     )
+
+    async def draw() -> None:
+        await run.root(ctx).ask(step)
+
     async with anyio.create_task_group() as tg:
-        tg.start_soon(run.run, ctx, step)
+        tg.start_soon(draw)
         await started.wait()
         reason[0] = "the title call failed, so the run stopped"
         tg.cancel_scope.cancel()
@@ -87,4 +96,4 @@ async def test_a_cut_off_call_is_recorded_as_cancelled_with_the_message_of_that_
 
 async def test_an_image_step_needs_an_image_backend() -> None:
     with pytest.raises(PipelineDefinitionError, match="image_backend"):
-        await runner(None).run(Context(), ImageStep(name="image", request=REQUEST))
+        await runner(None).root(Context()).ask(ImageStep(name="image", request=REQUEST))

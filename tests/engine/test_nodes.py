@@ -1,4 +1,5 @@
-"""Build-time checks of the step tree: naming, collisions, merge modes, hooks."""
+"""Checks of steps when they are built and of a scope's children before any call: naming,
+collisions, merge modes, hooks."""
 
 from __future__ import annotations
 
@@ -6,35 +7,53 @@ from typing import Any
 
 import pytest
 
-from image_project.engine import (
-    ActionStep,
-    Block,
-    ChatStep,
-    ReaskPolicy,
-    TextOutput,
-)
+from image_project.backends.base import ImageRequest
+from image_project.engine.context import Context
+from image_project.engine.nodes import ChatStep, ImageStep
+from image_project.engine.output import ReaskPolicy, TextOutput
+from image_project.engine.runner import ChatRunner
+from image_project.engine.scope import Scope
 from image_project.errors import PipelineDefinitionError
+from image_project.testing import FakeImageBackend, FunctionTextBackend
 
 
 def chat(name: str | None = None, **kw: object) -> ChatStep[Any]:
     return ChatStep(prompt="p", temperature=0.5, name=name, **kw)  # type: ignore[arg-type]
 
 
-def test_unnamed_children_are_named_by_index_and_kind() -> None:
-    block = Block(
-        nodes=[chat(), ActionStep(fn=lambda ctx: None), Block(nodes=[]), chat("x"), chat()]
+def root(backend: FunctionTextBackend | None = None) -> Scope:
+    runner = ChatRunner(
+        backend or FunctionTextBackend(lambda r: "ok"), image_backend=FakeImageBackend()
     )
-    assert block.child_names == ("step_01", "action_02", "block_03", "x", "step_05")
+    return runner.root(Context())
 
 
-def test_sibling_name_collision_is_a_build_error() -> None:
+@pytest.mark.anyio
+async def test_unnamed_children_are_named_by_index_and_kind() -> None:
+    ctx = Context()
+    runner = ChatRunner(FunctionTextBackend(lambda r: "ok"), image_backend=FakeImageBackend())
+    async with runner.root(ctx).scope("pipeline") as scope:
+        await scope.ask(chat())
+        await scope.ask(ImageStep(request=ImageRequest(prompt="p", model="m", seed=1)))
+        await scope.act("prepare", lambda: None)  # an action is named by its code
+        await scope.ask(chat("x"))
+        await scope.ask(chat())
+    names = tuple(e.name for e in ctx.steps)
+    assert names == ("step_01", "image_02", "prepare", "x", "step_05")
+
+
+@pytest.mark.anyio
+async def test_sibling_name_collision_is_an_error_before_any_call() -> None:
+    backend = FunctionTextBackend(lambda r: "ok")
     with pytest.raises(PipelineDefinitionError, match="'dup'"):
-        Block(name="b", nodes=[chat("dup"), chat("dup")])
+        await root(backend).gather("b", [chat("dup"), chat("dup")])
+    assert backend.requests == []
 
 
-def test_explicit_name_colliding_with_generated_name_is_an_error() -> None:
+@pytest.mark.anyio
+async def test_explicit_name_colliding_with_generated_name_is_an_error() -> None:
     with pytest.raises(PipelineDefinitionError, match="step_01"):
-        Block(nodes=[chat(), chat("step_01")])
+        await root().gather("pipeline", [chat(), chat("step_01")])
 
 
 @pytest.mark.parametrize("bad", ["", "   ", "a/b", 3])
@@ -47,12 +66,14 @@ def test_names_are_stripped() -> None:
     assert chat("  draft ").name == "draft"
 
 
+@pytest.mark.anyio
 @pytest.mark.parametrize("merge", ["all", "", None, "last"])
-def test_invalid_merge_mode_is_rejected(merge: object) -> None:
+async def test_invalid_merge_mode_is_rejected(merge: object) -> None:
     with pytest.raises(PipelineDefinitionError, match="merge"):
         chat(merge=merge)
     with pytest.raises(PipelineDefinitionError, match="merge"):
-        Block(nodes=[], merge=merge)  # type: ignore[arg-type]
+        async with root().scope("b", merge=merge):  # type: ignore[arg-type]
+            pass
 
 
 def test_temperature_is_a_field_not_a_meta_param() -> None:
@@ -71,9 +92,7 @@ def test_prompt_must_be_string_or_callable() -> None:
         ChatStep(prompt=42, temperature=0.0)  # type: ignore[arg-type]
 
 
-def test_keep_and_on_failure_must_be_callable() -> None:
-    with pytest.raises(PipelineDefinitionError, match="keep must be callable"):
-        chat("a", keep="k")
+def test_on_failure_must_be_callable() -> None:
     with pytest.raises(PipelineDefinitionError, match="on_failure must be callable"):
         chat("a", on_failure="k")
 
@@ -86,19 +105,7 @@ def test_a_fallback_needs_an_output_and_system_prompt_needs_stateless() -> None:
     chat(stateless=True, system_prompt="sys", output=TextOutput(str), reask=ReaskPolicy(max=2))
 
 
-def test_children_must_be_nodes() -> None:
+@pytest.mark.anyio
+async def test_children_must_be_nodes() -> None:
     with pytest.raises(PipelineDefinitionError, match="children"):
-        Block(nodes=["not a node"])  # type: ignore[list-item]
-
-
-def test_walk_yields_paths_in_preorder() -> None:
-    from image_project.engine import walk
-
-    tree = Block(nodes=[chat("a"), Block(name="b", nodes=[chat(), ActionStep(fn=lambda c: 1)])])
-    assert [p for p, _ in walk(tree)] == [
-        "pipeline",
-        "pipeline/a",
-        "pipeline/b",
-        "pipeline/b/step_01",
-        "pipeline/b/action_02",
-    ]
+        await root().gather("b", ["not a node"])  # type: ignore[arg-type]

@@ -22,15 +22,12 @@ from pydantic import (
 )
 
 from image_project.backends.base import GRAMMAR_KEYWORDS, STRICT_KEYWORDS, JsonSchema, TextRequest
-from image_project.engine import (
-    ChatRunner,
-    ChatStep,
-    Context,
+from image_project.engine.context import Context
+from image_project.engine.nodes import ChatStep
+from image_project.engine.output import (
     JsonOutput,
     ReaskPolicy,
     TextOutput,
-)
-from image_project.engine.output import (
     default_reask,
     describe_validation_error,
     extract_json_object,
@@ -40,6 +37,7 @@ from image_project.engine.output import (
     looks_like_refusal,
     strict_json_schema,
 )
+from image_project.engine.runner import ChatRunner
 from image_project.errors import ModelOutputError, PipelineDefinitionError, RefusalError
 from image_project.record.events import ChatEvent
 from image_project.testing import FunctionTextBackend, ScriptedTextBackend, last_user_text
@@ -501,9 +499,8 @@ async def test_json_output_schema_is_sent_and_the_model_is_captured() -> None:
     output = JsonOutput[Palette](Palette)
     backend = ScriptedTextBackend([GOOD_TEXT])
     ctx = Context()
-    value = await ChatRunner(backend).ask(
-        ctx, ChatStep(name="p", prompt="a palette", temperature=0, output=output)
-    )
+    step = ChatStep(name="p", prompt="a palette", temperature=0, output=output)
+    value = (await ChatRunner(backend).root(ctx).ask(step)).value
     assert backend.requests[0].json_schema == strict_json_schema(Palette)
     assert value == Palette.model_validate(GOOD)
     assert _chat(ctx).response == GOOD_TEXT  # the record keeps the answer's text
@@ -514,7 +511,11 @@ async def test_json_output_schema_is_sent_and_the_model_is_captured() -> None:
 async def test_a_text_output_or_no_output_sends_no_schema() -> None:
     backend = FunctionTextBackend(lambda r: "12")
     for output in (TextOutput(int), None):
-        await ChatRunner(backend).run(Context(), ChatStep(prompt="n", temperature=0, output=output))
+        await (
+            ChatRunner(backend)
+            .root(Context())
+            .ask(ChatStep(prompt="n", temperature=0, output=output))
+        )
     assert [r.json_schema for r in backend.requests] == [None, None]
 
 
@@ -530,7 +531,7 @@ async def test_an_invalid_json_answer_is_reasked_with_the_validation_error() -> 
         output=JsonOutput(Palette),
         reask=ReaskPolicy(max=1),
     )
-    value = await ChatRunner(backend).ask(ctx, step)
+    value = (await ChatRunner(backend).root(ctx).ask(step)).value
     backend.assert_all_used()
     assert isinstance(value, Palette)
     reask: TextRequest = backend.requests[1]
@@ -553,7 +554,7 @@ async def test_a_json_refusal_is_never_reasked() -> None:
         reask=ReaskPolicy(max=3),
     )
     with pytest.raises(RefusalError, match="p: the model declined"):
-        await ChatRunner(backend).run(Context(), step)
+        await ChatRunner(backend).root(Context()).ask(step)
     assert len(backend.requests) == 1
 
 
@@ -568,5 +569,5 @@ async def test_a_json_answer_still_invalid_after_the_reasks_is_a_model_output_er
         reask=ReaskPolicy(max=2),
     )
     with pytest.raises(ModelOutputError, match="after 3 attempt") as info:
-        await ChatRunner(backend).run(Context(), step)
+        await ChatRunner(backend).root(Context()).ask(step)
     assert info.value.reason == "invalid_output" and len(backend.requests) == 3

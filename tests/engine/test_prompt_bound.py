@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from image_project.cli import command as cli
-from image_project.engine import ChatRunner, Context
+from image_project.engine.context import Context
 from image_project.engine.nodes import ChatStep
+from image_project.engine.runner import ChatRunner
 from image_project.errors import PromptTooLongError
 from image_project.testing import ScriptedTextBackend
 
@@ -23,9 +24,9 @@ async def test_a_request_over_the_bound_is_not_sent_and_one_within_it_is() -> No
     backend = ScriptedTextBackend(["fine"])
     ctx = Context.with_system("s" * 100)
     runner = ChatRunner(backend, max_prompt_chars=1_000)
-    await runner.run(ctx, ChatStep(name="short", prompt="p" * 800, temperature=0.0))
+    await runner.root(ctx).ask(ChatStep(name="short", prompt="p" * 800, temperature=0.0))
     with pytest.raises(PromptTooLongError) as info:
-        await runner.run(ctx, ChatStep(name="long", prompt="p" * 1_000, temperature=0.0))
+        await runner.root(ctx).ask(ChatStep(name="long", prompt="p" * 1_000, temperature=0.0))
     assert "long: the request would be" in str(info.value)
     assert "more than prompt.max_prompt_chars (1,000)" in str(info.value)
     assert len(backend.requests) == 1  # only the short one went out

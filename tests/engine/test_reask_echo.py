@@ -13,8 +13,10 @@ from typing import Any
 import pytest
 
 from image_project.backends.base import TextReply
-from image_project.engine import ChatRunner, Context, JsonOutput, ReaskPolicy
+from image_project.engine.context import Context
 from image_project.engine.nodes import ChatStep
+from image_project.engine.output import JsonOutput, ReaskPolicy
+from image_project.engine.runner import ChatRunner
 from image_project.errors import ModelOutputError, preview, rejected_of
 from image_project.record.base import RecordModel
 from image_project.stages.standard import PROSE_REASK
@@ -45,7 +47,7 @@ async def test_a_reask_answered_with_the_preview_of_the_cut_answer_is_not_accept
     assert echoed.endswith("…")
     backend = ScriptedTextBackend([cut(LONG_PROMPT), echoed])
     with pytest.raises(ModelOutputError) as info:
-        await ChatRunner(backend).run(Context(), prose_step())
+        await ChatRunner(backend).root(Context()).ask(prose_step())
     assert info.value.reason == "reask_echo"
     assert "truncation mark" in str(info.value)
 
@@ -54,20 +56,20 @@ async def test_a_reask_answered_with_the_start_of_the_cut_answer_is_not_accepted
     start = LONG_PROMPT[:150].rstrip()
     backend = ScriptedTextBackend([cut(LONG_PROMPT), start])
     with pytest.raises(ModelOutputError) as info:
-        await ChatRunner(backend).run(Context(), prose_step())
+        await ChatRunner(backend).root(Context()).ask(prose_step())
     assert info.value.reason == "reask_echo"
 
 
 async def test_a_shorter_new_answer_after_a_cut_off_is_accepted() -> None:
     backend = ScriptedTextBackend([cut(LONG_PROMPT), "A keeper and a cat at the lamp, dawn."])
-    async with ChatRunner(backend).scope(Context(), "root") as root:
+    async with ChatRunner(backend).root(Context()).scope("root", merge="all_messages") as root:
         answer = await root.ask(prose_step())
     assert answer.value == "A keeper and a cat at the lamp, dawn."
 
 
 async def test_the_reask_carries_the_reason_but_never_a_preview_of_the_answer() -> None:
     backend = ScriptedTextBackend([cut(LONG_PROMPT), "A keeper and a cat at the lamp, dawn."])
-    async with ChatRunner(backend).scope(Context(), "root") as root:
+    async with ChatRunner(backend).root(Context()).scope("root", merge="all_messages") as root:
         answer = await root.ask(prose_step())
     second = backend.requests[1].messages[-1].content
     assert "cut off at 2000 tokens" in second
@@ -79,7 +81,7 @@ async def test_the_reask_carries_the_reason_but_never_a_preview_of_the_answer() 
 async def test_a_cut_off_failure_shows_its_preview_once() -> None:
     backend = ScriptedTextBackend([cut(LONG_PROMPT), cut(LONG_PROMPT[::-1])])
     with pytest.raises(ModelOutputError) as info:
-        await ChatRunner(backend).run(Context(), prose_step())
+        await ChatRunner(backend).root(Context()).ask(prose_step())
     assert info.value.reason == "cut_off"
     assert str(info.value).count("output preview") == 1
 
@@ -102,7 +104,7 @@ async def test_a_failing_step_keeps_its_requests_and_rejected_answers() -> None:
         reask=ReaskPolicy(max=1),
     )
     with pytest.raises(ModelOutputError) as info:
-        await ChatRunner(backend).run(Context(), step)
+        await ChatRunner(backend).root(Context()).ask(step)
     kept = rejected_of(info.value)
     assert kept is not None
     requests, reasks = kept
@@ -120,7 +122,7 @@ async def test_a_policy_may_give_a_reask_its_own_seed_and_temperature() -> None:
         output=JsonOutput(Pick, check=lambda v: v if v.choice == "b" else _never_ok(v)),
         reask=ReaskPolicy(max=1, resample=lambda exc, k: (1000 + k, 0.3)),
     )
-    async with ChatRunner(backend).scope(Context(), "root") as root:
+    async with ChatRunner(backend).root(Context()).scope("root", merge="all_messages") as root:
         answer = await root.ask(step)
     assert [(r.seed, r.temperature) for r in backend.requests] == [(7, 0.0), (1001, 0.3)]
     (reask,) = answer.event.reasks
@@ -137,6 +139,6 @@ async def test_a_policy_may_skip_the_reask_of_an_answer_it_would_only_repeat() -
         reask=ReaskPolicy(max=2, skip=lambda exc: "not re-asked: it would repeat"),
     )
     with pytest.raises(ModelOutputError) as info:
-        await ChatRunner(backend).run(Context(), step)
+        await ChatRunner(backend).root(Context()).ask(step)
     assert len(backend.requests) == 1
     assert "not re-asked: it would repeat" in str(info.value)

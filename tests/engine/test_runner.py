@@ -2,24 +2,18 @@
 
 from __future__ import annotations
 
-import functools
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import pytest
 
 from image_project.backends.base import Message, TextReply, TextRequest
-from image_project.engine import (
-    ActionStep,
-    Block,
-    ChatRunner,
-    ChatStep,
-    Context,
-    DefaultStepRecorder,
-    EngineEvent,
-    NullStepRecorder,
-    ReaskPolicy,
-    TextOutput,
-)
+from image_project.engine.context import Context, EngineEvent
+from image_project.engine.nodes import ChatStep
+from image_project.engine.output import ReaskPolicy, TextOutput
+from image_project.engine.recorder import DefaultStepRecorder, NullStepRecorder
+from image_project.engine.runner import ChatRunner
+from image_project.engine.scope import Scope
 from image_project.errors import (
     EmptyPromptError,
     EmptyResponseError,
@@ -44,6 +38,11 @@ def ctx0() -> Context:
     return Context.with_system("sys")
 
 
+def pipeline(ctx: Context, runner: ChatRunner | None = None) -> AbstractAsyncContextManager[Scope]:
+    """A root scope named ``pipeline`` that merges all its messages into ``ctx``."""
+    return (runner or ChatRunner(echo_backend())).root(ctx).scope("pipeline", merge="all_messages")
+
+
 def roles(ctx: Context) -> list[tuple[str, str]]:
     return [(m.role, m.content) for m in ctx.messages]
 
@@ -60,36 +59,30 @@ def chats(ctx: Context) -> list[ChatEvent]:
 
 async def test_all_messages_appends_prompt_and_response() -> None:
     ctx = ctx0()
-    await ChatRunner(echo_backend()).run(ctx, ChatStep(name="s", prompt="p1", temperature=0.2))
+    await ChatRunner(echo_backend()).root(ctx).ask(ChatStep(name="s", prompt="p1", temperature=0.2))
     assert roles(ctx) == [("system", "sys"), ("user", "p1"), ("assistant", "re:p1")]
 
 
 async def test_last_response_appends_one_exchange() -> None:
     ctx = ctx0()
     step: ChatStep[str] = ChatStep(name="s", prompt="p1", temperature=0.2, merge="last_response")
-    await ChatRunner(echo_backend()).run(ctx, step)
+    await ChatRunner(echo_backend()).root(ctx).ask(step)
     assert roles(ctx) == [("system", "sys"), ("user", "p1"), ("assistant", "re:p1")]
 
 
 async def test_merge_none_leaves_conversation_but_records_step() -> None:
     ctx = ctx0()
     step: ChatStep[str] = ChatStep(name="s", prompt="p1", temperature=0.2, merge="none")
-    assert await ChatRunner(echo_backend()).ask(ctx, step) == "re:p1"
+    assert (await ChatRunner(echo_backend()).root(ctx).ask(step)).value == "re:p1"
     assert roles(ctx) == [("system", "sys")]
     assert [r.path for r in ctx.steps] == ["s"]
 
 
-async def test_block_last_response_hides_internal_messages() -> None:
+async def test_scope_last_response_hides_internal_messages() -> None:
     ctx = ctx0()
-    stage = Block(
-        name="stage",
-        merge="last_response",
-        nodes=[
-            ChatStep(name="draft", prompt="d", temperature=0.1),
-            ChatStep(name="refine", prompt="r", temperature=0.1),
-        ],
-    )
-    await ChatRunner(echo_backend()).run(ctx, Block(nodes=[stage]))
+    async with pipeline(ctx) as root, root.scope("stage", merge="last_response") as stage:
+        await stage.ask(ChatStep(name="draft", prompt="d", temperature=0.1))
+        await stage.ask(ChatStep(name="refine", prompt="r", temperature=0.1))
     # The block's question (its first prompt) answered by its last answer: one exchange.
     assert roles(ctx) == [("system", "sys"), ("user", "d"), ("assistant", "re:r")]
     assert [r.path for r in ctx.steps] == ["pipeline/stage/draft", "pipeline/stage/refine"]
@@ -97,14 +90,10 @@ async def test_block_last_response_hides_internal_messages() -> None:
 
 async def test_later_steps_see_earlier_merged_messages_only() -> None:
     backend = echo_backend()
-    tree = Block(
-        nodes=[
-            ChatStep(name="a", prompt="A", temperature=0.1, merge="none"),
-            ChatStep(name="b", prompt="B", temperature=0.1),
-            ChatStep(name="c", prompt="C", temperature=0.1),
-        ]
-    )
-    await ChatRunner(backend).run(ctx0(), tree)
+    async with pipeline(ctx0(), ChatRunner(backend)) as root:
+        await root.ask(ChatStep(name="a", prompt="A", temperature=0.1, merge="none"))
+        await root.ask(ChatStep(name="b", prompt="B", temperature=0.1))
+        await root.ask(ChatStep(name="c", prompt="C", temperature=0.1))
     seen_by_c = [m.content for m in backend.requests[2].messages]
     assert seen_by_c == ["sys", "B", "re:B", "C"]
 
@@ -114,34 +103,27 @@ async def test_later_steps_see_earlier_merged_messages_only() -> None:
     [[], [ChatStep(name="hidden", prompt="x", temperature=0.1, merge="none")]],
     ids=["empty", "hidden-children"],
 )
-async def test_last_response_without_output_is_an_error(nodes: list[Any]) -> None:
+async def test_last_response_without_output_is_an_error(nodes: list[ChatStep[str]]) -> None:
     ctx = ctx0()
-    block = Block(name="b", merge="last_response", nodes=nodes)
     with pytest.raises(StepFailedError, match="last_response"):
-        await ChatRunner(echo_backend()).run(ctx, Block(nodes=[block]))
+        async with pipeline(ctx) as root, root.scope("b", merge="last_response") as block:
+            for step in nodes:
+                await block.ask(step)
     assert roles(ctx) == [("system", "sys")]
 
 
-async def test_merge_none_threads_are_independent_and_consensus_sees_kept_values() -> None:
+async def test_merge_none_threads_are_independent_and_consensus_sees_their_values() -> None:
     backend = echo_backend()
-    kept: dict[str, str] = {}
     threads: list[ChatStep[str]] = [
-        ChatStep(
-            name=f"t{i}",
-            prompt=f"thread {i}",
-            temperature=0.8,
-            merge="none",
-            keep=functools.partial(kept.__setitem__, f"t{i}"),
-        )
-        for i in (1, 2)
+        ChatStep(name=f"t{i}", prompt=f"thread {i}", temperature=0.8, merge="none") for i in (1, 2)
     ]
-    consensus: ChatStep[str] = ChatStep(
-        name="consensus",
-        prompt=lambda c: f"merge {kept['t1']} + {kept['t2']}",
-        temperature=0.8,
-    )
     ctx = ctx0()
-    await ChatRunner(backend).run(ctx, Block(nodes=[*threads, consensus]))
+    async with pipeline(ctx, ChatRunner(backend)) as root:
+        t1, t2 = [await root.ask(thread) for thread in threads]
+        consensus: ChatStep[str] = ChatStep(
+            name="consensus", prompt=f"merge {t1.value} + {t2.value}", temperature=0.8
+        )
+        await root.ask(consensus)
     assert [m.content for m in backend.requests[1].messages] == ["sys", "thread 2"]
     assert last_user_text(backend.requests[2]) == "merge re:thread 1 + re:thread 2"
 
@@ -149,18 +131,20 @@ async def test_merge_none_threads_are_independent_and_consensus_sees_kept_values
 # -- values -----------------------------------------------------------------------
 
 
-async def test_values_of_a_block_and_of_actions() -> None:
+async def test_values_of_a_step_and_of_actions() -> None:
     ctx = ctx0()
-    runner = ChatRunner(echo_backend())
-    stage = await runner.run(ctx, Block(name="stage", nodes=[ChatStep(prompt="x", temperature=0)]))
-    assert stage.last_response == "re:x"
+    root = ChatRunner(echo_backend()).root(ctx)
+    async with root.scope("stage", merge="all_messages") as stage:
+        x: ChatStep[str] = ChatStep(prompt="x", temperature=0)
+        answer = await stage.ask(x)
+    assert answer.value == "re:x" == stage.produced[-1].content
 
-    async def async_action(c: Context) -> dict[str, int]:
-        return {"n": len(c.steps)}
+    async def async_action() -> dict[str, int]:
+        return {"n": len(ctx.steps)}
 
-    upper = await runner.run(ctx, ActionStep(name="sync", fn=lambda c: "re:x".upper()))
-    count = await runner.run(ctx, ActionStep(name="async", fn=async_action))
-    assert (upper.value, count.value) == ("RE:X", {"n": 2})
+    upper = await root.act("sync", lambda: "re:x".upper())
+    count = await root.act("async", async_action)
+    assert (upper, count) == ("RE:X", {"n": 2})
     action_records = [r.model_dump(mode="json") for r in ctx.steps if r.type == "action"]
     assert action_records[1]["result"] == {"n": 2}
     assert "prompt" not in action_records[0]
@@ -174,8 +158,8 @@ async def test_action_result_and_meta_are_recorded_in_full() -> None:
         deep = {"next": deep}
     result = {"items": list(range(40)), "deep": deep, "pair": (1, "a")}
     ctx = Context()
-    step = ActionStep(name="big", fn=lambda c: result, meta={"ids": list(range(30))})
-    await ChatRunner(echo_backend()).run(ctx, step)
+    root = ChatRunner(echo_backend()).root(ctx)
+    await root.act("big", lambda: result, meta={"ids": list(range(30))})
     (event,) = ctx.steps
     assert isinstance(event, ActionEvent)
     assert event.result == {"items": list(range(40)), "deep": deep, "pair": [1, "a"]}
@@ -191,8 +175,10 @@ async def test_action_result_json_cannot_hold_is_recorded_as_its_repr() -> None:
             return "<opaque>"
 
     ctx = Context()
-    await ChatRunner(echo_backend()).run(
-        ctx, ActionStep(name="odd", fn=lambda c: {"x": Opaque(), "b": b"ab", "s": {3}})
+    await (
+        ChatRunner(echo_backend())
+        .root(ctx)
+        .act("odd", lambda: {"x": Opaque(), "b": b"ab", "s": {3}})
     )
     (event,) = ctx.steps
     assert isinstance(event, ActionEvent)
@@ -206,14 +192,16 @@ async def test_action_result_json_cannot_hold_is_recorded_as_its_repr() -> None:
 async def test_bad_prompt_fails_before_any_model_call(prompt: Any) -> None:
     backend = echo_backend()
     with pytest.raises(EmptyPromptError):
-        await ChatRunner(backend).run(ctx0(), ChatStep(name="s", prompt=prompt, temperature=0))
+        await ChatRunner(backend).root(ctx0()).ask(ChatStep(name="s", prompt=prompt, temperature=0))
     assert backend.requests == []
 
 
 async def test_allow_empty_prompt_permits_blank_but_not_none() -> None:
     backend = echo_backend()
-    await ChatRunner(backend).run(
-        ctx0(), ChatStep(name="s", prompt="", temperature=0, allow_empty_prompt=True)
+    await (
+        ChatRunner(backend)
+        .root(ctx0())
+        .ask(ChatStep(name="s", prompt="", temperature=0, allow_empty_prompt=True))
     )
     assert len(backend.requests) == 1
 
@@ -221,9 +209,12 @@ async def test_allow_empty_prompt_permits_blank_but_not_none() -> None:
         return None
 
     with pytest.raises(EmptyPromptError):
-        await ChatRunner(backend).run(
-            ctx0(),
-            ChatStep(name="s", prompt=returns_none, temperature=0, allow_empty_prompt=True),
+        await (
+            ChatRunner(backend)
+            .root(ctx0())
+            .ask(
+                ChatStep(name="s", prompt=returns_none, temperature=0, allow_empty_prompt=True),
+            )
         )
 
 
@@ -232,10 +223,12 @@ async def test_empty_response_fails_unless_allowed(answer: str | None) -> None:
     backend = FunctionTextBackend(lambda req: answer)
     ctx = ctx0()
     with pytest.raises(EmptyResponseError):
-        await ChatRunner(backend).run(ctx, ChatStep(name="s", prompt="p", temperature=0))
+        await ChatRunner(backend).root(ctx).ask(ChatStep(name="s", prompt="p", temperature=0))
     assert ctx.steps == []
-    await ChatRunner(backend).run(
-        ctx, ChatStep(name="s", prompt="p", temperature=0, allow_empty_response=True)
+    await (
+        ChatRunner(backend)
+        .root(ctx)
+        .ask(ChatStep(name="s", prompt="p", temperature=0, allow_empty_response=True))
     )
     assert chats(ctx)[0].response == (answer or "")
 
@@ -257,7 +250,7 @@ async def test_bad_answer_is_reasked_with_the_error_then_accepted() -> None:
         output=TextOutput(parse_int),
         reask=ReaskPolicy(max=1),
     )
-    assert await ChatRunner(backend).ask(ctx, step) == 7
+    assert (await ChatRunner(backend).root(ctx).ask(step)).value == 7
     backend.assert_all_used()
     reask = backend.requests[1].messages
     assert [m.role for m in reask[-3:]] == ["user", "assistant", "user"]
@@ -284,7 +277,7 @@ async def test_the_record_sums_the_pacing_waits_of_every_answer() -> None:
         reask=ReaskPolicy(max=1),
     )
     ctx = ctx0()
-    await ChatRunner(backend).run(ctx, step)
+    await ChatRunner(backend).root(ctx).ask(step)
     record = chats(ctx)[0]
     assert (record.pacing_wait_ms, record.attempts, record.answers) == (1750.5, 3, 2)
 
@@ -294,7 +287,7 @@ async def test_a_recoverable_transport_failure_keeps_its_pacing_wait() -> None:
     error.pacing_wait_ms = 2000.0
     step = ChatStep(name="j", prompt="p", temperature=0, on_failure=lambda exc: None)
     ctx = ctx0()
-    await ChatRunner(ScriptedTextBackend([error])).run(ctx, step)
+    await ChatRunner(ScriptedTextBackend([error])).root(ctx).ask(step)
     record = chats(ctx)[0]
     assert (record.pacing_wait_ms, record.attempts) == (2000.0, 4)
     assert record.error is not None and record.error.type == "ServerError"
@@ -310,7 +303,8 @@ async def test_reasks_are_bounded_then_raise_with_path_and_preview() -> None:
         reask=ReaskPolicy(max=1),
     )
     with pytest.raises(ModelOutputError) as info:
-        await ChatRunner(backend).run(ctx0(), Block(name="root", nodes=[step]))
+        async with ChatRunner(backend).root(ctx0()).scope("root") as root:
+            await root.ask(step)
     err = info.value
     assert err.reason == "invalid_output"
     assert "root/n" in str(err) and "2 attempt" in str(err)
@@ -326,7 +320,7 @@ async def test_parser_reason_is_kept() -> None:
 
     step = ChatStep(name="j", prompt="p", temperature=0, output=TextOutput(strict))
     with pytest.raises(ModelOutputError) as info:
-        await ChatRunner(echo_backend()).run(ctx0(), step)
+        await ChatRunner(echo_backend()).root(ctx0()).ask(step)
     assert info.value.reason == "invalid_judge_output"
 
 
@@ -338,7 +332,7 @@ async def test_refusal_is_never_reasked() -> None:
         name="j", prompt="p", temperature=0, output=TextOutput(parse_int), reask=ReaskPolicy(max=3)
     )
     with pytest.raises(RefusalError, match="refused"):
-        await ChatRunner(backend).run(ctx0(), step)
+        await ChatRunner(backend).root(ctx0()).ask(step)
     assert len(backend.requests) == 1
 
 
@@ -351,7 +345,7 @@ async def test_refusal_raised_by_parser_is_not_reasked() -> None:
         name="j", prompt="p", temperature=0, output=TextOutput(parse), reask=ReaskPolicy(max=3)
     )
     with pytest.raises(RefusalError):
-        await ChatRunner(backend).run(ctx0(), step)
+        await ChatRunner(backend).root(ctx0()).ask(step)
     assert len(backend.requests) == 1
 
 
@@ -361,9 +355,9 @@ async def test_refusal_raised_by_parser_is_not_reasked() -> None:
 async def test_stateless_step_sees_only_its_system_prompt_and_prompt() -> None:
     backend = echo_backend()
     ctx = ctx0()
-    tree = Block(
-        nodes=[
-            ChatStep(name="a", prompt="history", temperature=0),
+    async with pipeline(ctx, ChatRunner(backend)) as root:
+        await root.ask(ChatStep(name="a", prompt="history", temperature=0))
+        await root.ask(
             ChatStep(
                 name="judge",
                 prompt="score",
@@ -371,10 +365,8 @@ async def test_stateless_step_sees_only_its_system_prompt_and_prompt() -> None:
                 stateless=True,
                 system_prompt="judge sys",
                 merge="none",
-            ),
-        ]
-    )
-    await ChatRunner(backend).run(ctx, tree)
+            )
+        )
     assert backend.requests[1].messages == (
         Message("system", "judge sys"),
         Message("user", "score"),
@@ -386,10 +378,12 @@ async def test_stateless_step_sees_only_its_system_prompt_and_prompt() -> None:
 async def test_request_and_record_carry_temperature_model_and_seed() -> None:
     backend = echo_backend()
     ctx = ctx0()
-    await ChatRunner(backend).run(
-        ctx, ChatStep(name="s", prompt="p", temperature=0.3, model="judge-model", seed=1234)
+    await (
+        ChatRunner(backend)
+        .root(ctx)
+        .ask(ChatStep(name="s", prompt="p", temperature=0.3, model="judge-model", seed=1234))
     )
-    await ChatRunner(backend).run(ctx, ChatStep(name="t", prompt="q", temperature=0.9))
+    await ChatRunner(backend).root(ctx).ask(ChatStep(name="t", prompt="q", temperature=0.9))
     req = backend.requests[0]
     assert (req.temperature, req.model, req.seed) == (0.3, "judge-model", 1234)
     first, second = chats(ctx)
@@ -402,7 +396,9 @@ async def test_record_has_the_documented_keys() -> None:
     backend = FunctionTextBackend(
         lambda r: TextReply(text="ok", model="m-2024", system_fingerprint="fp_1", attempts=3)
     )
-    await ChatRunner(backend).run(ctx, ChatStep(name="s", prompt="p", temperature=0, model="m"))
+    await (
+        ChatRunner(backend).root(ctx).ask(ChatStep(name="s", prompt="p", temperature=0, model="m"))
+    )
     rec = chats(ctx)[0].model_dump(mode="json")
     for key in (
         "type",
@@ -427,7 +423,7 @@ async def test_record_dump_has_every_key_with_none_for_what_did_not_happen() -> 
     ``system_prompt``, ``system_fingerprint``, ``response_model``, ``reasks``, ``error`` and
     ``meta`` out when unset); ``order`` is never serialised."""
     ctx = ctx0()
-    await ChatRunner(echo_backend()).run(ctx, ChatStep(name="s", prompt="p", temperature=0))
+    await ChatRunner(echo_backend()).root(ctx).ask(ChatStep(name="s", prompt="p", temperature=0))
     rec = chats(ctx)[0].model_dump(mode="json")
     assert set(rec) == {
         "type",
@@ -464,11 +460,9 @@ async def test_record_dump_has_every_key_with_none_for_what_did_not_happen() -> 
     }
 
 
-async def test_run_step_returns_the_text() -> None:
-    assert (
-        await ChatRunner(echo_backend()).run_step(ctx0(), ChatStep(prompt="hi", temperature=0))
-        == "re:hi"
-    )
+async def test_a_step_without_an_output_hands_back_its_text() -> None:
+    step: ChatStep[str] = ChatStep(prompt="hi", temperature=0)
+    assert (await ChatRunner(echo_backend()).root(ctx0()).ask(step)).value == "re:hi"
 
 
 # -- error attribution ----------------------------------------------------------------
@@ -481,22 +475,11 @@ async def test_innermost_failing_path_is_attached_and_nothing_half_applied() -> 
         return "fine"
 
     ctx = ctx0()
-    tree = Block(
-        nodes=[
-            Block(
-                name="section_1",
-                merge="last_response",
-                nodes=[ChatStep(name="draft", prompt="ok", temperature=0)],
-            ),
-            Block(
-                name="section_2",
-                merge="last_response",
-                nodes=[ChatStep(name="draft", prompt="boom", temperature=0)],
-            ),
-        ]
-    )
     with pytest.raises(RuntimeError) as info:
-        await ChatRunner(FunctionTextBackend(answer)).run(ctx, tree)
+        async with pipeline(ctx, ChatRunner(FunctionTextBackend(answer))) as root:
+            for section, prompt in (("section_1", "ok"), ("section_2", "boom")):
+                async with root.scope(section, merge="last_response") as stage:
+                    await stage.ask(ChatStep(name="draft", prompt=prompt, temperature=0))
     loc = location_of(info.value)
     assert loc is not None
     assert (loc.path, loc.name, loc.node_type) == ("pipeline/section_2/draft", "draft", "chat")
@@ -505,25 +488,26 @@ async def test_innermost_failing_path_is_attached_and_nothing_half_applied() -> 
 
 
 async def test_action_errors_are_attributed_to_the_action() -> None:
-    def broken(c: Context) -> None:
+    def broken() -> None:
         raise KeyError("missing")
 
     with pytest.raises(KeyError) as info:
-        await ChatRunner(echo_backend()).run(
-            ctx0(), Block(nodes=[Block(name="b", nodes=[ActionStep(fn=broken)])])
-        )
+        async with pipeline(ctx0()) as root, root.scope("b") as b:
+            await b.act("action_01", broken)
     loc = location_of(info.value)
     assert loc is not None and (loc.path, loc.node_type) == ("pipeline/b/action_01", "action")
 
 
-async def test_reused_subtree_gets_unique_paths() -> None:
-    stage = Block(
-        name="enclave", nodes=[ChatStep(name="critic", prompt="c", temperature=0, merge="none")]
-    )
+async def test_reused_flow_gets_unique_paths() -> None:
+    async def enclave(scope: Scope) -> None:
+        async with scope.scope("enclave") as inner:
+            await inner.ask(ChatStep(name="critic", prompt="c", temperature=0, merge="none"))
+
     ctx = ctx0()
-    await ChatRunner(echo_backend()).run(
-        ctx, Block(nodes=[Block(name="s1", nodes=[stage]), Block(name="s2", nodes=[stage])])
-    )
+    async with pipeline(ctx) as root:
+        for stage in ("s1", "s2"):
+            async with root.scope(stage) as inner:
+                await enclave(inner)
     paths = [r.path for r in ctx.steps]
     assert paths == ["pipeline/s1/enclave/critic", "pipeline/s2/enclave/critic"]
 
@@ -548,9 +532,8 @@ class ListRecorder:
 async def test_custom_recorder_sees_paths_and_metrics() -> None:
     rec = ListRecorder()
     ctx = ctx0()
-    await ChatRunner(echo_backend(), recorder=rec).run(
-        ctx, Block(nodes=[ChatStep(name="s", prompt="abc", temperature=0)])
-    )
+    async with pipeline(ctx, ChatRunner(echo_backend(), recorder=rec)) as root:
+        await root.ask(ChatStep(name="s", prompt="abc", temperature=0))
     start = rec.events[0]
     assert start[0:2] == ("start", "pipeline/s")
     assert (
@@ -565,8 +548,10 @@ async def test_custom_recorder_sees_paths_and_metrics() -> None:
 async def test_recorder_error_callback_gets_path() -> None:
     rec = ListRecorder()
     with pytest.raises(EmptyResponseError):
-        await ChatRunner(FunctionTextBackend(lambda r: ""), recorder=rec).run(
-            ctx0(), ChatStep(name="s", prompt="p", temperature=0)
+        await (
+            ChatRunner(FunctionTextBackend(lambda r: ""), recorder=rec)
+            .root(ctx0())
+            .ask(ChatStep(name="s", prompt="p", temperature=0))
         )
     assert rec.events[-1][0:2] == ("error", "s")
 
@@ -581,8 +566,10 @@ def test_recorder_missing_a_method_is_rejected_at_construction() -> None:
 
 async def test_null_recorder_records_nothing() -> None:
     ctx = ctx0()
-    await ChatRunner(echo_backend(), recorder=NullStepRecorder()).run(
-        ctx, ChatStep(prompt="p", temperature=0)
+    await (
+        ChatRunner(echo_backend(), recorder=NullStepRecorder())
+        .root(ctx)
+        .ask(ChatStep(prompt="p", temperature=0))
     )
     assert ctx.steps == []
 
@@ -590,9 +577,8 @@ async def test_null_recorder_records_nothing() -> None:
 async def test_default_recorder_appends_and_logs(caplog: pytest.LogCaptureFixture) -> None:
     ctx = ctx0()
     caplog.set_level("DEBUG", logger="image_project.steps")
-    await ChatRunner(echo_backend(), recorder=DefaultStepRecorder()).run(
-        ctx, Block(nodes=[ChatStep(name="s", prompt="p", temperature=0)])
-    )
+    async with pipeline(ctx, ChatRunner(echo_backend(), recorder=DefaultStepRecorder())) as root:
+        await root.ask(ChatStep(name="s", prompt="p", temperature=0))
     assert [r.path for r in ctx.steps] == ["pipeline/s"]
     assert "pipeline/s" in caplog.text
 
@@ -603,9 +589,8 @@ async def test_recorder_exception_fails_the_step_and_keeps_the_path() -> None:
             raise RuntimeError("disk full")
 
     with pytest.raises(RuntimeError, match="disk full") as info:
-        await ChatRunner(echo_backend(), recorder=Exploding()).run(
-            ctx0(), Block(nodes=[ChatStep(name="s", prompt="p", temperature=0)])
-        )
+        async with pipeline(ctx0(), ChatRunner(echo_backend(), recorder=Exploding())) as root:
+            await root.ask(ChatStep(name="s", prompt="p", temperature=0))
     loc = location_of(info.value)
     assert loc is not None and loc.path == "pipeline/s"
 
@@ -620,7 +605,7 @@ async def test_fallback_is_accepted_after_reasks_and_everything_is_recorded() ->
         output=TextOutput(parse_int),
         reask=ReaskPolicy(max=1, fallback=lambda text, exc: f"fallback({text})"),
     )
-    assert await ChatRunner(backend).ask(ctx, step) == "fallback(two)"
+    assert (await ChatRunner(backend).root(ctx).ask(step)).value == "fallback(two)"
     record = chats(ctx)[0]
     assert [r.response for r in record.reasks] == ["one", "two"]
     assert record.attempts == 2
@@ -629,17 +614,10 @@ async def test_fallback_is_accepted_after_reasks_and_everything_is_recorded() ->
 async def test_successive_root_runs_record_in_run_order() -> None:
     ctx = ctx0()
     runner = ChatRunner(echo_backend())
-    await runner.run(
-        ctx,
-        Block(
-            name="first",
-            nodes=[
-                ChatStep(name="a", prompt="a", temperature=0),
-                ChatStep(name="b", prompt="b", temperature=0),
-            ],
-        ),
-    )
-    await runner.run(ctx, ChatStep(name="second", prompt="c", temperature=0))
+    async with runner.root(ctx).scope("first", merge="all_messages") as first:
+        await first.ask(ChatStep(name="a", prompt="a", temperature=0))
+        await first.ask(ChatStep(name="b", prompt="b", temperature=0))
+    await runner.root(ctx).ask(ChatStep(name="second", prompt="c", temperature=0))
     assert [r.path for r in ctx.steps] == ["first/a", "first/b", "second"]
 
 
@@ -653,24 +631,18 @@ async def test_recoverable_step_failure_is_recorded_and_siblings_continue() -> N
         return "7"
 
     ctx = ctx0()
-    kept: dict[str, object] = {}
-    block = Block(
-        name="judges",
-        parallel=True,
-        merge="none",
-        nodes=[
-            ChatStep(
-                name=name,
-                prompt=name,
-                temperature=0,
-                output=TextOutput(parse_int),
-                on_failure=lambda exc: ("failed", type(exc).__name__),
-                keep=functools.partial(kept.__setitem__, name),
-            )
-            for name in ("good", "bad")
-        ],
-    )
-    await ChatRunner(FunctionTextBackend(fn)).run(ctx, block)
+    steps: list[ChatStep[object]] = [
+        ChatStep(
+            name=name,
+            prompt=name,
+            temperature=0,
+            output=TextOutput(parse_int),
+            on_failure=lambda exc: ("failed", type(exc).__name__),
+        )
+        for name in ("good", "bad")
+    ]
+    answers = await ChatRunner(FunctionTextBackend(fn)).root(ctx).gather("judges", steps)
+    kept = {step.name: answer.value for step, answer in zip(steps, answers, strict=True)}
     assert kept == {"good": 7, "bad": ("failed", "ServerError")}
     good, bad = chats(ctx)
     assert good.error is None and bad.response is None
@@ -691,9 +663,9 @@ async def test_recoverable_step_keeps_the_last_bad_answer_and_reasks() -> None:
         reask=ReaskPolicy(max=1),
         on_failure=lambda exc: None,
     )
-    outcome = await ChatRunner(backend).run(ctx, step)
+    answer = await ChatRunner(backend).root(ctx).ask(step)
     record = chats(ctx)[0]
-    assert outcome.value is None and outcome.last_response is None
+    assert answer.value is None and answer.event is record
     assert record.response == "two" and [r.response for r in record.reasks] == ["one", "two"]
     assert record.error is not None and record.error.reason == "invalid_output"
     assert "two" in str(record.error.output_preview)
@@ -711,7 +683,7 @@ async def test_recoverable_refusal_is_recorded_without_reask() -> None:
         reask=ReaskPolicy(max=3),
         on_failure=lambda exc: "recovered",
     )
-    assert await ChatRunner(backend).ask(ctx, step) == "recovered"
+    assert (await ChatRunner(backend).root(ctx).ask(step)).value == "recovered"
     error = chats(ctx)[0].error
     assert error is not None and error.type == "RefusalError"
     assert len(backend.requests) == 1
@@ -722,8 +694,10 @@ async def test_without_on_failure_the_same_error_fails_the_run() -> None:
         raise ServerError("503 upstream", status=503, attempts=3)
 
     with pytest.raises(ServerError):
-        await ChatRunner(FunctionTextBackend(fn)).run(
-            ctx0(), ChatStep(name="n", prompt="p", temperature=0)
+        await (
+            ChatRunner(FunctionTextBackend(fn))
+            .root(ctx0())
+            .ask(ChatStep(name="n", prompt="p", temperature=0))
         )
 
 
@@ -739,7 +713,7 @@ async def test_restate_reask_sends_one_fresh_user_message() -> None:
         output=TextOutput(parse_int),
         reask=ReaskPolicy(max=1, style="restate"),
     )
-    assert await ChatRunner(backend).ask(ctx, step) == 2
+    assert (await ChatRunner(backend).root(ctx).ask(step)).value == 2
     second = backend.requests[1].messages
     assert [m.role for m in second] == ["system", "user"]
     assert second[1].content.startswith("give a number\n\n")

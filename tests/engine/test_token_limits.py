@@ -11,15 +11,11 @@ from typing import Any
 import pytest
 
 from image_project.backends.base import Message, TextReply
-from image_project.engine import (
-    ChatRunner,
-    Context,
-    JsonOutput,
-    ReaskPolicy,
-    TokenBudget,
-    TokenLimits,
-)
+from image_project.engine.budget import TokenBudget, TokenLimits
+from image_project.engine.context import Context
 from image_project.engine.nodes import ChatStep
+from image_project.engine.output import JsonOutput, ReaskPolicy
+from image_project.engine.runner import ChatRunner
 from image_project.errors import ConfigError, PipelineDefinitionError
 from image_project.record.base import RecordModel
 from image_project.record.events import ChatEvent
@@ -78,7 +74,7 @@ async def test_every_request_of_a_step_carries_its_resolved_limit_and_the_record
     )
     ctx = Context()
     limits = TokenLimits(selector_base=21, selector_per_pick=150)
-    await ChatRunner(backend, token_limits=limits).run(ctx, step)
+    await ChatRunner(backend, token_limits=limits).root(ctx).ask(step)
     assert [r.max_output_tokens for r in backend.requests] == [321, 321]
     (event,) = [e for e in ctx.steps if isinstance(e, ChatEvent)]
     assert event.params.max_output_tokens == 321
@@ -109,7 +105,7 @@ async def test_a_cut_off_after_a_smaller_retry_names_the_limit_that_was_sent() -
         reask=ReaskPolicy(max=1),
     )
     ctx = Context()
-    await ChatRunner(backend).run(ctx, step)
+    await ChatRunner(backend).root(ctx).ask(step)
     (event,) = [e for e in ctx.steps if isinstance(e, ChatEvent)]
     assert "cut off at 500 tokens" in event.reasks[0].error
     assert event.wire_notes == (note,)
@@ -119,7 +115,7 @@ async def test_a_conversation_strict_templates_reject_is_never_sent() -> None:
     backend = ScriptedTextBackend(["never"])
     ctx = Context(messages=(Message("system", "s"), Message("assistant", "orphan")))
     with pytest.raises(PipelineDefinitionError, match="break strict chat templates"):
-        await ChatRunner(backend).run(ctx, ChatStep(name="s", prompt="p", temperature=0.0))
+        await ChatRunner(backend).root(ctx).ask(ChatStep(name="s", prompt="p", temperature=0.0))
     assert backend.requests == []
 
 

@@ -17,7 +17,8 @@ from typing import Any
 from image_project.backends.factory import Backends
 from image_project.backends.openai_backend import openai_backends
 from image_project.backends.retry import RetryPolicy
-from image_project.config import AppConfig, load_config
+from image_project.config.loading import load_config
+from image_project.config.models import AppConfig
 from tests.support import RecordingSleep
 from tests.support.openai_server import OpenAIServer
 

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from image_project.app import RunFailed, run_generation
+from image_project.run.driver import run_generation
+from image_project.run.state import RunFailed
 from image_project.seeding import derive_seed
 from tests.faults.common import http_backends, images, make_cfg, read_rows, transcripts
 from tests.support import RecordingSleep

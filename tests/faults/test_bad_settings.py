@@ -19,7 +19,8 @@ import pytest
 from PIL import Image
 
 from image_project.cli.command import main
-from image_project.config import capabilities, load_config
+from image_project.config import capabilities
+from image_project.config.loading import load_config
 from tests.faults import common
 from tests.faults.common import transcripts
 from tests.support.openai_server import OpenAIServer, Reply

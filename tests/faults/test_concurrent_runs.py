@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from image_project.artifacts import FileLock, manifest_lock
 from image_project.artifacts.generations import GENERATIONS_FIELDS
-from image_project.artifacts.manifest import MANIFEST_FIELDS
+from image_project.artifacts.locking import FileLock
+from image_project.artifacts.manifest import MANIFEST_FIELDS, manifest_lock
 from image_project.errors import ImageProjectError
 from image_project.seeding import derive_seed
 from tests.faults.common import (
@@ -150,7 +150,7 @@ def test_a_lock_held_by_a_killed_process_does_not_block_the_next_run(
             sys.executable,
             "-c",
             "import sys\n"
-            "from image_project.artifacts import manifest_lock\n"
+            "from image_project.artifacts.manifest import manifest_lock\n"
             # Keep the reference: a lock object that is garbage-collected lets go of its lock.
             f"lock = manifest_lock({str(manifest)!r}).acquire()\n"
             "print('locked', flush=True)\n"

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from image_project.app import RunFailed, run_generation
+from image_project.run.driver import run_generation
+from image_project.run.state import RunFailed
 from tests.faults.common import http_backends, images, make_cfg, read_rows, transcripts
 from tests.support import RecordingSleep
 from tests.support.openai_server import OpenAIServer, Reply, image_response

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from image_project.artifacts import GENERATIONS_FIELDS, MANIFEST_FIELDS
+from image_project.artifacts.generations import GENERATIONS_FIELDS
+from image_project.artifacts.manifest import MANIFEST_FIELDS
 from image_project.cli.command import main
 from image_project.stages.concepts import EXPECTED_COLUMNS
 from tests.faults import common

@@ -22,12 +22,13 @@ from typing import IO, Any
 import anyio
 import pytest
 
-from image_project.app import RunResult, run_generation
-from image_project.artifacts import manifest_lock
+from image_project.artifacts.manifest import manifest_lock
 from image_project.backends.base import TextReply, TextRequest
-from image_project.backends.offline import OfflineTextBackend
+from image_project.backends.offline.text import OfflineTextBackend
 from image_project.cli import command as cli
 from image_project.run import batch
+from image_project.run.driver import run_generation
+from image_project.run.state import RunResult
 from image_project.testing import FunctionTextBackend
 from tests.faults.common import (
     REPO,

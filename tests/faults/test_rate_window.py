@@ -19,9 +19,10 @@ from typing import Any
 
 import pytest
 
-from image_project.app import RunFailed, run_generation
 from image_project.backends.factory import make_backends
-from image_project.record import TIMING_FIELDS
+from image_project.record.events import TIMING_FIELDS
+from image_project.run.driver import run_generation
+from image_project.run.state import RunFailed
 from tests.faults.common import images, make_cfg, transcripts
 from tests.support.openai_server import OpenAIServer, RateWindow
 

@@ -17,7 +17,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from image_project.artifacts import manifest_lock
+from image_project.artifacts.manifest import manifest_lock
 from image_project.run.interrupts import quit_now_line
 from tests.faults.common import child_env, read_rows, write_config
 from tests.faults.test_interrupt import ENTRY_POINTS, Lines, finish

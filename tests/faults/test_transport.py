@@ -17,9 +17,10 @@ from typing import Any
 import anyio
 import pytest
 
-from image_project.app import RunFailed, run_generation
 from image_project.backends.factory import make_backends
 from image_project.backends.openai_backend import OpenAITextBackend
+from image_project.run.driver import run_generation
+from image_project.run.state import RunFailed
 from image_project.seeding import derive_seed
 from tests.faults.common import (
     MAX_ATTEMPTS,

@@ -23,14 +23,9 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from image_project.cli.command import main
-from image_project.config import (
-    IMAGE_SIDE_MAX,
-    MAX_NAME_CHARS,
-    MAX_PATH_CHARS,
-    MAX_RUN_SEED,
-    AppConfig,
-    load_config,
-)
+from image_project.config.fields import IMAGE_SIDE_MAX, MAX_NAME_CHARS, MAX_PATH_CHARS, MAX_RUN_SEED
+from image_project.config.loading import load_config
+from image_project.config.models import AppConfig
 from image_project.errors import ConfigError
 from tests.faults.common import write_config
 

@@ -28,10 +28,12 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from image_project.engine import ChatRunner, ChatStep, Context, ReaskPolicy
-from image_project.engine.output import extract_json_object, looks_like_refusal
+from image_project.engine.context import Context
+from image_project.engine.nodes import ChatStep
+from image_project.engine.output import ReaskPolicy, extract_json_object, looks_like_refusal
+from image_project.engine.runner import ChatRunner
 from image_project.errors import PREVIEW_CHARS, ModelOutputError, RefusalError
-from image_project.record import IdeaCard
+from image_project.record.scoring import IdeaCard
 from image_project.stages.scoring.cards import (
     CARD_OUTPUT,
     card_ids,
@@ -380,7 +382,7 @@ def test_judge_step_ends_in_scores_or_model_output_error(text: str) -> None:
     backend = FunctionTextBackend(lambda _request: text)
 
     async def run() -> object:
-        return await ChatRunner(backend).ask(Context.with_system("sys"), step)
+        return (await ChatRunner(backend).root(Context.with_system("sys")).ask(step)).value
 
     try:
         scores = anyio.run(run)

@@ -1,9 +1,11 @@
 """Real offline runs for the review tests: the offline pipeline, scoring on with a 3-judge
 ensemble, plus a run without scoring (with a 4K image) and a run that fails at the image
-call; and (:func:`make_round_runs`) a multi-round run with the LLM selector (its second
+call; (:func:`make_round_runs`) a multi-round run with the LLM selector (its second
 round's proposal invalid, so the code choice replaces it), a multi-round run interrupted while
 its second round is judged, a scoring run that fails before scoring starts and a prompt-only
-run."""
+run; and (:func:`make_protocol_run`) a run whose judges use every judging protocol, with
+context injectors and novelty on (with ``reask=True``, the ``reasoned`` judge's first answer
+is prose, rejected and re-asked)."""
 
 from __future__ import annotations
 
@@ -14,21 +16,25 @@ from pathlib import Path
 import anyio
 import pytest
 
-from image_project.app import RunFailed, run_generation
 from image_project.backends.base import TextReply, TextRequest
 from image_project.backends.factory import Backends, make_backends
 from image_project.backends.offline.text import OfflineTextBackend
-from image_project.config import AppConfig, load_config
+from image_project.config.loading import load_config
+from image_project.config.models import AppConfig
 from image_project.errors import RequestRejectedError, ServerError
-from image_project.record import RunRecord
-from image_project.review import records_from_transcripts
+from image_project.record.run import RunRecord
+from image_project.review.source import records_from_transcripts
+from image_project.run.driver import run_generation
+from image_project.run.state import RunFailed
 from image_project.testing import FakeImageBackend, FunctionTextBackend
 
 __all__ = [
     "ENSEMBLE",
     "EVOLUTION",
+    "PROTOCOLS_AND_CONTEXT",
     "UPSCALE",
     "make_offline_runs",
+    "make_protocol_run",
     "make_round_runs",
     "offline_cfg",
 ]
@@ -43,6 +49,15 @@ EVOLUTION = (
     "prompt.scoring.evolution.enabled=true",
     "prompt.scoring.evolution.generations=2",
     "prompt.scoring.evolution.selector=llm",
+)
+PROTOCOLS_AND_CONTEXT = (
+    "prompt.scoring.enabled=true",
+    "prompt.scoring.judges=[{id: why, protocol: reasoned, rubric: strict},"
+    " {id: duel, protocol: pairwise, rubric: {text: 'Score by the harbour light.'}},"
+    " {id: probs, protocol: logprobs, profile: hints}, {id: each, protocol: pointwise}]",
+    "prompt.scoring.novelty.enabled=true",
+    "context.enabled=true",
+    "context.date=2026-12-20",
 )
 UPSCALE = (
     "upscale.enabled=true",
@@ -183,3 +198,39 @@ def make_round_runs(out: Path) -> dict[str, RunRecord]:
         "failed_early": by_seed[23],
         "prompt_only": by_seed[24],
     }
+
+
+def _reasoned_judge_answers_prose_once() -> FunctionTextBackend:
+    """The offline answers, except the ``reasoned`` judge's first (its scores' schema asks
+    for rationales): a sentence of prose, which its re-ask rejects."""
+    offline = OfflineTextBackend()
+    prose = True
+
+    async def answer(request: TextRequest) -> TextReply:
+        nonlocal prose
+        schema = request.json_schema
+        reasoned = schema is not None and "rationale" in str(schema.schema)
+        reply = await offline.complete(request)
+        if reasoned and prose:
+            prose = False
+            return dataclasses.replace(reply, text="Card A is the best of them, I would say.")
+        return reply
+
+    return FunctionTextBackend(answer)
+
+
+async def _protocol_run(out: Path, reask: bool) -> None:
+    cfg = offline_cfg(out, 31, *PROTOCOLS_AND_CONTEXT)
+    if reask:
+        await run_generation(cfg, _with_text(cfg, _reasoned_judge_answers_prose_once()))
+    else:
+        await run_generation(cfg, make_backends(cfg, {}))
+
+
+def make_protocol_run(out: Path, *, reask: bool = False) -> RunRecord:
+    """One run into ``out`` whose four judges use the ``reasoned``, ``pairwise``,
+    ``logprobs`` and ``pointwise`` protocols, with context injectors and novelty on;
+    ``reask``: the ``reasoned`` judge's first answer is prose (rejected, re-asked)."""
+    anyio.run(_protocol_run, out, reask)
+    (record,) = records_from_transcripts(sorted((out / "logs").glob("*_transcript.json")))
+    return record

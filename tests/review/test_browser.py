@@ -11,6 +11,7 @@ Skipped locally when Chromium is absent; under CI (env ``CI`` set) that is a fai
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import functools
 import os
 import shutil
@@ -31,9 +32,13 @@ from playwright.sync_api import (
     sync_playwright,
 )
 
-from image_project.record import RunRecord
-from image_project.review import build_site, page_name
-from tests.review.offline_runs import make_offline_runs, make_round_runs
+from image_project.record.calls import run_calls
+from image_project.record.run import RunRecord
+from image_project.record.scoring import ScoringRecord
+from image_project.review.gallery import GALLERY_FILTERS
+from image_project.review.site import build_site
+from image_project.review.views import page_name
+from tests.review.offline_runs import make_offline_runs, make_protocol_run, make_round_runs
 from tests.support.records import run
 
 CHROMIUM_FLAGS = [
@@ -75,24 +80,23 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     work = tmp_path_factory.mktemp("review-runs")
     records = make_offline_runs(work)
     root = build_site(records, work / "site").parent
+    with served(root) as url:
+        yield Site(root, records, url)
+
+
+@contextlib.contextmanager
+def served(root: Path) -> Iterator[str]:
+    """``root`` served over http from 127.0.0.1 while the block runs: its URL."""
     handler = functools.partial(_QuietHandler, directory=str(root))
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield Site(root, records, f"http://127.0.0.1:{server.server_address[1]}/")
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
     finally:
         server.shutdown()
         server.server_close()
         thread.join()
-
-
-def serve(root: Path) -> tuple[ThreadingHTTPServer, threading.Thread, str]:
-    handler = functools.partial(_QuietHandler, directory=str(root))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    return server, thread, f"http://127.0.0.1:{server.server_address[1]}/"
 
 
 @dataclass
@@ -115,13 +119,27 @@ def round_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RoundSite]:
         runs = pool.submit(make_round_runs, work).result()
     long = run(99, scoring=False, title=LONG, concepts=[LONG + "-concept"])
     root = build_site([*runs.values(), long], work / "site").parent
-    server, thread, url = serve(root)
-    try:
+    with served(root) as url:
         yield RoundSite(root, runs, url)
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+
+
+@dataclass
+class CallsSite:
+    root: Path
+    record: RunRecord
+    url: str
+
+
+@pytest.fixture(scope="module")
+def calls_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CallsSite]:
+    """The site of one run whose judges use every protocol, the ``reasoned`` judge's first
+    answer rejected and re-asked."""
+    work = tmp_path_factory.mktemp("review-calls")
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        record = pool.submit(make_protocol_run, work, reask=True).result()
+    root = build_site([record], work / "site").parent
+    with served(root) as url:
+        yield CallsSite(root, record, url)
 
 
 def keep_screenshot(path: Path, name: str) -> None:
@@ -323,3 +341,65 @@ def test_gallery_filters_are_links_and_long_tokens_stay_inside_cards(
     assert page.locator(".gallery .card").count() == 1
     assert page.locator(".gallery .card.run-interrupted").count() == 1
     assert_clean(page, problems, min_images=0)
+
+
+def test_every_page_type_works_served_and_opened_from_disk(
+    site: Site, round_site: RoundSite, browser: BrowserContext, tmp_path: Path
+) -> None:
+    """Every gallery filter page, the panel page and every run page (scoring, failed, no
+    scoring with a 4K image, multi-round, interrupted, failed early, prompt only), over http
+    and from disk: every image loads, nothing fails to load, the console has no error."""
+    pages = [(site.root, site.url, f"runs/{page_name(r.generation_id)}.html") for r in site.records]
+    pages += [(round_site.root, round_site.url, file) for _, file, _ in GALLERY_FILTERS]
+    pages += [(round_site.root, round_site.url, "panel.html")]
+    pages += [
+        (round_site.root, round_site.url, f"runs/{page_name(r.generation_id)}.html")
+        for r in round_site.runs.values()
+    ]
+    for root, url, name in pages:
+        for where in (url + name, (root / name).as_uri()):
+            page, problems = open_page(browser, where, tmp_path / "page.png")
+            assert_clean(page, problems, min_images=0)
+
+
+def test_the_run_page_lists_every_call_collapsed_and_opens_one(
+    calls_site: CallsSite, browser: BrowserContext, tmp_path: Path
+) -> None:
+    record = calls_site.record
+    scoring = record.blackbox_scoring
+    assert isinstance(scoring, ScoringRecord)
+    why = next(j for j in scoring.judges if j.protocol == "reasoned")
+    duel = next(j for j in scoring.judges if j.protocol == "pairwise")
+    url = f"{calls_site.url}runs/{page_name(record.generation_id)}.html"
+    page, problems = open_page(browser, url, tmp_path / "run.png")
+    calls = page.locator("section.calls details.call")
+    assert calls.count() == len(run_calls(record)) > 50
+    assert page.locator("section.calls details.call[open]").count() == 0
+    opened = []
+    for judge in (why, duel):
+        call = page.locator("section.calls details.call").filter(
+            has=page.locator(".col-path", has_text=judge.path)
+        )
+        assert call.count() == 1 and not call.locator("pre.answer").is_visible()
+        call.locator("summary").click()  # what a reader does: open it
+        assert call.evaluate("e => e.open") and call.locator("pre.answer").is_visible()
+        opened.append(call)
+    reasoned, pairwise = (c.inner_text() for c in opened)
+    assert "Rejected answer 1 of 1: expected a JSON object" in reasoned
+    assert opened[0].locator("table.rationales tbody tr").count() == len(why.rationales or {})
+    first, second, winner = (duel.comparisons or ())[0]
+    assert f"Pairwise choice: shown {first} then {second}; {winner} won" in pairwise
+    assert page.locator("section.calls details.call[open]").count() == 2
+    # The calls section from its heading down to the second opened call.
+    top, bottom = (
+        page.locator("section.calls").evaluate("e => e.getBoundingClientRect().top + scrollY"),
+        opened[1].evaluate("e => e.getBoundingClientRect().bottom + scrollY"),
+    )
+    shot = tmp_path / "calls.png"
+    page.screenshot(
+        path=str(shot),
+        full_page=True,
+        clip={"x": 0, "y": top, "width": 1280, "height": bottom - top},
+    )
+    keep_screenshot(shot, "review_run_calls.png")
+    assert_clean(page, problems, min_images=1)

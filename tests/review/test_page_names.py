@@ -10,7 +10,8 @@ from pathlib import Path
 
 from PIL import Image
 
-from image_project.review import build_site, page_name
+from image_project.review.site import build_site
+from image_project.review.views import page_name
 from image_project.run.state import new_generation_id
 from tests.support.records import run
 

@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from image_project.record import RunRecord
-from image_project.review import build_site, page_name, records_from_transcripts, review_command
+from image_project.record.run import RunRecord
+from image_project.review.site import build_site, review_command
+from image_project.review.source import records_from_transcripts
+from image_project.review.views import page_name
 from tests.support.records import judge, run
 
 LINK = re.compile(r'(?:href|src)="([^"]+)"')

@@ -8,8 +8,10 @@ from pathlib import Path
 
 from PIL import Image
 
-from image_project.record import RunRecord, UpscaleRecord
-from image_project.review import build_site, page_name
+from image_project.record.run import RunRecord
+from image_project.record.upscale import UpscaleRecord
+from image_project.review.site import build_site
+from image_project.review.views import page_name
 from tests.support.records import run
 
 

@@ -2,9 +2,10 @@
 runs of every kind (one round and several, the LLM selector and its fallback, failed,
 interrupted, prompt-only, a 4K image, every judging protocol, context injectors, novelty)
 have every string field of their records replaced with hostile HTML, go through the real
-store (``runs import``, then ``image-project review``), and every page written is parsed: no
-element or attribute may come from the records, and every hostile text a page shows must
-read back whole. A second test reads the templates and the package's Python and refuses
+store (``runs import``, then ``image-project review``), and every page written is parsed (the
+run pages' model calls with their prompts, answers, rejected answers and judges' rationales
+and choices included): no element or attribute may come from the records, and every hostile
+text a page shows must read back whole. A second test reads the templates and the package's Python and refuses
 what would switch escaping off for record data (``| safe``, ``Markup(``, ``autoescape``)."""
 
 from __future__ import annotations
@@ -21,29 +22,20 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any, Literal
 
-import anyio
 import pytest
 from pydantic import BaseModel
 
-from image_project.app import run_generation
-from image_project.backends.factory import make_backends
 from image_project.cli import command as cli
-from image_project.record import RunRecord
-from image_project.review import PLOTS, records_from_transcripts
-from tests.review.offline_runs import make_offline_runs, make_round_runs, offline_cfg
+from image_project.record.run import RunRecord
+from image_project.review.plots import PLOTS
+from tests.review.offline_runs import (
+    make_offline_runs,
+    make_protocol_run,
+    make_round_runs,
+)
 
 PACKAGE = Path(__file__).resolve().parents[2] / "image_project"
 TEMPLATES = PACKAGE / "review" / "templates"
-
-PROTOCOLS_AND_CONTEXT = (
-    "prompt.scoring.enabled=true",
-    "prompt.scoring.judges=[{id: why, protocol: reasoned, rubric: strict},"
-    " {id: duel, protocol: pairwise, rubric: {text: 'Score by the harbour light.'}},"
-    " {id: probs, protocol: logprobs, profile: hints}, {id: each, protocol: pointwise}]",
-    "prompt.scoring.novelty.enabled=true",
-    "context.enabled=true",
-    "context.date=2026-12-20",
-)
 
 
 def hostile(n: int, tag: str) -> str:
@@ -102,11 +94,16 @@ class Hostile:
     same hostile text everywhere (so ids still refer to each other), each hostile text
     remembering the fields it was put in. ``fill`` also puts hostile text in every
     ``str | None`` field that is None (an error's step, path and reason, a judge's
-    error, a selector's summary, ...)."""
+    error, a selector's summary, ...). ``meta_keys`` keeps the keys of a step's ``meta``
+    (``role``, ``judge_id``, ``order``: the names the site reads its facts by), so that
+    their hostile values are shown; without it the keys are hostile too, and the site
+    finds none of the facts (and must still render).
+    """
 
     tag: str
     fill: bool
     images: Path
+    meta_keys: bool = False
     texts: dict[str, str] = field(default_factory=dict)
     fields: defaultdict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
 
@@ -161,25 +158,21 @@ class Hostile:
         if isinstance(value, (tuple, list)):
             return type(value)(self._swap(v, where, literal) for v in value)
         if isinstance(value, dict):
+            keep = self.meta_keys and where == "ChatEvent.meta"
             return {
-                self._swap(k, f"{where}{{}}", literal): self._swap(v, where, literal)
+                (k if keep else self._swap(k, f"{where}{{}}", literal)): self._swap(
+                    v, where, literal
+                )
                 for k, v in value.items()
             }
         return value
-
-
-async def _protocol_run(out: Path) -> None:
-    cfg = offline_cfg(out, 31, *PROTOCOLS_AND_CONTEXT)
-    await run_generation(cfg, make_backends(cfg, {}))
 
 
 def real_records(work: Path) -> list[RunRecord]:
     """Nine real offline runs: every kind the site has a page or a branch for."""
     records = make_offline_runs(work / "one-round")
     records += list(make_round_runs(work / "rounds").values())
-    anyio.run(_protocol_run, work / "protocols")
-    logs = sorted((work / "protocols" / "logs").glob("*_transcript.json"))
-    records += records_from_transcripts(logs)
+    records.append(make_protocol_run(work / "protocols"))
     assert len(records) == 9
     return records
 
@@ -255,7 +248,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Site:
     work = tmp_path_factory.mktemp("escaping")
     records = real_records(work)
     images = work / "hostile-images"
-    plain = Hostile("H", fill=False, images=images)
+    plain = Hostile("H", fill=False, images=images, meta_keys=True)
     filled = Hostile("F", fill=True, images=images)
     logs = work / "hostile-logs"
     logs.mkdir()
@@ -331,23 +324,48 @@ def test_every_page_shows_every_hostile_field_as_text(site: Site) -> None:
 SHOWN = {
     "BackendInfo.provider",
     "CandidateRecord.id",
+    "ChatEvent.created_at",
+    "ChatEvent.meta",
+    "ChatEvent.path",
+    "ChatEvent.prompt",
+    "ChatEvent.response",
+    "ChatEvent.response_model",
+    "ChatEvent.system_prompt",
+    "ChatParams.backend",
+    "ChatParams.model",
     "ContextRecord.date_used",
     "ContextRecord.guidance",
     "IdeaCard.hook",
+    "ImageEvent.created_at",
+    "ImageEvent.format",
+    "ImageEvent.model",
+    "ImageEvent.path",
+    "ImageEvent.prompt",
+    "ImageEvent.quality",
+    "ImageEvent.revised_prompt",
+    "ImageEvent.size",
     "InjectorRecord.module",
     "InjectorRecord.name",
     "InjectorRecord.reason",
     "InjectorRecord.metadata",
+    "JudgeResult.comparisons",
     "JudgeResult.error",
     "JudgeResult.id",
     "JudgeResult.model",
     "JudgeResult.order",
     "JudgeResult.profile",
+    "JudgeResult.protocol",
+    "JudgeResult.rationales",
+    "JudgeResult.rationales{}",
     "JudgeResult.rubric",
+    "JudgeResult.warning",
+    "Reask.error",
+    "Reask.response",
     "RoundCandidate.id",
     "RoundCandidate.parent",
     "RunError.cancelled_paths",
     "RunError.message",
+    "RunError.output_preview",
     "RunError.path",
     "RunError.phase",
     "RunError.reason",
@@ -362,6 +380,9 @@ SHOWN = {
     "SelectorRecord.model",
     "SelectorRecord.summary",
     "SelectorRecord.warning",
+    "StepError.message",
+    "StepError.reason",
+    "StepError.type",
     "Survivor.reason",
     "TitleRecord.title",
     "UpscaleRecord.path",
@@ -369,18 +390,15 @@ SHOWN = {
     "UpscaleRecord.source_size",
 }
 """The record fields the pages show: each must be among those shown, hostile, on some
-page of the site (a field dropped from the pages is taken out of here)."""
+page of the site (a field dropped from the pages is taken out of here). The run page's
+model calls show a step's path, prompts, answer, model, start and ``meta`` (its role; a
+judge's id and the cards it was shown, read by key), every rejected answer with its
+reason, a step's error, the image call's request, and its judge's protocol, rationales,
+pairwise choice and warning."""
 
 CARRIED = {
     "IdeaCard.narrative",
-    "JudgeResult.comparisons",
     "JudgeResult.output_preview",
-    "JudgeResult.protocol",
-    "JudgeResult.rationales",
-    "JudgeResult.rationales{}",
-    "JudgeResult.warning",
-    "Reask.error",
-    "RunError.output_preview",
 }
 """Fields the records hold, hostile like the rest, that no page shows today: a page that
 starts showing one is tested as it is."""

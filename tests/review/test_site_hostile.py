@@ -14,8 +14,9 @@ import pytest
 from PIL import Image
 
 from image_project.cli import command as cli
-from image_project.record import RunRecord
-from image_project.review import build_site, page_name
+from image_project.record.run import RunRecord
+from image_project.review.site import build_site
+from image_project.review.views import page_name
 from tests.support.records import judge, run
 
 

@@ -16,9 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from image_project.record import RunRecord, ScoringRecord, pick_rule
-from image_project.review import build_site, page_name
+from image_project.record.run import RunRecord
+from image_project.record.scoring import ScoringRecord, pick_rule
 from image_project.review.gallery import GALLERY_FILTERS
+from image_project.review.site import build_site
+from image_project.review.views import page_name
 from tests.review.offline_runs import make_round_runs
 from tests.support.records import judge, run
 
@@ -204,7 +206,7 @@ def test_history_follows_the_parent_chain_back_to_the_first_card(
 def test_tau_labels_are_white_on_the_dark_ends_of_the_matrix() -> None:
     from matplotlib.figure import Figure
 
-    from image_project.analysis import panel_stats
+    from image_project.analysis.panel import panel_stats
     from image_project.review.plots import _agreement
 
     a, b = {"A": 80, "B": 20, "C": 50}, {"A": 10, "B": 90, "C": 40}

@@ -9,7 +9,9 @@ import anyio
 import pytest
 
 from image_project.backends.base import TextRequest
-from image_project.engine import ChatRunner, ChatStep, Context, JsonOutput, walk
+from image_project.engine.context import Context
+from image_project.engine.output import JsonOutput
+from image_project.engine.runner import ChatRunner
 from image_project.errors import ModelOutputError
 from image_project.stages.standard import (
     CRITICS,
@@ -23,6 +25,7 @@ from image_project.stages.standard import (
     prompt_pipeline,
 )
 from image_project.testing import FunctionTextBackend, ScriptedTextBackend, last_user_text
+from tests.support.pipeline import pipeline_shape
 
 pytestmark = pytest.mark.anyio
 
@@ -45,49 +48,49 @@ def rewrite_answer(*concepts: str) -> str:
     return json.dumps({"concepts": list(concepts)})
 
 
-def chat_paths(refinement: Refinement) -> list[str]:
-    tree = prompt_pipeline(brief=BRIEF, run_seed=1, refinement=refinement, temperature=0.8)
-    return [p for p, n in walk(tree) if isinstance(n, ChatStep)]
+async def chat_paths(refinement: Refinement) -> list[str]:
+    shape = await pipeline_shape(BRIEF, run_seed=1, refinement=refinement)
+    return list(shape.paths)
 
 
 @pytest.mark.parametrize(
     ("refinement", "calls"), [("none", 6), ("final", 6 + 9), ("per_stage", 6 * 10)]
 )
-def test_pipeline_shape_per_refinement(refinement: Refinement, calls: int) -> None:
-    paths = chat_paths(refinement)
+async def test_pipeline_shape_per_refinement(refinement: Refinement, calls: int) -> None:
+    paths = await chat_paths(refinement)
     assert len(paths) == calls == len(set(paths))
     assert paths[0] == "pipeline/initial_prompt/draft"
 
 
-def test_final_refinement_wraps_only_the_last_stage() -> None:
-    paths = chat_paths("final")
+async def test_final_refinement_wraps_only_the_last_stage() -> None:
+    paths = await chat_paths("final")
     assert next(p for p in paths if "tot_enclave" in p).startswith(
         "pipeline/dalle_prompt_creation/tot_enclave/fanout/"
     )
     assert paths[-1] == "pipeline/dalle_prompt_creation/tot_enclave/reduce/final_consensus"
 
 
-def test_every_step_has_a_distinct_seed_derived_from_the_run_seed() -> None:
-    def seeds(run_seed: int) -> list[int | None]:
-        tree = prompt_pipeline(brief=BRIEF, run_seed=run_seed, refinement="final", temperature=0.8)
-        return [n.seed for _, n in walk(tree) if isinstance(n, ChatStep)]
+async def test_every_step_has_a_distinct_seed_derived_from_the_run_seed() -> None:
+    async def seeds(run_seed: int) -> list[int | None]:
+        shape = await pipeline_shape(BRIEF, run_seed=run_seed, refinement="final")
+        return list(shape.seeds)
 
-    assert seeds(5) == seeds(5)
-    assert len(set(seeds(5))) == len(seeds(5))
-    assert seeds(5) != seeds(6)
+    assert await seeds(5) == await seeds(5)
+    assert len(set(await seeds(5))) == len(await seeds(5))
+    assert await seeds(5) != await seeds(6)
 
 
 async def test_context_holds_only_stage_outputs_and_prompt_is_the_last_response() -> None:
     backend = FunctionTextBackend(lambda r: f"answer to: {last_user_text(r)[:30]}")
     ctx = run_ctx()
-    outcome = await ChatRunner(backend).run(
-        ctx, prompt_pipeline(brief=BRIEF, run_seed=1, refinement="final", temperature=0.8)
+    final_prompt = await prompt_pipeline(
+        ChatRunner(backend).root(ctx), brief=BRIEF, run_seed=1, refinement="final", temperature=0.8
     )
     # Each stage is one exchange: its prompt, then its (refined) output.
     assert [m.role for m in ctx.messages] == ["system"] + ["user", "assistant"] * len(STAGES)
-    assert outcome.last_response == ctx.messages[-1].content
-    assert outcome.last_response is not None
-    assert outcome.last_response.startswith("answer to: Synthesise")
+    assert final_prompt == ctx.messages[-1].content
+    assert final_prompt is not None
+    assert final_prompt.startswith("answer to: Synthesise")
     assert ctx.messages[-2].content.startswith("Write the final prompt")
     # Later stages never see enclave chatter: only system + previous stages + prompt.
     last_draft = next(r for r in backend.requests if "Write the final prompt" in last_user_text(r))
@@ -116,16 +119,24 @@ async def test_enclave_critics_and_consensus_drafts_run_concurrently() -> None:
         return f"ok: {text[:20]}"
 
     with anyio.fail_after(10):
-        await ChatRunner(FunctionTextBackend(answer)).run(
-            run_ctx(), prompt_pipeline(brief=BRIEF, run_seed=1, refinement="final", temperature=0.8)
+        await prompt_pipeline(
+            ChatRunner(FunctionTextBackend(answer)).root(run_ctx()),
+            brief=BRIEF,
+            run_seed=1,
+            refinement="final",
+            temperature=0.8,
         )
     assert waiting == {"critic": 5, "consensus": 3}
 
 
 async def test_only_representative_sees_preferences_and_only_chameleon_sees_concepts() -> None:
     backend = FunctionTextBackend(lambda r: "fine")
-    await ChatRunner(backend).run(
-        run_ctx(), prompt_pipeline(brief=BRIEF, run_seed=1, refinement="final", temperature=0.8)
+    await prompt_pipeline(
+        ChatRunner(backend).root(run_ctx()),
+        brief=BRIEF,
+        run_seed=1,
+        refinement="final",
+        temperature=0.8,
     )
     critic_prompts = {
         name: last_user_text(r)
@@ -186,7 +197,7 @@ async def test_dislike_rewrite_sends_a_strict_schema_for_exactly_n_concepts(coun
     step = dislike_rewrite_step(concepts, ("clowns",), run_seed=3)
     assert isinstance(step.output, JsonOutput)
     ctx = run_ctx()
-    assert await ChatRunner(backend).ask(ctx, step) == concepts
+    assert (await ChatRunner(backend).root(ctx).ask(step)).value == concepts
     [request] = backend.requests
     schema = request.json_schema
     assert schema is not None
@@ -202,7 +213,7 @@ async def test_dislike_rewrite_reasks_then_captures_concepts() -> None:
     backend = ScriptedTextBackend([rewrite_answer("only one"), rewrite_answer(*CONCEPTS)])
     ctx = run_ctx()
     step = dislike_rewrite_step(CONCEPTS, ("clowns",), run_seed=3)
-    assert await ChatRunner(backend).ask(ctx, step) == CONCEPTS
+    assert (await ChatRunner(backend).root(ctx).ask(step)).value == CONCEPTS
     first = backend.requests[0]
     assert [m.role for m in first.messages] == ["system", "user"]
     assert "clowns" in last_user_text(first)
@@ -212,8 +223,10 @@ async def test_dislike_rewrite_reasks_then_captures_concepts() -> None:
 async def test_dislike_rewrite_gives_up_after_bounded_reasks() -> None:
     backend = ScriptedTextBackend(["nope"] * 3)
     with pytest.raises(ModelOutputError, match="dislike_rewrite"):
-        await ChatRunner(backend).run(
-            run_ctx(), dislike_rewrite_step(CONCEPTS, ("clowns",), run_seed=3, max_reasks=2)
+        await (
+            ChatRunner(backend)
+            .root(run_ctx())
+            .ask(dislike_rewrite_step(CONCEPTS, ("clowns",), run_seed=3, max_reasks=2))
         )
     backend.assert_all_used()
 
@@ -262,8 +275,10 @@ def test_a_rewrite_may_replace_a_conflicting_concept_and_reword_the_others() -> 
 async def test_a_rewrite_still_failing_its_gate_fails_the_step_with_the_gate_reason() -> None:
     backend = ScriptedTextBackend([rewrite_answer(*DISLIKES)] * 2)
     with pytest.raises(ModelOutputError) as caught:
-        await ChatRunner(backend).run(
-            run_ctx(), dislike_rewrite_step(CONCEPTS, DISLIKES, run_seed=3, max_reasks=1)
+        await (
+            ChatRunner(backend)
+            .root(run_ctx())
+            .ask(dislike_rewrite_step(CONCEPTS, DISLIKES, run_seed=3, max_reasks=1))
         )
     assert caught.value.reason == "gate:rewrite_dislike"
     assert "dislike_rewrite" in str(caught.value)

@@ -9,7 +9,9 @@ from typing import TypedDict, Unpack
 import pytest
 
 from image_project.backends.base import Message, TextReply
-from image_project.engine import ChatRunner, Context, TextOutput
+from image_project.engine.context import Context
+from image_project.engine.output import TextOutput
+from image_project.engine.runner import ChatRunner
 from image_project.errors import EmptyPromptError, ServerError, location_of
 from image_project.record.events import ChatEvent
 from image_project.stages.title import (
@@ -195,7 +197,7 @@ async def run_title_step(
     backend = ScriptedTextBackend(answers)
     ctx = Context.with_system("pipeline system prompt")
     step = title_step(IMAGE_PROMPT, existing, **kw)
-    result = await ChatRunner(backend).ask(ctx, step)
+    result = (await ChatRunner(backend).root(ctx).ask(step)).value
     backend.assert_all_used()
     assert isinstance(result, TitleResult)
     return result, ctx, backend
@@ -303,8 +305,8 @@ async def test_step_attempt_count_restarts_when_the_step_is_run_again() -> None:
     step = title_step(IMAGE_PROMPT, [])
     backend = ScriptedTextBackend(["bad", "Salt Moon", "Turquoise Citadel"])
     runner = ChatRunner(backend)
-    first = await runner.ask(Context(), step)
-    second = await runner.ask(Context(), step)
+    first = (await runner.root(Context()).ask(step)).value
+    second = (await runner.root(Context()).ask(step)).value
     assert first.attempts == 2
     assert second.attempts == 1
 
@@ -313,7 +315,7 @@ async def test_step_attempt_count_restarts_when_the_step_is_run_again() -> None:
 async def test_step_blank_image_prompt_fails_before_any_call() -> None:
     backend = ScriptedTextBackend([])
     with pytest.raises(EmptyPromptError, match="image prompt is blank") as info:
-        await ChatRunner(backend).run(Context(), title_step("   ", []))
+        await ChatRunner(backend).root(Context()).ask(title_step("   ", []))
     assert backend.requests == []
     location = location_of(info.value)
     assert location is not None and location.path == "title"
@@ -321,7 +323,7 @@ async def test_step_blank_image_prompt_fails_before_any_call() -> None:
 
 def test_step_shape() -> None:
     step = title_step(IMAGE_PROMPT, ["A B"], temperature=0.4, max_attempts=4, seed=3)
-    assert (step.name, step.merge, step.keep) == (TITLE_KEY, "none", None)
+    assert (step.name, step.merge) == (TITLE_KEY, "none")
     assert step.stateless and step.system_prompt == TITLE_SYSTEM_PROMPT
     assert (step.temperature, step.reask.max, step.seed) == (0.4, 3, 3)
     assert isinstance(step.output, TextOutput) and step.reask.fallback is not None
@@ -340,7 +342,7 @@ def test_step_rejects_bad_max_attempts(bad: object) -> None:
 async def test_run_title_returns_the_steps_title() -> None:
     backend = ScriptedTextBackend(['"Turquoise Citadel"'])
     ctx = Context.with_system("pipeline system prompt")
-    result = await run_title(ChatRunner(backend), ctx, IMAGE_PROMPT, ["Salt Moon"], seed=11)
+    result = await run_title(ChatRunner(backend).root(ctx), IMAGE_PROMPT, ["Salt Moon"], seed=11)
     assert result == TitleResult("Turquoise Citadel", "llm", '"Turquoise Citadel"', 1)
     assert backend.requests[0].seed == 11
     assert chat_event(ctx).path == "title"
@@ -350,7 +352,7 @@ async def test_run_title_returns_the_steps_title() -> None:
 @pytest.mark.anyio
 async def test_run_title_keeps_the_steps_own_fallback_for_bad_answers() -> None:
     backend = ScriptedTextBackend(["turquoise citadel", "Salt Moon!", "42"])
-    result = await run_title(ChatRunner(backend), Context(), IMAGE_PROMPT, [])
+    result = await run_title(ChatRunner(backend).root(Context()), IMAGE_PROMPT, [])
     assert (result.title, result.source, result.raw, result.attempts) == (
         "Untitled Work",
         "fallback",
@@ -371,7 +373,7 @@ async def test_run_title_refusal_gives_the_deterministic_fallback(
     refusal = TextReply(text=None, model="scripted-model", refusal="I can't title this image.")
     backend = ScriptedTextBackend([refusal])
     caplog.set_level(logging.WARNING, logger="image_project.title")
-    result = await run_title(ChatRunner(backend), Context(), IMAGE_PROMPT, existing)
+    result = await run_title(ChatRunner(backend).root(Context()), IMAGE_PROMPT, existing)
     assert result == TitleResult(title, "fallback", "I can't title this image.", 1)
     validate_title(result.title, existing)
     # A refusal is never re-asked: one call only.
@@ -384,7 +386,7 @@ async def test_run_title_transport_error_propagates() -> None:
     backend = ScriptedTextBackend([ServerError("HTTP 500", status=500, attempts=3)])
     ctx = Context()
     with pytest.raises(ServerError, match="HTTP 500") as info:
-        await run_title(ChatRunner(backend), ctx, IMAGE_PROMPT, [])
+        await run_title(ChatRunner(backend).root(ctx), IMAGE_PROMPT, [])
     location = location_of(info.value)
     assert location is not None and location.path == "title"
     assert ctx.messages == ()

@@ -46,7 +46,7 @@ async def test_a_runs_seq_claim_waits_for_the_other_runs_commit_instead_of_undoi
 
     if not store_url.startswith("postgresql"):
         pytest.skip("with SQLite the manifest lock allocates seq, not the store")
-    from image_project.run import run_generation
+    from image_project.run.driver import run_generation
     from image_project.store.writer import StoreWriter
 
     cfg = make_cfg(tmp_path, "store.enabled=false")

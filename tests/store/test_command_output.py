@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from image_project.cli import command as cli
-from image_project.record import ActionEvent, RunError, RunRecord, ScoringOff
+from image_project.record.events import ActionEvent
+from image_project.record.run import RunError, RunRecord
+from image_project.record.scoring import ScoringOff
 from image_project.run.batch import summary_text
 from image_project.run.state import RunResult
 from tests.support.records import judge, run

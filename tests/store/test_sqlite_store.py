@@ -14,7 +14,8 @@ from urllib.parse import quote
 import pytest
 
 from image_project.errors import StoreError
-from image_project.record import RunRecord, ScoringRecord
+from image_project.record.run import RunRecord
+from image_project.record.scoring import ScoringRecord
 from image_project.store import open_store
 from image_project.store.db import RunStore, known_revisions
 from image_project.store.schema import SCHEMA_REVISION

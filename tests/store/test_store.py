@@ -14,11 +14,13 @@ from typing import Any
 import anyio
 import pytest
 
-from image_project.app import RunFailed, RunResult, run_generation
 from image_project.backends.base import TextRequest
 from image_project.cli import command as cli
 from image_project.config.store_url import sqlite_path
-from image_project.record import RunRecord, ScoringRecord
+from image_project.record.run import RunRecord
+from image_project.record.scoring import ScoringRecord
+from image_project.run.driver import run_generation
+from image_project.run.state import RunFailed, RunResult
 from image_project.store import open_store
 from image_project.store.schema import ALL_TABLES, SCHEMA_REVISION, metadata
 from image_project.testing import FunctionTextBackend

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy.engine import make_url
 
-from image_project.config import load_config
+from image_project.config.loading import load_config
 from image_project.config.store_url import check_store_url, redact_url, sqlite_path
 from image_project.errors import ConfigError
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from image_project.record import RunRecord
+from image_project.record.run import RunRecord
 from image_project.store import open_store
 from tests.store.conftest import PostgresServer
 from tests.store.test_store import as_json, delete_store, five_runs, pg, runs_cli, snapshot

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from image_project.app import run_generation
 from image_project.cli import command as cli
+from image_project.run.driver import run_generation
 from image_project.store import open_store
 from image_project.testing import FunctionTextBackend
 from tests.test_app import REPO, answer, backends, make_cfg

@@ -17,11 +17,12 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from image_project.app import RunFailed, run_generation
 from image_project.backends.base import TextReply, TextRequest
 from image_project.cli import command as cli
-from image_project.record import RunRecord, ScoringRecord
-from image_project.record.scoring import EvolutionRecord
+from image_project.record.run import RunRecord
+from image_project.record.scoring import EvolutionRecord, ScoringRecord
+from image_project.run.driver import run_generation
+from image_project.run.state import RunFailed
 from image_project.store import open_store
 from image_project.testing import FunctionTextBackend
 from tests.store.test_store import delete_store, pg, runs_cli, snapshot

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from image_project.testing import (
+from image_project._fake_openai import (
     HTML_PAGE,
     TINY_PNG,
     WAIT_BOUND_S,

@@ -4,17 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from image_project.record import (
-    BackendInfo,
+from image_project.record.run import BackendInfo, RunError, RunRecord, TitleRecord
+from image_project.record.scoring import (
     CandidateRecord,
     JudgeResult,
     JudgeStatus,
     NoveltyRecord,
-    RunError,
-    RunRecord,
     ScoringOff,
     ScoringRecord,
-    TitleRecord,
 )
 
 __all__ = ["judge", "run"]

@@ -127,18 +127,3 @@ The modules, each importing only modules listed before it, so that they make no 
 :mod:`.drawing` (the Pillow drawing) and :mod:`.image` (:class:`OfflineImageBackend`, which
 imports :mod:`.drawing` inside the worker thread on the first image; this package never does).
 """
-
-from image_project.backends.offline.image import OfflineImageBackend, parse_size
-from image_project.backends.offline.text import OfflineTextBackend
-from image_project.backends.offline.vocabulary import COLOURS, LAYOUTS, RGB
-from image_project.backends.offline.words import estimate_tokens
-
-__all__ = [
-    "COLOURS",
-    "LAYOUTS",
-    "RGB",
-    "OfflineImageBackend",
-    "OfflineTextBackend",
-    "estimate_tokens",
-    "parse_size",
-]

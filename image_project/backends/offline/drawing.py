@@ -25,8 +25,6 @@ from image_project.backends.offline.vocabulary import COLOURS, RGB
 if TYPE_CHECKING:
     from _typeshed import ReadableBuffer
 
-__all__ = ["render"]
-
 
 def _mix(a: RGB, b: RGB, t: float) -> RGB:
     return (

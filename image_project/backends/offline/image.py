@@ -12,9 +12,6 @@ from image_project.backends.offline.seed import _derive_seed
 from image_project.backends.offline.vocabulary import _COLOUR_ALIASES, COLOURS, LAYOUTS
 from image_project.errors import RequestRejectedError
 
-__all__ = ["OfflineImageBackend", "parse_size"]
-
-
 _COLOUR_RE = re.compile(
     r"\b(" + "|".join(sorted([*COLOURS, *_COLOUR_ALIASES], key=len, reverse=True)) + r")\b"
 )

@@ -17,9 +17,6 @@ from image_project.backends.offline.seed import _derive_seed
 from image_project.backends.offline.vocabulary import _COLOUR_ALIASES, COLOURS, LAYOUTS
 from image_project.backends.offline.words import _is_salient, _last_user_text, _tokens
 
-__all__ = ["MODEL_ERROR"]
-
-
 _JUDGE_SCHEMA = "idea_scores"
 _PAIR_SCHEMA = "idea_comparison"
 _RUBRIC_HEADER_RE = re.compile(rf"^{re.escape(markers.RUBRIC)}[^\n]*\):[ \t]*$", re.MULTILINE)

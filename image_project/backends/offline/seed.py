@@ -10,8 +10,6 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-__all__: list[str] = []
-
 
 def _plain(value: Any) -> Any:
     if isinstance(value, Mapping):

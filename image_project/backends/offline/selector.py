@@ -9,9 +9,6 @@ from typing import Any
 from image_project import markers
 from image_project.backends.base import JsonSchema
 
-__all__: list[str] = []
-
-
 _SELECTOR_SCHEMA = "survivor_selection"
 
 

@@ -23,9 +23,6 @@ from image_project.backends.offline.words import (
     estimate_tokens,
 )
 
-__all__ = ["OfflineTextBackend"]
-
-
 _NUMBER_WORDS = {
     "one": 1,
     "two": 2,

@@ -9,9 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-__all__ = ["COLOURS", "LAYOUTS", "RGB"]
-
-
 RGB = tuple[int, int, int]
 
 COLOURS: Mapping[str, RGB] = {

@@ -10,8 +10,6 @@ from collections.abc import Sequence
 from image_project import markers
 from image_project.backends.base import Message
 
-__all__ = ["estimate_tokens"]
-
 
 def estimate_tokens(text: str) -> int:
     """Roughly ``words * 4 / 3`` tokens (0 for blank text); good enough for offline usage."""

@@ -12,16 +12,3 @@ See ``docs/scoring.md`` for the flow. The wing, by what changes together:
 * the pure parts: :mod:`.cards`, :mod:`.hints`, :mod:`.judges`, :mod:`.rubrics`,
   :mod:`.aggregation`, :mod:`.selection`, :mod:`.novelty`, :mod:`.evolution`.
 """
-
-from image_project.stages.scoring.flow import ScoringRun, ScoringSetup, describe_ensemble
-from image_project.stages.scoring.novelty import NoveltyState, load_novelty
-from image_project.stages.scoring.results import ScoringOutcome
-
-__all__ = [
-    "NoveltyState",
-    "ScoringOutcome",
-    "ScoringRun",
-    "ScoringSetup",
-    "describe_ensemble",
-    "load_novelty",
-]

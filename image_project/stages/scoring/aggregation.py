@@ -56,18 +56,6 @@ from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Literal, TypeAlias
 
-__all__ = [
-    "AGGREGATIONS",
-    "NORMALISATIONS",
-    "SHRINK_CARDS",
-    "Method",
-    "Normalisation",
-    "aggregate_panel",
-    "aggregate_scores",
-    "as_number",
-    "normalise_scores",
-]
-
 Method: TypeAlias = Literal["median", "weighted_median", "mean", "trimmed_mean"]
 AGGREGATIONS: tuple[Method, ...] = ("median", "weighted_median", "mean", "trimmed_mean")
 Normalisation: TypeAlias = Literal["none", "ranks", "zscores", "robust"]

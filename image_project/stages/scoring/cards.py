@@ -25,27 +25,11 @@ import string
 from collections.abc import Sequence
 
 from image_project import markers
-from image_project.engine import JsonOutput
+from image_project.engine.output import JsonOutput
 from image_project.record.gates import gate_error
 from image_project.record.scoring import ITEM_MAX_CHARS, TEXT_MAX_CHARS, CandidateRecord, IdeaCard
 from image_project.record.textshape import cut_at_limit, distinct_share, repetition_loop
 from image_project.seeding import derive_seed, rng_for
-
-__all__ = [
-    "CARD_OUTPUT",
-    "DIRECTIONS",
-    "HOOK_COPIES",
-    "HOOK_COPY_MIN_WORDS",
-    "MIN_DISTINCT_SHARE",
-    "PLACEHOLDER_WORDS",
-    "REPEATED_OPTION_SLOTS",
-    "card_ids",
-    "card_text",
-    "check_card_fields",
-    "check_card_shape",
-    "directions_for",
-    "parse_card",
-]
 
 _FIELD_NAMES = (
     "id hook narrative options option composition compositions palette palettes medium "

@@ -38,8 +38,7 @@ from typing import Annotated
 
 from pydantic import ConfigDict, Field, StringConstraints, create_model
 
-from image_project.engine import JsonOutput
-from image_project.engine.output import list_of, literal_of
+from image_project.engine.output import JsonOutput, list_of, literal_of
 from image_project.record.base import RecordModel
 from image_project.record.gates import gate_error
 from image_project.record.scoring import (
@@ -52,23 +51,6 @@ from image_project.record.scoring import (
 from image_project.seeding import rng_for
 from image_project.stages.scoring.cards import card_ids, card_text
 from image_project.stages.scoring.hints import content_tokens
-
-__all__ = [
-    "MUTATION_AXES",
-    "SELECTOR_SCHEMA",
-    "Kept",
-    "SelectorAnswer",
-    "SelectorPick",
-    "card_distance",
-    "card_mentions",
-    "card_tokens",
-    "code_survivors",
-    "directive_for",
-    "drop_near_duplicates",
-    "ranked",
-    "selector_output",
-    "variant_ids",
-]
 
 MUTATION_AXES: tuple[str, ...] = ("composition", "palette", "medium", "mood", "setting")
 """What a mutation directive may ask a variant to change."""

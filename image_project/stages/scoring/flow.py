@@ -43,9 +43,12 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from image_project.config import EffectiveJudge, ScoringConfig
-from image_project.engine import Answer, ChatRunner, ChatStep, Context, ReaskPolicy, Scope
+from image_project.config.models import EffectiveJudge, ScoringConfig
 from image_project.engine.budget import TokenBudget
+from image_project.engine.nodes import ChatStep
+from image_project.engine.outcome import Answer
+from image_project.engine.output import ReaskPolicy
+from image_project.engine.scope import Scope
 from image_project.errors import EmptyResponseError, ModelOutputError, locate
 from image_project.record.scoring import (
     IdeaCard,
@@ -69,9 +72,7 @@ from image_project.stages.scoring.prompts import (
 from image_project.stages.scoring.results import Judged, RoundResult, ScoringLog, ScoringOutcome
 from image_project.stages.scoring.rounds import Rounds
 from image_project.stages.scoring.selection import select
-from image_project.stages.standard import NO_GUIDANCE, Brief, Guidance, stage_block, stage_prompt
-
-__all__ = ["ScoringRun", "ScoringSetup", "describe_ensemble"]
+from image_project.stages.standard import NO_GUIDANCE, Brief, Guidance, run_stage, stage_prompt
 
 logger = logging.getLogger("image_project.scoring")
 
@@ -156,11 +157,13 @@ class ScoringRun:
         """The scoring record from whatever the run got to."""
         return self.log.record()
 
-    async def run(self, runner: ChatRunner, ctx: Context) -> None:
-        """The whole prompt pipeline of a scoring run: the scoring block, then the final
-        stages from the selected card (the last one's answer is the final prompt)."""
+    async def run(self, scope: Scope) -> str:
+        """The whole prompt pipeline of a scoring run, as ``scope``'s next child: the scoring
+        block, then the final stages from the selected card; the last one's output, the
+        final prompt."""
         setup = self.setup
-        async with runner.scope(ctx, "pipeline") as pipeline:
+        final_prompt = ""
+        async with scope.scope("pipeline", merge="all_messages") as pipeline:
             async with pipeline.scope("blackbox_scoring") as scoring:
                 card = await self._score(scoring)
             for stage, prompt, refine in (
@@ -175,16 +178,16 @@ class ScoringRun:
                     setup.refinement == "per_stage",
                 ),
             ):
-                await pipeline.run(
-                    stage_block(
-                        stage,
-                        prompt,
-                        brief=setup.brief,
-                        refine=refine,
-                        run_seed=setup.run_seed,
-                        temperature=setup.temperature,
-                    )
+                final_prompt = await run_stage(
+                    pipeline,
+                    stage,
+                    prompt,
+                    brief=setup.brief,
+                    refine=refine,
+                    run_seed=setup.run_seed,
+                    temperature=setup.temperature,
                 )
+        return final_prompt
 
     # -- the scoring block --------------------------------------------------------------
 

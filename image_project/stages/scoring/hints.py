@@ -34,21 +34,9 @@ from typing import Annotated
 
 from pydantic import ConfigDict, Field, StringConstraints
 
-from image_project.engine import JsonOutput
+from image_project.engine.output import JsonOutput
 from image_project.record.base import RecordModel
 from image_project.record.gates import gate_error
-
-__all__ = [
-    "COLOUR_WORDS",
-    "ProfileHints",
-    "check_avoid",
-    "check_hints",
-    "content_tokens",
-    "hints_output",
-    "parse_hints",
-    "render_hints",
-    "tokens",
-]
 
 _COLOUR_WORDS_TEXT = """
     red reds reddish orange oranges orangey yellow yellows yellowish green greens greenish

@@ -33,7 +33,7 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
-from image_project.engine import JsonOutput
+from image_project.engine.output import JsonOutput
 from image_project.errors import (
     EmptyResponseError,
     ModelOutputError,
@@ -42,30 +42,8 @@ from image_project.errors import (
 )
 from image_project.record.base import RecordModel
 from image_project.record.gates import GATE_PREFIX, gate_error
-from image_project.record.scoring import JUDGE_STATUSES, JudgeResult, JudgeStatus
+from image_project.record.scoring import JudgeResult, JudgeStatus
 from image_project.seeding import derive_seed
-
-__all__ = [
-    "ALL_EQUAL",
-    "JUDGE_STATUSES",
-    "RATIONALE_MAX_CHARS",
-    "REASK_TEMPERATURE",
-    "SCORE_MAX",
-    "SCORE_MIN",
-    "JudgeAnswer",
-    "JudgeResult",
-    "JudgeScore",
-    "JudgeStatus",
-    "ReasonedScores",
-    "degeneracy",
-    "degenerate_reask_sampling",
-    "degenerate_reask_skip",
-    "judge_output",
-    "parse_scores",
-    "reasoned_output",
-    "require_quorum",
-    "status_of",
-]
 
 SCORE_MIN, SCORE_MAX = 0, 100
 RATIONALE_MAX_CHARS = 240

@@ -29,8 +29,6 @@ from dataclasses import dataclass
 
 from image_project.record.events import TokenLogprobs
 
-__all__ = ["NO_LOGPROBS", "TOP_LOGPROBS", "Weighted", "expected_scores"]
-
 TOP_LOGPROBS = 10
 """How many alternatives per answer token a ``logprobs`` judge asks for."""
 NO_LOGPROBS = "the endpoint returned no token log-probabilities; the sampled scores are used"

@@ -33,24 +33,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from image_project.artifacts import read_recent_prompts
+from image_project.artifacts.generations import read_recent_prompts
 from image_project.errors import ImageProjectError
 from image_project.record.scoring import Motif, NoveltyRecord
 from image_project.stages.scoring.hints import content_tokens
-
-__all__ = [
-    "MAX_MOTIFS",
-    "MAX_PENALTY",
-    "MIN_PROMPTS",
-    "MIN_SHARE",
-    "PENALTY_PER_SHARE",
-    "NoveltyState",
-    "NoveltySummary",
-    "load_novelty",
-    "novelty_from",
-    "novelty_penalty",
-    "recent_motifs",
-]
 
 MAX_PENALTY = 25.0
 PENALTY_PER_SHARE = 10.0

@@ -29,22 +29,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, create_model
 
-from image_project.engine import JsonOutput
-from image_project.engine.output import literal_of
+from image_project.engine.output import JsonOutput, literal_of
 from image_project.seeding import rng_for
-
-__all__ = [
-    "ITERATIONS",
-    "POSITION_ALPHA",
-    "PRIOR",
-    "Outcome",
-    "binomial_two_sided",
-    "bradley_terry",
-    "fitted_scores",
-    "pair_output",
-    "pair_schedule",
-    "position_bias",
-]
 
 PRIOR = 0.5
 """Virtual wins each card of a pair gets against the other before the outcomes count."""

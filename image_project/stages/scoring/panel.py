@@ -20,8 +20,11 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from image_project.config import EffectiveJudge, ScoringConfig
-from image_project.engine import Answer, ChatStep, ReaskPolicy, Scope
+from image_project.config.models import EffectiveJudge, ScoringConfig
+from image_project.engine.nodes import ChatStep
+from image_project.engine.outcome import Answer
+from image_project.engine.output import ReaskPolicy
+from image_project.engine.scope import Scope
 from image_project.errors import ModelOutputError, preview
 from image_project.record.scoring import IdeaCard, JudgeResult, ScoreRow, named_protocol
 from image_project.seeding import derive_seed, rng_for
@@ -40,8 +43,6 @@ from image_project.stages.scoring.protocols.base import Call, Labels, Verdict
 from image_project.stages.scoring.rubrics import judge_system_prompt
 from image_project.stages.scoring.selection import aggregate
 from image_project.stages.standard import Brief
-
-__all__ = ["Panel", "judge_orders", "score_table"]
 
 _log = logging.getLogger("image_project.scoring")
 

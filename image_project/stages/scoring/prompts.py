@@ -16,27 +16,12 @@ import json
 from collections.abc import Mapping, Sequence
 
 from image_project import markers
-from image_project.config import ProfileView, SurvivorCategory
+from image_project.config.models import ProfileView, SurvivorCategory
 from image_project.record.scoring import DEFAULT_PROTOCOL, IdeaCard, ScoreRow
 from image_project.stages.scoring.hints import ProfileHints, render_hints
 from image_project.stages.scoring.novelty import NoveltySummary
 from image_project.stages.scoring.protocols import protocol_of
 from image_project.stages.standard import Brief, concept_lines
-
-__all__ = [
-    "HINTS_SYSTEM",
-    "IDEA_SYSTEM",
-    "SELECTOR_SYSTEM",
-    "VARIANT_SYSTEM",
-    "card_line",
-    "card_summary",
-    "final_from_card",
-    "hints_prompt",
-    "idea_prompt",
-    "judge_prompt",
-    "selector_prompt",
-    "variant_prompt",
-]
 
 HINTS_SYSTEM = (
     "You turn a person's art taste profile into broad, generator-safe hints for artists who "

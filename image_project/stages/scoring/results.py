@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from pydantic import JsonValue
 
-from image_project.config import EffectiveJudge, ScoringConfig
+from image_project.config.models import EffectiveJudge, ScoringConfig
 from image_project.record.scoring import (
     CandidateRecord,
     EvolutionRecord,
@@ -32,8 +32,6 @@ from image_project.record.scoring import (
 )
 from image_project.stages.scoring.novelty import NoveltyState
 from image_project.stages.scoring.selection import Selection
-
-__all__ = ["Choice", "Judged", "RoundResult", "ScoringLog", "ScoringOutcome"]
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,12 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from image_project.config import ScoringConfig, SurvivorCategory
-from image_project.engine import Answer, ChatStep, ReaskPolicy, Scope
+from image_project.config.models import ScoringConfig, SurvivorCategory
 from image_project.engine.budget import TokenBudget
+from image_project.engine.nodes import ChatStep
+from image_project.engine.outcome import Answer
+from image_project.engine.output import ReaskPolicy
+from image_project.engine.scope import Scope
 from image_project.errors import (
     EmptyResponseError,
     ModelOutputError,
@@ -50,8 +53,6 @@ from image_project.stages.scoring.prompts import (
 )
 from image_project.stages.scoring.results import Choice, Judged
 from image_project.stages.standard import NO_GUIDANCE, Brief, Guidance
-
-__all__ = ["Rounds", "SelectorVerdict"]
 
 logger = logging.getLogger("image_project.scoring")
 

@@ -26,11 +26,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from image_project import markers
-from image_project.config import RubricSpec
+from image_project.config.models import RubricSpec
 from image_project.record.scoring import DEFAULT_PROTOCOL
 from image_project.stages.scoring.protocols import protocol_of
-
-__all__ = ["BUILTIN_RUBRIC_TEXTS", "DEFAULT_CRITERION", "judge_system_prompt", "rubric_text"]
 
 DEFAULT_CRITERION = "for how well it blends the concepts, suits the viewer's taste and stays fresh"
 """The ``default`` rubric: the first wave's judging instruction, word for word."""

@@ -31,8 +31,6 @@ from image_project.stages.scoring.aggregation import (
     as_number,
 )
 
-__all__ = ["ScoreRow", "Selection", "aggregate", "explore_pool_size", "select"]
-
 
 def aggregate(
     ids: Sequence[str],

@@ -12,7 +12,7 @@ import pytest
 from pydantic import ValidationError
 
 from image_project.engine.output import strict_json_schema
-from image_project.record import CandidateRecord, CardOptions, IdeaCard
+from image_project.record.scoring import CandidateRecord, CardOptions, IdeaCard
 from image_project.seeding import derive_seed
 from image_project.stages.scoring.cards import (
     CARD_OUTPUT,

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from image_project.config import SurvivorQuota, load_config
+from image_project.config.loading import load_config
+from image_project.config.models import SurvivorQuota
 from image_project.errors import ConfigError
 from image_project.record.scoring import CardOptions, IdeaCard, ScoreRow
 from image_project.stages.scoring.evolution import (

@@ -12,18 +12,10 @@ from typing import Any
 import pytest
 
 from image_project.errors import ModelOutputError
-from image_project.record import (
-    GATES,
-    ChatEvent,
-    ChatParams,
-    IdeaCard,
-    Reask,
-    RunError,
-    RunRecord,
-    ScoreRow,
-    StepError,
-    gate_counts,
-)
+from image_project.record.events import ChatEvent, ChatParams, Reask, StepError
+from image_project.record.gates import GATES, gate_counts
+from image_project.record.run import RunError, RunRecord
+from image_project.record.scoring import IdeaCard, ScoreRow
 from image_project.stages.scoring.cards import CARD_OUTPUT, check_card_fields
 from image_project.stages.scoring.evolution import card_mentions, selector_output
 from image_project.stages.scoring.hints import ProfileHints, check_avoid, hints_output

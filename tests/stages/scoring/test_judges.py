@@ -16,14 +16,13 @@ from image_project.errors import (
     RefusalError,
     ServerError,
 )
-from image_project.record import JudgeResult as RecordJudgeResult
+from image_project.record.scoring import JudgeResult, JudgeStatus
+from image_project.record.scoring import JudgeResult as RecordJudgeResult
 from image_project.stages.scoring.judges import (
     SCORE_MAX,
     SCORE_MIN,
     JudgeAnswer,
-    JudgeResult,
     JudgeScore,
-    JudgeStatus,
     judge_output,
     parse_scores,
     require_quorum,

@@ -13,11 +13,11 @@ from pathlib import Path
 import anyio
 import pytest
 
-from image_project.app import run_generation
 from image_project.backends.factory import make_backends
 from image_project.cli.summary import record_lines
 from image_project.errors import ConfigError
-from image_project.record import RunRecord
+from image_project.record.run import RunRecord
+from image_project.run.driver import run_generation
 from image_project.stages.scoring.aggregation import (
     NORMALISATIONS,
     aggregate_scores,

@@ -13,8 +13,7 @@ from image_project.artifacts.generations import (
     append_generation_row,
     read_recent_prompts,
 )
-from image_project.record import Motif, NoveltyRecord
-from image_project.record.scoring import CardOptions, IdeaCard
+from image_project.record.scoring import CardOptions, IdeaCard, Motif, NoveltyRecord
 from image_project.stages.scoring.cards import card_text
 from image_project.stages.scoring.novelty import (
     NoveltyState,

@@ -8,8 +8,11 @@ from __future__ import annotations
 import pytest
 
 from image_project.backends.base import TextRequest
-from image_project.config import EffectiveJudge, RubricSpec, ScoringConfig
-from image_project.engine import ChatRunner, Context, JsonOutput, TokenBudget
+from image_project.config.models import EffectiveJudge, RubricSpec, ScoringConfig
+from image_project.engine.budget import TokenBudget
+from image_project.engine.context import Context
+from image_project.engine.output import JsonOutput
+from image_project.engine.runner import ChatRunner
 from image_project.errors import ModelOutputError
 from image_project.record.scoring import JudgeResult
 from image_project.seeding import derive_seed, rng_for
@@ -139,7 +142,8 @@ async def test_a_rounds_judges_run_in_one_block_each_result_handed_on_as_it_arri
     seen: list[str] = []
     ctx = Context()
     judges = panel(STRICT, WARM, PAIR, WEIGHED, THINKS)
-    async with ChatRunner(FunctionTextBackend(answer)).scope(ctx, "root") as root:
+    runner = ChatRunner(FunctionTextBackend(answer))
+    async with runner.root(ctx).scope("root", merge="all_messages") as root:
         results = await judges.judge(root, IDS, CARDS, 0, lambda r: seen.append(r.id))
     assert [r.id for r in results] == ["strict", "warm", "pair", "weighed", "thinks"]
     assert sorted(seen) == sorted(r.id for r in results)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from image_project.config import EffectiveJudge, RubricSpec, ScoringConfig
+from image_project.config.models import EffectiveJudge, RubricSpec, ScoringConfig
 from image_project.record.scoring import (
     CandidateRecord,
     JudgeResult,

@@ -11,9 +11,11 @@ from typing import Any
 
 import pytest
 
-from image_project.backends.offline import OfflineTextBackend
-from image_project.config import ScoringConfig, SurvivorCategory
-from image_project.engine import ChatRunner, Context, TokenBudget
+from image_project.backends.offline.text import OfflineTextBackend
+from image_project.config.models import ScoringConfig, SurvivorCategory
+from image_project.engine.budget import TokenBudget
+from image_project.engine.context import Context
+from image_project.engine.runner import ChatRunner
 from image_project.errors import BackendConnectionError, ModelOutputError, StepFailedError
 from image_project.record.scoring import RoundCandidate, ScoreRow, SelectorRecord, Survivor
 from image_project.seeding import derive_seed
@@ -132,7 +134,7 @@ def test_the_selectors_step_asks_for_the_rounds_slots() -> None:
 
 async def choose(r: Rounds, backend: Any) -> tuple[Any, Context]:
     ctx = Context()
-    async with ChatRunner(backend).scope(ctx, "round_1") as scope:
+    async with ChatRunner(backend).root(ctx).scope("round_1", merge="all_messages") as scope:
         choice = await r.survivors(scope, 1, TABLE, CARDS)
     return choice, ctx
 

@@ -7,9 +7,10 @@ import random
 
 import pytest
 
+from image_project.record.scoring import ScoreRow
 from image_project.seeding import derive_seed
 from image_project.stages.scoring.cards import card_ids
-from image_project.stages.scoring.selection import ScoreRow, aggregate, select
+from image_project.stages.scoring.selection import aggregate, select
 
 # -- aggregate -------------------------------------------------------------------------
 

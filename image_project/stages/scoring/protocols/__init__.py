@@ -16,8 +16,6 @@ from image_project.stages.scoring.protocols import list as listed
 from image_project.stages.scoring.protocols import logprobs, pairwise, pointwise, reasoned
 from image_project.stages.scoring.protocols.base import JudgingProtocol
 
-__all__ = ["PROTOCOLS", "JudgingProtocol", "protocol_of"]
-
 PROTOCOLS: Mapping[str, JudgingProtocol] = MappingProxyType(
     {
         p.name: p

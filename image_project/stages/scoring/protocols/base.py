@@ -18,25 +18,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from image_project import markers
-from image_project.engine import Answer, JsonOutput
 from image_project.engine.budget import TokenBudget
+from image_project.engine.outcome import Answer
+from image_project.engine.output import JsonOutput
 from image_project.errors import preview
 from image_project.record.scoring import JudgeStatus
 from image_project.stages.scoring.judges import degeneracy
-
-__all__ = [
-    "Call",
-    "Combine",
-    "JudgingProtocol",
-    "Labels",
-    "Verdict",
-    "degenerate",
-    "first_answer",
-    "one_call",
-    "score_every",
-    "scored",
-    "scores_form",
-]
 
 Labels = tuple[str | int, ...]
 """A judge's seed labels in a round: its id (round 0), or the round and its id."""

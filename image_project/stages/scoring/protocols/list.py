@@ -4,8 +4,8 @@ scores carry no judgement (:func:`~image_project.stages.scoring.judges.degenerac
 
 from __future__ import annotations
 
-from image_project.engine import JsonOutput
 from image_project.engine.budget import TokenBudget
+from image_project.engine.output import JsonOutput
 from image_project.stages.scoring.judges import judge_output
 from image_project.stages.scoring.protocols.base import (
     JudgingProtocol,
@@ -13,8 +13,6 @@ from image_project.stages.scoring.protocols.base import (
     scored,
     scores_form,
 )
-
-__all__ = ["INSTRUCTION", "PROTOCOL"]
 
 INSTRUCTION = (
     "You are a judge. You score idea cards for one specific viewer, numbers only: for each "

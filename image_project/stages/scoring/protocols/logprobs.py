@@ -10,13 +10,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from image_project.engine import Answer, JsonOutput
+from image_project.engine.outcome import Answer
+from image_project.engine.output import JsonOutput
 from image_project.stages.scoring.judges import judge_output
 from image_project.stages.scoring.logprobs import TOP_LOGPROBS, expected_scores
 from image_project.stages.scoring.protocols import list as listed
 from image_project.stages.scoring.protocols.base import Call, Verdict, degenerate, scored
-
-__all__ = ["PROTOCOL"]
 
 
 def _output(shown: tuple[str, ...]) -> JsonOutput[Verdict]:

@@ -8,8 +8,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from image_project.engine import Answer, JsonOutput
 from image_project.engine.budget import TokenBudget
+from image_project.engine.outcome import Answer
+from image_project.engine.output import JsonOutput
 from image_project.stages.scoring.pairwise import (
     fitted_scores,
     pair_output,
@@ -23,8 +24,6 @@ from image_project.stages.scoring.protocols.base import (
     Verdict,
     degenerate,
 )
-
-__all__ = ["INSTRUCTION", "PROTOCOL"]
 
 INSTRUCTION = (
     "You are a judge. You compare two idea cards for one specific viewer: which of the two "

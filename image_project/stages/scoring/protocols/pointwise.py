@@ -7,11 +7,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from image_project.engine import Answer
+from image_project.engine.outcome import Answer
 from image_project.stages.scoring.protocols import list as listed
 from image_project.stages.scoring.protocols.base import Call, Labels, Verdict, degenerate
-
-__all__ = ["PROTOCOL"]
 
 
 def _calls(order: tuple[str, ...], run_seed: int, labels: Labels) -> tuple[Call, ...]:

@@ -7,16 +7,14 @@ rationales are recorded and sent to no later request; each card's rationale adds
 
 from __future__ import annotations
 
-from image_project.engine import JsonOutput
 from image_project.engine.budget import TokenBudget
+from image_project.engine.output import JsonOutput
 from image_project.stages.scoring.judges import (
     RATIONALE_MAX_CHARS,
     ReasonedScores,
     reasoned_output,
 )
 from image_project.stages.scoring.protocols.base import JudgingProtocol, Verdict, score_every
-
-__all__ = ["INSTRUCTION", "PROTOCOL"]
 
 INSTRUCTION = (
     "You are a judge. You score idea cards for one specific viewer: for each card first a "

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from image_project.engine import Answer, TokenLimits
+from image_project.engine.budget import TokenLimits
+from image_project.engine.outcome import Answer
 from image_project.record.events import ChatEvent, ChatParams, TokenLogprobs
 from image_project.stages.scoring.protocols.base import JudgingProtocol, Verdict
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import get_args
 
 import image_project
-from image_project.config import JudgeProtocol
+from image_project.config.models import JudgeProtocol
 
 PACKAGE = Path(image_project.__file__).parent
 PROTOCOLS_DIR = PACKAGE / "stages" / "scoring" / "protocols"

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from image_project import markers
-from image_project.config import RubricSpec
+from image_project.config.models import RubricSpec
 from image_project.errors import ModelOutputError, RefusalError
 from image_project.stages.scoring.protocols import PROTOCOLS
 from image_project.stages.scoring.protocols.base import Call, Verdict

@@ -10,8 +10,8 @@ import math
 
 import pytest
 
-from image_project.config import RubricSpec
 from image_project.config.capabilities import PROTOCOL_NEEDS
+from image_project.config.models import RubricSpec
 from image_project.errors import ModelOutputError
 from image_project.record.events import TokenLogprobs
 from image_project.stages.scoring.logprobs import NO_LOGPROBS, TOP_LOGPROBS

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from image_project.config import RubricSpec
+from image_project.config.models import RubricSpec
 from image_project.stages.scoring.protocols import PROTOCOLS
 from image_project.stages.scoring.protocols.base import Call, Verdict
 from image_project.stages.scoring.rubrics import judge_system_prompt

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from image_project import markers
-from image_project.config import RubricSpec
+from image_project.config.models import RubricSpec
 from image_project.errors import ModelOutputError
 from image_project.stages.scoring.judges import RATIONALE_MAX_CHARS
 from image_project.stages.scoring.protocols import PROTOCOLS

@@ -10,8 +10,8 @@ from typing import get_args
 
 import pytest
 
-from image_project.config import JudgeProtocol, ScoringConfig
 from image_project.config.capabilities import PROTOCOL_NEEDS
+from image_project.config.models import JudgeProtocol, ScoringConfig
 from image_project.errors import PipelineDefinitionError
 from image_project.record.scoring import DEFAULT_PROTOCOL, named_protocol
 from image_project.stages.scoring.protocols import PROTOCOLS, protocol_of
