@@ -126,6 +126,9 @@ SUBPROCESS: dict[str, frozenset[str]] = {
         }
     ),
     "tests/test_suite_guards.py": frozenset({"test_a_hanging_test_fails_with_its_stack"}),
+    "tests/test_wheel.py": frozenset(
+        {"test_the_wheel_installed_apart_from_the_checkout_inits_and_runs_the_panel"}
+    ),
     "tests/test_bench.py": frozenset(
         {"test_the_simulator_in_its_own_process_records_resets_and_switches_keys"}
     ),

@@ -336,7 +336,7 @@ def test_generate_help_and_errors_name_the_subcommand(capsys: pytest.CaptureFixt
     with pytest.raises(SystemExit) as exit_:
         main(["generat"], env={}, root=REPO)
     assert exit_.value.code == 2
-    assert "image-project: error: argument COMMAND: invalid choice: 'generat'" in (
+    assert "image-project: error: unknown command 'generat'; did you mean 'generate'?" in (
         capsys.readouterr().err
     )
     # Options go after the subcommand: before it they mean `generate` already.
@@ -380,3 +380,81 @@ def test_the_example_panel_runs_offline_with_three_rubrics_that_disagree(
         j["id"]: tuple(sorted(j["scores"], key=lambda i: (-j["scores"][i], i))) for j in judges
     }
     assert len(set(rankings.values())) > 1, rankings  # the panel disagrees
+
+
+def test_version_prints_the_installed_distributions_version(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"], env={}, root=REPO)
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out == f"image_project {version('image_project')}\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["genrate"], "image-project: error: unknown command 'genrate'; did you mean 'generate'?"),
+        (["reveiw"], "unknown command 'reveiw'; did you mean 'review'?"),
+        (["runs", "lst"], "image-project runs: error: unknown action 'lst'; did you mean 'list'?"),
+        (["campaign", "sumbit"], "unknown action 'sumbit'; did you mean 'submit'?"),
+        (["frobnicate"], "unknown command 'frobnicate'; choose from generate, runs, review,"),
+    ],
+)
+def test_a_mistyped_command_is_a_usage_error_naming_the_nearest(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(argv, env={}, root=REPO)
+    assert exit_.value.code == 2
+    assert says in capsys.readouterr().err
+
+
+def _commands() -> list[str]:
+    from image_project.cli.command import _EXAMPLES
+
+    return sorted(_EXAMPLES)
+
+
+@pytest.mark.parametrize("command", _commands())
+def test_every_commands_help_shows_examples_that_parse(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each example of a command's ``--help`` is one its parser accepts (parsed, not run)."""
+    import shlex
+
+    from image_project.cli.command import _EXAMPLES, _with_command, build_parser
+
+    words = [] if command == "generate" else command.split()
+    with pytest.raises(SystemExit) as exit_:
+        main([*words, "--help"], env={}, root=REPO, prog="python -m image_project")
+    assert exit_.value.code == 0
+    help_text = capsys.readouterr().out
+    examples = help_text.split("\nexamples:\n", 1)[1].splitlines()
+    assert examples == [f"  python -m image_project {e}" for e in _EXAMPLES[command]]
+    for example in _EXAMPLES[command]:
+        build_parser().parse_args(_with_command(shlex.split(example)))
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--runs", "0"], "configuration error: --runs: got 0, must be an int in 1..1000"),
+        (["--set", "run.runs=0"], "configuration error: run.runs: got 0, must be an int"),
+        (["--set", "run.runs=3", "--runs", "0"], "configuration error: --runs: got 0,"),
+        (["--parallel", "5000"], "configuration error: --parallel: got 5000, must be 'auto'"),
+        (["--seed", "-3"], "configuration error: --seed: got -3, must be an int in 0.."),
+        (["--date", "1800-01-01"], "configuration error: --date: got '1800-01-01', must be"),
+        (["--runs", "0", "--parallel", "5000"], "\n  --parallel: got 5000"),
+    ],
+)
+def test_a_bad_options_value_is_named_by_the_option(
+    argv: list[str], says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["--offline", *argv], env={}, root=tmp_path)
+    assert code == 2
+    err = capsys.readouterr().err
+    assert says in err
+    assert not (tmp_path / "output").exists()

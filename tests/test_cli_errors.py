@@ -132,3 +132,22 @@ def test_export_into_a_closed_pipe_stops_quietly_with_141(tmp_path: Path) -> Non
         err = process.stderr.read().decode()
         assert process.wait(timeout=60) == 141, err
     assert first.startswith(b"{") and err == ""
+
+
+def test_a_campaign_on_sqlite_suggests_a_postgresql_url_that_parses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The hint's URL is one the store accepts and reads as user, host and database (not
+    ``postgresql+psycopg:////user@host/db``, whose four slashes leave no host)."""
+    pytest.importorskip("procrastinate")
+    from sqlalchemy.engine import make_url
+
+    from image_project.config.store_url import check_store_url
+
+    url = f"sqlite:///{tmp_path / 'runs.sqlite'}"
+    code, _, err = call(capsys, "campaign", "status", "--store", url)
+    assert code == cli.EXIT_CONFIG
+    assert "a campaign needs a PostgreSQL store" in err
+    hinted = err.split("--set store.url=", 1)[1].split()[0]
+    parsed = make_url(check_store_url(hinted))
+    assert (parsed.username, parsed.host, parsed.database) == ("user", "host", "db")

@@ -448,6 +448,7 @@ def test_effective_judges_default_uses_judge_model_and_temperature() -> None:
 
 def test_effective_judges_apply_fallbacks_per_judge(tmp_path: Path) -> None:
     scoring = {
+        "enabled": True,
         "judge_model": "judge-m",
         "judges": [
             {"id": "a"},
@@ -462,7 +463,9 @@ def test_effective_judges_apply_fallbacks_per_judge(tmp_path: Path) -> None:
         EffectiveJudge("c", "judge-m", 0.0),
     )
     assert config.prompt.scoring.effective_min_ok_judges == 2
-    without_judge_model = load(tmp_path, {"prompt": {"scoring": {"judges": [{"id": "a"}]}}})
+    without_judge_model = load(
+        tmp_path, {"prompt": {"scoring": {"enabled": True, "judges": [{"id": "a"}]}}}
+    )
     assert judges_of(without_judge_model)[0].model == "gpt-6-luna"
 
 
@@ -578,7 +581,7 @@ def test_local_overlay_deep_merges(tmp_path: Path) -> None:
         config={"run": {"runs": 2, "mode": "prompt_only"}, "prompt": {"random_seed": 5}},
         local={
             "run": {"runs": 4},
-            "prompt": {"random_seed": None, "scoring": {"judges": [{"id": "a"}]}},
+            "prompt": {"random_seed": None, "scoring": {"enabled": True, "judges": [{"id": "a"}]}},
         },
     )
     config = load_config(root=root, env={})
@@ -832,8 +835,9 @@ def test_zero_temperature_ensemble_does_not_warn(
 
 
 def scoring(**values: Any) -> dict[str, Any]:
-    """A config holding ``prompt.scoring`` = ``values``."""
-    return {"prompt": {"scoring": values}}
+    """A config holding ``prompt.scoring`` = ``values``, scoring on (its keys do nothing
+    otherwise: tests/test_noop_settings.py)."""
+    return {"prompt": {"scoring": {"enabled": True, **values}}}
 
 
 def panel_error(tmp_path: Path, *judges: dict[str, Any], **values: Any) -> ConfigError:
@@ -1068,12 +1072,14 @@ def test_a_panel_that_could_be_left_with_only_zero_weights_is_an_error(
     assert "could all weigh 0" in error.message
 
 
-def test_zero_weights_are_valid_with_the_median_or_with_one_weighted_judge(
+def test_zero_weights_are_valid_with_one_weighted_judge_and_do_nothing_with_the_median(
     tmp_path: Path,
 ) -> None:
     zero = [{"id": "a", "weight": 0}, {"id": "b", "weight": 0}]
-    config = load(tmp_path, scoring(judges=zero, aggregation="median"))
-    assert config.prompt.scoring.aggregation == "median"
+    # The median ignores weights, so a weight is a setting that does nothing.
+    error = config_error(tmp_path, scoring(judges=zero, aggregation="median"))
+    assert error.key == "prompt.scoring.judges[0].weight"
+    assert "prompt.scoring.aggregation" in error.message
     # The mean weighs the scores, so all-zero weights are an error.
     assert (
         config_error(tmp_path, scoring(judges=zero, aggregation="mean")).key

@@ -39,11 +39,6 @@ def test_the_checkouts_config_files_are_links_to_the_shipped_defaults(name: str)
     assert checkout.read_bytes() == shipped.read_bytes()
 
 
-def test_pyproject_ships_the_defaults_as_package_data() -> None:
-    pyproject = (REPO / "pyproject.toml").read_text(encoding="utf-8")
-    assert '"image_project" = ["defaults/config.yaml", "defaults/*.csv"]' in pyproject
-
-
 # --------------------------------------------------------------------------- search order
 
 

@@ -107,7 +107,7 @@ def test_the_aspect_ratio_forms(tmp_path: Path, value: str, ratio: float) -> Non
 
 def test_the_ratio_reads_from_a_yaml_file_too(tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
-    path.write_text("upscale:\n  target_aspect_ratio: '21:9'\n", encoding="utf-8")
+    path.write_text("upscale:\n  enabled: true\n  target_aspect_ratio: '21:9'\n", encoding="utf-8")
     config = load_config(root=REPO, env={}, config_path=path)
     assert config.upscale.target_aspect_ratio == pytest.approx(21 / 9)
 

@@ -59,7 +59,7 @@ def require_campaign(url: str, key: str = "store.url") -> None:
         raise ConfigError(
             key,
             f"a campaign needs a PostgreSQL store (its queue and shared rate budget live "
-            f"there), got {redact_url(url)}; set --set store.url={POSTGRES_PREFIX}//user@host/db "
+            f"there), got {redact_url(url)}; set --set store.url=postgresql://user@host/db "
             "(one machine needs no campaign: image-project --runs N --parallel K)",
         )
 

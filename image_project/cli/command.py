@@ -36,10 +36,12 @@ from __future__ import annotations
 import argparse
 import calendar
 import dataclasses
+import difflib
 import logging
 import os
 import re
 import sys
+import textwrap
 from collections.abc import Mapping, Sequence
 from datetime import date
 from pathlib import Path
@@ -70,18 +72,79 @@ _DESCRIPTION = (
 )
 
 
+_EXAMPLES: dict[str, tuple[str, ...]] = {
+    _DEFAULT_COMMAND: (
+        "--prompt-only",
+        "--seed 42 --config config/scoring_ensemble.example.yaml",
+        "--seed 42 --set prompt.scoring.enabled=true --set prompt.scoring.evolution.enabled=true",
+        "--runs 24 --parallel 12 --set backend.max_concurrency=64",
+        "--offline --date 2026-12-20 --set context.enabled=true",
+    ),
+    "runs list": ("runs list", "runs list --failed --since 7d", "runs list --judge strict"),
+    "runs show": ("runs show 20261123_115739", "runs show 20261123_115739 --round 1"),
+    "runs export": ("runs export --format csv --out runs.csv", "runs export --since 12h"),
+    "runs import": (
+        "runs import output/logs/",
+        "runs import runs.jsonl --store sqlite:///b.sqlite",
+    ),
+    "runs stats": ("runs stats", "runs stats --since 7d"),
+    "review": ("review", "review --last 50 --out site/"),
+    "init": ("init", "init my-images", "init --force"),
+    "campaign submit": ("campaign submit --runs 100 --store postgresql://me@db/image_project",),
+    "campaign status": ("campaign status --store postgresql://me@db/image_project",),
+    "worker": (
+        "worker --store postgresql://me@db/image_project --parallel 4",
+        "worker --store postgresql://me@db/image_project --until-done -q",
+    ),
+}
+"""Each command's examples (after the program's name), shown by its ``--help``."""
+_EXAMPLES["runs"] = tuple(e for c in _EXAMPLES if c.startswith("runs ") for e in _EXAMPLES[c][:1])
+_EXAMPLES["campaign"] = (*_EXAMPLES["campaign submit"], *_EXAMPLES["campaign status"])
+
+
+def _texts(prog: str, command: str, description: str | None = None) -> dict[str, Any]:
+    """``description``, ``epilog`` (the command's examples) and the formatter that keeps the
+    examples' lines: the description is wrapped here, since that formatter keeps its lines
+    too."""
+    lines = "\n".join(f"  {prog} {example}" for example in _EXAMPLES[command])
+    texts: dict[str, Any] = {
+        "epilog": f"examples:\n{lines}",
+        "formatter_class": argparse.RawDescriptionHelpFormatter,
+    }
+    if description is not None:
+        texts["description"] = textwrap.fill(description, 78)
+    return texts
+
+
 def build_parser(prog: str = _PROG) -> argparse.ArgumentParser:
     """The top-level parser. Its options are the ``generate`` options, listed here too so that
     ``--help`` shows them; :func:`main` routes arguments without a subcommand to ``generate``
     (see :func:`_with_command`), so they are always parsed by the subcommand's parser."""
-    parser = argparse.ArgumentParser(
-        prog=prog,
-        usage=f"{prog} [{_DEFAULT_COMMAND}] [options]",
-        description=_DESCRIPTION,
-        epilog=(
+    return _build(prog)[0]
+
+
+_Commands = dict[str, dict[str, argparse.ArgumentParser]]
+"""The parsers' commands by the words before them: ``""`` the top level's, ``"runs"`` the
+actions of ``runs``, ``"campaign"`` those of ``campaign``."""
+
+
+def _build(prog: str) -> tuple[argparse.ArgumentParser, _Commands]:
+    """:func:`build_parser`'s parser and its commands (for :func:`_check_commands`)."""
+    texts = _texts(prog, _DEFAULT_COMMAND, _DESCRIPTION)
+    texts["epilog"] = (
+        textwrap.fill(
             f"With no command, the options mean '{_DEFAULT_COMMAND}': '{prog} --seed 42' is "
-            f"'{prog} {_DEFAULT_COMMAND} --seed 42'."
-        ),
+            f"'{prog} {_DEFAULT_COMMAND} --seed 42'.",
+            78,
+        )
+        + "\n\n"
+        + texts["epilog"]
+    )
+    parser = argparse.ArgumentParser(
+        prog=prog, usage=f"{prog} [{_DEFAULT_COMMAND}] [options]", **texts
+    )
+    parser.add_argument(
+        "--version", action=_Version, help="print the version of image_project and exit"
     )
     _add_generate_options(parser)
     commands = parser.add_subparsers(dest="command", title="commands", metavar="COMMAND")
@@ -89,28 +152,68 @@ def build_parser(prog: str = _PROG) -> argparse.ArgumentParser:
         _DEFAULT_COMMAND,
         prog=f"{prog} {_DEFAULT_COMMAND}",
         help="make one or more generations (the default when no command is given)",
-        description=_DESCRIPTION,
+        **_texts(prog, _DEFAULT_COMMAND, _DESCRIPTION),
     )
     _add_generate_options(generate)
     common = _store_options()
-    _add_runs_parser(commands, prog, common)
+    tree: _Commands = {"": commands.choices}
+    tree["runs"] = _add_runs_parser(commands, prog, common)
     _add_review_parser(commands, prog, common)
     _add_init_parser(commands, prog)
-    _add_campaign_parsers(commands, prog, common)
-    return parser
+    tree["campaign"] = _add_campaign_parsers(commands, prog, common)
+    return parser, tree
 
 
-def _add_campaign_parsers(commands: Any, prog: str, common: argparse.ArgumentParser) -> None:
+class _Version(argparse.Action):
+    """``--version``: the installed distribution's version (read only when asked, so the
+    parser's start-up does not import :mod:`importlib.metadata`)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            found = version("image_project")
+        except PackageNotFoundError:
+            found = "(not installed: pip install -e . in the checkout)"
+        print(f"image_project {found}")
+        parser.exit()
+
+
+def _check_commands(parser: argparse.ArgumentParser, tree: _Commands, argv: Sequence[str]) -> None:
+    """A word where a command (or a command's action) goes that names none exits 2 like any
+    usage error, with the nearest name (``did you mean 'generate'?``) or the names."""
+    path = ""
+    for word in argv:
+        choices = tree.get(path)
+        if choices is None or word.startswith("-"):
+            return
+        if word not in choices:
+            what = "command" if not path else "action"
+            close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]!r}?" if close else f"choose from {', '.join(choices)}"
+            parser.error(f"unknown {what} {word!r}; {hint}")
+        parser = choices[word]
+        path = f"{path} {word}".strip()
+
+
+def _add_campaign_parsers(
+    commands: Any, prog: str, common: argparse.ArgumentParser
+) -> dict[str, argparse.ArgumentParser]:
     """``campaign submit|status`` and ``worker``: runs queued in a PostgreSQL store and made
     on any machine (:mod:`image_project.campaign`, the ``campaign`` extra)."""
     campaign = commands.add_parser(
         "campaign",
         prog=f"{prog} campaign",
         help="queue runs in a PostgreSQL store for workers on any machine, or show their state",
-        description=(
+        **_texts(
+            prog,
+            "campaign",
             "A campaign queues runs in the PostgreSQL store (store.url) for 'worker' processes "
             "on any number of machines. Needs the campaign extra: pip install "
-            "'image_project[campaign]'."
+            "'image_project[campaign]'.",
         ),
     )
     campaign.set_defaults(verbose=0, quiet=False)
@@ -119,15 +222,21 @@ def _add_campaign_parsers(commands: Any, prog: str, common: argparse.ArgumentPar
         "submit",
         prog=f"{prog} campaign submit",
         help="queue --runs N runs of the configuration (the options of generate)",
-        description=(
+        **_texts(
+            prog,
+            "campaign submit",
             "Queue --runs N runs: run i gets the seed --runs N gives it, whichever worker "
-            "makes it. The configuration is read and checked here, once."
+            "makes it. The configuration is read and checked here, once.",
         ),
     )
     _add_generate_options(submit)
     submit.add_argument("--store", metavar="URL", help="this store instead of store.url")
     status = sub.add_parser(
-        "status", parents=[common], help="every campaign's runs: done, running, failed, queued"
+        "status",
+        parents=[common],
+        prog=f"{prog} campaign status",
+        help="every campaign's runs: done, running, failed, queued",
+        **_texts(prog, "campaign status"),
     )
     status.add_argument("--campaign", metavar="ID", help="only this campaign")
     worker = commands.add_parser(
@@ -135,13 +244,15 @@ def _add_campaign_parsers(commands: Any, prog: str, common: argparse.ArgumentPar
         parents=[common],
         prog=f"{prog} worker",
         help="take campaign runs from the PostgreSQL store and make them",
-        description=(
+        **_texts(
+            prog,
+            "worker",
             "Take queued campaign runs and write them to the store, up to --parallel at once, "
             "until stopped (Ctrl-C / SIGTERM: no new run, the runs in flight finish; a second "
             "one quits at once). --set applies on top of each campaign's configuration: use it "
             "for what is this machine's own, like backend.base_url of a local server or the "
             "output folders. Exit 1 when this machine cannot set up a campaign's runs (the run "
-            "goes back to the queue for another worker) or reach the store."
+            "goes back to the queue for another worker) or reach the store.",
         ),
     )
     worker.set_defaults(verbose=0, quiet=False)
@@ -169,6 +280,7 @@ def _add_campaign_parsers(commands: Any, prog: str, common: argparse.ArgumentPar
         help="stop once no run is queued or running (default: wait for new runs)",
     )
     worker.add_argument("-q", "--quiet", action="store_true", help="print only errors")
+    return dict(sub.choices)
 
 
 def _positive_float(text: str) -> float:
@@ -187,9 +299,11 @@ def _add_init_parser(commands: Any, prog: str) -> None:
         "init",
         prog=f"{prog} init",
         help="write a starter config/ (config.yaml, categories.csv, profile.csv) to edit",
-        description=(
+        **_texts(
+            prog,
+            "init",
             "Write config/config.yaml (every key documented), config/categories.csv and "
-            "config/profile.csv into DIR; existing files are left alone unless --force."
+            "config/profile.csv into DIR; existing files are left alone unless --force.",
         ),
     )
     init.set_defaults(verbose=0, quiet=False)
@@ -207,7 +321,7 @@ def _store_options() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="override a config key, e.g. --set store.url=postgresql+psycopg://…",
+        help="override a config key, e.g. --set store.url=postgresql://…",
     )
     common.add_argument("--store", metavar="URL", help="this store instead of store.url")
     return common
@@ -220,11 +334,13 @@ def _add_review_parser(commands: Any, prog: str, common: argparse.ArgumentParser
         parents=[common],
         prog=f"{prog} review",
         help="write a static review site (gallery, score heatmaps, judge panel) of stored runs",
-        description=(
+        **_texts(
+            prog,
+            "review",
             "Write a static site of the newest runs in the run store: a gallery with the "
             "selected card and mode, one page per run with its score table as a heatmap, and "
             "a judge-panel page (status counts, position bias, Kendall's tau, Krippendorff's "
-            "alpha) with plots. Open its index.html; no server is needed."
+            "alpha) with plots. Open its index.html; no server is needed.",
         ),
     )
     review.set_defaults(verbose=0, quiet=False)
@@ -239,21 +355,37 @@ def _add_review_parser(commands: Any, prog: str, common: argparse.ArgumentParser
     )
 
 
-def _add_runs_parser(commands: Any, prog: str, common: argparse.ArgumentParser) -> None:
+def _add_runs_parser(
+    commands: Any, prog: str, common: argparse.ArgumentParser
+) -> dict[str, argparse.ArgumentParser]:
     """``runs list|show|export|import|stats``: the run store (docs/store.md)."""
     runs = commands.add_parser(
         "runs",
         prog=f"{prog} runs",
         help="list, show, export or import the runs kept in the run store",
-        description=(
+        **_texts(
+            prog,
+            "runs",
             "The run store keeps every run (success, failure, interrupt). Its location is "
-            "store.url in the configuration (default: <image.log_path>/runs.sqlite)."
+            "store.url in the configuration (default: <image.log_path>/runs.sqlite).",
         ),
     )
     runs.set_defaults(verbose=0, quiet=False)
     sub = runs.add_subparsers(dest="runs_command", metavar="ACTION", required=True)
-    sub.add_parser("list", parents=[common, _filters(20)], help="the stored runs, newest first")
-    show = sub.add_parser("show", parents=[common], help="one run: summary and score table")
+    sub.add_parser(
+        "list",
+        parents=[common, _filters(20)],
+        prog=f"{prog} runs list",
+        help="the stored runs, newest first",
+        **_texts(prog, "runs list"),
+    )
+    show = sub.add_parser(
+        "show",
+        parents=[common],
+        prog=f"{prog} runs show",
+        help="one run: summary and score table",
+        **_texts(prog, "runs show"),
+    )
     show.add_argument("id", metavar="ID", help="a generation id (or a unique start of one)")
     view = show.add_mutually_exclusive_group()
     view.add_argument(
@@ -278,14 +410,20 @@ def _add_runs_parser(commands: Any, prog: str, common: argparse.ArgumentParser) 
         help="the call at PATH whole: its request, re-asks and their reasons, answer, judge's view",
     )
     export = sub.add_parser(
-        "export", parents=[common, _filters(None)], help="the stored runs as CSV or JSON lines"
+        "export",
+        parents=[common, _filters(None)],
+        prog=f"{prog} runs export",
+        help="the stored runs as CSV or JSON lines",
+        **_texts(prog, "runs export"),
     )
     export.add_argument("--format", choices=("csv", "jsonl"), default="jsonl")
     export.add_argument("--out", type=Path, metavar="PATH", help="write here, not to stdout")
     importing = sub.add_parser(
         "import",
         parents=[common],
+        prog=f"{prog} runs import",
         help="write transcripts (or a jsonl export) into the store; idempotent",
+        **_texts(prog, "runs import"),
     )
     importing.add_argument(
         "paths",
@@ -299,8 +437,11 @@ def _add_runs_parser(commands: Any, prog: str, common: argparse.ArgumentParser) 
     sub.add_parser(
         "stats",
         parents=[common, _filters(None)],
+        prog=f"{prog} runs stats",
         help="judge-panel figures over the stored runs: status counts, position bias, agreement",
+        **_texts(prog, "runs stats"),
     )
+    return dict(sub.choices)
 
 
 def _natural_int(text: str) -> int:
@@ -402,10 +543,11 @@ def _store_command(args: argparse.Namespace, env: Mapping[str, str], root: Path)
 
 def _with_command(argv: Sequence[str]) -> list[str]:
     """``argv`` with ``generate`` put in front when it names no command: when it is empty or
-    starts with an option other than ``-h`` / ``--help`` (which then shows the top-level help).
+    starts with an option other than ``-h`` / ``--help`` (which then shows the top-level help)
+    and ``--version``.
     A leading word that is no command is left alone, for argparse to reject it."""
     args = list(argv)
-    if not args or (args[0].startswith("-") and args[0] not in ("-h", "--help")):
+    if not args or (args[0].startswith("-") and args[0] not in ("-h", "--help", "--version")):
         return [_DEFAULT_COMMAND, *args]
     return args
 
@@ -509,21 +651,47 @@ def _check_context(cfg: AppConfig) -> None:
         load_injectors(cfg.context)
 
 
+_FLAG_KEYS: dict[str, tuple[str, str]] = {
+    "date": ("--date", "context.date"),
+    "offline": ("--offline", "backend.provider"),
+    "prompt_only": ("--prompt-only", "run.mode"),
+    "runs": ("--runs", "run.runs"),
+    "parallel": ("--parallel", "run.parallel"),
+    "seed": ("--seed", "prompt.random_seed"),
+}
+"""The options of ``generate`` that set a config key: option, key (by ``args`` name)."""
+_FLAG_VALUES = {"offline": "offline", "prompt_only": "prompt_only"}
+"""The value an on/off option sets; the others set their own."""
+
+
+def _flags(args: argparse.Namespace) -> dict[str, str]:
+    """The config key of each option given, to the option (``run.runs`` -> ``--runs``)."""
+    return {key: flag for name, (flag, key) in _FLAG_KEYS.items() if _given(args, name)}
+
+
+def _given(args: argparse.Namespace, name: str) -> bool:
+    value = getattr(args, name)
+    return value is not None and value is not False
+
+
 def _overrides(args: argparse.Namespace) -> list[str]:
+    """``--set`` and then the options, as overrides: an option wins over a ``--set`` of its
+    key."""
     extra = list(args.overrides)
-    if args.date is not None:
-        extra.append(f"context.date={args.date}")
-    if args.offline:
-        extra.append("backend.provider=offline")
-    if args.prompt_only:
-        extra.append("run.mode=prompt_only")
-    if args.runs is not None:
-        extra.append(f"run.runs={args.runs}")
-    if args.parallel is not None:
-        extra.append(f"run.parallel={args.parallel}")
-    if args.seed is not None:
-        extra.append(f"prompt.random_seed={args.seed}")
+    for name, (_, key) in _FLAG_KEYS.items():
+        if _given(args, name):
+            extra.append(f"{key}={_FLAG_VALUES.get(name, getattr(args, name))}")
     return extra
+
+
+def _named_by_option(exc: ConfigError, flags: Mapping[str, str]) -> ConfigError:
+    """``exc`` saying the option (``--runs: got 0, ...``) where its key (``run.runs``) got
+    its value from one, the first problem and any listed after it."""
+    message = exc.message
+    for key, flag in flags.items():
+        message = message.replace(f"\n  {key}: ", f"\n  {flag}: ")
+    key = flags.get(exc.key, exc.key)
+    return exc if (key, message) == (exc.key, exc.message) else ConfigError(key, message)
 
 
 def _generate_config(
@@ -532,7 +700,10 @@ def _generate_config(
     """The configuration of ``generate`` (and ``campaign submit``): files, ``--set`` and the
     options, with ``--offline`` applied to the named backends too; context injectors loaded.
     Raises ConfigError."""
-    cfg = load_config(root=root, config_path=args.config, overrides=_overrides(args), env=env)
+    try:
+        cfg = load_config(root=root, config_path=args.config, overrides=_overrides(args), env=env)
+    except ConfigError as exc:
+        raise _named_by_option(exc, _flags(args)) from exc
     if args.offline:  # the named backends too (backends:), not only backend:
         named = {n: b.model_copy(update={"provider": "offline"}) for n, b in cfg.backends.items()}
         cfg = cfg.model_copy(update={"backends": named})
@@ -668,7 +839,10 @@ def main(
     against it (``main.py`` passes its own directory; the default is the current one).
     ``prog`` is the command as the user typed it, for ``--help`` and usage errors (the console
     script's default; ``python -m image_project`` and ``main.py`` pass their own)."""
-    args = build_parser(prog).parse_args(_with_command(sys.argv[1:] if argv is None else argv))
+    words = _with_command(sys.argv[1:] if argv is None else argv)
+    parser, commands = _build(prog)
+    _check_commands(parser, commands, words)
+    args = parser.parse_args(words)
     env = os.environ if env is None else env
     _setup_logging(args.verbose, args.quiet)
     root = (root or Path.cwd()).resolve()

@@ -13,8 +13,10 @@ Its modules, each imported by name (this ``__init__`` imports nothing):
 :mod:`image_project.config.capabilities` holds the
 table of what each known OpenAI model accepts and :func:`~image_project.config.capabilities.check_models`,
 which the backend factory applies before any model call (``docs/models.md``).
-:mod:`image_project.config.store_url` holds what a ``store.url`` may be, and
-:mod:`image_project.config.defaults` the built-in defaults (package data) and ``init``.
+:mod:`image_project.config.store_url` holds what a ``store.url`` may be,
+:mod:`image_project.config.defaults` the built-in defaults (package data) and ``init``, and
+:mod:`image_project.config.dependencies` the keys that only matter while another key opens
+them, which :func:`load_config` checks.
 
 Each module's docstring states its part of the contract.
 

@@ -1,22 +1,25 @@
 """The built-in defaults shipped inside the package, and ``image-project init``.
 
 ``image_project/defaults/`` holds the one source of the default ``config.yaml`` (every key,
-documented), ``categories.csv`` and ``profile.csv``; the checkout's ``config/`` files of the
-same names are symbolic links to them (tests/test_defaults.py keeps them links). They are
-package data, so an installed ``image-project`` has them wherever it runs:
+documented), ``categories.csv``, ``profile.csv`` and the example judge panel
+``scoring_ensemble.example.yaml``; the checkout's ``config/`` files of the same names are
+symbolic links to them (tests/test_defaults.py keeps them links). They are package data, so
+an installed ``image-project`` has them wherever it runs:
 
 * :func:`~image_project.config.loading.load_config` falls back to :data:`BUILTIN_CONFIG` when
   there is no ``config/config.yaml`` in the directory it runs in (and no ``--config`` or
   ``$IMAGE_PROJECT_CONFIG``); the categories and profile then come from this directory too,
   everything else relative (the outputs) from the current directory.
-* :func:`write_starter` (:func:`init_command`: ``image-project init [DIR]``) copies the three files into
-  ``DIR/config/`` for the user to edit; it never overwrites a file unless told to.
+* :func:`write_starter` (:func:`init_command`: ``image-project init [DIR]``) copies the four
+  files into ``DIR/config/`` for the user to edit, read through :mod:`importlib.resources`
+  (the package's own data, wherever and however it is installed); it never overwrites a file
+  unless told to. What the files and init's closing line point to is a file init writes, one
+  a run writes, or a URL (tests/test_wheel.py).
 """
 
 from __future__ import annotations
 
 import shlex
-import shutil
 import sys
 from pathlib import Path
 
@@ -28,7 +31,8 @@ BUILTIN_INPUTS: dict[str, Path] = {
 }
 """The ``prompt`` keys that point at the shipped input files when the built-in config is used."""
 
-STARTER_FILES = ("config.yaml", "categories.csv", "profile.csv")
+EXAMPLE_PANEL = "scoring_ensemble.example.yaml"
+STARTER_FILES = ("config.yaml", "categories.csv", "profile.csv", EXAMPLE_PANEL)
 """What ``init`` writes into ``DIR/config/``."""
 
 
@@ -52,8 +56,11 @@ def write_starter(directory: Path, *, force: bool = False) -> list[Path]:
     if existing and not force:
         raise StarterExistsError(existing)
     target.mkdir(parents=True, exist_ok=True)
+    from importlib.resources import files  # here, not at start-up: only init reads them so
+
+    shipped = files("image_project").joinpath("defaults")
     for name, path in zip(STARTER_FILES, paths, strict=True):
-        shutil.copyfile(BUILTIN_DIR / name, path)
+        path.write_bytes(shipped.joinpath(name).read_bytes())
     return paths
 
 
@@ -75,8 +82,9 @@ def init_command(directory: Path, *, force: bool = False, prog: str = "image-pro
     here = directory.resolve() == Path.cwd().resolve()
     cd = "" if here else f"cd {shlex.quote(str(directory))} && "
     print(
-        f"Next: {cd}{prog} --prompt-only   (a prompt, no image; then {prog} for the image). "
-        "Edit config/config.yaml to choose models (docs/models.md)."
+        f"Next: {cd}{prog} --prompt-only   (a prompt, no image; then {prog} for the image).\n"
+        f"A judge panel: {prog} --config config/{EXAMPLE_PANEL}\n"
+        "Edit config/config.yaml to choose models (backend.text_model, image.model)."
     )
     return 0
 

@@ -9,7 +9,8 @@ Contract:
   (:mod:`.defaults`: the same documented config.yaml, its categories and profile files
   shipped beside it; the local overlay still applies, and the outputs land under
   ``root``). It then applies ``--set`` overrides and validates once against
-  :class:`~image_project.config.models.AppConfig`.
+  :class:`~image_project.config.models.AppConfig`, and refuses a key that would do nothing
+  because another key is off (:mod:`.dependencies`).
   Every mistake becomes ONE :class:`ConfigError` whose ``key`` is the full dotted path (list
   items as ``judges[1].id``) and whose message quotes the bad value and says what is allowed.
   No pydantic ``ValidationError`` escapes.
@@ -30,6 +31,7 @@ import os
 import re
 import types
 from collections.abc import Mapping, Sequence
+from datetime import date
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
@@ -39,6 +41,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
 from image_project.config.defaults import BUILTIN_CONFIG, BUILTIN_INPUTS
+from image_project.config.dependencies import check_dependencies
 from image_project.config.fields import _BOOL_ALLOWED, _Invalid, _KeyedInvalid
 from image_project.config.models import _INTERNAL_FIELDS, AppConfig
 from image_project.errors import ConfigError, preview, short_repr
@@ -457,7 +460,7 @@ def _translate_one(error: Mapping[str, Any]) -> tuple[str, str]:
     if kind == "missing":
         return key, "required key is missing" + (f"; must be {allowed}" if allowed else "")
 
-    shown = _show(value)
+    shown = _show(value.isoformat() if isinstance(value, date) else value)
     if isinstance(cause, _Invalid):
         if cause.redact:
             shown = cause.shown or "a value that is not an environment variable name"
@@ -540,6 +543,7 @@ def load_config(
             shipped = {key: str(file) for key, file in BUILTIN_INPUTS.items()}
             data = deep_merge(data, {"prompt": shipped})
         sources.append(str(path))
+    from_files = data if base is None else {}
     for item in overrides:
         data = _apply_override(data, item)
     _check_keys(data)
@@ -550,6 +554,8 @@ def load_config(
         config = AppConfig.model_validate(data, context={"root": root, "env": environ})
     except ValidationError as exc:
         raise _translate(exc) from exc
+    overridden = [".".join(p.strip() for p in o.partition("=")[0].split(".")) for o in overrides]
+    check_dependencies(config, from_files, overridden)
     config = config.model_copy(update={"sources": tuple(sources)})
     _log_scoring(config)
     return config

@@ -716,7 +716,7 @@ class ImageConfig(_Section):
 
 
 _STORE_URL_MUST = (
-    "sqlite:///PATH or postgresql+psycopg://USER@HOST:PORT/DBNAME (a password is better "
+    "sqlite:///PATH or postgresql://USER@HOST:PORT/DBNAME (psycopg 3; a password is better "
     "left to PGPASSWORD or ~/.pgpass), or null"
 )
 

@@ -11,8 +11,12 @@ Two kinds of URL are accepted, one per engine the store supports:
   ``%3F``, ``%23``, ``%25``);
 * ``postgresql+psycopg://USER[:PASSWORD]@HOST[:PORT]/DBNAME`` (psycopg 3, the driver that
   ``pip install 'image-project[postgres]'`` installs; without it such a URL is an error naming
-  that extra). Leave the password out and let libpq find it (``PGPASSWORD``,
-  ``~/.pgpass``), so that no secret lives in a config file.
+  that extra). ``postgresql://`` and ``postgres://`` (libpq's own schemes, what ``psql``
+  takes) mean the same driver and are returned spelled ``postgresql+psycopg://``: SQLAlchemy
+  would read a bare ``postgresql://`` as psycopg2, which the project does not install.
+  Another driver (``postgresql+psycopg2://``, ``postgresql+asyncpg://``) is an error. Leave
+  the password out and let libpq find it (``PGPASSWORD``, ``~/.pgpass``), so that no secret
+  lives in a config file.
 
 Without ``store.url`` the store is ``sqlite:///<image.log_path>/runs.sqlite``: beside the
 transcripts it is built from.
@@ -28,6 +32,8 @@ from image_project.extras import missing_extra
 
 SQLITE_PREFIX = "sqlite:///"
 POSTGRES_PREFIX = "postgresql+psycopg://"
+LIBPQ_PREFIXES = ("postgresql://", "postgres://")
+"""libpq's URL schemes, read as :data:`POSTGRES_PREFIX` (psycopg 3 is libpq's driver)."""
 DEFAULT_SQLITE_NAME = "runs.sqlite"
 
 _PASSWORD = re.compile(r"^(?P<head>[a-z0-9+]+://[^:/@]*):[^@/]*@")
@@ -55,38 +61,43 @@ def import_command(url: str, *paths: str | Path, config: Path | None = None) -> 
 
 def check_store_url(url: str, root: Path | None = None) -> str:
     """``url`` if it is a store URL this version can open, with a relative SQLite path made
-    absolute against ``root``; else ValueError saying what is accepted (the password
-    hidden)."""
+    absolute against ``root`` and a libpq URL (:data:`LIBPQ_PREFIXES`) spelled
+    ``postgresql+psycopg://``; else ValueError saying what is accepted (quoting the URL as
+    given, its password hidden)."""
+    shown = repr(redact_url(url))
     if url.startswith(SQLITE_PREFIX):
         path = url[len(SQLITE_PREFIX) :]
         if not path or path == ":memory:" or path.startswith("?"):
             raise ValueError(
-                f"got {redact_url(url)!r}: a SQLite store must be a file "
+                f"got {shown}: a SQLite store must be a file "
                 "(sqlite:///PATH); a store in memory is lost when the run ends"
             )
         if root is not None and not Path(unquote(path)).is_absolute():
             return SQLITE_PREFIX + quote(str(root)) + "/" + path
         return url
-    if url.startswith(POSTGRES_PREFIX):
-        rest = url[len(POSTGRES_PREFIX) :]
-        if "/" not in rest or not rest.split("/", 1)[1].split("?", 1)[0]:
-            raise ValueError(
-                f"got {redact_url(url)!r}: a PostgreSQL store URL names its database, "
-                "like postgresql+psycopg://user@host:5432/image_project"
-            )
-        missing = missing_extra("a PostgreSQL store", "psycopg")
-        if missing is not None:
-            raise ValueError(f"got {redact_url(url)!r}: {missing}")
-        return url
-    if url.startswith(("postgresql://", "postgres://", "postgresql+")):
+    for scheme in (POSTGRES_PREFIX, *LIBPQ_PREFIXES):
+        if url.startswith(scheme):
+            return _check_postgres(url[len(scheme) :], shown)
+    if url.startswith("postgresql+"):
         raise ValueError(
-            f"got {redact_url(url)!r}: use postgresql+psycopg://, the psycopg 3 driver "
+            f"got {shown}: use postgresql:// (or postgresql+psycopg://), the psycopg 3 driver "
             "(installed by image-project[postgres])"
         )
-    raise ValueError(
-        f"got {redact_url(url)!r}, must be sqlite:///PATH or "
-        "postgresql+psycopg://USER@HOST:PORT/DBNAME"
-    )
+    raise ValueError(f"got {shown}, must be sqlite:///PATH or postgresql://USER@HOST:PORT/DBNAME")
+
+
+def _check_postgres(rest: str, shown: str) -> str:
+    """A PostgreSQL URL whose scheme was cut off (``rest``: ``USER@HOST/DBNAME...``), spelled
+    with :data:`POSTGRES_PREFIX`."""
+    if "/" not in rest or not rest.split("/", 1)[1].split("?", 1)[0]:
+        raise ValueError(
+            f"got {shown}: a PostgreSQL store URL names its database, "
+            "like postgresql://user@host:5432/image_project"
+        )
+    missing = missing_extra("a PostgreSQL store", "psycopg")
+    if missing is not None:
+        raise ValueError(f"got {shown}: {missing}")
+    return POSTGRES_PREFIX + rest
 
 
 def default_store_url(log_path: Path) -> str:

@@ -48,9 +48,10 @@ def test_relative_sqlite_path_resolves_against_the_project_root() -> None:
 @pytest.mark.parametrize(
     ("url", "says"),
     [
-        ("postgres://me:pw123@db/runs", "postgresql+psycopg://"),
-        ("postgresql://me:pw123@db/runs", "postgresql+psycopg://"),
+        ("postgresql+psycopg2://me:pw123@db/runs", "use postgresql://"),
+        ("postgresql+asyncpg://me:pw123@db/runs", "the psycopg 3 driver"),
         ("postgresql+psycopg://me:pw123@db", "names its database"),
+        ("postgresql://me:pw123@db", "names its database"),
         ("sqlite://", "must be sqlite:///PATH"),
         ("'sqlite:///:memory:'", "lost when the run ends"),
         ("mysql://me:pw123@db/runs", "must be sqlite:///PATH"),
@@ -64,6 +65,15 @@ def test_bad_store_urls_fail_at_load_naming_the_key_without_the_password(
     message = str(info.value)
     assert message.startswith("store.url:") and says in message
     assert "pw123" not in message
+
+
+@pytest.mark.parametrize("scheme", ["postgresql://", "postgres://", "postgresql+psycopg://"])
+def test_a_libpq_url_is_the_psycopg_3_driver(scheme: str) -> None:
+    """``postgresql://`` (what ``psql`` and libpq take) is read as psycopg 3, the driver the
+    ``postgres`` extra installs: SQLAlchemy alone would read it as psycopg2."""
+    cfg = load_config(root=REPO, env={}, overrides=[f"store.url={scheme}me@db:5432/runs"])
+    assert cfg.effective_store_url == "postgresql+psycopg://me@db:5432/runs"
+    assert make_url(cfg.effective_store_url).get_driver_name() == "psycopg"
 
 
 def test_store_enabled_is_a_strict_bool() -> None:
