@@ -250,7 +250,7 @@ ENTRY_POINTS = {
     "image-project": [str(Path(sys.executable).parent / "image-project")],
 }
 # With PYTHONPROFILEIMPORTTIME=1 Python prints a line to stderr as each import completes.
-_IMPORTED = re.compile(r"^import time:.*\|\s+image_project\.(\w+)")
+_IMPORTED = re.compile(r"^import time:.*\|\s+image_project\.([\w.]+)")
 
 
 @pytest.mark.parametrize("entry", sorted(ENTRY_POINTS))
@@ -269,8 +269,10 @@ def test_ctrl_c_during_start_up_exits_130_without_a_traceback(tmp_path: Path, en
     )
     err = Lines(proc.stderr)
     # The first module the command line imports (image_project.cli.launch is the entry point's
-    # own): the import of the command line, most of a second, is under way.
-    err.wait_for(lambda line: (m := _IMPORTED.match(line)) is not None and m[1] != "launch")
+    # own, in the cli package): the import of the command line, most of a second, is under way.
+    err.wait_for(
+        lambda line: (m := _IMPORTED.match(line)) is not None and m[1] not in ("cli", "cli.launch")
+    )
     proc.send_signal(signal.SIGINT)
     code, out, text = finish(proc, err)
     messages = [line for line in text.splitlines() if not line.startswith("import time:")]
