@@ -7,7 +7,7 @@ physical limit? Measured through the real ``openai.AsyncOpenAI`` client and real
     python bench/latency.py --base-url URL --model M   # the scoring scenario on a real server
     python bench/latency.py --batch-only          # only the batch scenario (bench/batch.py)
 
-Each run is the real :func:`image_project.app.run_generation` against a local
+Each run is the real :func:`image_project.run.driver.run_generation` against a local
 OpenAI-compatible latency simulator (``bench/simulator.py``, served by uvicorn in its own
 process on 127.0.0.1, as a real API runs elsewhere), once in the engine's ``sequential`` mode
 and once ``concurrent``, with the same seed; each request's latency is drawn from a

@@ -17,7 +17,7 @@ judges and an evolution round's variants). The two together are the run's struct
 
 At the top, the run's roots (``dislike_rewrite``, ``pipeline``, ``image``, ``title``) run one
 after another, except the image and the title calls: the run starts them together once the
-prompt is final (``image_project.app``, outside the engine, so they are no announced
+prompt is final (``image_project.run``, outside the engine, so they are no announced
 group). :meth:`Shape.stages` gives the roots in that order, the image and title as one stage.
 """
 

@@ -117,7 +117,7 @@ async def measure(runs: int, scoring: bool, store_url: str | None) -> dict[str, 
 
 _OPEN_PROBE = """
 import sys, time
-import image_project.app  # what a run has imported before it writes the store
+import image_project.run.driver  # what a run has imported before it writes the store
 t = time.perf_counter()
 from image_project.store import open_store
 store = open_store(sys.argv[1])

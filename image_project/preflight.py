@@ -1,6 +1,6 @@
 """Disk checks made before any model call, so that a disk fault never costs one.
 
-:func:`check_outputs` is run by :func:`image_project.app.load_inputs` after the categories and
+:func:`check_outputs` is run by :func:`image_project.run.state.load_inputs` after the categories and
 profile files loaded. It checks what the run will write:
 
 * Every output directory can be created and written: ``image.log_path`` (transcript and log)

@@ -96,25 +96,7 @@ def test_the_reference_finder_sees_docs_config_and_output_paths() -> None:
     assert resolves("config/scoring_ensemble.example.yaml") and resolves("output/logs/*.json")
 
 
-_KNOWN_BROKEN = {
-    "image_project/review/templates/panel.html": "names docs/panel.md ('Know your panel'), "
-    "which no wheel ships; review/ is outside this change"
-}
-
-
-@pytest.mark.parametrize(
-    "path",
-    [
-        pytest.param(
-            p,
-            marks=pytest.mark.xfail(strict=True, reason=_KNOWN_BROKEN[str(p.relative_to(REPO))])
-            if str(p.relative_to(REPO)) in _KNOWN_BROKEN
-            else (),
-            id=str(p.relative_to(REPO)),
-        )
-        for p in SHIPPED
-    ],
-)
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: str(p.relative_to(REPO)))
 def test_every_path_a_shipped_file_names_resolves_for_a_wheel_user(path: Path) -> None:
     unresolved = [t for t in references(path.read_text(encoding="utf-8")) if not resolves(t)]
     assert not unresolved, f"{path.relative_to(REPO)} names what a wheel lacks: {unresolved}"

@@ -8,7 +8,7 @@ where the truth is known.
     python bench/quality.py --json out.json --plot quality.png
     python bench/quality.py --sigma 12 --beta 4      # another world (every parameter a flag)
 
-Every run is the real :func:`image_project.app.run_generation` with the scoring stage enabled,
+Every run is the real :func:`image_project.run.driver.run_generation` with the scoring stage enabled,
 configured through the real config (``load_config`` with ``--set``-style overrides), talking
 to a :class:`~image_project.testing.FunctionTextBackend` whose answers come from the simulated
 world of :mod:`.world` (and to :class:`~image_project.testing.FakeImageBackend` for the image). No model,

@@ -8,7 +8,7 @@ that could not be imported (the others are imported); 2 a usage error (an unknow
 ambiguous run id, a bad ``--since``), a configuration error, or an output path (``--out``)
 that cannot be written (one line naming it, no traceback).
 
-It sits beside :mod:`image_project.app`, above the packages it puts together (the store, the
+It sits beside :mod:`image_project.run`, above the packages it puts together (the store, the
 summary lines, the review site, the panel statistics), rather than inside the store, which
 knows none of them.
 """

@@ -6,7 +6,7 @@ A plugin is a module that defines ``injector``, any object with a ``name`` (lowe
 letters, digits and ``_``) and an ``inject(given) -> Injection`` method (docs/context.md)::
 
     # my_pkg/moon.py
-    from image_project.context import Injection, InjectorInput
+    from image_project import Injection, InjectorInput
 
     class Moon:
         name = "moon"

@@ -140,7 +140,7 @@ def test_manifest_lock_uses_dot_lock_file(tmp_path: Path) -> None:
 
 _WORKER = r"""
 import sys
-from image_project.artifacts import append_manifest_row, manifest_lock, next_seq, read_manifest
+from image_project.artifacts.manifest import append_manifest_row, manifest_lock, next_seq, read_manifest
 
 path, worker, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
 print("ready", flush=True)

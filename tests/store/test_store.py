@@ -396,7 +396,7 @@ def test_sqlalchemy_is_imported_only_when_a_store_is_used() -> None:
     import sys
 
     probe = (
-        "import sys, image_project.cli.command, image_project.app, image_project.config; "
+        "import sys, image_project.cli.command, image_project.run.driver, image_project.config.loading; "
         "print(sorted(m for m in ('sqlalchemy', 'alembic', 'psycopg') if m in sys.modules))"
     )
     out = subprocess.run(
