@@ -79,8 +79,8 @@ def measured_on(path: str, data: Json) -> str:
     )
 
 
-def _fenced(text: str, path: str, data: Json) -> str:
-    return f"```\n{text}\n```\n\n{measured_on(path, data)}\n"
+def _fenced(text: str, path: str, data: Json, note: str = "") -> str:
+    return f"```\n{text}\n```\n\n{note}{measured_on(path, data)}\n"
 
 
 # --------------------------------------------------------------------------- latency
@@ -90,10 +90,9 @@ def _latency(sources: list[tuple[str, Json]]) -> str:
     import latency
 
     path, data = sources[0]
-    runs = f"{data['repeats']} repeat(s) per mode, the N x J sweep {data.get('sweep_repeats', data['repeats'])}"
-    return _fenced(latency.report_text(data), path, data).replace(
-        "\n\nMeasured", f"\n\n{runs}. Measured", 1
-    )
+    sweep = data.get("sweep_repeats", data["repeats"])
+    note = f"{data['repeats']} repeat(s) per mode, the N x J sweep {sweep}. "
+    return _fenced(latency.report_text(data), path, data, note)
 
 
 def _by_name(data: Json, prefix: str) -> Json:
