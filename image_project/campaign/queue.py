@@ -17,6 +17,7 @@ import secrets
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, LiteralString
 
@@ -104,36 +105,58 @@ def resilient(outage: Outage, handed_over: set[int]) -> type[procrastinate.Psyco
     """procrastinate's psycopg connector, with every query made again after a lost connection
     (``outage``: backoff, and :class:`~.outage.DatabaseLost` past its bound) and the
     notification listener reconnected. A write about a job in ``handed_over`` (another
-    attempt owns its run, so the job is that attempt's to finish) is not sent."""
+    attempt owns its run, so the job is that attempt's to finish) is not sent. A write made
+    again after a lost connection that procrastinate refuses because the job has moved on
+    (:func:`_moved_on`) is taken as done."""
     import procrastinate
-
-    base = procrastinate.PsycopgConnector
 
     class ResilientConnector(procrastinate.PsycopgConnector):
         async def execute_query_async(self, query: LiteralString, **arguments: Any) -> None:
             if arguments.get("job_id") in handed_over:
                 return
-            await outage.acall(lambda: base.execute_query_async(self, query, **arguments))
+            execute, tries = super().execute_query_async, 0
+
+            async def attempt() -> None:
+                nonlocal tries
+                tries += 1
+                try:
+                    await execute(query, **arguments)
+                except procrastinate.exceptions.ConnectorException as exc:
+                    if tries == 1 or not _moved_on(exc):
+                        raise
+
+            await outage.acall(attempt)
 
         async def execute_query_one_async(
             self, query: LiteralString, **arguments: Any
         ) -> dict[str, Any]:
-            return await outage.acall(
-                lambda: base.execute_query_one_async(self, query, **arguments)
-            )
+            return await outage.acall(partial(super().execute_query_one_async, query, **arguments))
 
         async def execute_query_all_async(
             self, query: LiteralString, **arguments: Any
         ) -> list[dict[str, Any]]:
-            return await outage.acall(
-                lambda: base.execute_query_all_async(self, query, **arguments)
-            )
+            return await outage.acall(partial(super().execute_query_all_async, query, **arguments))
 
         async def listen_notify(self, on_notification: Any, channels: Iterable[str]) -> None:
+            listen = partial(super().listen_notify, on_notification, channels)
             while True:
-                await outage.acall(lambda: base.listen_notify(self, on_notification, channels))
+                await outage.acall(listen)
 
     return ResilientConnector
+
+
+_MOVED_ON: Final = "Job was not found or "
+
+
+def _moved_on(exc: BaseException) -> bool:
+    """True when ``exc`` is procrastinate refusing a write about a job that is no longer in
+    the state the write expects (``finish_job``, ``retry_job``). Met on a try made again
+    after a lost connection, it means the lost try reached the server and committed: the
+    answer was lost, not the write."""
+    import psycopg
+
+    cause = exc.__cause__
+    return isinstance(cause, psycopg.errors.RaiseException) and _MOVED_ON in str(cause)
 
 
 def ensure_schema(url: str) -> None:
